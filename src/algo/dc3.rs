@@ -1,0 +1,311 @@
+//! pDC3 (Kulla & Sanders, "Scalable Parallel Suffix Array Construction", Fig. 1).
+//!
+//! One level, for a text of n characters distributed in a [`Layout`]:
+//! 1. **triples**: for each sample position i (i mod 3 ≠ 0, plus a dummy at n when n mod 3 = 1)
+//!    the key (t[i], t[i+1], t[i+2], i) packed into one integer when it fits;
+//! 2. **sort triples**: distributed sample sort (the position makes keys unique: balanced on aⁿ);
+//! 3. **name**: flag key changes, global prefix sum; if all names differ they are the ranks;
+//! 4. otherwise **recurse** (distributed) on the string of names of the mod-1 positions followed by
+//!    the mod-2 positions, and turn its suffix array into ranks;
+//! 5. **ranks to text order**: every sample rank goes to the pe that owns its position;
+//! 6. **merge**: records (t[i], t[i+1], rank[i], rank[i+1], rank[i+2], i) sorted with the
+//!    paper's comparison (sample vs sample by rank, otherwise by one or two characters and a rank);
+//! 7. **suffix array**: the positions in sorted order, rebalanced to the input layout.
+//!
+//! A (sub)problem of at most `config.base_case` characters is gathered on pe 0 and solved by
+//! libsais (see [`super::seq`]); larger ones recurse in parallel, so no pe ever holds more than
+//! its share of any level.
+//!
+//! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 48 B each, with up
+//! to three copies alive during an exchange.
+
+use std::cmp::Ordering;
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::dist::{exchange_by, name_sorted, rebalance, right_halo, sample_sort, Layout, SortKey};
+use crate::local::LocalSort;
+use crate::Ctx;
+
+/// A character of a level's text, as a value ≥ 1 (0 stands for "past the end").
+pub trait Symbol: Pod + Send + Sync {
+    fn val(self) -> u64;
+    /// Sequential suffix array of a gathered text.
+    fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64>;
+}
+
+impl Symbol for u8 {
+    #[inline]
+    fn val(self) -> u64 {
+        self as u64 + 1
+    }
+    fn sequential_sa(text: &[u8], threads: usize) -> Vec<u64> {
+        super::seq::sa_bytes(text, threads)
+    }
+}
+
+impl Symbol for u64 {
+    #[inline]
+    fn val(self) -> u64 {
+        self
+    }
+    fn sequential_sa(text: &[u64], _threads: usize) -> Vec<u64> {
+        super::seq::sa_ints(text)
+    }
+}
+
+/// Builds the suffix array with pDC3. Collective. Entry: each pe holds its slice of the text as
+/// given by `layout`. Exit: each pe holds SA entries for the same range.
+#[must_use]
+pub fn dc3(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+    level(ctx, text, layout)
+}
+
+fn bits(x: u64) -> u32 {
+    64 - x.leading_zeros()
+}
+
+/// Gathers the whole (small) text on pe 0, solves it there and sends each pe its part.
+fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let p = comm.size();
+    let mut counts = vec![0usize; p];
+    counts[0] = t.len();
+    let all = comm.all_to_all_v(t, &counts);
+    let sa = if comm.rank() == 0 { C::sequential_sa(&all, ctx.config.threads) } else { Vec::new() };
+    drop(all);
+    let counts: Vec<usize> =
+        if comm.rank() == 0 { (0..p).map(|r| layout.local_len(r)).collect() } else { vec![0; p] };
+    comm.all_to_all_v(&sa, &counts)
+}
+
+/// A sort record for a triple of characters and its position, packed so that integer order is
+/// (c0, c1, c2, i) order.
+trait TripleKey: SortKey {
+    fn pack(c: [u64; 3], i: u64, bc: u32, bi: u32) -> Self;
+    fn same_chars(&self, o: &Self, bi: u32) -> bool;
+    fn index(&self, bi: u32) -> u64;
+}
+
+impl TripleKey for u64 {
+    #[inline]
+    fn pack(c: [u64; 3], i: u64, bc: u32, bi: u32) -> Self {
+        ((((c[0] << bc) | c[1]) << bc | c[2]) << bi) | i
+    }
+    #[inline]
+    fn same_chars(&self, o: &Self, bi: u32) -> bool {
+        (self >> bi) == (o >> bi)
+    }
+    #[inline]
+    fn index(&self, bi: u32) -> u64 {
+        self & ((1u64 << bi) - 1)
+    }
+}
+
+impl TripleKey for u128 {
+    #[inline]
+    fn pack(c: [u64; 3], i: u64, bc: u32, bi: u32) -> Self {
+        let c = [c[0] as u128, c[1] as u128, c[2] as u128];
+        ((((c[0] << bc) | c[1]) << bc | c[2]) << bi) | i as u128
+    }
+    #[inline]
+    fn same_chars(&self, o: &Self, bi: u32) -> bool {
+        (self >> bi) == (o >> bi)
+    }
+    #[inline]
+    fn index(&self, bi: u32) -> u64 {
+        (self & ((1u128 << bi) - 1)) as u64
+    }
+}
+
+/// A triple that does not fit 128 bits (names above 2^32 or so): compared field by field.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
+struct WideTriple {
+    c: [u64; 3],
+    i: u64,
+}
+
+impl SortKey for WideTriple {
+    fn sort_local(v: &mut [Self], _sorter: &dyn LocalSort) {
+        crate::dist::sample_sort::par_sort(v);
+    }
+}
+
+impl TripleKey for WideTriple {
+    fn pack(c: [u64; 3], i: u64, _bc: u32, _bi: u32) -> Self {
+        WideTriple { c, i }
+    }
+    fn same_chars(&self, o: &Self, _bi: u32) -> bool {
+        self.c == o.c
+    }
+    fn index(&self, _bi: u32) -> u64 {
+        self.i
+    }
+}
+
+/// The record of the merge step. `r0 = rank[i]` (0 when i mod 3 = 0), `r1 = rank[i+1]`,
+/// `r2 = rank[i+2]`, `c0 = t[i]`, `c1 = t[i+1]`; ranks and characters are 0 past the end.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+struct MergeRec {
+    i: u64,
+    c0: u64,
+    c1: u64,
+    r0: u64,
+    r1: u64,
+    r2: u64,
+}
+
+impl Ord for MergeRec {
+    /// Kulla–Sanders' comparison: two sample suffixes by rank; a mod-0 suffix against a mod-0 or
+    /// mod-1 one by (t[i], rank[i+1]); against a mod-2 one by (t[i], t[i+1], rank[i+2]).
+    #[inline]
+    fn cmp(&self, o: &Self) -> Ordering {
+        let (a, b) = (self.i % 3, o.i % 3);
+        match (a, b) {
+            (1 | 2, 1 | 2) => self.r0.cmp(&o.r0),
+            (0, 0) | (0, 1) | (1, 0) => (self.c0, self.r1).cmp(&(o.c0, o.r1)),
+            _ => (self.c0, self.c1, self.r2).cmp(&(o.c0, o.c1, o.r2)),
+        }
+    }
+}
+
+impl PartialOrd for MergeRec {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl SortKey for MergeRec {
+    fn sort_local(v: &mut [Self], _sorter: &dyn LocalSort) {
+        crate::dist::sample_sort::par_sort(v);
+    }
+}
+
+/// One DC3 level on a text of `layout.len()` characters; returns the SA slice for this pe's range.
+fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let n = layout.len();
+    if n <= ctx.config.base_case.max(4) {
+        return ctx.phase("base case", || base_case(ctx, t, layout));
+    }
+    let me = comm.rank();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    let halo: Vec<u64> = ctx.phase("halo", || right_halo(comm, t, 2)).into_iter().map(|c| c.val()).collect();
+    let at = |i: usize| -> u64 {
+        if i < hi {
+            t[i - lo].val()
+        } else {
+            halo.get(i - hi).copied().unwrap_or(0)
+        }
+    };
+    let alphabet = comm.all_reduce_max(t.iter().map(|&c| c.val()).max().unwrap_or(0));
+    let n_ext = n + usize::from(n % 3 == 1);
+    let bc = bits(alphabet);
+    let bi = bits(n_ext as u64);
+    let tb = 3 * bc + bi;
+    let rank = if tb <= 64 {
+        sample_ranks::<u64, _>(ctx, layout, &at, n_ext, bc, bi)
+    } else if tb <= 128 {
+        sample_ranks::<u128, _>(ctx, layout, &at, n_ext, bc, bi)
+    } else {
+        sample_ranks::<WideTriple, _>(ctx, layout, &at, n_ext, bc, bi)
+    };
+
+    let recs = ctx.phase("merge records", || {
+        let rhalo = right_halo(comm, &rank, 2);
+        let ra = |i: usize| -> u64 {
+            if i < hi {
+                rank[i - lo]
+            } else {
+                rhalo.get(i - hi).copied().unwrap_or(0)
+            }
+        };
+        (lo..hi)
+            .map(|i| MergeRec { i: i as u64, c0: at(i), c1: at(i + 1), r0: ra(i), r1: ra(i + 1), r2: ra(i + 2) })
+            .collect::<Vec<_>>()
+    });
+    drop(rank);
+    let sorted = ctx.phase("merge sort", || sample_sort(ctx, recs));
+    ctx.phase("rebalance", || {
+        let sa: Vec<u64> = sorted.iter().map(|r| r.i).collect();
+        drop(sorted);
+        rebalance(comm, sa, layout)
+    })
+}
+
+/// Steps 1–5: the rank among sample suffixes of every sample position this pe owns (1-based;
+/// 0 at positions i mod 3 = 0).
+fn sample_ranks<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
+    ctx: &Ctx,
+    layout: &Layout,
+    at: &A,
+    n_ext: usize,
+    bc: u32,
+    bi: u32,
+) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let p = comm.size();
+    let me = comm.rank();
+    let n = layout.len();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    let n1 = n_ext.div_ceil(3);
+    let m = n1 + n_ext / 3;
+
+    let triples: Vec<K> = ctx.phase("triples", || {
+        let mut v: Vec<K> = (lo..hi)
+            .filter(|i| i % 3 != 0)
+            .map(|i| K::pack([at(i), at(i + 1), at(i + 2)], i as u64, bc, bi))
+            .collect();
+        if n_ext > n && me == p - 1 {
+            v.push(K::pack([0, 0, 0], n as u64, bc, bi));
+        }
+        v
+    });
+    let sorted = ctx.phase("sort triples", || sample_sort(ctx, triples));
+    let (names, distinct) = ctx.phase("name", || name_sorted(comm, &sorted, |a, b| a.same_chars(b, bi)));
+    let mut rank = vec![0u64; hi - lo];
+
+    let pairs: Vec<[u64; 2]> = if distinct as usize == m {
+        // All triples differ: the names are the ranks already.
+        sorted.iter().zip(&names).map(|(k, &nm)| [k.index(bi), nm]).filter(|x| (x[0] as usize) < n).collect()
+    } else {
+        let rl = Layout::block(m, p);
+        let rpos = |i: u64| -> u64 {
+            let i = i as usize;
+            (if i % 3 == 1 { i / 3 } else { n1 + i / 3 }) as u64
+        };
+        let r_text: Vec<u64> = ctx.phase("build recursion", || {
+            let pairs: Vec<[u64; 2]> = sorted.iter().zip(&names).map(|(k, &nm)| [rpos(k.index(bi)), nm]).collect();
+            let got = exchange_by(comm, &pairs, |x| rl.owner(x[0] as usize));
+            let mut r = vec![0u64; rl.local_len(me)];
+            let base = rl.start(me) as u64;
+            for [q, nm] in got {
+                r[(q - base) as usize] = nm;
+            }
+            r
+        });
+        drop(sorted);
+        drop(names);
+        let sa_r = ctx.deeper(|| level::<u64>(ctx, &r_text, &rl));
+        drop(r_text);
+        let base = rl.start(me) as u64;
+        sa_r.iter()
+            .enumerate()
+            .map(|(k, &q)| {
+                let q = q as usize;
+                let i = if q < n1 { 3 * q + 1 } else { 3 * (q - n1) + 2 };
+                [i as u64, base + k as u64 + 1]
+            })
+            .filter(|x| (x[0] as usize) < n)
+            .collect()
+    };
+    ctx.phase("ranks to text", || {
+        let got = exchange_by(comm, &pairs, |x| layout.owner(x[0] as usize));
+        for [i, r] in got {
+            rank[i as usize - lo] = r;
+        }
+    });
+    rank
+}

@@ -1,0 +1,7 @@
+//! Suffix array algorithms: each a short driver of named phases over the `dist` primitives.
+
+pub mod check;
+pub mod css;
+pub mod dc3;
+pub mod oracle;
+pub mod seq;

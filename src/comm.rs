@@ -1,0 +1,298 @@
+//! The one thin layer over rsmpi.
+//!
+//! Everything that talks to MPI goes through [`Comm`]. Counts are `usize` here; this is the only
+//! module that narrows them to MPI's `i32` (`Count`), with checked conversions: an exchange whose
+//! counts or displacements do not fit is split into rounds, never truncated.
+//!
+//! Records travel as bytes: any `bytemuck::Pod` type (a `#[repr(C)]` struct without padding holes,
+//! checked at compile time by the derive) is sent with a contiguous datatype of its size.
+
+use std::cell::Cell;
+
+use bytemuck::Pod;
+use mpi::collective::SystemOperation;
+use mpi::datatype::{DatatypeRef, DynBuffer, DynBufferMut, Partition, PartitionMut, UserDatatype};
+use mpi::raw::AsRaw;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::traits::*;
+use mpi::Count;
+
+use crate::error::{Error, Result};
+
+/// Largest element count used in one MPI call (MPI counts and displacements are `i32`).
+const MPI_COUNT_MAX: usize = i32::MAX as usize;
+
+/// A communicator with byte accounting. All methods are collective unless said otherwise:
+/// every pe of the communicator must call them in the same order.
+pub struct Comm {
+    world: SimpleCommunicator,
+    rank: usize,
+    size: usize,
+    /// Bytes this pe has sent to other pes (self-sends excluded).
+    bytes_sent: Cell<u64>,
+    /// Element limit per MPI call; `i32::MAX` unless lowered (tests set `PSA_MPI_MAX_COUNT` to
+    /// exercise the chunked path).
+    max_count: usize,
+}
+
+fn count(n: usize) -> Count {
+    Count::try_from(n).expect("count was checked against MPI_COUNT_MAX")
+}
+
+fn record_type<T: Pod>() -> UserDatatype {
+    let size = std::mem::size_of::<T>();
+    UserDatatype::contiguous(count(size), &u8::equivalent_datatype())
+}
+
+impl Comm {
+    /// Wraps a communicator (usually `universe.world()`).
+    pub fn new(world: SimpleCommunicator) -> Self {
+        let rank = world.rank() as usize;
+        let size = world.size() as usize;
+        let max_count = std::env::var("PSA_MPI_MAX_COUNT")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .map(|v| v.clamp(1, MPI_COUNT_MAX))
+            .unwrap_or(MPI_COUNT_MAX);
+        Comm { world, rank, size, bytes_sent: Cell::new(0), max_count }
+    }
+
+    /// This pe's number in `0..size()`.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of pes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Bytes this pe has sent to other pes so far.
+    pub fn bytes_sent(&self) -> u64 {
+        self.bytes_sent.get()
+    }
+
+    /// The underlying rsmpi communicator.
+    pub fn raw(&self) -> &SimpleCommunicator {
+        &self.world
+    }
+
+    /// Number of pes on this node (shared-memory domain).
+    pub fn local_size(&self) -> usize {
+        self.world.split_shared(self.rank as i32).size() as usize
+    }
+
+    /// Waits for every pe.
+    pub fn barrier(&self) {
+        self.world.barrier();
+    }
+
+    /// Ends the whole job at once (MPI_Abort). Used when a pe cannot continue and cannot agree.
+    pub fn abort(&self, code: i32) -> ! {
+        self.world.abort(code)
+    }
+
+    /// Makes an error on one pe an error on all. Every pe calls this with its own result; if any
+    /// pe holds an error, every pe returns an error: the lowest failing pe gets its own error back
+    /// (to print), the others get [`Error::Remote`] naming that pe.
+    pub fn agree<T>(&self, r: Result<T>) -> Result<T> {
+        let mine = if r.is_err() { self.rank as u64 } else { u64::MAX };
+        let first = self.all_reduce_min(mine);
+        match (r, first) {
+            (r, u64::MAX) => r,
+            (Err(e), f) if f == self.rank as u64 => Err(e),
+            (_, f) => Err(Error::Remote { pe: f as usize }),
+        }
+    }
+
+    /// Sum over all pes.
+    pub fn all_reduce_sum(&self, x: u64) -> u64 {
+        let mut out = 0u64;
+        self.world.all_reduce_into(&x, &mut out, SystemOperation::sum());
+        out
+    }
+
+    /// Maximum over all pes.
+    pub fn all_reduce_max(&self, x: u64) -> u64 {
+        let mut out = 0u64;
+        self.world.all_reduce_into(&x, &mut out, SystemOperation::max());
+        out
+    }
+
+    /// Minimum over all pes.
+    pub fn all_reduce_min(&self, x: u64) -> u64 {
+        let mut out = 0u64;
+        self.world.all_reduce_into(&x, &mut out, SystemOperation::min());
+        out
+    }
+
+    /// Logical or over all pes.
+    pub fn any(&self, x: bool) -> bool {
+        self.all_reduce_max(x as u64) != 0
+    }
+
+    /// Element-wise maximum and sum of equal-length f64 vectors (for phase statistics).
+    pub fn all_reduce_f64(&self, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let mut mx = vec![0.0; x.len()];
+        let mut sum = vec![0.0; x.len()];
+        if !x.is_empty() {
+            self.world.all_reduce_into(x, &mut mx[..], SystemOperation::max());
+            self.world.all_reduce_into(x, &mut sum[..], SystemOperation::sum());
+        }
+        (mx, sum)
+    }
+
+    /// Exclusive prefix sum: pe r gets the sum of `x` over pes `0..r` (0 on pe 0, which MPI leaves
+    /// undefined).
+    pub fn exscan_sum(&self, x: u64) -> u64 {
+        let mut out = 0u64;
+        self.world.exclusive_scan_into(&x, &mut out, SystemOperation::sum());
+        if self.rank == 0 {
+            0
+        } else {
+            out
+        }
+    }
+
+    /// Every pe's value, in pe order.
+    pub fn all_gather<T: Pod>(&self, x: T) -> Vec<T> {
+        let mut out = vec![x; self.size];
+        let dt = record_type::<T>();
+        let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
+        let send = unsafe { DynBuffer::from_raw(&x as *const T, 1, dref) };
+        let mut recv = unsafe { DynBufferMut::from_raw(out.as_mut_ptr(), count(self.size), dref) };
+        self.world.all_gather_into(&send, &mut recv);
+        out
+    }
+
+    /// Concatenation of every pe's slice, in pe order, on every pe. For small data only (samples,
+    /// boundary records): every pe receives the sum of all lengths.
+    pub fn all_gather_v<T: Pod>(&self, local: &[T]) -> Vec<T> {
+        let lens = self.all_gather(local.len() as u64);
+        let total: u64 = lens.iter().sum();
+        assert!((total as usize) <= self.max_count, "all_gather_v is for small data");
+        let counts: Vec<Count> = lens.iter().map(|&l| count(l as usize)).collect();
+        let displs: Vec<Count> = counts
+            .iter()
+            .scan(0, |acc, &c| {
+                let d = *acc;
+                *acc += c;
+                Some(d)
+            })
+            .collect();
+        let mut out: Vec<T> = vec![T::zeroed(); total as usize];
+        let dt = record_type::<T>();
+        let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
+        let send = unsafe { DynBuffer::from_raw(local.as_ptr(), count(local.len()), dref) };
+        let mut recv = unsafe { DynBufferMut::from_raw(out.as_mut_ptr(), count(out.len()), dref) };
+        {
+            let mut part = PartitionMut::new(&mut recv, &counts[..], &displs[..]);
+            self.world.all_gather_varcount_into(&send, &mut part);
+        }
+        self.add_sent((local.len() * std::mem::size_of::<T>()) as u64 * (self.size as u64 - 1));
+        out
+    }
+
+    /// Broadcasts `x` from `root` to every pe.
+    pub fn broadcast<T: Pod>(&self, x: &mut T, root: usize) {
+        let dt = record_type::<T>();
+        let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
+        let mut buf = unsafe { DynBufferMut::from_raw(x as *mut T, 1, dref) };
+        self.world.process_at_rank(root as i32).broadcast_into(&mut buf);
+    }
+
+    fn add_sent(&self, b: u64) {
+        self.bytes_sent.set(self.bytes_sent.get() + b);
+    }
+
+    /// Personalised all-to-all with variable counts. `send` holds the records for pe 0, then those
+    /// for pe 1, …; `counts[d]` is how many go to pe d. Returns the records received, ordered by
+    /// source pe (the order within each source is kept).
+    ///
+    /// Counts are `usize`: when a count or displacement would not fit MPI's `i32`, the exchange runs
+    /// in rounds with at most `max_count / p` records per destination per round (staged copies).
+    /// Memory: the received records, plus staging buffers of at most `max_count` records per side
+    /// in the chunked case.
+    #[must_use]
+    pub fn all_to_all_v<T: Pod>(&self, send: &[T], counts: &[usize]) -> Vec<T> {
+        let p = self.size;
+        assert_eq!(counts.len(), p, "all_to_all_v needs one count per pe");
+        assert_eq!(counts.iter().sum::<usize>(), send.len(), "counts must add up to the send length");
+        let send_counts: Vec<u64> = counts.iter().map(|&c| c as u64).collect();
+        let mut recv_counts = vec![0u64; p];
+        self.world.all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+        let recv_total: usize = recv_counts.iter().map(|&c| c as usize).sum();
+        let sent_away = (send.len() - counts[self.rank]) * std::mem::size_of::<T>();
+        self.add_sent(sent_away as u64);
+
+        let mut out: Vec<T> = vec![T::zeroed(); recv_total];
+        let fits = send.len() <= self.max_count && recv_total <= self.max_count;
+        if self.all_reduce_min(fits as u64) == 1 {
+            let sc: Vec<usize> = counts.to_vec();
+            let rc: Vec<usize> = recv_counts.iter().map(|&c| c as usize).collect();
+            self.raw_all_to_all_v(send, &sc, &mut out, &rc);
+            return out;
+        }
+
+        // Chunked: round k moves records [k*q, (k+1)*q) of every (source, destination) pair.
+        let q = (self.max_count / p).max(1);
+        let longest = counts.iter().copied().chain(recv_counts.iter().map(|&c| c as usize)).max().unwrap_or(0);
+        let rounds = self.all_reduce_max(longest.div_ceil(q) as u64) as usize;
+        let send_displs = exclusive_prefix(counts);
+        let rc: Vec<usize> = recv_counts.iter().map(|&c| c as usize).collect();
+        let recv_displs = exclusive_prefix(&rc);
+        let mut stage_send: Vec<T> = Vec::new();
+        let mut stage_recv: Vec<T> = Vec::new();
+        for k in 0..rounds {
+            let lo = k * q;
+            let piece = |c: usize| c.saturating_sub(lo).min(q);
+            let sc: Vec<usize> = counts.iter().map(|&c| piece(c)).collect();
+            let rcs: Vec<usize> = rc.iter().map(|&c| piece(c)).collect();
+            stage_send.clear();
+            for d in 0..p {
+                let start = send_displs[d] + lo;
+                stage_send.extend_from_slice(&send[start..start + sc[d]]);
+            }
+            stage_recv.clear();
+            stage_recv.resize(rcs.iter().sum(), T::zeroed());
+            self.raw_all_to_all_v(&stage_send, &sc, &mut stage_recv, &rcs);
+            let mut off = 0;
+            for s in 0..p {
+                let dst = recv_displs[s] + lo;
+                out[dst..dst + rcs[s]].copy_from_slice(&stage_recv[off..off + rcs[s]]);
+                off += rcs[s];
+            }
+        }
+        out
+    }
+
+    /// One MPI_Alltoallv; every count and displacement must fit in `Count`.
+    fn raw_all_to_all_v<T: Pod>(&self, send: &[T], sc: &[usize], recv: &mut [T], rc: &[usize]) {
+        let to_counts = |v: &[usize]| -> (Vec<Count>, Vec<Count>) {
+            let c: Vec<Count> = v.iter().map(|&x| count(x)).collect();
+            let d: Vec<Count> = exclusive_prefix(v).into_iter().map(count).collect();
+            (c, d)
+        };
+        let (scn, sdn) = to_counts(sc);
+        let (rcn, rdn) = to_counts(rc);
+        let dt = record_type::<T>();
+        let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
+        let sbuf = unsafe { DynBuffer::from_raw(send.as_ptr(), count(send.len()), dref) };
+        let mut rbuf = unsafe { DynBufferMut::from_raw(recv.as_mut_ptr(), count(recv.len()), dref) };
+        let spart = Partition::new(&sbuf, &scn[..], &sdn[..]);
+        let mut rpart = PartitionMut::new(&mut rbuf, &rcn[..], &rdn[..]);
+        self.world.all_to_all_varcount_into(&spart, &mut rpart);
+    }
+}
+
+/// Exclusive prefix sums of `v` (same length).
+pub fn exclusive_prefix(v: &[usize]) -> Vec<usize> {
+    let mut acc = 0;
+    v.iter()
+        .map(|&x| {
+            let d = acc;
+            acc += x;
+            d
+        })
+        .collect()
+}

@@ -1,0 +1,61 @@
+//! Moving records between pes: to computed destinations, or back into a block layout.
+
+use bytemuck::Pod;
+use rayon::prelude::*;
+
+use super::Layout;
+use crate::comm::{exclusive_prefix, Comm};
+
+/// Sends every record to the pe `dest(record)`. Collective.
+///
+/// Entry: any records on any pe. Exit: the records whose destination is this pe, ordered by source
+/// pe, and within a source in their original order. Memory: the send buffer (one copy of the
+/// input) plus the received records; one `u32` per record while bucketing.
+#[must_use]
+pub fn exchange_by<T, F>(comm: &Comm, data: &[T], dest: F) -> Vec<T>
+where
+    T: Pod + Send + Sync,
+    F: Fn(&T) -> usize + Sync,
+{
+    let p = comm.size();
+    if p == 1 {
+        return data.to_vec();
+    }
+    let dests: Vec<u32> = data.par_iter().map(|x| dest(x) as u32).collect();
+    let mut counts = vec![0usize; p];
+    for &d in &dests {
+        counts[d as usize] += 1;
+    }
+    let mut pos = exclusive_prefix(&counts);
+    let mut send: Vec<T> = vec![T::zeroed(); data.len()];
+    for (x, &d) in data.iter().zip(&dests) {
+        let slot = &mut pos[d as usize];
+        send[*slot] = *x;
+        *slot += 1;
+    }
+    drop(dests);
+    comm.all_to_all_v(&send, &counts)
+}
+
+/// Redistributes a sequence into `target`'s ranges, keeping the global order. Collective.
+///
+/// Entry: each pe holds a contiguous piece of the sequence (the global sequence is the
+/// concatenation in pe order); lengths are arbitrary but must add up to `target.len()`.
+/// Exit: pe r holds the elements `[target.start(r), target.end(r))`.
+#[must_use]
+pub fn rebalance<T: Pod + Send + Sync>(comm: &Comm, data: Vec<T>, target: &Layout) -> Vec<T> {
+    let p = comm.size();
+    let first = comm.exscan_sum(data.len() as u64) as usize;
+    let last = first + data.len();
+    let counts: Vec<usize> = (0..p)
+        .map(|r| {
+            let lo = target.start(r).max(first);
+            let hi = target.end(r).min(last);
+            hi.saturating_sub(lo)
+        })
+        .collect();
+    if p == 1 {
+        return data;
+    }
+    comm.all_to_all_v(&data, &counts)
+}

@@ -1,0 +1,14 @@
+//! Distributed primitives shared by every algorithm. Each function documents what each pe holds
+//! on entry and on exit; all of them are collective.
+
+pub mod exchange;
+pub mod layout;
+pub mod naming;
+pub mod sample_sort;
+pub mod shift;
+
+pub use exchange::{exchange_by, rebalance};
+pub use layout::{Layout, OwnerCursor};
+pub use naming::name_sorted;
+pub use sample_sort::{sample_sort, SortKey};
+pub use shift::{last_of_left, right_halo};

@@ -1,0 +1,104 @@
+//! Distributed sample sort of fixed-size records with unique keys.
+
+use bytemuck::Pod;
+use rayon::prelude::*;
+
+use super::exchange_by;
+use crate::local::LocalSort;
+use crate::Ctx;
+
+/// Records that sample sort can order: a total order (`Ord`) that is unique per record in psa
+/// (every key carries a position, which is what keeps the sort balanced when the characters of
+/// all keys are equal, as in aⁿ), and a local sort for this type.
+pub trait SortKey: Pod + Ord + Send + Sync {
+    /// Sorts one pe's records ascending.
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort);
+}
+
+impl SortKey for u64 {
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
+        sorter.sort_u64(v);
+    }
+}
+
+impl SortKey for u128 {
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
+        sorter.sort_u128(v);
+    }
+}
+
+/// Samples per pe (on average) used to choose splitters. With random sampling the expected
+/// excess of the fullest pe shrinks like 1/sqrt(samples per pe).
+const SAMPLES_PER_PE: usize = 256;
+
+/// Sorts a distributed sequence. Collective.
+///
+/// Entry: any records on any pe. Exit: every pe holds a sorted run and the runs are in pe order
+/// (pe r's records are all smaller than pe r+1's). Sizes are about `n/p` each, whatever the input:
+/// splitters come from a random sample proportional to each pe's share, and keys are unique, so no
+/// run of equal keys can pile up on one pe. The largest share over the mean is logged (debug).
+///
+/// Cost: one pass to bucket, one all-to-all of every record, one local sort. Memory: input,
+/// send buffer and received records (about 3 copies at the peak).
+#[must_use]
+pub fn sample_sort<T: SortKey>(ctx: &Ctx, mut data: Vec<T>) -> Vec<T> {
+    let comm = &ctx.comm;
+    let p = comm.size();
+    if p == 1 {
+        T::sort_local(&mut data, ctx.sorter.as_ref());
+        return data;
+    }
+    let n = comm.all_reduce_sum(data.len() as u64) as usize;
+    if n == 0 {
+        return data;
+    }
+    // Random sample, proportional to this pe's share.
+    let want = ((data.len() as u128 * (SAMPLES_PER_PE * p) as u128).div_ceil(n as u128)) as usize;
+    let want = want.min(data.len());
+    let mut rng = SplitMix::new(0x5eed ^ ((comm.rank() as u64) << 32) ^ n as u64);
+    let mut sample: Vec<T> = (0..want).map(|_| data[(rng.next() % data.len() as u64) as usize]).collect();
+    sample.sort_unstable();
+    let all = comm.all_gather_v(&sample);
+    drop(sample);
+    let mut all = all;
+    all.sort_unstable();
+    let splitters: Vec<T> = (1..p).map(|j| all[j * all.len() / p]).collect();
+    drop(all);
+
+    let recv = exchange_by(comm, &data, |x| splitters.partition_point(|s| s < x));
+    drop(data);
+    let mut recv = recv;
+    T::sort_local(&mut recv, ctx.sorter.as_ref());
+
+    if log::log_enabled!(log::Level::Debug) {
+        let max = comm.all_reduce_max(recv.len() as u64) as f64;
+        if comm.rank() == 0 {
+            log::debug!("sample sort of {n} records: fullest pe holds {:.3}× the mean", max * p as f64 / n as f64);
+        }
+    }
+    ctx.note_imbalance(recv.len(), n);
+    recv
+}
+
+/// Sorts records by comparison (for records without an integer key). Uses rayon.
+pub fn par_sort<T: Ord + Send>(v: &mut [T]) {
+    v.par_sort_unstable();
+}
+
+/// A small seeded generator (SplitMix64) for reproducible sampling.
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    pub fn new(seed: u64) -> Self {
+        SplitMix(seed)
+    }
+
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,158 @@
+//! The file-to-file job: read each pe's slice, build, optionally check, write, report.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::error::Result;
+use crate::io::{read_distributed, OutputFile, Width};
+use crate::stats::{peak_rss_bytes, summarise, PhaseSummary};
+use crate::{algo, suffix_array, Ctx};
+
+/// What the command line asks for.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub input: PathBuf,
+    pub output: PathBuf,
+    pub width: Width,
+    pub check: bool,
+    pub stats: Option<PathBuf>,
+}
+
+/// What a finished job measured (the same on every pe).
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub n: usize,
+    pub width: usize,
+    pub total_secs: f64,
+    pub phases: Vec<PhaseSummary>,
+    pub peak_rss: Vec<u64>,
+    pub bytes_sent: Vec<u64>,
+    pub max_imbalance: f64,
+    pub checked: bool,
+}
+
+impl Report {
+    /// Sum of peak resident memory over pes divided by n.
+    pub fn bytes_per_char(&self) -> f64 {
+        self.peak_rss.iter().sum::<u64>() as f64 / self.n.max(1) as f64
+    }
+}
+
+/// Runs a job. Collective; every pe returns the same verdict.
+pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
+    let comm = &ctx.comm;
+    let t0 = Instant::now();
+    let (text, layout) = ctx.phase("read", || read_distributed(comm, &job.input))?;
+    let n = layout.len();
+    let width = comm.agree(job.width.resolve(n))?;
+    let out = OutputFile::create(comm, &job.output, n, width)?;
+    if comm.rank() == 0 {
+        log::info!(
+            "building the suffix array of '{}' ({n} bytes) on {} pes × {} threads with {:?}, {}-byte entries",
+            job.input.display(),
+            comm.size(),
+            ctx.config.threads,
+            ctx.config.algo,
+            width
+        );
+    }
+    let sa = suffix_array(ctx, &text)?;
+    if job.check {
+        ctx.phase("check", || algo::check::check(ctx, &text, &sa, &layout))?;
+        if comm.rank() == 0 {
+            log::info!("check passed: the output is the suffix array of the input");
+        }
+    }
+    drop(text);
+    ctx.phase("write", || out.write(comm, layout.start(comm.rank()), &sa))?;
+    drop(sa);
+    out.commit(comm)?;
+    let total_secs = comm_max_f64(ctx, t0.elapsed().as_secs_f64());
+    let phases = summarise(comm, &ctx.log);
+    let peak_rss = comm.all_gather(peak_rss_bytes());
+    let bytes_sent = comm.all_gather(comm.bytes_sent());
+    let max_imbalance = comm_max_f64(ctx, ctx.log.max_imbalance.get());
+    Ok(Report { n, width, total_secs, phases, peak_rss, bytes_sent, max_imbalance, checked: job.check })
+}
+
+fn comm_max_f64(ctx: &Ctx, x: f64) -> f64 {
+    ctx.comm.all_reduce_f64(&[x]).0[0]
+}
+
+/// The report as a table for the log (Kulla–Sanders Table 1 style: max and mean over pes).
+pub fn report_table(r: &Report) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("{:<5} {:<18} {:>10} {:>10} {:>12}\n", "level", "phase", "max s", "mean s", "max MB sent"));
+    for ph in &r.phases {
+        s.push_str(&format!(
+            "{:<5} {:<18} {:>10.3} {:>10.3} {:>12.1}\n",
+            ph.level,
+            ph.name,
+            ph.max_secs,
+            ph.mean_secs,
+            ph.max_bytes / 1e6
+        ));
+    }
+    let peak = r.peak_rss.iter().copied().max().unwrap_or(0);
+    s.push_str(&format!(
+        "total {:.3} s ({:.2} MB/s); peak RSS max {:.1} MB per pe, {:.1} bytes/char summed over pes; fullest pe {:.2}× mean",
+        r.total_secs,
+        r.n as f64 / 1e6 / r.total_secs.max(1e-9),
+        peak as f64 / 1e6,
+        r.bytes_per_char(),
+        r.max_imbalance
+    ));
+    s
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// The report as JSON (for `--stats`).
+pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
+    let list = |v: &[u64]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+    let phases: Vec<String> = r
+        .phases
+        .iter()
+        .map(|ph| {
+            format!(
+                "    {{\"level\": {}, \"name\": {}, \"max_secs\": {:.6}, \"mean_secs\": {:.6}, \"max_bytes_sent\": {}, \"total_bytes_sent\": {}}}",
+                ph.level,
+                json_str(&ph.name),
+                ph.max_secs,
+                ph.mean_secs,
+                ph.max_bytes as u64,
+                ph.total_bytes as u64
+            )
+        })
+        .collect();
+    format!(
+        "{{\n  \"input\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {:.3},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        json_str(&job.input.display().to_string()),
+        r.n,
+        ctx.comm.size(),
+        ctx.config.threads,
+        json_str(&format!("{:?}", ctx.config.algo).to_lowercase()),
+        json_str(ctx.sorter.name()),
+        r.width,
+        r.checked,
+        r.total_secs,
+        r.n as f64 / 1e6 / r.total_secs.max(1e-9),
+        list(&r.peak_rss),
+        r.bytes_per_char(),
+        list(&r.bytes_sent),
+        r.max_imbalance,
+        phases.join(",\n")
+    )
+}

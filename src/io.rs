@@ -1,0 +1,176 @@
+//! Reading each pe's slice of the input and writing the suffix array at each pe's offset.
+//!
+//! The output is written to a temporary file beside the requested path and renamed into place
+//! only after every pe has written its part, so the requested path never holds a partial file.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::comm::Comm;
+use crate::dist::Layout;
+use crate::error::{Error, Result};
+
+/// Size of the input file in bytes, with clear errors for missing files and directories. Local.
+pub fn input_len(path: &Path) -> Result<usize> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("read input", path, e))?;
+    if meta.is_dir() {
+        return Err(Error::Invalid(format!("input '{}' is a directory, not a file", path.display())));
+    }
+    usize::try_from(meta.len()).map_err(|_| Error::Invalid(format!("input '{}' is too large", path.display())))
+}
+
+/// Reads bytes `[start, end)` of `path` with positioned reads. Local.
+pub fn read_range(path: &Path, start: usize, end: usize) -> Result<Vec<u8>> {
+    let f = File::open(path).map_err(|e| Error::io("open input", path, e))?;
+    let mut buf = vec![0u8; end - start];
+    f.read_exact_at(&mut buf, start as u64).map_err(|e| Error::io("read input", path, e))?;
+    Ok(buf)
+}
+
+/// Every pe reads its block of the input. Collective: an error on any pe is an error on all.
+/// Returns this pe's slice and the block layout of the whole text.
+pub fn read_distributed(comm: &Comm, path: &Path) -> Result<(Vec<u8>, Layout)> {
+    let n = comm.agree(input_len(path))?;
+    // Every pe saw a length; make sure they agree (a file changing under us is an error).
+    let lo = comm.all_reduce_min(n as u64);
+    let hi = comm.all_reduce_max(n as u64);
+    if lo != hi {
+        return comm.agree(Err(Error::Invalid(format!("input '{}' changed size while being read", path.display()))));
+    }
+    let layout = Layout::block(n, comm.size());
+    let me = comm.rank();
+    let text = comm.agree(read_range(path, layout.start(me), layout.end(me)))?;
+    Ok((text, layout))
+}
+
+/// Width of an SA entry in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Width {
+    Auto,
+    Fixed(usize),
+}
+
+impl Width {
+    /// The byte width to use for a text of `n` characters, or an error if it cannot hold n-1.
+    pub fn resolve(self, n: usize) -> Result<usize> {
+        let max = n.saturating_sub(1) as u128;
+        match self {
+            Width::Auto => Ok(if max <= u32::MAX as u128 { 4 } else { 5 }),
+            Width::Fixed(w) => {
+                if !matches!(w, 4 | 5 | 8) {
+                    return Err(Error::Invalid(format!("--width must be auto, 4, 5 or 8, not {w}")));
+                }
+                if max >= 1u128 << (8 * w) {
+                    return Err(Error::Invalid(format!(
+                        "--width {w} is too small for a text of {n} characters (largest index {max} needs {} bytes)",
+                        bytes_needed(max)
+                    )));
+                }
+                Ok(w)
+            }
+        }
+    }
+}
+
+fn bytes_needed(max: u128) -> usize {
+    (((128 - max.leading_zeros()) as usize).div_ceil(8)).max(1)
+}
+
+/// An output file being written by all pes. Created by [`OutputFile::create`]; the temporary file
+/// is removed on drop unless [`OutputFile::commit`] renamed it into place.
+pub struct OutputFile {
+    tmp: PathBuf,
+    target: PathBuf,
+    width: usize,
+    committed: bool,
+    is_root: bool,
+}
+
+impl OutputFile {
+    /// Creates the temporary file (on pe 0) sized for `n` entries of `width` bytes. Collective.
+    /// Fails on every pe if the directory is missing or not writable.
+    pub fn create(comm: &Comm, target: &Path, n: usize, width: usize) -> Result<OutputFile> {
+        let mut tag = std::process::id() as u64;
+        comm.broadcast(&mut tag, 0);
+        let name = target.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+        let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let tmp = dir.join(format!(".{name}.psa-partial-{tag}"));
+        let is_root = comm.rank() == 0;
+        let out = OutputFile { tmp: tmp.clone(), target: target.to_path_buf(), width, committed: false, is_root };
+        let r = if is_root {
+            if target.is_dir() {
+                Err(Error::Invalid(format!("output '{}' is a directory", target.display())))
+            } else {
+                File::create(&tmp)
+                    .and_then(|f| f.set_len((n * width) as u64))
+                    .map_err(|e| Error::io("create output in", dir, e))
+            }
+        } else {
+            Ok(())
+        };
+        comm.agree(r)?;
+        Ok(out)
+    }
+
+    /// Writes this pe's entries, starting at entry `first`, little-endian. Collective.
+    pub fn write(&self, comm: &Comm, first: usize, sa: &[u64]) -> Result<()> {
+        let r = (|| {
+            let f = OpenOptions::new().write(true).open(&self.tmp).map_err(|e| Error::io("open output", &self.tmp, e))?;
+            const CHUNK: usize = 1 << 20;
+            let mut buf = Vec::with_capacity(CHUNK * self.width);
+            for (k, part) in sa.chunks(CHUNK).enumerate() {
+                buf.clear();
+                for &x in part {
+                    buf.extend_from_slice(&x.to_le_bytes()[..self.width]);
+                }
+                let off = ((first + k * CHUNK) * self.width) as u64;
+                f.write_all_at(&buf, off).map_err(|e| Error::io("write output", &self.tmp, e))?;
+            }
+            f.sync_data().map_err(|e| Error::io("write output", &self.tmp, e))
+        })();
+        comm.agree(r)
+    }
+
+    /// Renames the finished file to the requested name. Collective.
+    pub fn commit(mut self, comm: &Comm) -> Result<()> {
+        let r = if self.is_root {
+            std::fs::rename(&self.tmp, &self.target).map_err(|e| Error::io("rename output to", &self.target, e))
+        } else {
+            Ok(())
+        };
+        let r = comm.agree(r);
+        if r.is_ok() {
+            self.committed = true;
+        }
+        r
+    }
+
+    /// Path of the temporary file.
+    pub fn tmp_path(&self) -> &Path {
+        &self.tmp
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if self.is_root && !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn width_rules() {
+        assert_eq!(Width::Auto.resolve(0).unwrap(), 4);
+        assert_eq!(Width::Auto.resolve(1 << 32).unwrap(), 4);
+        assert_eq!(Width::Auto.resolve((1 << 32) + 1).unwrap(), 5);
+        assert!(Width::Fixed(4).resolve((1 << 32) + 1).is_err());
+        assert_eq!(Width::Fixed(5).resolve((1 << 32) + 1).unwrap(), 5);
+        assert!(Width::Fixed(3).resolve(10).is_err());
+    }
+}

@@ -1,0 +1,156 @@
+//! psa: distributed suffix array construction on MPI.
+//!
+//! Every pe (MPI process) holds a contiguous slice of the text; no pe ever holds all of it. The
+//! suffix array comes back distributed the same way: pe r gets `SA[start_r..end_r)` for the same
+//! ranges as its text slice. Two algorithms give identical output: pDC3 (Kulla–Sanders) and pCSS
+//! (8-character keys with prefix-doubling refinement).
+//!
+//! Library use from another rsmpi program:
+//!
+//! ```no_run
+//! let universe = mpi::initialize().unwrap();
+//! let ctx = psa::Ctx::new(universe.world(), psa::Config::default());
+//! let my_slice: Vec<u8> = b"banana".to_vec(); // this pe's contiguous part of the text
+//! let sa_slice = psa::suffix_array(&ctx, &my_slice).unwrap();
+//! ```
+
+pub mod algo;
+pub mod comm;
+pub mod dist;
+pub mod driver;
+pub mod error;
+pub mod io;
+pub mod local;
+pub mod stats;
+
+use std::time::Instant;
+
+pub use error::{Error, Result};
+
+use comm::Comm;
+use local::LocalSort;
+use stats::{PhaseLog, PhaseRecord};
+
+/// Which algorithm builds the suffix array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algo {
+    /// Parallel DC3 (Kulla & Sanders).
+    Dc3,
+    /// Parallel CSS: 8-character keys, one sample sort, equal runs refined by prefix doubling.
+    Css,
+}
+
+/// Which backend runs the local sorts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Cpu,
+    Gpu,
+}
+
+/// Settings of a run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub algo: Algo,
+    pub backend: Backend,
+    /// Threads per pe for local work.
+    pub threads: usize,
+    /// A (sub)problem with at most this many characters in total is gathered on pe 0 and solved
+    /// sequentially; larger ones recurse in parallel. At least 4.
+    pub base_case: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { algo: Algo::Dc3, backend: Backend::Cpu, threads: 1, base_case: 1 << 20 }
+    }
+}
+
+/// Everything a pe needs to take part in a distributed run: the communicator, the local sort
+/// backend, settings and the phase log.
+pub struct Ctx {
+    pub comm: Comm,
+    pub sorter: Box<dyn LocalSort>,
+    pub config: Config,
+    pub log: PhaseLog,
+}
+
+impl Ctx {
+    /// A context on `world` with the CPU backend. Collective only in that every pe must make one.
+    pub fn new(world: mpi::topology::SimpleCommunicator, config: Config) -> Self {
+        let sorter: Box<dyn LocalSort> = Box::new(local::cpu::CpuSort::new(config.threads));
+        Ctx { comm: Comm::new(world), sorter, config, log: PhaseLog::default() }
+    }
+
+    /// Replaces the local sort backend.
+    pub fn with_sorter(mut self, sorter: Box<dyn LocalSort>) -> Self {
+        self.sorter = sorter;
+        self
+    }
+
+    /// Runs `f` as a named phase: its wall time and the bytes this pe sends are recorded. Every pe
+    /// must run the same phases in the same order.
+    pub fn phase<R>(&self, name: &str, f: impl FnOnce() -> R) -> R {
+        let t0 = Instant::now();
+        let b0 = self.comm.bytes_sent();
+        let r = f();
+        let rec = PhaseRecord {
+            level: self.log.level.get(),
+            name: name.to_string(),
+            secs: t0.elapsed().as_secs_f64(),
+            bytes: self.comm.bytes_sent() - b0,
+        };
+        log::debug!("[pe {}] L{} {}: {:.3}s, {} bytes sent", self.comm.rank(), rec.level, rec.name, rec.secs, rec.bytes);
+        self.log.phases.borrow_mut().push(rec);
+        r
+    }
+
+    /// Runs `f` one recursion level deeper (for phase names).
+    pub fn deeper<R>(&self, f: impl FnOnce() -> R) -> R {
+        let l = self.log.level.get();
+        self.log.level.set(l + 1);
+        let r = f();
+        self.log.level.set(l);
+        r
+    }
+
+    /// Records the share of the fullest pe after a sort (for the stats).
+    pub fn note_imbalance(&self, local: usize, total: usize) {
+        if total == 0 {
+            return;
+        }
+        let ratio = local as f64 * self.comm.size() as f64 / total as f64;
+        if ratio > self.log.max_imbalance.get() {
+            self.log.max_imbalance.set(ratio);
+        }
+    }
+}
+
+/// Builds the suffix array of a distributed text. Collective.
+///
+/// Entry: each pe holds a contiguous slice of the text, in pe order (any lengths, empty allowed).
+/// Exit: each pe holds the suffix array entries for the same global range as its slice, as global
+/// positions. Suffixes compare as byte strings; a proper prefix sorts first.
+pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
+    if ctx.config.base_case < 4 {
+        return Err(Error::Invalid(format!("base case size must be at least 4, got {}", ctx.config.base_case)));
+    }
+    let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
+    Ok(match ctx.config.algo {
+        Algo::Dc3 => algo::dc3::dc3(ctx, text, &layout),
+        Algo::Css => algo::css::css(ctx, text, &layout),
+    })
+}
+
+/// The local sort backend the configuration asks for, or a clear error when it is unavailable.
+/// Local; callers agree on the result.
+pub fn backend_for(ctx: &Ctx) -> Result<Box<dyn LocalSort>> {
+    match ctx.config.backend {
+        Backend::Cpu => Ok(Box::new(local::cpu::CpuSort::new(ctx.config.threads))),
+        #[cfg(feature = "gpu")]
+        Backend::Gpu => local::gpu::GpuSort::open(ctx.comm.rank(), ctx.config.threads).map(|g| Box::new(g) as Box<dyn LocalSort>),
+        #[cfg(not(feature = "gpu"))]
+        Backend::Gpu => Err(Error::Unsupported(
+            "--gpu needs a build with GPU support: cargo build --release --features gpu".into(),
+        )),
+    }
+}

@@ -1,0 +1,69 @@
+//! CPU backend: voracious radix sort with the pe's thread count.
+
+use voracious_radix_sort::RadixSort;
+
+use super::LocalSort;
+
+/// Below this many records a single-threaded sort is faster than spawning threads.
+const MT_THRESHOLD: usize = 1 << 16;
+
+/// Voracious radix sort; multithreaded (`voracious_mt_sort`) with `threads` threads for large
+/// inputs.
+pub struct CpuSort {
+    threads: usize,
+}
+
+impl CpuSort {
+    pub fn new(threads: usize) -> Self {
+        CpuSort { threads: threads.max(1) }
+    }
+}
+
+impl LocalSort for CpuSort {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn sort_u64(&self, v: &mut [u64]) {
+        if self.threads > 1 && v.len() >= MT_THRESHOLD {
+            v.voracious_mt_sort(self.threads);
+        } else {
+            v.voracious_sort();
+        }
+    }
+
+    fn sort_u128(&self, v: &mut [u128]) {
+        if self.threads > 1 && v.len() >= MT_THRESHOLD {
+            v.voracious_mt_sort(self.threads);
+        } else {
+            v.voracious_sort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorts_like_std() {
+        let mut x = 0x9e3779b97f4a7c15u64;
+        let mut v: Vec<u64> = (0..200_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % 1000
+            })
+            .collect();
+        let mut w = v.clone();
+        w.sort();
+        CpuSort::new(2).sort_u64(&mut v);
+        assert_eq!(v, w);
+        let mut a: Vec<u128> = w.iter().rev().map(|&k| (k as u128) << 70 | 5).collect();
+        let mut b = a.clone();
+        b.sort();
+        CpuSort::new(1).sort_u128(&mut a);
+        assert_eq!(a, b);
+    }
+}

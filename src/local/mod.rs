@@ -1,0 +1,17 @@
+//! Local sorts behind one trait: the algorithms see [`LocalSort`] and do not know which backend
+//! sorts for them.
+
+pub mod cpu;
+#[cfg(feature = "gpu")]
+pub mod gpu;
+
+/// A backend that sorts one pe's records in place, ascending by the whole integer. Keys handed
+/// to it are unique in psa (they carry a position), so stability does not arise.
+pub trait LocalSort: Send + Sync {
+    /// A short name for logs ("cpu", "gpu").
+    fn name(&self) -> &'static str;
+    /// Sorts 64-bit keys ascending.
+    fn sort_u64(&self, v: &mut [u64]);
+    /// Sorts 128-bit keys ascending.
+    fn sort_u128(&self, v: &mut [u128]);
+}
