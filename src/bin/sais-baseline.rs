@@ -1,0 +1,162 @@
+//! `sais-baseline`: the sequential / shared-memory baseline psa is measured against.
+//!
+//! Reads a whole file into memory, builds its suffix array with libsais (Ilya Grebnov's SA-IS,
+//! through the `libsais` crate, OpenMP for `--threads` > 1), and prints one JSON line:
+//!
+//! ```text
+//! {"tool": "sais-baseline", "input": "...", "n": 20000000, "threads": 2, "read_secs": 0.01,
+//!  "secs": 1.23, "mb_per_sec": 16.2, "write_secs": 0.0, "peak_rss_bytes": 100663296,
+//!  "bytes_per_char": 5.03}
+//! ```
+//!
+//! `secs` (and `mb_per_sec = n / 1e6 / secs`) cover the construction only; reading and writing are
+//! timed separately. `peak_rss_bytes` is VmHWM of the process (text + SA + libsais' workspace),
+//! `bytes_per_char` is that divided by n. With `-o OUT` the SA is written in psa's output format:
+//! SA[0..n) as little-endian unsigned integers of `--width` bytes, so `cmp` can compare it with
+//! psa's output.
+//!
+//! Set `OMP_WAIT_POLICY=passive` when running it (the bench scripts do): libsais' OpenMP threads
+//! otherwise spin after each parallel region, which on a shared machine steals cores from the
+//! other processes (and from the MPI ranks of a psa run started next to it) and inflates timings.
+//!
+//! A plain program: no MPI. Exit status 0 on success, 1 on an error, 2 for bad arguments.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use libsais::{SuffixArrayConstruction, ThreadCount};
+use psa::io::Width;
+
+/// Suffix array of a file with libsais (the baseline for psa's benchmarks).
+#[derive(Parser, Debug)]
+#[command(
+    name = "sais-baseline",
+    version,
+    about,
+    after_help = "Prints one JSON line: n, threads, read_secs, secs (construction only), mb_per_sec, \
+                  write_secs, peak_rss_bytes, bytes_per_char.\n\
+                  Run with OMP_WAIT_POLICY=passive so idle OpenMP threads do not spin."
+)]
+struct Cli {
+    /// Input file (any bytes)
+    input: PathBuf,
+    /// Threads for libsais (1 = its single-threaded code path, > 1 = OpenMP)
+    #[arg(long, default_value_t = 1)]
+    threads: u16,
+    /// Write the SA here in psa's format (n entries of --width bytes, little-endian)
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Bytes per SA entry in the output: auto (4 when every index fits 32 bits, else 5), 4, 5 or 8
+    #[arg(long, default_value = "auto", value_parser = parse_width)]
+    width: Width,
+}
+
+fn parse_width(s: &str) -> Result<Width, String> {
+    match s {
+        "auto" => Ok(Width::Auto),
+        "4" | "5" | "8" => Ok(Width::Fixed(s.parse().expect("matched digits"))),
+        _ => Err(format!("'{s}' is not one of auto, 4, 5, 8")),
+    }
+}
+
+/// The SA in whichever integer type libsais filled.
+enum Sa {
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+}
+
+fn build(text: &[u8], threads: u16) -> Result<Sa, String> {
+    if text.is_empty() {
+        return Ok(Sa::I32(Vec::new()));
+    }
+    let err = |e| format!("libsais failed: {e:?}");
+    // libsais' 32-bit interface takes n < 2^31; past that use 64-bit indices.
+    if text.len() < i32::MAX as usize {
+        let c = SuffixArrayConstruction::for_text(text).in_owned_buffer32();
+        let r = if threads > 1 { c.multi_threaded(ThreadCount::fixed(threads)).run() } else { c.single_threaded().run() };
+        Ok(Sa::I32(r.map_err(err)?.into_vec()))
+    } else {
+        let c = SuffixArrayConstruction::for_text(text).in_owned_buffer64();
+        let r = if threads > 1 { c.multi_threaded(ThreadCount::fixed(threads)).run() } else { c.single_threaded().run() };
+        Ok(Sa::I64(r.map_err(err)?.into_vec()))
+    }
+}
+
+fn write_sa(path: &PathBuf, sa: &Sa, width: usize) -> std::io::Result<()> {
+    let f = std::fs::File::create(path)?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 22, f);
+    match sa {
+        Sa::I32(v) => {
+            for &x in v {
+                w.write_all(&(x as u64).to_le_bytes()[..width])?;
+            }
+        }
+        Sa::I64(v) => {
+            for &x in v {
+                w.write_all(&(x as u64).to_le_bytes()[..width])?;
+            }
+        }
+    }
+    w.into_inner().map_err(|e| e.into_error())?.sync_data()
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn run(cli: &Cli) -> Result<(), String> {
+    if cli.threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    let t0 = Instant::now();
+    let text = std::fs::read(&cli.input).map_err(|e| format!("cannot read input '{}': {e}", cli.input.display()))?;
+    let read_secs = t0.elapsed().as_secs_f64();
+    let n = text.len();
+    let width = cli.width.resolve(n).map_err(|e| e.to_string())?;
+
+    let t1 = Instant::now();
+    let sa = build(&text, cli.threads)?;
+    let secs = t1.elapsed().as_secs_f64();
+
+    let mut write_secs = 0.0;
+    if let Some(out) = &cli.output {
+        let t2 = Instant::now();
+        write_sa(out, &sa, width).map_err(|e| format!("cannot write output '{}': {e}", out.display()))?;
+        write_secs = t2.elapsed().as_secs_f64();
+    }
+    let peak = psa::stats::peak_rss_bytes();
+    println!(
+        "{{\"tool\": \"sais-baseline\", \"input\": {}, \"n\": {n}, \"threads\": {}, \"read_secs\": {read_secs:.6}, \
+         \"secs\": {secs:.6}, \"mb_per_sec\": {:.3}, \"write_secs\": {write_secs:.6}, \"width\": {width}, \
+         \"peak_rss_bytes\": {peak}, \"bytes_per_char\": {:.3}}}",
+        json_str(&cli.input.display().to_string()),
+        cli.threads,
+        n as f64 / 1e6 / secs.max(1e-9),
+        peak as f64 / n.max(1) as f64
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sais-baseline: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
