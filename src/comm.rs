@@ -39,6 +39,24 @@ fn count(n: usize) -> Count {
     Count::try_from(n).expect("count was checked against MPI_COUNT_MAX")
 }
 
+/// A pointer MPI may take for `s`. An empty `Vec<u8>` points at address 1, which Open MPI reads
+/// as `MPI_IN_PLACE` (and rejects in all-to-all): empty buffers get the address of `dummy`.
+fn buf_ptr<T>(s: &[T], dummy: &u128) -> *const T {
+    if s.is_empty() {
+        dummy as *const u128 as *const T
+    } else {
+        s.as_ptr()
+    }
+}
+
+fn buf_ptr_mut<T>(s: &mut [T], dummy: &mut u128) -> *mut T {
+    if s.is_empty() {
+        dummy as *mut u128 as *mut T
+    } else {
+        s.as_mut_ptr()
+    }
+}
+
 fn record_type<T: Pod>() -> UserDatatype {
     let size = std::mem::size_of::<T>();
     UserDatatype::contiguous(count(size), &u8::equivalent_datatype())
@@ -154,6 +172,26 @@ impl Comm {
         }
     }
 
+    /// Exclusive prefix maximum: pe r gets the maximum of `x` over pes `0..r` (0 on pe 0).
+    pub fn exscan_max(&self, x: u64) -> u64 {
+        let mut out = 0u64;
+        self.world.exclusive_scan_into(&x, &mut out, SystemOperation::max());
+        if self.rank == 0 {
+            0
+        } else {
+            out
+        }
+    }
+
+    /// Element-wise sum of equal-length u64 vectors over all pes.
+    pub fn all_reduce_sum_vec(&self, x: &[u64]) -> Vec<u64> {
+        let mut out = vec![0u64; x.len()];
+        if !x.is_empty() {
+            self.world.all_reduce_into(x, &mut out[..], SystemOperation::sum());
+        }
+        out
+    }
+
     /// Every pe's value, in pe order.
     pub fn all_gather<T: Pod>(&self, x: T) -> Vec<T> {
         let mut out = vec![x; self.size];
@@ -183,8 +221,9 @@ impl Comm {
         let mut out: Vec<T> = vec![T::zeroed(); total as usize];
         let dt = record_type::<T>();
         let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
-        let send = unsafe { DynBuffer::from_raw(local.as_ptr(), count(local.len()), dref) };
-        let mut recv = unsafe { DynBufferMut::from_raw(out.as_mut_ptr(), count(out.len()), dref) };
+        let (d1, mut d2) = (0u128, 0u128);
+        let send = unsafe { DynBuffer::from_raw(buf_ptr(local, &d1), count(local.len()), dref) };
+        let mut recv = unsafe { DynBufferMut::from_raw(buf_ptr_mut(&mut out, &mut d2), count(out.len()), dref) };
         {
             let mut part = PartitionMut::new(&mut recv, &counts[..], &displs[..]);
             self.world.all_gather_varcount_into(&send, &mut part);
@@ -266,6 +305,13 @@ impl Comm {
         out
     }
 
+    /// Transposes per-destination counts: returns how many records each pe sends to this one.
+    pub fn all_to_all_counts(&self, counts: &[u64]) -> Vec<usize> {
+        let mut out = vec![0u64; self.size];
+        self.world.all_to_all_into(counts, &mut out[..]);
+        out.into_iter().map(|c| c as usize).collect()
+    }
+
     /// One MPI_Alltoallv; every count and displacement must fit in `Count`.
     fn raw_all_to_all_v<T: Pod>(&self, send: &[T], sc: &[usize], recv: &mut [T], rc: &[usize]) {
         let to_counts = |v: &[usize]| -> (Vec<Count>, Vec<Count>) {
@@ -277,8 +323,9 @@ impl Comm {
         let (rcn, rdn) = to_counts(rc);
         let dt = record_type::<T>();
         let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
-        let sbuf = unsafe { DynBuffer::from_raw(send.as_ptr(), count(send.len()), dref) };
-        let mut rbuf = unsafe { DynBufferMut::from_raw(recv.as_mut_ptr(), count(recv.len()), dref) };
+        let (d1, mut d2) = (0u128, 0u128);
+        let sbuf = unsafe { DynBuffer::from_raw(buf_ptr(send, &d1), count(send.len()), dref) };
+        let mut rbuf = unsafe { DynBufferMut::from_raw(buf_ptr_mut(recv, &mut d2), count(recv.len()), dref) };
         let spart = Partition::new(&sbuf, &scn[..], &sdn[..]);
         let mut rpart = PartitionMut::new(&mut rbuf, &rcn[..], &rdn[..]);
         self.world.all_to_all_varcount_into(&spart, &mut rpart);

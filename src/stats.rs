@@ -22,6 +22,8 @@ pub struct PhaseLog {
     pub phases: RefCell<Vec<PhaseRecord>>,
     pub level: std::cell::Cell<usize>,
     pub max_imbalance: std::cell::Cell<f64>,
+    /// Prefix-doubling rounds pCSS needed (0 for DC3).
+    pub refine_rounds: std::cell::Cell<usize>,
 }
 
 /// A phase summarised over all pes.

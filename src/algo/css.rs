@@ -1,9 +1,332 @@
-//! pCSS: placeholder until its issue lands.
+//! pCSS: one sample sort of k-character keys, then prefix doubling on the unresolved suffixes.
+//!
+//! Phases:
+//! 1. **alphabet**: the set of byte values in the whole text (one reduction); b = bits per
+//!    character (2 for DNA), k = ⌊64/b⌋ characters per 64-bit key (32 for DNA, 8 for bytes).
+//! 2. **keys**: for each position i, the next k characters packed big-endian (so integer order is
+//!    lexicographic order), padded with the smallest code, plus the clamped length min(n−i, k) so
+//!    that a suffix shorter than k sorts before the longer ones it is a prefix of, plus i itself.
+//! 3. **sort keys**: one distributed sample sort of these 128-bit records (the position makes
+//!    them unique, so runs of equal keys spread over all pes: aⁿ stays balanced).
+//! 4. **names**: the name of a suffix is the global index of the first suffix with the same key
+//!    (a max-scan across pes). A suffix alone in its group is final: its name is its SA index.
+//! 5. **refine** (prefix doubling over the unresolved suffixes only): with h = k, 2k, 4k, …, the
+//!    key of unresolved i is (name(i), name(i+h)); name(i+h) is fetched from the pe owning i+h.
+//!    Sorting these keys splits each group; new names are group start + offset of the subgroup.
+//!    Resolved suffixes drop out of later rounds. Groups never straddle a pe in a way that
+//!    matters: all group boundaries are found with neighbour information and scans.
+//! 6. **place**: every suffix's final name is its SA index: (name, i) goes to the owner of that
+//!    index.
+//!
+//! No pe ever holds more than its share of the text, the names, or the records; runs of equal
+//! keys are never compared character by character (pSFFX's O(n²) trap).
+//!
+//! Memory per pe: text n/p, names 8 B per position (only when some key repeats), sort records
+//! 16 B each with up to three copies during an exchange.
 
-use crate::dist::Layout;
+use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
+
+use crate::dist::{exchange_by, fetch, right_halo, sample_sort, Layout, SortKey};
+use crate::local::LocalSort;
 use crate::Ctx;
 
-/// Builds the suffix array with pCSS.
+/// Tests set `PSA_FORCE_WIDE=1` to run the wide-record paths (normally only for n ≥ 2^41) on
+/// small inputs.
+pub(crate) fn force_wide() -> bool {
+    std::env::var_os("PSA_FORCE_WIDE").is_some_and(|v| v == "1")
+}
+
+fn bits(x: u64) -> u32 {
+    64 - x.leading_zeros()
+}
+
+/// Builds the suffix array with pCSS. Collective; same contract as [`super::dc3::dc3`].
+#[must_use]
 pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
-    super::dc3::dc3(ctx, text, layout)
+    let comm = &ctx.comm;
+    let n = layout.len();
+    let me = comm.rank();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    if n <= ctx.config.base_case.max(4) || bits(n as u64) > 56 {
+        // Tiny inputs: gathering is cheaper than a distributed sort. (n ≥ 2^56 does not fit the
+        // 128-bit record; DC3 has no such limit.)
+        return super::dc3::dc3(ctx, text, layout);
+    }
+
+    // 1. Alphabet.
+    let (code, b) = ctx.phase("alphabet", || {
+        let mut hist = vec![0u64; 256];
+        for &c in text {
+            hist[c as usize] += 1;
+        }
+        let hist = comm.all_reduce_sum_vec(&hist);
+        let mut code = [0u64; 256];
+        let mut sigma = 0u64;
+        for c in 0..256 {
+            if hist[c] > 0 {
+                code[c] = sigma;
+                sigma += 1;
+            }
+        }
+        (code, bits(sigma.saturating_sub(1)).max(1))
+    });
+    let k = (64 / b) as usize;
+
+    // 2. Keys: [packed k chars | lenc (7 bits) | i (56 bits)] as u128.
+    let recs: Vec<u128> = ctx.phase("keys", || {
+        let halo = right_halo(comm, text, k - 1);
+        let ext: Vec<u8> = text.iter().chain(halo.iter()).copied().collect();
+        (0..hi - lo)
+            .into_par_iter()
+            .map(|j| {
+                let i = lo + j;
+                let len = (n - i).min(k);
+                let mut key = 0u64;
+                for t in 0..k {
+                    let c = if t < len { code[ext[j + t] as usize] } else { 0 };
+                    key = (key << b) | c;
+                }
+                if b * (k as u32) < 64 {
+                    key <<= 64 - b * k as u32;
+                }
+                ((key as u128) << 64) | ((len as u128) << 56) | i as u128
+            })
+            .collect()
+    });
+
+    // 3. Sort.
+    let sorted = ctx.phase("sort keys", || sample_sort(ctx, recs));
+
+    // 4. Names: group = equal upper 72 bits (key and clamped length).
+    let (names, resolved_flags, _) = ctx.phase("names", || {
+        let grp = |r: &u128| r >> 56;
+        group_names(ctx, &sorted, |a, b| grp(a) == grp(b))
+    });
+    let mut placed: Vec<[u64; 2]> = Vec::new(); // (SA index, position)
+    let mut unresolved: Vec<[u64; 2]> = Vec::new(); // (name, position)
+    for ((r, &nm), &done) in sorted.iter().zip(&names).zip(&resolved_flags) {
+        let i = (*r as u64) & ((1u64 << 56) - 1);
+        if done {
+            placed.push([nm, i]);
+        } else {
+            unresolved.push([nm, i]);
+        }
+    }
+    drop(sorted);
+    drop(names);
+    drop(resolved_flags);
+
+    // 5. Refine by prefix doubling.
+    let mut h = k;
+    let mut round = 0usize;
+    let total_unresolved = comm.all_reduce_sum(unresolved.len() as u64);
+    if comm.rank() == 0 {
+        log::info!("css: {k} characters per key ({b} bits each); {total_unresolved} of {n} suffixes need refinement");
+    }
+    if total_unresolved > 0 {
+        // Name of every position, in text order.
+        let mut name_of = ctx.phase("names to text", || {
+            let mut name_of = vec![0u64; hi - lo];
+            let all: Vec<[u64; 2]> = placed.iter().chain(unresolved.iter()).copied().collect();
+            let got = exchange_by(comm, &all, |x| layout.owner(x[1] as usize));
+            for [nm, i] in got {
+                name_of[i as usize - lo] = nm;
+            }
+            name_of
+        });
+        let mut remaining = total_unresolved;
+        while remaining > 0 {
+            round += 1;
+            let (newly_placed, still, updates) = ctx.phase("refine", || {
+                if 3 * (bits(n as u64) + 1) <= 128 && !force_wide() {
+                    refine_round::<u128>(ctx, layout, &unresolved, &name_of, h)
+                } else {
+                    refine_round::<WideRefine>(ctx, layout, &unresolved, &name_of, h)
+                }
+            });
+            ctx.phase("update names", || {
+                let got = exchange_by(comm, &updates, |x| layout.owner(x[1] as usize));
+                for [nm, i] in got {
+                    name_of[i as usize - lo] = nm;
+                }
+            });
+            placed.extend_from_slice(&newly_placed);
+            unresolved = still;
+            remaining = comm.all_reduce_sum(unresolved.len() as u64);
+            if comm.rank() == 0 {
+                log::debug!("css: round {round} (h = {h}): {remaining} suffixes still unresolved");
+            }
+            h *= 2;
+        }
+    }
+    ctx.log.refine_rounds.set(round);
+
+    // 6. Place.
+    ctx.phase("place", || {
+        let got = exchange_by(comm, &placed, |x| layout.owner(x[0] as usize));
+        drop(placed);
+        let mut sa = vec![0u64; hi - lo];
+        for [r, i] in got {
+            sa[r as usize - lo] = i;
+        }
+        sa
+    })
+}
+
+/// A refinement record: (group name, name of i+h, i), ordered in that order. Packed into a u128
+/// when three fields of bits(n)+1 bits fit (n < 2^41); otherwise [`WideRefine`].
+trait RefineKey: SortKey {
+    fn new(g: u64, second: u64, i: u64, bi: u32) -> Self;
+    fn group(&self, bi: u32) -> u64;
+    /// Group and second name equal.
+    fn same_pair(&self, o: &Self, bi: u32) -> bool;
+    fn pos(&self, bi: u32) -> u64;
+}
+
+impl RefineKey for u128 {
+    #[inline]
+    fn new(g: u64, second: u64, i: u64, bi: u32) -> Self {
+        ((g as u128) << (2 * (bi + 1))) | ((second as u128) << (bi + 1)) | i as u128
+    }
+    #[inline]
+    fn group(&self, bi: u32) -> u64 {
+        (self >> (2 * (bi + 1))) as u64
+    }
+    #[inline]
+    fn same_pair(&self, o: &Self, bi: u32) -> bool {
+        (self >> (bi + 1)) == (o >> (bi + 1))
+    }
+    #[inline]
+    fn pos(&self, bi: u32) -> u64 {
+        (self & ((1u128 << (bi + 1)) - 1)) as u64
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
+struct WideRefine {
+    g: u64,
+    second: u64,
+    i: u64,
+}
+
+impl SortKey for WideRefine {
+    fn sort_local(v: &mut [Self], _sorter: &dyn LocalSort) {
+        crate::dist::sample_sort::par_sort(v);
+    }
+}
+
+impl RefineKey for WideRefine {
+    fn new(g: u64, second: u64, i: u64, _bi: u32) -> Self {
+        WideRefine { g, second, i }
+    }
+    fn group(&self, _bi: u32) -> u64 {
+        self.g
+    }
+    fn same_pair(&self, o: &Self, _bi: u32) -> bool {
+        (self.g, self.second) == (o.g, o.second)
+    }
+    fn pos(&self, _bi: u32) -> u64 {
+        self.i
+    }
+}
+
+/// One refinement round for generic record type `K`: fetch name(i+h), sort, rename.
+#[allow(clippy::type_complexity)]
+fn refine_round<K: RefineKey>(
+    ctx: &Ctx,
+    layout: &Layout,
+    unresolved: &[[u64; 2]],
+    name_of: &[u64],
+    h: usize,
+) -> (Vec<[u64; 2]>, Vec<[u64; 2]>, Vec<[u64; 2]>) {
+    let comm = &ctx.comm;
+    let n = layout.len();
+    let bi = bits(n as u64);
+    // name(i+h) + 1, and 0 past the end (the empty suffix is the smallest).
+    let queries: Vec<u64> = unresolved.iter().map(|x| x[1] + h as u64).filter(|&q| (q as usize) < n).collect();
+    let answers = fetch(comm, layout, &queries, |j| name_of[j] + 1);
+    drop(queries);
+    let mut a = answers.into_iter();
+    let recs: Vec<K> = unresolved
+        .iter()
+        .map(|&[g, i]| {
+            let second = if (i as usize + h) < n { a.next().expect("one answer per query") } else { 0 };
+            K::new(g, second, i, bi)
+        })
+        .collect();
+    let sorted = sample_sort(ctx, recs);
+    refine_names(ctx, &sorted, bi)
+}
+
+/// Groups of a globally sorted run: for each record, its name (global index of the first record
+/// of its group) and whether it is alone in its group. Collective. Also returns this pe's global
+/// offset.
+fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool>(
+    ctx: &Ctx,
+    sorted: &[T],
+    same: F,
+) -> (Vec<u64>, Vec<bool>, u64) {
+    let comm = &ctx.comm;
+    let offset = comm.exscan_sum(sorted.len() as u64);
+    let prev = crate::dist::last_of_left(comm, sorted);
+    let next = right_halo(comm, sorted, 1);
+    let len = sorted.len();
+    // starts[j]: does record j begin a group?
+    let starts: Vec<bool> = (0..len)
+        .map(|j| {
+            let before = if j == 0 { prev.as_ref() } else { Some(&sorted[j - 1]) };
+            before.is_none_or(|b| !same(b, &sorted[j]))
+        })
+        .collect();
+    let mut names = Vec::with_capacity(len);
+    let mut cur = 0u64;
+    let mut local_max = 0u64;
+    for (j, &s) in starts.iter().enumerate() {
+        if s {
+            cur = offset + j as u64;
+            local_max = cur;
+        }
+        names.push(cur);
+    }
+    let carry = comm.exscan_max(local_max);
+    for (nm, &s) in names.iter_mut().zip(&starts) {
+        if s {
+            break;
+        }
+        *nm = carry;
+    }
+    let alone: Vec<bool> = (0..len)
+        .map(|j| {
+            let ends = if j + 1 < len { starts[j + 1] } else { next.first().is_none_or(|nx| !same(&sorted[j], nx)) };
+            starts[j] && ends
+        })
+        .collect();
+    (names, alone, offset)
+}
+
+/// One refinement step on sorted refine records: new name = group name + (index of the subgroup
+/// start − index of the group start). Returns (resolved (SA index, i), unresolved (name, i),
+/// name updates (name, i) for every record). Collective.
+#[allow(clippy::type_complexity)]
+fn refine_names<K: RefineKey>(ctx: &Ctx, sorted: &[K], bi: u32) -> (Vec<[u64; 2]>, Vec<[u64; 2]>, Vec<[u64; 2]>) {
+    let g_of = |r: &K| r.group(bi);
+    let i_of = |r: &K| r.pos(bi);
+    let (gstart, _, _) = group_names(ctx, sorted, |a, b| g_of(a) == g_of(b));
+    let (sstart, alone, _) = group_names(ctx, sorted, |a, b| a.same_pair(b, bi));
+    let mut placed = Vec::new();
+    let mut still = Vec::new();
+    let mut updates = Vec::with_capacity(sorted.len());
+    for (j, r) in sorted.iter().enumerate() {
+        let name = g_of(r) + (sstart[j] - gstart[j]);
+        let i = i_of(r);
+        updates.push([name, i]);
+        if alone[j] {
+            placed.push([name, i]);
+        } else {
+            still.push([name, i]);
+        }
+    }
+    (placed, still, updates)
 }

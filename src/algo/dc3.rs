@@ -204,7 +204,7 @@ fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     let n_ext = n + usize::from(n % 3 == 1);
     let bc = bits(alphabet);
     let bi = bits(n_ext as u64);
-    let tb = 3 * bc + bi;
+    let tb = if super::css::force_wide() { 129 } else { 3 * bc + bi };
     let rank = if tb <= 64 {
         sample_ranks::<u64, _>(ctx, layout, &at, n_ext, bc, bi)
     } else if tb <= 128 {

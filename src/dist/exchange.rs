@@ -59,3 +59,48 @@ pub fn rebalance<T: Pod + Send + Sync>(comm: &Comm, data: Vec<T>, target: &Layou
     }
     comm.all_to_all_v(&data, &counts)
 }
+
+/// Looks up values by global index: for each `queries[k]` (a global index below `layout.len()`),
+/// the pe owning it answers `lookup(index - its start)`. Collective. Returns the answers in query
+/// order. Communication: two all-to-alls, 8 bytes out and `size_of::<R>()` back per query.
+#[must_use]
+pub fn fetch<R, F>(comm: &Comm, layout: &Layout, queries: &[u64], lookup: F) -> Vec<R>
+where
+    R: Pod + Send + Sync,
+    F: Fn(usize) -> R + Sync,
+{
+    let p = comm.size();
+    let me = comm.rank();
+    if p == 1 {
+        return queries.par_iter().map(|&q| lookup(q as usize)).collect();
+    }
+    let dests: Vec<u32> = queries.par_iter().map(|&q| layout.owner(q as usize) as u32).collect();
+    let mut counts = vec![0usize; p];
+    for &d in &dests {
+        counts[d as usize] += 1;
+    }
+    let starts = exclusive_prefix(&counts);
+    let mut pos = starts.clone();
+    let mut send = vec![0u64; queries.len()];
+    let mut slot_of: Vec<usize> = Vec::with_capacity(queries.len());
+    for (&q, &d) in queries.iter().zip(&dests) {
+        let s = &mut pos[d as usize];
+        send[*s] = q;
+        slot_of.push(*s);
+        *s += 1;
+    }
+    drop(dests);
+    // How many each pe asks of me (transposed counts) follows from the exchange itself.
+    let asked = comm.all_to_all_v(&send, &counts);
+    drop(send);
+    let recv_counts = {
+        let c: Vec<u64> = counts.iter().map(|&c| c as u64).collect();
+        comm.all_to_all_counts(&c)
+    };
+    let base = layout.start(me);
+    let answers: Vec<R> = asked.par_iter().map(|&q| lookup(q as usize - base)).collect();
+    drop(asked);
+    let back = comm.all_to_all_v(&answers, &recv_counts);
+    drop(answers);
+    slot_of.into_iter().map(|s| back[s]).collect()
+}
