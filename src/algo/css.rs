@@ -73,40 +73,46 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     });
     let k = (64 / b) as usize;
 
-    // 2. Keys: [packed k chars | lenc (7 bits) | i (56 bits)] as u128.
-    let recs: Vec<u128> = ctx.phase("keys", || {
+    // 2. Keys: [packed k chars | clamped length (7 bits) | i (56 bits)].
+    let recs: Vec<HiKey> = ctx.phase("keys", || {
         let halo = right_halo(comm, text, k - 1);
         let ext: Vec<u8> = text.iter().chain(halo.iter()).copied().collect();
-        (0..hi - lo)
-            .into_par_iter()
-            .map(|j| {
+        let local = hi - lo;
+        let used = b * k as u32;
+        let mask = if used == 64 { u64::MAX } else { (1u64 << used) - 1 };
+        let align = 64 - used;
+        let chr = |j: usize| if j < ext.len() { code[ext[j] as usize] } else { 0 };
+        const CHUNK: usize = 1 << 16;
+        let mut out = vec![HiKey(0); local];
+        out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, dst)| {
+            let j0 = c * CHUNK;
+            // Window of k characters starting at j0 - 1, rolled forward one character per position.
+            let mut key = 0u64;
+            for t in 0..k - 1 {
+                key = (key << b) | chr(j0 + t);
+            }
+            for (d, slot) in dst.iter_mut().enumerate() {
+                let j = j0 + d;
+                key = ((key << b) | chr(j + k - 1)) & mask;
                 let i = lo + j;
                 let len = (n - i).min(k);
-                let mut key = 0u64;
-                for t in 0..k {
-                    let c = if t < len { code[ext[j + t] as usize] } else { 0 };
-                    key = (key << b) | c;
-                }
-                if b * (k as u32) < 64 {
-                    key <<= 64 - b * k as u32;
-                }
-                ((key as u128) << 64) | ((len as u128) << 56) | i as u128
-            })
-            .collect()
+                *slot = HiKey((((key << align) as u128) << 64) | ((len as u128) << 56) | i as u128);
+            }
+        });
+        out
     });
 
-    // 3. Sort.
-    let sorted = ctx.phase("sort keys", || sample_sort(ctx, recs));
+    // 3. Sort (by the packed key only; see `HiKey`), then order the few short suffixes at the
+    // text's end before the longer suffixes they are prefixes of.
+    let mut sorted = ctx.phase("sort keys", || sample_sort(ctx, recs));
+    ctx.phase("order tails", || order_tails(&mut sorted, k));
 
-    // 4. Names: group = equal upper 72 bits (key and clamped length).
-    let (names, resolved_flags, _) = ctx.phase("names", || {
-        let grp = |r: &u128| r >> 56;
-        group_names(ctx, &sorted, |a, b| grp(a) == grp(b))
-    });
+    // 4. Names: group = equal key and clamped length.
+    let (names, resolved_flags, _) = ctx.phase("names", || group_names(ctx, &sorted, |a, b| a.0 >> 56 == b.0 >> 56));
     let mut placed: Vec<[u64; 2]> = Vec::new(); // (SA index, position)
     let mut unresolved: Vec<[u64; 2]> = Vec::new(); // (name, position)
     for ((r, &nm), &done) in sorted.iter().zip(&names).zip(&resolved_flags) {
-        let i = (*r as u64) & ((1u64 << 56) - 1);
+        let i = (r.0 as u64) & ((1u64 << 56) - 1);
         if done {
             placed.push([nm, i]);
         } else {
@@ -172,6 +178,53 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         }
         sa
     })
+}
+
+/// The first sort's record: [key (64 bits) | clamped length (7) | position (56)]. Sample sort
+/// splits by the whole integer (so equal keys spread over pes), but the local sort looks at the
+/// key only, which halves its radix passes; the clamped length matters only for the ≤ k−1 short
+/// suffixes at the end of the text, which [`order_tails`] puts in place afterwards.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
+struct HiKey(u128);
+
+impl SortKey for HiKey {
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
+        sorter.sort_u128_by_high(bytemuck::cast_slice_mut(v));
+    }
+}
+
+/// In a run sorted by key only, moves the records of suffixes shorter than k (clamped length
+/// below k) to the front of their run of equal keys, ordered by length: a shorter suffix whose
+/// padded key equals a longer one's is a prefix of it and sorts first. Local; O(length of the
+/// runs that hold such a record).
+fn order_tails(v: &mut [HiKey], k: usize) {
+    let len_of = |r: &HiKey| ((r.0 >> 56) & 0x7f) as usize;
+    let key_of = |r: &HiKey| (r.0 >> 64) as u64;
+    let mut j = 0;
+    while j < v.len() {
+        if len_of(&v[j]) >= k {
+            j += 1;
+            continue;
+        }
+        let key = key_of(&v[j]);
+        let mut a = j;
+        while a > 0 && key_of(&v[a - 1]) == key {
+            a -= 1;
+        }
+        let mut e = j;
+        while e < v.len() && key_of(&v[e]) == key {
+            e += 1;
+        }
+        let run = &mut v[a..e];
+        let mut short: Vec<HiKey> = run.iter().copied().filter(|r| len_of(r) < k).collect();
+        short.sort_unstable_by_key(|r| len_of(r));
+        let long: Vec<HiKey> = run.iter().copied().filter(|r| len_of(r) >= k).collect();
+        for (slot, r) in run.iter_mut().zip(short.into_iter().chain(long)) {
+            *slot = r;
+        }
+        j = e;
+    }
 }
 
 /// A refinement record: (group name, name of i+h, i), ordered in that order. Packed into a u128

@@ -1,6 +1,9 @@
 //! CPU backend: voracious radix sort with the pe's thread count.
 
-use voracious_radix_sort::RadixSort;
+use std::cmp::Ordering;
+
+use bytemuck::{Pod, Zeroable};
+use voracious_radix_sort::{RadixSort, Radixable};
 
 use super::LocalSort;
 
@@ -39,6 +42,44 @@ impl LocalSort for CpuSort {
             v.voracious_sort();
         }
     }
+
+    fn sort_u128_by_high(&self, v: &mut [u128]) {
+        assert!(cfg!(target_endian = "little"), "HiKeyed assumes little-endian u128 layout");
+        let r: &mut [HiKeyed] = bytemuck::cast_slice_mut(v);
+        if self.threads > 1 && r.len() >= MT_THRESHOLD {
+            r.voracious_mt_sort(self.threads);
+        } else {
+            r.voracious_sort();
+        }
+    }
+}
+
+/// A u128 seen as (low, high) halves in memory order (little-endian), sorted by `hi`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct HiKeyed {
+    lo: u64,
+    hi: u64,
+}
+
+impl PartialEq for HiKeyed {
+    fn eq(&self, o: &Self) -> bool {
+        self.hi == o.hi
+    }
+}
+
+impl PartialOrd for HiKeyed {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        self.hi.partial_cmp(&o.hi)
+    }
+}
+
+impl Radixable<u64> for HiKeyed {
+    type Key = u64;
+    #[inline]
+    fn key(&self) -> u64 {
+        self.hi
+    }
 }
 
 #[cfg(test)]
@@ -65,5 +106,11 @@ mod tests {
         b.sort();
         CpuSort::new(1).sort_u128(&mut a);
         assert_eq!(a, b);
+        let mut c: Vec<u128> = w.iter().rev().enumerate().map(|(j, &k)| (k as u128) << 64 | j as u128).collect();
+        CpuSort::new(2).sort_u128_by_high(&mut c);
+        assert!(c.windows(2).all(|x| x[0] >> 64 <= x[1] >> 64));
+        let mut got: Vec<u64> = c.iter().map(|&x| x as u64).collect();
+        got.sort();
+        assert_eq!(got, (0..w.len() as u64).collect::<Vec<_>>());
     }
 }

@@ -14,4 +14,9 @@ pub trait LocalSort: Send + Sync {
     fn sort_u64(&self, v: &mut [u64]);
     /// Sorts 128-bit keys ascending.
     fn sort_u128(&self, v: &mut [u128]);
+    /// Sorts 128-bit records by their high 64 bits only; records with equal high halves may end in
+    /// any order. A full sort is a valid implementation (the default).
+    fn sort_u128_by_high(&self, v: &mut [u128]) {
+        self.sort_u128(v);
+    }
 }
