@@ -1,0 +1,214 @@
+//! `gpu-sort-bench`: the GPU backend's local sort (transfers included) against voracious_mt_sort
+//! on random u64 and u128 keys. Build with `cargo build --release --features gpu --bins`.
+//!
+//! Usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable]
+//!
+//! For every size and key type: one input of random keys (fixed seed), sorted by the CPU
+//! (voracious_mt_sort, `--threads` threads) and by the GPU backend; the results must be equal.
+//! GPU time is the median of `--reps` sorts, each on a fresh copy of the input, the first sort of
+//! the process (NVRTC compile, buffer allocation) excluded by a warm-up. Prints a markdown table.
+
+#[cfg(not(feature = "gpu"))]
+fn main() {
+    eprintln!("gpu-sort-bench: this build has no GPU support; build with: cargo build --release --features gpu --bins");
+    std::process::exit(2);
+}
+
+#[cfg(feature = "gpu")]
+fn main() {
+    bench::main()
+}
+
+#[cfg(feature = "gpu")]
+mod bench {
+    use std::time::Instant;
+
+    use psa::local::gpu::{GpuKey, GpuSort, Profile};
+    use psa::local::LocalSort;
+    use rayon::prelude::*;
+    use voracious_radix_sort::RadixSort;
+
+    struct Args {
+        sizes: Vec<usize>,
+        threads: usize,
+        reps: usize,
+        cpu_reps: usize,
+        pageable: bool,
+        bits128: Vec<u32>,
+    }
+
+    fn parse_size(s: &str) -> usize {
+        if let Some((m, e)) = s.split_once('e') {
+            let m: f64 = m.parse().expect("size mantissa");
+            let e: i32 = e.parse().expect("size exponent");
+            (m * 10f64.powi(e)) as usize
+        } else {
+            s.parse().expect("size")
+        }
+    }
+
+    fn args() -> Args {
+        let mut a = Args { sizes: vec![100_000_000, 1_000_000_000], threads: 16, reps: 3, cpu_reps: 1, pageable: false, bits128: vec![128] };
+        let mut it = std::env::args().skip(1);
+        while let Some(x) = it.next() {
+            let mut val = || it.next().unwrap_or_else(|| panic!("{x} needs a value"));
+            match x.as_str() {
+                "--sizes" => a.sizes = val().split(',').map(parse_size).collect(),
+                "--threads" => a.threads = val().parse().expect("threads"),
+                "--reps" => a.reps = val().parse().expect("reps"),
+                "--cpu-reps" => a.cpu_reps = val().parse().expect("cpu reps"),
+                "--pageable" => a.pageable = true,
+                // Significant low bits of the u128 keys (psa's keys have constant high bits).
+                "--u128-bits" => a.bits128 = val().split(',').map(|b| b.parse().expect("bits")).collect(),
+                "-h" | "--help" => {
+                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--u128-bits 128,80]");
+                    std::process::exit(0);
+                }
+                _ => panic!("unknown argument {x}"),
+            }
+        }
+        a
+    }
+
+    fn splitmix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9e3779b97f4a7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    }
+
+    trait BenchKey: GpuKey + Copy {
+        fn make(i: u64, bits: u32) -> Self;
+        fn cpu_sort(v: &mut [Self], threads: usize);
+    }
+    impl BenchKey for u64 {
+        fn make(i: u64, _bits: u32) -> Self {
+            splitmix(i)
+        }
+        fn cpu_sort(v: &mut [Self], threads: usize) {
+            v.voracious_mt_sort(threads);
+        }
+    }
+    impl BenchKey for u128 {
+        fn make(i: u64, bits: u32) -> Self {
+            let k = (splitmix(i) as u128) << 64 | splitmix(i ^ 0x5555_5555_5555_5555) as u128;
+            if bits >= 128 { k } else { k & ((1u128 << bits) - 1) }
+        }
+        fn cpu_sort(v: &mut [Self], threads: usize) {
+            v.voracious_mt_sort(threads);
+        }
+    }
+
+    struct Row {
+        what: String,
+        n: usize,
+        cpu_s: f64,
+        gpu_s: f64,
+        prof: Profile,
+        equal: bool,
+    }
+
+    fn median(mut v: Vec<f64>) -> f64 {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    }
+
+    fn run<K: BenchKey>(gpu: &GpuSort, a: &Args, n: usize, bits: u32) -> Row {
+        let seed = (n as u64).wrapping_mul(0x1000193) ^ K::WORDS as u64 ^ ((bits as u64) << 32);
+        let t = Instant::now();
+        let input: Vec<K> = (0..n as u64).into_par_iter().map(|i| K::make(seed.wrapping_add(i), bits)).collect();
+        eprintln!("  generated {n} {} keys in {:.2}s", K::NAME, t.elapsed().as_secs_f64());
+        let mut cpu_times = Vec::new();
+        let mut cpu_out = Vec::new();
+        for _ in 0..a.cpu_reps.max(1) {
+            cpu_out = input.clone();
+            let t = Instant::now();
+            K::cpu_sort(&mut cpu_out, a.threads);
+            cpu_times.push(t.elapsed().as_secs_f64());
+        }
+        eprintln!("  cpu: {:?}", cpu_times);
+        let mut gpu_times = Vec::new();
+        let mut equal = true;
+        let mut prof = Profile::default();
+        let mut buf: Vec<K> = input.clone();
+        for r in 0..a.reps.max(1) {
+            if r > 0 {
+                buf.par_iter_mut().zip(input.par_iter()).for_each(|(d, s)| *d = *s);
+            }
+            let t = Instant::now();
+            if K::WORDS == 1 {
+                gpu.sort_u64(bytemuck::cast_slice_mut(&mut buf));
+            } else {
+                gpu.sort_u128(bytemuck::cast_slice_mut(&mut buf));
+            }
+            gpu_times.push(t.elapsed().as_secs_f64());
+            prof = gpu.last_profile();
+            let eq = buf.par_iter().zip(cpu_out.par_iter()).all(|(x, y)| x == y);
+            equal &= eq;
+            eprintln!("  gpu rep {r}: {:.4}s equal={eq} {:?}", gpu_times[r], prof);
+        }
+        let what = if K::WORDS == 2 && bits < 128 { format!("u128 ({bits} bits)") } else { K::NAME.to_string() };
+        Row { what, n, cpu_s: median(cpu_times), gpu_s: median(gpu_times), prof, equal }
+    }
+
+    pub fn main() {
+        let a = args();
+        rayon::ThreadPoolBuilder::new().num_threads(a.threads).build_global().ok();
+        let mut gpu = match GpuSort::open(0, a.threads) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("gpu-sort-bench: {e}");
+                std::process::exit(1);
+            }
+        };
+        gpu.set_pinned_staging(!a.pageable);
+        let t = Instant::now();
+        if let Err(e) = gpu.prepare() {
+            eprintln!("gpu-sort-bench: {e}");
+            std::process::exit(1);
+        }
+        eprintln!("device: {}; kernels compiled and loaded in {:.3}s", gpu.device(), t.elapsed().as_secs_f64());
+        // Warm-up: first sort allocates buffers and pinned staging.
+        let mut w: Vec<u64> = (0..1u64 << 20).map(splitmix).collect();
+        gpu.sort_u64(&mut w);
+        assert!(w.windows(2).all(|p| p[0] <= p[1]), "warm-up sort is not sorted");
+
+        let mut rows = Vec::new();
+        for &n in &a.sizes {
+            eprintln!("n = {n}: u64");
+            rows.push(run::<u64>(&gpu, &a, n, 64));
+            for &bits in &a.bits128 {
+                eprintln!("n = {n}: u128 ({bits} bits)");
+                rows.push(run::<u128>(&gpu, &a, n, bits));
+            }
+        }
+        println!();
+        println!("device: {}; transfers: {}", gpu.device(), if a.pageable { "pageable" } else { "pinned staging" });
+        println!();
+        println!("| keys | n | passes | voracious {}T (s) | GPU total (s) | H2D | kernels | D2H | alloc | CPU/GPU | GPU Mkeys/s | equal |", a.threads);
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        let mut all = true;
+        for r in &rows {
+            all &= r.equal;
+            println!(
+                "| {} | {:.0e} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.0} | {} |",
+                r.what,
+                r.n as f64,
+                r.prof.passes,
+                r.cpu_s,
+                r.gpu_s,
+                r.prof.h2d_s,
+                r.prof.sort_s,
+                r.prof.d2h_s,
+                r.prof.alloc_s,
+                r.cpu_s / r.gpu_s,
+                r.n as f64 / r.gpu_s / 1e6,
+                if r.equal { "yes" } else { "NO" }
+            );
+        }
+        if !all {
+            eprintln!("gpu-sort-bench: GPU RESULT DIFFERS FROM THE CPU SORT");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,623 @@
+//! GPU backend: LSD radix sort on an NVIDIA GPU through cudarc.
+//!
+//! cudarc loads libcuda and libnvrtc at run time, so a build with `--features gpu` runs (and fails
+//! cleanly in [`GpuSort::open`]) on machines without CUDA. The kernels (`kernels.cu`) are CUDA C
+//! compiled by NVRTC to PTX for the device's architecture on the first GPU sort of the process and
+//! cached.
+//!
+//! One sort: the keys are copied to the device through two pinned staging buffers (the CPU copies
+//! into one while the other is in flight), the digits that are constant over the input are found
+//! (OR and AND of all keys), every other 8-bit digit gets one stable counting pass (histogram,
+//! scan, scatter), and the result comes back the same way. Inputs larger than what fits on the
+//! device are sorted in chunks whose sorted runs are merged on the CPU. Inputs of fewer than
+//! [`MIN_GPU_KEYS`] keys are sorted by the CPU backend.
+//!
+//! The result is exactly the ascending order of the CPU backend (keys are compared as whole
+//! unsigned integers).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use cudarc::nvrtc;
+use rayon::prelude::*;
+
+use super::cpu::CpuSort;
+use super::LocalSort;
+use crate::{Error, Result};
+
+mod merge;
+
+/// Kernel parameter array: pointers to the given locals (which must outlive the launch call).
+macro_rules! params {
+    ($($a:ident),*) => { [$(&$a as *const _ as *mut c_void),*] };
+}
+
+/// Inputs with fewer keys than this are sorted on the CPU: the transfers and launches cost more.
+pub const MIN_GPU_KEYS: usize = 1 << 16;
+
+/// The CUDA C source of the kernels.
+const KERNELS: &str = include_str!("kernels.cu");
+
+/// Threads per block of the hist and scatter kernels (`BLOCK` in kernels.cu).
+const BLOCK: u32 = 256;
+/// Size of one pinned staging buffer.
+const STAGE_BYTES: usize = 64 << 20;
+/// Device memory left free for the driver, the count table and other processes' headroom.
+const RESERVE_BYTES: usize = 512 << 20;
+/// Chunks stay below this many keys so that the kernels' 32-bit offsets cannot overflow.
+const MAX_CHUNK_KEYS: usize = 1 << 31;
+
+/// A key type the kernels sort: `u64` or `u128` (two little-endian 64-bit words).
+pub trait GpuKey: bytemuck::Pod + Ord + Send + Sync {
+    /// 64-bit words per key.
+    const WORDS: usize;
+    /// Keys per scatter tile (`BLOCK * IPT` in kernels.cu).
+    const TILE: usize;
+    /// Suffix of the kernel names.
+    const NAME: &'static str;
+}
+
+impl GpuKey for u64 {
+    const WORDS: usize = 1;
+    const TILE: usize = 256 * 16;
+    const NAME: &'static str = "u64";
+}
+
+impl GpuKey for u128 {
+    const WORDS: usize = 2;
+    const TILE: usize = 256 * 8;
+    const NAME: &'static str = "u128";
+}
+
+/// Where the time of the last GPU sort went (host clock, stream synchronized between phases).
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    /// Keys sorted.
+    pub keys: usize,
+    /// Device chunks (1 when the input fit on the device).
+    pub chunks: usize,
+    /// Counting passes run per chunk (digits that were not constant), summed over chunks.
+    pub passes: usize,
+    /// Seconds copying host to device (staging copies included).
+    pub h2d_s: f64,
+    /// Seconds of kernels (OR/AND, histogram, scan, scatter).
+    pub sort_s: f64,
+    /// Seconds copying device to host.
+    pub d2h_s: f64,
+    /// Seconds merging chunk runs on the CPU (0 for one chunk).
+    pub merge_s: f64,
+    /// Seconds allocating device buffers.
+    pub alloc_s: f64,
+}
+
+/// The compiled kernels of one context.
+struct Kernels {
+    _module: Arc<CudaModule>,
+    orand: [CudaFunction; 2],
+    hist: [CudaFunction; 2],
+    scatter: [CudaFunction; 2],
+    scan: CudaFunction,
+    /// Blocks of the hist/scatter grid: one full wave of scatter blocks.
+    max_blocks: [u32; 2],
+}
+
+/// Device and pinned host memory owned by one [`GpuSort`]; guarded by its mutex.
+struct State {
+    /// Two key buffers (ping-pong) of `buf_bytes` each, or 0.
+    bufs: [sys::CUdeviceptr; 2],
+    buf_bytes: usize,
+    /// The digit-major count table (256 × max blocks u32) and the 4-word OR/AND result.
+    counts: sys::CUdeviceptr,
+    counts_bytes: usize,
+    orand: sys::CUdeviceptr,
+    /// Two pinned staging buffers of STAGE_BYTES and their events, once allocated.
+    stage: Option<([*mut u8; 2], [sys::CUevent; 2])>,
+    /// Whether pinned staging could not be had (then pageable copies are used).
+    stage_failed: bool,
+    profile: Profile,
+}
+
+// The raw pointers are only used under the mutex with the context bound.
+unsafe impl Send for State {}
+
+/// GPU radix sort backend. Every sort is serialized on the device's one stream.
+pub struct GpuSort {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    ordinal: usize,
+    name: String,
+    arch: (i32, i32),
+    sms: u32,
+    cpu: CpuSort,
+    max_chunk: Option<usize>,
+    pinned: bool,
+    kernels: OnceLock<std::result::Result<Kernels, String>>,
+    state: Mutex<State>,
+}
+
+/// Compiled PTX per architecture, so that NVRTC runs once per process.
+static PTX_CACHE: OnceLock<Mutex<HashMap<(i32, i32), std::result::Result<nvrtc::Ptx, String>>>> = OnceLock::new();
+
+fn unsupported(msg: impl Into<String>) -> Error {
+    Error::Unsupported(msg.into())
+}
+
+fn drv(what: &str) -> impl Fn(DriverError) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+impl GpuSort {
+    /// Opens device `rank mod device count`. Errors (never panics) when there is no CUDA driver,
+    /// no NVRTC or no device.
+    pub fn open(rank: usize, threads: usize) -> Result<GpuSort> {
+        // With dynamic loading the first CUDA call panics when the library is missing: probe first.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(unsupported(
+                "--gpu: no CUDA driver found (libcuda.so could not be loaded); run on a machine with an NVIDIA GPU \
+                 and its driver, or leave out --gpu",
+            ));
+        }
+        if !unsafe { nvrtc::sys::is_culib_present() } {
+            return Err(unsupported(
+                "--gpu: the CUDA driver is there but NVRTC (libnvrtc.so) could not be loaded; add CUDA's lib64 \
+                 folder (e.g. /usr/local/cuda/lib64) to LD_LIBRARY_PATH, or leave out --gpu",
+            ));
+        }
+        result::init().map_err(|e| unsupported(format!("--gpu: the CUDA driver failed to initialize: {e}")))?;
+        let count = result::device::get_count().map_err(|e| unsupported(format!("--gpu: cannot count CUDA devices: {e}")))?;
+        if count <= 0 {
+            return Err(unsupported("--gpu: the CUDA driver found no GPU on this machine; leave out --gpu"));
+        }
+        let ordinal = rank % count as usize;
+        let fail = |what: &str, e: DriverError| unsupported(format!("--gpu: device {ordinal}: {what}: {e}"));
+        let ctx = CudaContext::new(ordinal).map_err(|e| fail("cannot create a context", e))?;
+        let stream = ctx.new_stream().map_err(|e| fail("cannot create a stream", e))?;
+        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        let arch = ctx.compute_capability().map_err(|e| fail("cannot read the compute capability", e))?;
+        if arch.0 < 7 {
+            return Err(unsupported(format!(
+                "--gpu: device {ordinal} ({name}) has compute capability {}.{}; the kernels need 7.0 or newer",
+                arch.0, arch.1
+            )));
+        }
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| fail("cannot read the multiprocessor count", e))? as u32;
+        log::debug!("[pe {rank}] gpu: device {ordinal} of {count}: {name}, sm_{}{}, {sms} SMs", arch.0, arch.1);
+        Ok(GpuSort {
+            ctx,
+            stream,
+            ordinal,
+            name,
+            arch,
+            sms,
+            cpu: CpuSort::new(threads),
+            max_chunk: None,
+            pinned: true,
+            kernels: OnceLock::new(),
+            state: Mutex::new(State {
+                bufs: [0, 0],
+                buf_bytes: 0,
+                counts: 0,
+                counts_bytes: 0,
+                orand: 0,
+                stage: None,
+                stage_failed: false,
+                profile: Profile::default(),
+            }),
+        })
+    }
+
+    /// The device's name and ordinal, e.g. "NVIDIA H100 80GB HBM3 (device 0, sm_90)".
+    pub fn device(&self) -> String {
+        format!("{} (device {}, sm_{}{})", self.name, self.ordinal, self.arch.0, self.arch.1)
+    }
+
+    /// Caps the keys per device chunk (tests use this to exercise the chunk merge).
+    pub fn set_max_chunk(&mut self, keys: Option<usize>) {
+        self.max_chunk = keys.map(|k| k.max(1));
+    }
+
+    /// Chooses pinned staging buffers (default) or plain pageable copies for the transfers.
+    pub fn set_pinned_staging(&mut self, on: bool) {
+        self.pinned = on;
+    }
+
+    /// Compiles and loads the kernels now instead of at the first sort.
+    pub fn prepare(&self) -> Result<()> {
+        self.kernels().map(|_| ()).map_err(|e| unsupported(format!("--gpu: {e}")))
+    }
+
+    /// Where the time of the last GPU sort went.
+    pub fn last_profile(&self) -> Profile {
+        self.lock().profile.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn kernels(&self) -> std::result::Result<&Kernels, String> {
+        self.kernels.get_or_init(|| self.load_kernels()).as_ref().map_err(|e| e.clone())
+    }
+
+    fn load_kernels(&self) -> std::result::Result<Kernels, String> {
+        let ptx = {
+            let cache = PTX_CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+            let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+            cache
+                .entry(self.arch)
+                .or_insert_with(|| {
+                    let t0 = Instant::now();
+                    let opts = nvrtc::CompileOptions {
+                        options: vec![
+                            format!("--gpu-architecture=compute_{}{}", self.arch.0, self.arch.1),
+                            "-std=c++17".into(),
+                        ],
+                        name: Some("psa_radix.cu".into()),
+                        ..Default::default()
+                    };
+                    let r = nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(|e| match e {
+                        nvrtc::CompileError::CompileError { log, .. } => {
+                            format!("NVRTC failed to compile the sort kernels:\n{}", log.to_string_lossy())
+                        }
+                        e => format!("NVRTC failed: {e}"),
+                    });
+                    log::debug!("gpu: NVRTC compiled the kernels in {:.3}s", t0.elapsed().as_secs_f64());
+                    r
+                })
+                .clone()?
+        };
+        let module = self.ctx.load_module(ptx).map_err(drv("cannot load the kernels"))?;
+        let f = |name: &str| module.load_function(name).map_err(drv("cannot find a kernel"));
+        let orand = [f("orand_u64")?, f("orand_u128")?];
+        let hist = [f("hist_u64")?, f("hist_u128")?];
+        let scatter = [f("scatter_u64")?, f("scatter_u128")?];
+        let scan = f("scan_counts")?;
+        let mut max_blocks = [0u32; 2];
+        for (i, s) in scatter.iter().enumerate() {
+            let occ = s
+                .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
+                .map_err(drv("cannot read the scatter kernel's occupancy"))?;
+            max_blocks[i] = self.sms * occ.max(1);
+        }
+        let counts_bytes = 256 * 4 * max_blocks.iter().copied().max().unwrap_or(1) as usize;
+        let mut st = self.lock();
+        self.ctx.bind_to_thread().map_err(drv("cannot bind the context"))?;
+        unsafe {
+            st.counts = result::malloc_sync(counts_bytes).map_err(drv("cannot allocate the count table"))?;
+            st.counts_bytes = counts_bytes;
+            st.orand = result::malloc_sync(32).map_err(drv("cannot allocate the OR/AND words"))?;
+        }
+        log::debug!("gpu: scatter grid {max_blocks:?} blocks");
+        Ok(Kernels { _module: module, orand, hist, scatter, scan, max_blocks })
+    }
+
+    /// Sorts `v`: on the CPU when small, else on the GPU; if the GPU fails before `v` was
+    /// touched, on the CPU with a warning.
+    fn sort_keys<K: GpuKey>(&self, v: &mut [K], cpu: impl Fn(&CpuSort, &mut [K])) {
+        if v.len() < MIN_GPU_KEYS {
+            return cpu(&self.cpu, v);
+        }
+        match self.gpu_sort(v) {
+            Ok(()) => {}
+            Err(Failure::Untouched(e)) => {
+                log::warn!("gpu sort of {} {} keys failed, sorting on the CPU instead: {e}", v.len(), K::NAME);
+                cpu(&self.cpu, v);
+            }
+            Err(Failure::Clobbered(e)) => {
+                panic!("gpu sort of {} {} keys failed while copying the result back: {e}", v.len(), K::NAME)
+            }
+        }
+    }
+
+    fn gpu_sort<K: GpuKey>(&self, v: &mut [K]) -> std::result::Result<(), Failure> {
+        let n = v.len();
+        let kernels = self.kernels().map_err(Failure::Untouched)?;
+        let mut st = self.lock();
+        let st = &mut *st;
+        self.ctx.bind_to_thread().map_err(drv("cannot bind the context")).map_err(Failure::Untouched)?;
+        let mut prof = Profile { keys: n, ..Default::default() };
+        let t0 = Instant::now();
+        let chunk = self.reserve::<K>(st, n).map_err(Failure::Untouched)?;
+        prof.alloc_s = t0.elapsed().as_secs_f64();
+        let size = std::mem::size_of::<K>();
+        if chunk >= n {
+            prof.chunks = 1;
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(v);
+            let t = Instant::now();
+            let buf0 = st.bufs[0];
+            self.upload(st, bytes, buf0).map_err(Failure::Untouched)?;
+            prof.h2d_s = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let (at, passes) = self.sort_on_device::<K>(kernels, st, n).map_err(Failure::Untouched)?;
+            prof.sort_s = t.elapsed().as_secs_f64();
+            prof.passes = passes;
+            let t = Instant::now();
+            if passes > 0 {
+                let src = st.bufs[at];
+                self.download(st, src, bytes.as_mut_ptr(), bytes.len()).map_err(Failure::Clobbered)?;
+            }
+            prof.d2h_s = t.elapsed().as_secs_f64();
+        } else {
+            // Balanced chunks; each sorted run lands in `runs`, then they are merged into `v`.
+            let k = n.div_ceil(chunk);
+            let len = n.div_ceil(k);
+            let mut runs: Vec<K> = Vec::with_capacity(n);
+            let runs_ptr = runs.as_mut_ptr() as *mut u8;
+            let mut bounds = vec![0usize];
+            for (c, part) in v.chunks(len).enumerate() {
+                let bytes: &[u8] = bytemuck::cast_slice(part);
+                let t = Instant::now();
+                let buf0 = st.bufs[0];
+                self.upload(st, bytes, buf0).map_err(Failure::Untouched)?;
+                prof.h2d_s += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let (at, passes) = self.sort_on_device::<K>(kernels, st, part.len()).map_err(Failure::Untouched)?;
+                prof.sort_s += t.elapsed().as_secs_f64();
+                prof.passes += passes;
+                let t = Instant::now();
+                // SAFETY: runs has capacity n; this writes bytes [c*len*size, +part bytes).
+                let dst = unsafe { runs_ptr.add(c * len * size) };
+                let src = st.bufs[at];
+                self.download(st, src, dst, bytes.len()).map_err(Failure::Untouched)?;
+                prof.d2h_s += t.elapsed().as_secs_f64();
+                bounds.push(bounds.last().unwrap() + part.len());
+            }
+            // SAFETY: every byte of runs[..n] was written by the downloads above, and K is Pod.
+            unsafe { runs.set_len(n) };
+            prof.chunks = k;
+            let t = Instant::now();
+            merge::merge_runs(&runs, &bounds, v);
+            prof.merge_s = t.elapsed().as_secs_f64();
+        }
+        st.profile = prof;
+        Ok(())
+    }
+
+    /// Makes sure both device buffers exist and returns how many keys one chunk can hold (at
+    /// least `n` when the input fits).
+    fn reserve<K: GpuKey>(&self, st: &mut State, n: usize) -> std::result::Result<usize, String> {
+        let size = std::mem::size_of::<K>();
+        let cap = self.max_chunk.unwrap_or(usize::MAX).min(MAX_CHUNK_KEYS);
+        let want = n.min(cap);
+        if st.buf_bytes >= want * size {
+            return Ok((st.buf_bytes / size).min(cap));
+        }
+        self.free_bufs(st);
+        let (free, _total) = result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
+        let fit = free.saturating_sub(RESERVE_BYTES) / (2 * size);
+        let mut keys = want.min(fit);
+        // Another process may take memory between the query and the allocation: halve and retry.
+        loop {
+            if keys < MIN_GPU_KEYS.min(n) {
+                return Err(format!(
+                    "not enough free device memory for a sort ({} MiB free on device {})",
+                    free >> 20,
+                    self.ordinal
+                ));
+            }
+            let bytes = keys * size;
+            match unsafe { (result::malloc_sync(bytes), result::malloc_sync(bytes)) } {
+                (Ok(a), Ok(b)) => {
+                    st.bufs = [a, b];
+                    st.buf_bytes = bytes;
+                    return Ok(keys);
+                }
+                (a, b) => {
+                    for p in [a, b].into_iter().flatten() {
+                        unsafe { result::free_sync(p).ok() };
+                    }
+                    keys /= 2;
+                }
+            }
+        }
+    }
+
+    fn free_bufs(&self, st: &mut State) {
+        for p in st.bufs {
+            if p != 0 {
+                unsafe { result::free_sync(p).ok() };
+            }
+        }
+        st.bufs = [0, 0];
+        st.buf_bytes = 0;
+    }
+
+    /// Radix-sorts the `n` keys in `bufs[0]`; returns which buffer holds the result and how many
+    /// passes ran.
+    fn sort_on_device<K: GpuKey>(&self, k: &Kernels, st: &mut State, n: usize) -> std::result::Result<(usize, usize), String> {
+        let ki = K::WORDS - 1;
+        let stream = &self.stream;
+        let n64 = n as u64;
+        let cu_stream = stream.cu_stream();
+        let launch = |f: &CudaFunction, grid: u32, block: u32, params: &mut [*mut c_void]| {
+            // SAFETY: params point at locals of the argument types the kernel declares; all
+            // device pointers are live allocations of this context.
+            unsafe { result::launch_kernel(f.cu_function(), (grid, 1, 1), (block, 1, 1), 0, cu_stream, params) }
+                .map_err(drv("kernel launch failed"))
+        };
+        // Constant digits: OR and AND of all keys.
+        let mut words = [0u64, !0, 0, !0];
+        unsafe {
+            result::memcpy_htod_async(st.orand, &words, stream.cu_stream()).map_err(drv("copy"))?;
+        }
+        let grid = (n.div_ceil(BLOCK as usize) as u32).min(self.sms * 8);
+        let (buf0, orand) = (st.bufs[0], st.orand);
+        launch(&k.orand[ki], grid, BLOCK, &mut params!(buf0, n64, orand))?;
+        unsafe {
+            result::memcpy_dtoh_async(&mut words, st.orand, stream.cu_stream()).map_err(drv("copy"))?;
+        }
+        stream.synchronize().map_err(drv("the OR/AND kernel failed"))?;
+        let varying = [words[0] ^ words[1], words[2] ^ words[3]];
+        let shifts: Vec<u32> =
+            (0..8 * K::WORDS as u32).filter(|&d| (varying[d as usize / 8] >> (8 * (d % 8))) & 0xff != 0).map(|d| 8 * d).collect();
+
+        let tiles = n.div_ceil(K::TILE);
+        let blocks = tiles.min(k.max_blocks[ki] as usize).max(1);
+        let per = tiles.div_ceil(blocks) * K::TILE;
+        let blocks = n.div_ceil(per) as u32;
+        let per64 = per as u64;
+        let m = 256 * blocks;
+        debug_assert!(m as usize * 4 <= st.counts_bytes);
+        let counts = st.counts;
+        let mut cur = 0usize;
+        for &shift in &shifts {
+            let (src, dst) = (st.bufs[cur], st.bufs[1 - cur]);
+            launch(&k.hist[ki], blocks, BLOCK, &mut params!(src, n64, per64, shift, counts))?;
+            launch(&k.scan, 1, 1024, &mut params!(counts, m))?;
+            launch(&k.scatter[ki], blocks, BLOCK, &mut params!(src, dst, n64, per64, shift, counts))?;
+            cur = 1 - cur;
+        }
+        stream.synchronize().map_err(drv("a sort kernel failed"))?;
+        Ok((cur, shifts.len()))
+    }
+
+    /// Pinned staging buffers, allocated on first use; None when they cannot be had or are off.
+    fn staging(&self, st: &mut State) -> Option<([*mut u8; 2], [sys::CUevent; 2])> {
+        if !self.pinned || st.stage_failed {
+            return None;
+        }
+        if st.stage.is_none() {
+            let alloc = || -> std::result::Result<_, DriverError> {
+                let a = unsafe { result::malloc_host(STAGE_BYTES, 0)? } as *mut u8;
+                let b = match unsafe { result::malloc_host(STAGE_BYTES, 0) } {
+                    Ok(b) => b as *mut u8,
+                    Err(e) => {
+                        unsafe { result::free_host(a as _).ok() };
+                        return Err(e);
+                    }
+                };
+                let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
+                let e0 = result::event::create(flags)?;
+                let e1 = result::event::create(flags)?;
+                Ok(([a, b], [e0, e1]))
+            };
+            match alloc() {
+                Ok(s) => st.stage = Some(s),
+                Err(e) => {
+                    log::warn!("gpu: no pinned staging buffers ({e}); using pageable copies");
+                    st.stage_failed = true;
+                }
+            }
+        }
+        st.stage
+    }
+
+    /// Copies `host` to device address `dst`; the copy is complete (stream-ordered) on return.
+    fn upload(&self, st: &mut State, host: &[u8], dst: sys::CUdeviceptr) -> std::result::Result<(), String> {
+        let stream = self.stream.cu_stream();
+        match self.staging(st) {
+            Some((pins, events)) => {
+                for (i, part) in host.chunks(STAGE_BYTES).enumerate() {
+                    let b = i % 2;
+                    unsafe {
+                        result::event::synchronize(events[b]).map_err(drv("host-to-device copy"))?;
+                        let pin = std::slice::from_raw_parts_mut(pins[b], part.len());
+                        par_copy(pin, part);
+                        result::memcpy_htod_async(dst + (i * STAGE_BYTES) as u64, pin, stream)
+                            .map_err(drv("host-to-device copy"))?;
+                        result::event::record(events[b], stream).map_err(drv("host-to-device copy"))?;
+                    }
+                }
+            }
+            None => unsafe {
+                result::memcpy_htod_async(dst, host, stream).map_err(drv("host-to-device copy"))?;
+            },
+        }
+        self.stream.synchronize().map_err(drv("host-to-device copy"))
+    }
+
+    /// Copies `len` bytes from device address `src` to `host`.
+    fn download(&self, st: &mut State, src: sys::CUdeviceptr, host: *mut u8, len: usize) -> std::result::Result<(), String> {
+        let stream = self.stream.cu_stream();
+        // SAFETY: callers pass `len` writable bytes at `host`.
+        let host = unsafe { std::slice::from_raw_parts_mut(host, len) };
+        match self.staging(st) {
+            Some((pins, events)) => {
+                let parts: Vec<&mut [u8]> = host.chunks_mut(STAGE_BYTES).collect();
+                let issue = |i: usize, l: usize| -> std::result::Result<(), String> {
+                    let b = i % 2;
+                    unsafe {
+                        let pin = std::slice::from_raw_parts_mut(pins[b], l);
+                        result::memcpy_dtoh_async(pin, src + (i * STAGE_BYTES) as u64, stream)
+                            .map_err(drv("device-to-host copy"))?;
+                        result::event::record(events[b], stream).map_err(drv("device-to-host copy"))
+                    }
+                };
+                if let Some(p) = parts.first() {
+                    issue(0, p.len())?;
+                }
+                let lens: Vec<usize> = parts.iter().map(|p| p.len()).collect();
+                for (i, part) in parts.into_iter().enumerate() {
+                    if i + 1 < lens.len() {
+                        issue(i + 1, lens[i + 1])?;
+                    }
+                    unsafe {
+                        result::event::synchronize(events[i % 2]).map_err(drv("device-to-host copy"))?;
+                        let pin = std::slice::from_raw_parts(pins[i % 2], part.len());
+                        par_copy(part, pin);
+                    }
+                }
+                Ok(())
+            }
+            None => unsafe {
+                result::memcpy_dtoh_async(host, src, stream).map_err(drv("device-to-host copy"))?;
+                self.stream.synchronize().map_err(drv("device-to-host copy"))
+            },
+        }
+    }
+}
+
+/// Copies `src` into `dst` (same length) with the rayon pool.
+fn par_copy(dst: &mut [u8], src: &[u8]) {
+    const PIECE: usize = 1 << 20;
+    dst.par_chunks_mut(PIECE).zip(src.par_chunks(PIECE)).for_each(|(d, s)| d.copy_from_slice(s));
+}
+
+/// How a GPU sort failed: before or after it started writing into the caller's slice.
+enum Failure {
+    Untouched(String),
+    Clobbered(String),
+}
+
+impl Drop for GpuSort {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        self.stream.synchronize().ok();
+        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        for p in [st.bufs[0], st.bufs[1], st.counts, st.orand] {
+            if p != 0 {
+                unsafe { result::free_sync(p).ok() };
+            }
+        }
+        if let Some((pins, events)) = st.stage.take() {
+            for p in pins {
+                unsafe { result::free_host(p as _).ok() };
+            }
+            for e in events {
+                unsafe { result::event::destroy(e).ok() };
+            }
+        }
+    }
+}
+
+impl LocalSort for GpuSort {
+    fn name(&self) -> &'static str {
+        "gpu"
+    }
+
+    fn sort_u64(&self, v: &mut [u64]) {
+        self.sort_keys(v, |c, v| c.sort_u64(v));
+    }
+
+    fn sort_u128(&self, v: &mut [u128]) {
+        self.sort_keys(v, |c, v| c.sort_u128(v));
+    }
+}

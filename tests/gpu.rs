@@ -1,0 +1,165 @@
+//! The GPU backend sorts exactly like the CPU backend. Needs `--features gpu` and a GPU; without a
+//! GPU every test prints "skipped: no GPU" (straight to stderr, past the test harness's capture)
+//! and returns. Run on a GPU machine: scripts/gpu-test.sh.
+#![cfg(feature = "gpu")]
+
+use std::io::Write;
+use std::sync::OnceLock;
+
+use psa::local::cpu::CpuSort;
+use psa::local::gpu::{GpuSort, MIN_GPU_KEYS};
+use psa::local::LocalSort;
+
+const SIZES: [usize; 8] = [0, 1, 2, 1000, 65535, 65537, 1_000_000, 10_000_000];
+
+fn say(msg: &str) {
+    // Direct writes to stderr are not captured by the test harness.
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+/// The shared GPU backend, or None (after saying why) when this machine has none.
+fn gpu(test: &str) -> Option<&'static GpuSort> {
+    static GPU: OnceLock<Result<GpuSort, String>> = OnceLock::new();
+    match GPU.get_or_init(|| GpuSort::open(0, 4).map_err(|e| e.to_string())) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            say(&format!("{test}: skipped: no GPU ({e})"));
+            None
+        }
+    }
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+    z ^ (z >> 31)
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Pattern {
+    Random,
+    /// High half constant, low half random (psa's keys often look like this).
+    EqualHigh,
+    Sorted,
+    Reverse,
+    /// Few distinct values (duplicates; psa's keys are unique, the sort must not care).
+    FewDistinct,
+    /// Only one middle byte varies.
+    OneDigit,
+}
+
+const PATTERNS: [Pattern; 6] =
+    [Pattern::Random, Pattern::EqualHigh, Pattern::Sorted, Pattern::Reverse, Pattern::FewDistinct, Pattern::OneDigit];
+
+fn keys_u64(n: usize, p: Pattern, seed: u64) -> Vec<u64> {
+    let r = |i: usize| splitmix(seed ^ (i as u64).wrapping_mul(0x2545f4914f6cdd1d));
+    (0..n)
+        .map(|i| match p {
+            Pattern::Random => r(i),
+            Pattern::EqualHigh => 0xdead_beef_0000_0000 | (r(i) & 0xffff_ffff),
+            Pattern::Sorted => (i as u64) * 977 + 5,
+            Pattern::Reverse => u64::MAX - (i as u64) * 13,
+            Pattern::FewDistinct => r(i) % 7 * 0x0101_0101_0101,
+            Pattern::OneDigit => 0x1234_0000_0000_5678 | ((r(i) & 0xff) << 24),
+        })
+        .collect()
+}
+
+fn keys_u128(n: usize, p: Pattern, seed: u64) -> Vec<u128> {
+    let r = |i: usize| {
+        let a = splitmix(seed ^ (i as u64).wrapping_mul(0x2545f4914f6cdd1d));
+        (a as u128) << 64 | splitmix(a) as u128
+    };
+    (0..n)
+        .map(|i| match p {
+            Pattern::Random => r(i),
+            Pattern::EqualHigh => 0x0123_4567_89ab_cdef_u128 << 64 | (r(i) & u64::MAX as u128),
+            Pattern::Sorted => (i as u128) << 70 | (i as u128 * 3),
+            Pattern::Reverse => u128::MAX - (i as u128) * 0x1_0000_0001,
+            Pattern::FewDistinct => r(i) % 5 << 100 | 77,
+            Pattern::OneDigit => 0xffff_u128 << 112 | ((r(i) & 0xff) << 72) | 1,
+        })
+        .collect()
+}
+
+fn check_u64(g: &GpuSort, n: usize, p: Pattern) {
+    let mut a = keys_u64(n, p, n as u64 + 1);
+    let mut b = a.clone();
+    CpuSort::new(4).sort_u64(&mut a);
+    g.sort_u64(&mut b);
+    if let Some(i) = (0..n).find(|&i| a[i] != b[i]) {
+        panic!("u64 n={n} {p:?}: gpu differs from cpu at {i}: cpu {:#x} gpu {:#x}", a[i], b[i]);
+    }
+}
+
+fn check_u128(g: &GpuSort, n: usize, p: Pattern) {
+    let mut a = keys_u128(n, p, n as u64 + 2);
+    let mut b = a.clone();
+    CpuSort::new(4).sort_u128(&mut a);
+    g.sort_u128(&mut b);
+    if let Some(i) = (0..n).find(|&i| a[i] != b[i]) {
+        panic!("u128 n={n} {p:?}: gpu differs from cpu at {i}: cpu {:#x} gpu {:#x}", a[i], b[i]);
+    }
+}
+
+#[test]
+fn u64_equals_cpu() {
+    let Some(g) = gpu("u64_equals_cpu") else { return };
+    for n in SIZES {
+        for p in PATTERNS {
+            check_u64(g, n, p);
+        }
+    }
+    say(&format!("u64_equals_cpu: ran on {}: sizes {SIZES:?} × {} patterns", g.device(), PATTERNS.len()));
+}
+
+#[test]
+fn u128_equals_cpu() {
+    let Some(g) = gpu("u128_equals_cpu") else { return };
+    for n in SIZES {
+        for p in PATTERNS {
+            check_u128(g, n, p);
+        }
+    }
+    say(&format!("u128_equals_cpu: ran on {}: sizes {SIZES:?} × {} patterns", g.device(), PATTERNS.len()));
+}
+
+#[test]
+fn fresh_inputs_every_size() {
+    // Sizes around tile and block boundaries, random data with a new seed each.
+    let Some(g) = gpu("fresh_inputs_every_size") else { return };
+    let sizes = [MIN_GPU_KEYS, MIN_GPU_KEYS + 1, 4096 * 37 + 1, 2048 * 101 - 1, 3_333_333];
+    for (s, n) in sizes.into_iter().enumerate() {
+        for rep in 0..3u64 {
+            let mut a = keys_u64(n, Pattern::Random, 1000 * s as u64 + rep);
+            let mut b = a.clone();
+            CpuSort::new(4).sort_u64(&mut a);
+            g.sort_u64(&mut b);
+            assert!(a == b, "u64 n={n} rep={rep} differs");
+            let mut a = keys_u128(n, Pattern::Random, 7000 * s as u64 + rep);
+            let mut b = a.clone();
+            CpuSort::new(4).sort_u128(&mut a);
+            g.sort_u128(&mut b);
+            assert!(a == b, "u128 n={n} rep={rep} differs");
+        }
+    }
+    say(&format!("fresh_inputs_every_size: ran on {}", g.device()));
+}
+
+#[test]
+fn chunked_sort_merges_on_cpu() {
+    // A chunk cap far below the input: sorted in device chunks, merged on the CPU.
+    let Some(shared) = gpu("chunked_sort_merges_on_cpu") else { return };
+    let mut g = GpuSort::open(0, 4).expect("a second handle on the same device");
+    for (cap, n) in [(MIN_GPU_KEYS, 1_000_000), (300_000, 1_000_000), (1 << 20, 3_000_001)] {
+        g.set_max_chunk(Some(cap));
+        for p in [Pattern::Random, Pattern::FewDistinct, Pattern::Reverse] {
+            check_u64(&g, n, p);
+            check_u128(&g, n, p);
+            let prof = g.last_profile();
+            assert_eq!(prof.chunks, n.div_ceil(cap), "u128 n={n} cap={cap}: expected chunks");
+        }
+    }
+    say(&format!("chunked_sort_merges_on_cpu: ran on {}", shared.device()));
+}
