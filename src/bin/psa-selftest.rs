@@ -4,12 +4,15 @@
 //! mpirun -n 4 psa-selftest                 # primitives (comm, dist, checker); exit 1 on any failure
 //! mpirun -n 4 psa-selftest random-sa --count 100 --max-len 3000 --seed 7
 //!                                           # random texts through psa::suffix_array, both algorithms
+//! mpirun -n 4 psa-selftest -v --skip chunked   # -v: a line per check; --skip: leave out checks
+//!                                           # whose name contains the text
 //! ```
 //!
 //! Every check runs on every pe; a check fails when it fails on any pe (the failing pe prints why,
 //! pe 0 prints the verdict). Panics inside a check are caught and count as failures (a panic that
-//! happens on only some pes inside a collective can still hang the job: the test harness runs
-//! this binary with a timeout). The last line, from pe 0, is `selftest: N passed, M failed`.
+//! happens on only some pes could leave the others waiting in a collective, so a panic ends the
+//! whole job with MPI_Abort, exit status non-zero). The last line, from pe 0, is
+//! `selftest: N passed, M failed`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -59,6 +62,9 @@ impl Rng {
 /// Runs checks and agrees on their verdicts over all pes.
 struct Runner {
     ctl: Comm,
+    /// Checks whose name contains one of these are skipped (`--skip TEXT`, repeatable; for
+    /// investigating failures).
+    skip: Vec<String>,
     passed: usize,
     failed: Vec<String>,
     verbose: bool,
@@ -66,15 +72,25 @@ struct Runner {
 
 impl Runner {
     fn check(&mut self, name: &str, f: impl FnOnce() -> CheckResult) {
+        if self.skip.iter().any(|s| name.contains(s.as_str())) {
+            if self.ctl.rank() == 0 {
+                println!("selftest: SKIPPED {name}");
+            }
+            return;
+        }
         let r = match catch_unwind(AssertUnwindSafe(f)) {
             Ok(r) => r,
             Err(e) => {
+                // The other pes may be waiting in a collective of this check: end the job rather
+                // than hang (the panic message is already on stderr).
                 let msg = e
                     .downcast_ref::<String>()
                     .cloned()
                     .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "non-string panic".into());
-                Err(format!("panicked: {msg}"))
+                eprintln!("selftest: FAIL [pe {}] {name}: panicked: {msg} (aborting the job)", self.ctl.rank());
+                println!("selftest: FAIL {name}: panicked on pe {}: {msg}", self.ctl.rank());
+                self.ctl.abort(3);
             }
         };
         if let Err(msg) = &r {
@@ -730,7 +746,9 @@ fn main() {
     }
 
     let verbose = args.iter().any(|a| a == "-v");
-    let mut t = Runner { ctl, passed: 0, failed: Vec::new(), verbose };
+    let skip: Vec<String> =
+        args.windows(2).filter(|w| w[0] == "--skip").map(|w| w[1].clone()).collect();
+    let mut t = Runner { ctl, skip, passed: 0, failed: Vec::new(), verbose };
     let world = Comm::new(universe.world());
 
     t.check("layout: block", check_layout_block);

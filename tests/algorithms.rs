@@ -1,0 +1,293 @@
+//! The algorithm table: every named input × p ∈ {1, 2, 3, 4, 7} × algo ∈ {dc3, css} through the
+//! `psa` binary, compared in full with an independent oracle. Plus random property loops, output
+//! widths and the chunked all-to-all path.
+//!
+//! One test function per input row (so rows run in parallel and fail separately); each reports
+//! every failing (p, algo, base case) of its row at once.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+
+/// Process counts of the table.
+const PES: &[usize] = &[1, 2, 3, 4, 7];
+
+/// How small subproblems must be before they are gathered on pe 0.
+#[derive(Clone, Copy, Debug)]
+enum Base {
+    /// `--base-case N`: with a small N the distributed recursion runs down to tiny levels (with
+    /// fewer characters than pes, empty pes, …). These runs also pass `--check`.
+    Small(usize),
+    /// The default (2^20): every input in this table is gathered and solved on pe 0 at once.
+    Default,
+}
+
+impl Base {
+    fn args(self) -> Vec<String> {
+        match self {
+            Base::Small(n) => vec!["--base-case".into(), n.to_string(), "--check".into()],
+            Base::Default => vec![],
+        }
+    }
+
+    fn label(self) -> String {
+        match self {
+            Base::Small(n) => format!("--base-case {n}"),
+            Base::Default => "default base case".into(),
+        }
+    }
+}
+
+const DEEP: &[Base] = &[Base::Small(4)];
+const DEEP_AND_DEFAULT: &[Base] = &[Base::Small(4), Base::Default];
+const ALL_BASES: &[Base] = &[Base::Small(4), Base::Small(100), Base::Default];
+
+/// One row of the table: a named input and the base-case settings it runs with.
+struct Case {
+    name: &'static str,
+    gen: fn() -> Vec<u8>,
+    bases: &'static [Base],
+}
+
+/// Builds the table and one `#[test]` per row.
+macro_rules! table {
+    ($($name:ident: $gen:expr, $bases:expr;)*) => {
+        /// Every row of the table (also used to cross-check the oracles).
+        const TABLE: &[Case] = &[$(Case { name: stringify!($name), gen: $gen, bases: $bases }),*];
+        mod row {
+            $(
+                #[test]
+                fn $name() {
+                    super::run_row(stringify!($name));
+                }
+            )*
+        }
+    };
+}
+
+table! {
+    // n = 0..5; n < p for most p (pes without any character).
+    len0_empty: || Vec::new(), DEEP;
+    len1_one_byte: || b"x".to_vec(), DEEP;
+    len2: || b"ba".to_vec(), DEEP;
+    len3_n_lt_p: || b"aab".to_vec(), DEEP;
+    len4: || vec![0xff, 0x00, 0xff, 0x00], DEEP;
+    len5: || b"abaab".to_vec(), DEEP_AND_DEFAULT;
+    len5_zeros: || vec![0u8; 5], DEEP;
+    len6_banana: || b"banana".to_vec(), DEEP;
+    len7_mississippi_prefix: || b"mississ".to_vec(), DEEP;
+    // Extreme byte values (0x00 must not be treated as a sentinel, 0xFF must not overflow).
+    zeros_1000: || gen::run(0x00, 1000), DEEP_AND_DEFAULT;
+    ff_1001: || gen::run(0xff, 1001), DEEP;
+    zero_ff_mix_2000: || gen::zero_ff(1, 2000), DEEP_AND_DEFAULT;
+    zero_ff_mix_2002: || gen::zero_ff(2, 2002), DEEP;
+    // Periodic texts: all triples equal, maximal recursion depth.
+    a_n_3001: || gen::a_n(3001), ALL_BASES;
+    a_n_64: || gen::a_n(64), DEEP;
+    ab_n_a_2001: || gen::ab_n_a(1000), DEEP;
+    abc_n_3000: || gen::abc_n(1000), DEEP_AND_DEFAULT;
+    abc_n_ab_2999: || { let mut v = gen::abc_n(999); v.extend_from_slice(b"ab"); v }, DEEP;
+    fibonacci_4181: || gen::fibonacci(4181), DEEP;
+    fibonacci_30000: || gen::fibonacci(30_000), DEEP;
+    repeated_block_37x135: || gen::repeated_block(3, 37, 37 * 135, 26), DEEP;
+    repeated_block_1000x20_binary: || gen::repeated_block(4, 1000, 20_000, 2), DEEP;
+    // Random text over 2, 4 and 256 letters, lengths ≡ 0, 1, 2 (mod 3).
+    random_sigma2_5001: || gen::random(5, 5001, 2, b'0'), DEEP;
+    random_sigma4_4999: || gen::random(6, 4999, 4, b'a'), DEEP;
+    random_sigma256_5000: || gen::random(7, 5000, 256, 0), ALL_BASES;
+    random_sigma256_100k: || gen::random(8, 100_000, 256, 0), &[Base::Small(16)];
+    // DNA-like text with N runs and copies.
+    dna_20000: || gen::dna(9, 20_000), DEEP_AND_DEFAULT;
+    dna_200k: || gen::dna(10, 200_000), &[Base::Small(1000)];
+}
+
+/// Runs one row: every p, algo and base case; collects all failures, then fails with all of them.
+fn run_row(name: &str) {
+    let case = TABLE.iter().find(|c| c.name == name).expect("row is in the table");
+    let text = (case.gen)();
+    let want = oracle(&text);
+    let dir = TempDir::new(name);
+    dir.write("input", &text);
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for &p in PES {
+        for &algo in ALGOS {
+            for &base in case.bases {
+                runs += 1;
+                if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &[]) {
+                    failures.push(format!("input {name} (n = {}), p = {p}, algo = {algo}, {}: {msg}", text.len(), base.label()));
+                }
+            }
+        }
+    }
+    eprintln!("{name}: n = {}, {runs} runs, {} failed", text.len(), failures.len());
+    assert!(failures.is_empty(), "{} of {runs} runs failed:\n\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// One run of `psa` on `dir/input`; Ok when it exits 0 and its output equals `want`.
+fn run_one(dir: &Path, want: &[u64], p: usize, algo: &str, base: Base, env: &[(&str, &str)]) -> Result<(), String> {
+    let out = format!("out-{p}-{algo}-{}.sa", base.label().replace(' ', "_").replace('-', ""));
+    let mut args: Vec<String> = vec!["-q".into(), "--algo".into(), algo.into(), "-o".into(), out.clone()];
+    args.extend(base.args());
+    args.push("input".into());
+    let o = run_psa_env(p, &args, env, dir, DEFAULT_TIMEOUT);
+    if !o.success() {
+        return Err(format!("run failed: {}", o.describe()));
+    }
+    let path = dir.join(&out);
+    let got = read_sa(&path, 4);
+    let _ = std::fs::remove_file(&path);
+    if got != want {
+        return Err(format!("wrong suffix array: {}", first_diff(&got, want)));
+    }
+    Ok(())
+}
+
+/// The two oracles agree with each other on every (small) table input, so the table's verdicts
+/// rest on an oracle that is itself checked.
+#[test]
+fn oracles_agree_on_table_inputs() {
+    for case in TABLE {
+        let text = (case.gen)();
+        if text.len() <= NAIVE_MAX {
+            let a = psa::algo::oracle::naive_sa(&text);
+            let b = psa::algo::seq::sa_bytes(&text, 1);
+            assert_eq!(a, b, "naive oracle and libsais differ on {}", case.name);
+        }
+    }
+    // And the generators are what their names say.
+    assert_eq!(gen::fibonacci(8), b"abaababa");
+    assert_eq!(gen::ab_n_a(2), b"ababa");
+    assert_eq!(gen::abc_n(2), b"abcabc");
+    assert!(gen::dna(9, 20_000).iter().all(|c| b"ACGTN".contains(c)));
+    assert!(gen::dna(9, 20_000).windows(10).any(|w| w == b"NNNNNNNNNN"), "DNA has N runs");
+    assert_eq!(gen::random(7, 5000, 256, 0), gen::random(7, 5000, 256, 0), "generators are deterministic");
+    let mut seen = [false; 256];
+    for &c in &gen::random(7, 5000, 256, 0) {
+        seen[c as usize] = true;
+    }
+    assert!(seen.iter().all(|&s| s), "sigma = 256 covers every byte value");
+}
+
+/// Random texts through the CLI: random length 0..3000, random alphabet size 1..=256, random
+/// p ∈ 1..=5, random base case; both algorithms on each text.
+#[test]
+fn random_texts_cli() {
+    let mut rng = Rng::new(0xC11);
+    let dir = TempDir::new("random_cli");
+    let mut failures = Vec::new();
+    const TEXTS: usize = 20;
+    for k in 0..TEXTS {
+        let n = rng.range(0, 3000);
+        let sigma = rng.range(1, 256);
+        let base_byte = rng.below(256) as u8;
+        let text = gen::random(rng.next_u64(), n, sigma, base_byte);
+        let p = rng.range(1, 5);
+        let base = match rng.below(3) {
+            0 => Base::Small(4),
+            1 => Base::Small(rng.range(5, 300)),
+            _ => Base::Default,
+        };
+        dir.write("input", &text);
+        let want = oracle(&text);
+        for &algo in ALGOS {
+            if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &[]) {
+                failures.push(format!(
+                    "random text #{k} (n = {n}, sigma = {sigma}, first letter {base_byte}), p = {p}, algo = {algo}, {}: {msg}",
+                    base.label()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} runs failed:\n\n{}", failures.len(), 2 * TEXTS, failures.join("\n\n"));
+}
+
+/// Many more random texts through the library (`psa::suffix_array`) in one mpirun per p: the
+/// self-test binary generates each text on every pe, splits it unevenly over the pes (empty pes
+/// included), runs both algorithms with a random base case and compares every pe's slice with
+/// libsais.
+#[test]
+fn random_texts_library_batched() {
+    let dir = TempDir::new("random_lib");
+    let mut failures = Vec::new();
+    for p in 1..=5usize {
+        let mut c = mpirun(p, SELFTEST);
+        c.args(["random-sa", "--count", "150", "--max-len", "3000", "--seed", &(1000 + p).to_string()]);
+        let o = run_with_timeout(c, dir.path(), Duration::from_secs(120));
+        let summary_ok = o.stdout.contains("random-sa: ") && o.stdout.contains(" 0 failed");
+        if !o.success() || !summary_ok {
+            failures.push(format!("p = {p}: {}", o.describe()));
+        }
+    }
+    assert!(failures.is_empty(), "library property loop failed:\n\n{}", failures.join("\n\n"));
+}
+
+/// `--width 5`, `--width 8`, `--width 4` and auto all decode to the same suffix array, and the file
+/// holds exactly n × width bytes.
+#[test]
+fn output_widths() {
+    let text = gen::dna(11, 7001);
+    let want = oracle(&text);
+    let dir = TempDir::new("widths");
+    dir.write("input", &text);
+    let mut failures = Vec::new();
+    for (p, algo) in [(1, "dc3"), (3, "dc3"), (3, "css"), (4, "css")] {
+        for (flag, width) in [("auto", 4usize), ("4", 4), ("5", 5), ("8", 8)] {
+            let out = format!("w{flag}-{p}-{algo}.sa");
+            let o = run_psa(
+                p,
+                ["-q", "--algo", algo, "--base-case", "16", "--width", flag, "-o", &out, "input"],
+                dir.path(),
+            );
+            let label = format!("p = {p}, algo = {algo}, --width {flag}");
+            if !o.success() {
+                failures.push(format!("{label}: {}", o.describe()));
+                continue;
+            }
+            let bytes = std::fs::read(dir.join(&out)).expect("output exists");
+            if bytes.len() != text.len() * width {
+                failures.push(format!("{label}: file has {} bytes, want {}", bytes.len(), text.len() * width));
+                continue;
+            }
+            let got = decode(&bytes, width);
+            if got != want {
+                failures.push(format!("{label}: {}", first_diff(&got, &want)));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// `PSA_MPI_MAX_COUNT=7` makes every all-to-all run in rounds of at most 7 records per call
+/// (src/comm.rs' chunked path); results must stay exact.
+#[test]
+fn chunked_all_to_all() {
+    let inputs: Vec<(&str, Vec<u8>)> = vec![
+        ("random_sigma4_3001", gen::random(12, 3001, 4, b'a')),
+        ("a_n_500", gen::a_n(500)),
+        ("zero_ff_mix_100", gen::zero_ff(13, 100)),
+        ("len3", b"cab".to_vec()),
+    ];
+    let mut failures = Vec::new();
+    for (name, text) in &inputs {
+        let want = oracle(text);
+        let dir = TempDir::new(name);
+        dir.write("input", text);
+        for p in [1usize, 2, 3, 4] {
+            for &algo in ALGOS {
+                for base in [Base::Small(4), Base::Default] {
+                    if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &[("PSA_MPI_MAX_COUNT", "7")]) {
+                        failures.push(format!(
+                            "PSA_MPI_MAX_COUNT=7, input {name}, p = {p}, algo = {algo}, {}: {msg}",
+                            base.label()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} runs failed:\n\n{}", failures.len(), failures.join("\n\n"));
+}
