@@ -183,6 +183,32 @@ impl SortKey for MergeRec {
     }
 }
 
+/// A mod-0 merge record whose `r0` holds the packed key (t[i], rank[i+1]): among mod-0 records
+/// that key orders exactly as the comparison does, so the local sort can be a radix sort.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
+struct Mod0Rec(MergeRec);
+
+impl voracious_radix_sort::Radixable<u64> for Mod0Rec {
+    type Key = u64;
+    #[inline]
+    fn key(&self) -> u64 {
+        self.0.r0
+    }
+}
+
+impl SortKey for Mod0Rec {
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
+        use voracious_radix_sort::RadixSort;
+        let threads = sorter.threads();
+        if threads > 1 && v.len() >= 1 << 16 {
+            v.voracious_mt_sort(threads);
+        } else {
+            v.voracious_sort();
+        }
+    }
+}
+
 /// One DC3 level on a text of `layout.len()` characters; returns the SA slice for this pe's range.
 fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     let comm = &ctx.comm;
@@ -205,54 +231,64 @@ fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     let bc = bits(alphabet);
     let bi = bits(n_ext as u64);
     let tb = if super::css::force_wide() { 129 } else { 3 * bc + bi };
-    let rank = if tb <= 64 {
-        sample_ranks::<u64, _>(ctx, layout, &at, n_ext, bc, bi)
+    let (pairs, unique) = if tb <= 64 {
+        name_triples::<u64, _>(ctx, layout, &at, n_ext, bc, bi)
     } else if tb <= 128 {
-        sample_ranks::<u128, _>(ctx, layout, &at, n_ext, bc, bi)
+        name_triples::<u128, _>(ctx, layout, &at, n_ext, bc, bi)
     } else {
-        sample_ranks::<WideTriple, _>(ctx, layout, &at, n_ext, bc, bi)
+        name_triples::<WideTriple, _>(ctx, layout, &at, n_ext, bc, bi)
     };
-
-    let recs = ctx.phase("merge records", || {
-        let rhalo = right_halo(comm, &rank, 2);
-        let ra = |i: usize| -> u64 {
-            if i < hi {
-                rank[i - lo]
-            } else {
-                rhalo.get(i - hi).copied().unwrap_or(0)
-            }
-        };
-        (lo..hi)
-            .map(|i| MergeRec { i: i as u64, c0: at(i), c1: at(i + 1), r0: ra(i), r1: ra(i + 1), r2: ra(i + 2) })
-            .collect::<Vec<_>>()
-    });
-    drop(rank);
-    let sorted = ctx.phase("merge sort", || sample_sort(ctx, recs));
-    ctx.phase("rebalance", || {
-        let sa: Vec<u64> = sorted.iter().map(|r| r.i).collect();
-        drop(sorted);
-        rebalance(comm, sa, layout)
-    })
+    let n1 = (n_ext + 1) / 3;
+    let m = n1 + n_ext / 3;
+    let rank = ranks_from_names(ctx, layout, pairs, n1, m, unique);
+    merge(ctx, layout, &at, rank, alphabet, n_ext > n)
 }
 
-/// Steps 1–5: the rank among sample suffixes of every sample position this pe owns (1-based;
-/// 0 at positions i mod 3 = 0).
-fn sample_ranks<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
+/// Finishes a suffix array from order-consistent prefix names, for pCSS when prefix doubling
+/// stops paying off. `name_of[j]` is the name of position `lo + j`: the number of suffixes whose
+/// first h characters are smaller, for some h ≥ 4, where a suffix shorter than h has a name of
+/// its own. Such names may stand in for DC3's triple names: the recursion on the names of the
+/// sample positions gives their ranks, and the merge finishes the job. (h ≥ 4 makes the last
+/// mod-1 name unique, so no dummy sample is needed.) Collective.
+#[must_use]
+pub fn finish_from_names(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64]) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let n = layout.len();
+    let me = comm.rank();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    let pairs: Vec<[u64; 2]> =
+        (lo..hi).filter(|i| i % 3 != 0).map(|i| [i as u64, name_of[i - lo] + 1]).collect();
+    let n1 = (n + 1) / 3;
+    let m = n1 + n / 3;
+    let rank = ranks_from_names(ctx, layout, pairs, n1, m, false);
+    let halo: Vec<u64> = right_halo(comm, text, 2).into_iter().map(|c| c.val()).collect();
+    let at = |i: usize| -> u64 {
+        if i < hi {
+            text[i - lo].val()
+        } else {
+            halo.get(i - hi).copied().unwrap_or(0)
+        }
+    };
+    let alphabet = comm.all_reduce_max(text.iter().map(|&c| c.val()).max().unwrap_or(0));
+    merge(ctx, layout, &at, rank, alphabet, false)
+}
+
+/// Steps 1–3: sorts the sample triples and names them. Returns (position, name) pairs for every
+/// sample position (including the dummy at n when there is one) and whether all names differ.
+fn name_triples<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
     ctx: &Ctx,
     layout: &Layout,
     at: &A,
     n_ext: usize,
     bc: u32,
     bi: u32,
-) -> Vec<u64> {
+) -> (Vec<[u64; 2]>, bool) {
     let comm = &ctx.comm;
     let p = comm.size();
     let me = comm.rank();
     let n = layout.len();
     let (lo, hi) = (layout.start(me), layout.end(me));
-    let n1 = n_ext.div_ceil(3);
-    let m = n1 + n_ext / 3;
-
+    let m = (n_ext + 1) / 3 + n_ext / 3;
     let triples: Vec<K> = ctx.phase("triples", || {
         let mut v: Vec<K> = (lo..hi)
             .filter(|i| i % 3 != 0)
@@ -265,11 +301,23 @@ fn sample_ranks<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
     });
     let sorted = ctx.phase("sort triples", || sample_sort(ctx, triples));
     let (names, distinct) = ctx.phase("name", || name_sorted(comm, &sorted, |a, b| a.same_chars(b, bi)));
-    let mut rank = vec![0u64; hi - lo];
+    let pairs = sorted.iter().zip(&names).map(|(k, &nm)| [k.index(bi), nm]).collect();
+    (pairs, distinct as usize == m)
+}
 
-    let pairs: Vec<[u64; 2]> = if distinct as usize == m {
-        // All triples differ: the names are the ranks already.
-        sorted.iter().zip(&names).map(|(k, &nm)| [k.index(bi), nm]).filter(|x| (x[0] as usize) < n).collect()
+/// Steps 4–5: from (position, name ≥ 1) pairs of all m sample positions (mod-1 positions below
+/// `3·n1`, a dummy at n allowed) to the rank among samples of every sample position this pe owns
+/// (1-based; 0 at positions i mod 3 = 0). With `unique`, the names are the ranks already;
+/// otherwise the string of names (mod-1 positions, then mod-2 positions) is solved recursively.
+fn ranks_from_names(ctx: &Ctx, layout: &Layout, pairs: Vec<[u64; 2]>, n1: usize, m: usize, unique: bool) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let p = comm.size();
+    let me = comm.rank();
+    let n = layout.len();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    let mut rank = vec![0u64; hi - lo];
+    let pairs: Vec<[u64; 2]> = if unique {
+        pairs.into_iter().filter(|x| (x[0] as usize) < n).collect()
     } else {
         let rl = Layout::block(m, p);
         let rpos = |i: u64| -> u64 {
@@ -277,7 +325,7 @@ fn sample_ranks<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
             (if i % 3 == 1 { i / 3 } else { n1 + i / 3 }) as u64
         };
         let r_text: Vec<u64> = ctx.phase("build recursion", || {
-            let pairs: Vec<[u64; 2]> = sorted.iter().zip(&names).map(|(k, &nm)| [rpos(k.index(bi)), nm]).collect();
+            let pairs: Vec<[u64; 2]> = pairs.iter().map(|&[i, nm]| [rpos(i), nm]).collect();
             let got = exchange_by(comm, &pairs, |x| rl.owner(x[0] as usize));
             let mut r = vec![0u64; rl.local_len(me)];
             let base = rl.start(me) as u64;
@@ -286,8 +334,7 @@ fn sample_ranks<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
             }
             r
         });
-        drop(sorted);
-        drop(names);
+        drop(pairs);
         let sa_r = ctx.deeper(|| level::<u64>(ctx, &r_text, &rl));
         drop(r_text);
         let base = rl.start(me) as u64;
@@ -308,4 +355,125 @@ fn sample_ranks<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
         }
     });
     rank
+}
+
+/// Steps 6–7: sorts all suffixes with the sample ranks and returns this pe's SA slice.
+///
+/// The sample suffixes are already ordered by rank: they are sent straight to the pe owning their
+/// rank (no sort). The mod-0 suffixes are radix-sorted by (t[i], rank[i+1]). The two sorted
+/// sequences are then merged with Kulla–Sanders' comparison: splitters from a regular sample of
+/// both, one all-to-all of contiguous ranges, a linear merge on each pe.
+fn merge<A: Fn(usize) -> u64 + Sync>(
+    ctx: &Ctx,
+    layout: &Layout,
+    at: &A,
+    rank: Vec<u64>,
+    alphabet: u64,
+    has_dummy: bool,
+) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let p = comm.size();
+    let me = comm.rank();
+    let n = layout.len();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    let samples_total = n - n.div_ceil(3);
+    let shift = bits(samples_total as u64 + 1);
+    let radix_ok = bits(alphabet) + shift <= 64 && !super::css::force_wide();
+    let (mod0, samples) = ctx.phase("merge records", || {
+        let rhalo = right_halo(comm, &rank, 2);
+        let ra = |i: usize| -> u64 {
+            if i < hi {
+                rank[i - lo]
+            } else {
+                rhalo.get(i - hi).copied().unwrap_or(0)
+            }
+        };
+        let mut mod0 = Vec::with_capacity((hi - lo) / 3 + 1);
+        let mut samples = Vec::with_capacity((hi - lo) * 2 / 3 + 1);
+        for i in lo..hi {
+            let mut r = MergeRec { i: i as u64, c0: at(i), c1: at(i + 1), r0: ra(i), r1: ra(i + 1), r2: ra(i + 2) };
+            if i % 3 == 0 {
+                // The radix key of a mod-0 record: (t[i], rank[i+1]).
+                r.r0 = if radix_ok { (r.c0 << shift) | r.r1 } else { 0 };
+                mod0.push(r);
+            } else {
+                samples.push(r);
+            }
+        }
+        (mod0, samples)
+    });
+    drop(rank);
+    let mod0 = ctx.phase("sort mod-0", || {
+        if radix_ok {
+            let v: Vec<Mod0Rec> = bytemuck::cast_vec(mod0);
+            bytemuck::cast_vec(sample_sort(ctx, v))
+        } else {
+            sample_sort(ctx, mod0)
+        }
+    });
+    let samples = ctx.phase("place samples", || {
+        // Ranks of real samples are 1..=samples_total, shifted by one when the dummy took rank 1.
+        let off = 1 + u64::from(has_dummy);
+        let sl = Layout::block(samples_total, p);
+        let got = exchange_by(comm, &samples, |r| sl.owner((r.r0 - off) as usize));
+        let mut out = vec![MergeRec::zeroed(); sl.local_len(me)];
+        let base = sl.start(me) as u64;
+        for r in got {
+            out[(r.r0 - off - base) as usize] = r;
+        }
+        out
+    });
+    let merged = ctx.phase("merge", || merge_sorted(ctx, &mod0, &samples));
+    drop(mod0);
+    drop(samples);
+    ctx.phase("rebalance", || rebalance(comm, merged, layout))
+}
+
+/// Merges two sequences that are each sorted across pes into one sorted sequence; returns the
+/// positions (`i`) of this pe's part. Collective.
+fn merge_sorted(ctx: &Ctx, a: &[MergeRec], b: &[MergeRec]) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let p = comm.size();
+    let merge_local = |xs: &[MergeRec], ys: &[MergeRec]| -> Vec<u64> {
+        let mut out = Vec::with_capacity(xs.len() + ys.len());
+        let (mut x, mut y) = (0, 0);
+        while x < xs.len() && y < ys.len() {
+            if xs[x] < ys[y] {
+                out.push(xs[x].i);
+                x += 1;
+            } else {
+                out.push(ys[y].i);
+                y += 1;
+            }
+        }
+        out.extend(xs[x..].iter().map(|r| r.i));
+        out.extend(ys[y..].iter().map(|r| r.i));
+        out
+    };
+    if p == 1 {
+        return merge_local(a, b);
+    }
+    // Regular samples of both sorted runs, proportional to their lengths.
+    let n = comm.all_reduce_sum((a.len() + b.len()) as u64) as usize;
+    if n == 0 {
+        return Vec::new();
+    }
+    let per = |len: usize| ((len as u128 * (64 * p) as u128).div_ceil(n as u128) as usize).min(len);
+    let pick = |v: &[MergeRec], s: usize| -> Vec<MergeRec> { (0..s).map(|j| v[(2 * j + 1) * v.len() / (2 * s)]).collect() };
+    let mut local: Vec<MergeRec> = pick(a, per(a.len()));
+    local.extend(pick(b, per(b.len())));
+    let mut all = comm.all_gather_v(&local);
+    all.sort_unstable();
+    let splitters: Vec<MergeRec> = (1..p).map(|j| all[j * all.len() / p]).collect();
+    let cuts = |v: &[MergeRec]| -> Vec<usize> {
+        let mut bounds: Vec<usize> = splitters.iter().map(|s| v.partition_point(|x| x < s)).collect();
+        bounds.insert(0, 0);
+        bounds.push(v.len());
+        bounds.windows(2).map(|w| w[1] - w[0]).collect()
+    };
+    let ra = comm.all_to_all_v(a, &cuts(a));
+    let rb = comm.all_to_all_v(b, &cuts(b));
+    let out = merge_local(&ra, &rb);
+    ctx.note_imbalance(out.len(), n);
+    out
 }

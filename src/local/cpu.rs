@@ -27,6 +27,10 @@ impl LocalSort for CpuSort {
         "cpu"
     }
 
+    fn threads(&self) -> usize {
+        self.threads
+    }
+
     fn sort_u64(&self, v: &mut [u64]) {
         if self.threads > 1 && v.len() >= MT_THRESHOLD {
             v.voracious_mt_sort(self.threads);

@@ -10,6 +10,10 @@ pub mod gpu;
 pub trait LocalSort: Send + Sync {
     /// A short name for logs ("cpu", "gpu").
     fn name(&self) -> &'static str;
+    /// CPU threads this pe may use (for sorts that stay on the CPU).
+    fn threads(&self) -> usize {
+        1
+    }
     /// Sorts 64-bit keys ascending.
     fn sort_u64(&self, v: &mut [u64]);
     /// Sorts 128-bit keys ascending.
