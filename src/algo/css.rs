@@ -143,6 +143,19 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         });
         let mut remaining = total_unresolved;
         while remaining > 0 {
+            if remaining as usize > n / 2 {
+                // Most suffixes share long prefixes (aⁿ, long repeats): doubling would take about
+                // log(longest repeat) rounds over nearly all of them. The current names are valid
+                // prefix names (h ≥ k ≥ 8), so DC3's recursion and merge finish the job in linear
+                // work instead.
+                if comm.rank() == 0 {
+                    log::info!("css: {remaining} of {n} suffixes unresolved after {round} rounds (h = {h}); finishing with DC3 on the prefix names");
+                }
+                ctx.log.refine_rounds.set(round);
+                drop(unresolved);
+                drop(placed);
+                return super::dc3::finish_from_names(ctx, text, layout, &name_of);
+            }
             round += 1;
             let (newly_placed, still, updates) = ctx.phase("refine", || {
                 if 3 * (bits(n as u64) + 1) <= 128 && !force_wide() {
@@ -159,11 +172,22 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
             });
             placed.extend_from_slice(&newly_placed);
             unresolved = still;
+            let before = remaining;
             remaining = comm.all_reduce_sum(unresolved.len() as u64);
             if comm.rank() == 0 {
                 log::debug!("css: round {round} (h = {h}): {remaining} suffixes still unresolved");
             }
             h *= 2;
+            if remaining > before / 2 && remaining as usize > n / 8 {
+                // Slow progress on a large remainder: hand over to DC3 as above.
+                if comm.rank() == 0 {
+                    log::info!("css: doubling resolves slowly ({before} → {remaining}); finishing with DC3 on the prefix names");
+                }
+                ctx.log.refine_rounds.set(round);
+                drop(unresolved);
+                drop(placed);
+                return super::dc3::finish_from_names(ctx, text, layout, &name_of);
+            }
         }
     }
     ctx.log.refine_rounds.set(round);
