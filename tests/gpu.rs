@@ -21,7 +21,11 @@ fn say(msg: &str) {
 fn gpu(test: &str) -> Option<&'static GpuSort> {
     static GPU: OnceLock<Result<GpuSort, String>> = OnceLock::new();
     match GPU.get_or_init(|| GpuSort::open(0, 4).map_err(|e| e.to_string())) {
-        Ok(g) => Some(g),
+        Ok(g) => {
+            // A GPU is there: the kernels must compile (a failure here is a real failure).
+            g.prepare().expect("GPU present but the kernels do not compile/load");
+            Some(g)
+        }
         Err(e) => {
             say(&format!("{test}: skipped: no GPU ({e})"));
             None
@@ -83,6 +87,13 @@ fn keys_u128(n: usize, p: Pattern, seed: u64) -> Vec<u128> {
         .collect()
 }
 
+/// Fails when any GPU sort fell back to the CPU (the GPU path must really have run).
+fn assert_no_fallback(g: &GpuSort, test: &str) {
+    let (gpu_sorts, fallbacks) = g.counters();
+    assert_eq!(fallbacks, 0, "{test}: {fallbacks} GPU sorts failed and were redone on the CPU");
+    assert!(gpu_sorts > 0, "{test}: no sort ran on the GPU");
+}
+
 fn check_u64(g: &GpuSort, n: usize, p: Pattern) {
     let mut a = keys_u64(n, p, n as u64 + 1);
     let mut b = a.clone();
@@ -111,6 +122,7 @@ fn u64_equals_cpu() {
             check_u64(g, n, p);
         }
     }
+    assert_no_fallback(g, "u64_equals_cpu");
     say(&format!("u64_equals_cpu: ran on {}: sizes {SIZES:?} × {} patterns", g.device(), PATTERNS.len()));
 }
 
@@ -122,6 +134,7 @@ fn u128_equals_cpu() {
             check_u128(g, n, p);
         }
     }
+    assert_no_fallback(g, "u128_equals_cpu");
     say(&format!("u128_equals_cpu: ran on {}: sizes {SIZES:?} × {} patterns", g.device(), PATTERNS.len()));
 }
 
@@ -144,6 +157,7 @@ fn fresh_inputs_every_size() {
             assert!(a == b, "u128 n={n} rep={rep} differs");
         }
     }
+    assert_no_fallback(g, "fresh_inputs_every_size");
     say(&format!("fresh_inputs_every_size: ran on {}", g.device()));
 }
 
@@ -161,5 +175,28 @@ fn chunked_sort_merges_on_cpu() {
             assert_eq!(prof.chunks, n.div_ceil(cap), "u128 n={n} cap={cap}: expected chunks");
         }
     }
+    assert_no_fallback(&g, "chunked_sort_merges_on_cpu");
     say(&format!("chunked_sort_merges_on_cpu: ran on {}", shared.device()));
+}
+
+#[test]
+fn u128_by_high_sorts_by_high_half() {
+    let Some(g) = gpu("u128_by_high_sorts_by_high_half") else { return };
+    for n in SIZES {
+        for p in PATTERNS {
+            let mut a = keys_u128(n, p, n as u64 + 3);
+            // Many equal high halves: the low half must travel with its record.
+            for (i, x) in a.iter_mut().enumerate() {
+                *x = (*x >> 64) % 1000 << 64 | i as u128;
+            }
+            let mut b = a.clone();
+            g.sort_u128_by_high(&mut b);
+            assert!(b.windows(2).all(|w| w[0] >> 64 <= w[1] >> 64), "u128 by high n={n} {p:?}: not sorted by high");
+            a.sort_unstable();
+            b.sort_unstable();
+            assert!(a == b, "u128 by high n={n} {p:?}: not a permutation of the input");
+        }
+    }
+    assert_no_fallback(g, "u128_by_high_sorts_by_high_half");
+    say(&format!("u128_by_high_sorts_by_high_half: ran on {}", g.device()));
 }

@@ -16,6 +16,7 @@
 //! unsigned integers).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -133,10 +134,14 @@ pub struct GpuSort {
     arch: (i32, i32),
     sms: u32,
     cpu: CpuSort,
+    threads: usize,
     max_chunk: Option<usize>,
     pinned: bool,
     kernels: OnceLock<std::result::Result<Kernels, String>>,
     state: Mutex<State>,
+    /// Sorts done on the GPU, and GPU sorts that failed and were redone on the CPU.
+    gpu_sorts: AtomicU64,
+    fallbacks: AtomicU64,
 }
 
 /// Compiled PTX per architecture, so that NVRTC runs once per process.
@@ -196,9 +201,12 @@ impl GpuSort {
             arch,
             sms,
             cpu: CpuSort::new(threads),
+            threads: threads.max(1),
             max_chunk: None,
             pinned: true,
             kernels: OnceLock::new(),
+            gpu_sorts: AtomicU64::new(0),
+            fallbacks: AtomicU64::new(0),
             state: Mutex::new(State {
                 bufs: [0, 0],
                 buf_bytes: 0,
@@ -230,6 +238,12 @@ impl GpuSort {
     /// Compiles and loads the kernels now instead of at the first sort.
     pub fn prepare(&self) -> Result<()> {
         self.kernels().map(|_| ()).map_err(|e| unsupported(format!("--gpu: {e}")))
+    }
+
+    /// How many sorts ran on the GPU, and how many GPU sorts failed and were redone on the CPU
+    /// (each with a warning in the log).
+    pub fn counters(&self) -> (u64, u64) {
+        (self.gpu_sorts.load(Ordering::Relaxed), self.fallbacks.load(Ordering::Relaxed))
     }
 
     /// Where the time of the last GPU sort went.
@@ -299,13 +313,17 @@ impl GpuSort {
 
     /// Sorts `v`: on the CPU when small, else on the GPU; if the GPU fails before `v` was
     /// touched, on the CPU with a warning.
-    fn sort_keys<K: GpuKey>(&self, v: &mut [K], cpu: impl Fn(&CpuSort, &mut [K])) {
+    /// `high_only`: sort by the high 64 bits of u128 keys only (LSD passes over the high digits).
+    fn sort_keys<K: GpuKey>(&self, v: &mut [K], high_only: bool, cpu: impl Fn(&CpuSort, &mut [K])) {
         if v.len() < MIN_GPU_KEYS {
             return cpu(&self.cpu, v);
         }
-        match self.gpu_sort(v) {
-            Ok(()) => {}
+        match self.gpu_sort(v, high_only) {
+            Ok(()) => {
+                self.gpu_sorts.fetch_add(1, Ordering::Relaxed);
+            }
             Err(Failure::Untouched(e)) => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
                 log::warn!("gpu sort of {} {} keys failed, sorting on the CPU instead: {e}", v.len(), K::NAME);
                 cpu(&self.cpu, v);
             }
@@ -315,7 +333,7 @@ impl GpuSort {
         }
     }
 
-    fn gpu_sort<K: GpuKey>(&self, v: &mut [K]) -> std::result::Result<(), Failure> {
+    fn gpu_sort<K: GpuKey>(&self, v: &mut [K], high_only: bool) -> std::result::Result<(), Failure> {
         let n = v.len();
         let kernels = self.kernels().map_err(Failure::Untouched)?;
         let mut st = self.lock();
@@ -334,7 +352,7 @@ impl GpuSort {
             self.upload(st, bytes, buf0).map_err(Failure::Untouched)?;
             prof.h2d_s = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let (at, passes) = self.sort_on_device::<K>(kernels, st, n).map_err(Failure::Untouched)?;
+            let (at, passes) = self.sort_on_device::<K>(kernels, st, n, high_only).map_err(Failure::Untouched)?;
             prof.sort_s = t.elapsed().as_secs_f64();
             prof.passes = passes;
             let t = Instant::now();
@@ -357,7 +375,8 @@ impl GpuSort {
                 self.upload(st, bytes, buf0).map_err(Failure::Untouched)?;
                 prof.h2d_s += t.elapsed().as_secs_f64();
                 let t = Instant::now();
-                let (at, passes) = self.sort_on_device::<K>(kernels, st, part.len()).map_err(Failure::Untouched)?;
+                // Full sorts here: the merge compares whole keys, so runs must be sorted by them.
+                let (at, passes) = self.sort_on_device::<K>(kernels, st, part.len(), false).map_err(Failure::Untouched)?;
                 prof.sort_s += t.elapsed().as_secs_f64();
                 prof.passes += passes;
                 let t = Instant::now();
@@ -375,6 +394,17 @@ impl GpuSort {
             merge::merge_runs(&runs, &bounds, v);
             prof.merge_s = t.elapsed().as_secs_f64();
         }
+        log::debug!(
+            "gpu: sorted {n} {} keys{}: {} chunk(s), {} passes, h2d {:.4}s, kernels {:.4}s, d2h {:.4}s, merge {:.4}s",
+            K::NAME,
+            if high_only { " by high word" } else { "" },
+            prof.chunks,
+            prof.passes,
+            prof.h2d_s,
+            prof.sort_s,
+            prof.d2h_s,
+            prof.merge_s
+        );
         st.profile = prof;
         Ok(())
     }
@@ -428,9 +458,15 @@ impl GpuSort {
         st.buf_bytes = 0;
     }
 
-    /// Radix-sorts the `n` keys in `bufs[0]`; returns which buffer holds the result and how many
-    /// passes ran.
-    fn sort_on_device<K: GpuKey>(&self, k: &Kernels, st: &mut State, n: usize) -> std::result::Result<(usize, usize), String> {
+    /// Radix-sorts the `n` keys in `bufs[0]` (by the high word only when `high_only`); returns
+    /// which buffer holds the result and how many passes ran.
+    fn sort_on_device<K: GpuKey>(
+        &self,
+        k: &Kernels,
+        st: &mut State,
+        n: usize,
+        high_only: bool,
+    ) -> std::result::Result<(usize, usize), String> {
         let ki = K::WORDS - 1;
         let stream = &self.stream;
         let n64 = n as u64;
@@ -456,6 +492,8 @@ impl GpuSort {
         let varying = [words[0] ^ words[1], words[2] ^ words[3]];
         let shifts: Vec<u32> =
             (0..8 * K::WORDS as u32).filter(|&d| (varying[d as usize / 8] >> (8 * (d % 8))) & 0xff != 0).map(|d| 8 * d).collect();
+        let first = if high_only { 64 * (K::WORDS as u32 - 1) } else { 0 };
+        let shifts: Vec<u32> = shifts.into_iter().filter(|&s| s >= first).collect();
 
         let tiles = n.div_ceil(K::TILE);
         let blocks = tiles.min(k.max_blocks[ki] as usize).max(1);
@@ -613,11 +651,19 @@ impl LocalSort for GpuSort {
         "gpu"
     }
 
+    fn threads(&self) -> usize {
+        self.threads
+    }
+
     fn sort_u64(&self, v: &mut [u64]) {
-        self.sort_keys(v, |c, v| c.sort_u64(v));
+        self.sort_keys(v, false, |c, v| c.sort_u64(v));
     }
 
     fn sort_u128(&self, v: &mut [u128]) {
-        self.sort_keys(v, |c, v| c.sort_u128(v));
+        self.sort_keys(v, false, |c, v| c.sort_u128(v));
+    }
+
+    fn sort_u128_by_high(&self, v: &mut [u128]) {
+        self.sort_keys(v, true, |c, v| c.sort_u128_by_high(v));
     }
 }
