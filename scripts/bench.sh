@@ -27,7 +27,7 @@
 #
 # Options (environment variable in brackets):
 #   --procs "LIST"     process counts [BENCH_PROCS; default: 1 2 4 ... up to the cores]
-#   --algos "LIST"     psa algorithms [BENCH_ALGOS; "dc3 css"]
+#   --algos "LIST"     psa algorithms [BENCH_ALGOS; "dc3 css"]; dc3+gpu / css+gpu add psa --gpu
 #   --reps N           runs per configuration, >= 3 for a median [BENCH_REPS; 3]
 #   --cores N          cores to use: threads = cores/p, libsais' all-core run [BENCH_CORES; nproc]
 #   --check            also run psa with --check (its distributed checker; adds a phase) [BENCH_CHECK=1]
@@ -44,6 +44,10 @@
 #   --psa BIN, --baseline BIN   binaries [target/release/psa, target/release/sais-baseline]
 #   --commit ID        commit the binaries were built from, when there is no git [BENCH_COMMIT]
 #   --mpirun-args "…"  extra mpirun arguments [BENCH_MPIRUN_ARGS]
+#   --budget-s S       stop starting runs when S seconds have passed (0 = no limit); what was
+#                      not run is listed in the report, not counted as a failure [BENCH_BUDGET_S; 0]
+#   --psa-args "…"     extra psa arguments for every psa run, e.g. "--base-case 4194304" [BENCH_PSA_ARGS]
+#   --keep-logs DIR    copy every run's log and stats there [BENCH_KEEP_LOGS]
 #   --mem-per-char N   skip (and report) a psa run whose estimate n × N exceeds MemAvailable
 #                      [BENCH_PSA_BYTES_PER_CHAR; 200]
 #
@@ -79,6 +83,9 @@ BASELINE=${BENCH_BASELINE:-$ROOT/target/release/sais-baseline}
 COMMIT=${BENCH_COMMIT:-}
 MPIRUN_ARGS=${BENCH_MPIRUN_ARGS:-}
 MEM_PER_CHAR=${BENCH_PSA_BYTES_PER_CHAR:-200}
+BUDGET=${BENCH_BUDGET_S:-0}
+PSA_ARGS=${BENCH_PSA_ARGS:-}
+LOGS_TO=${BENCH_KEEP_LOGS:-}
 CORPORA=()
 
 die() { echo "bench.sh: error: $*" >&2; exit 2; }
@@ -106,6 +113,9 @@ while [[ $# -gt 0 ]]; do
     --commit) COMMIT=$2; shift 2 ;;
     --mpirun-args) MPIRUN_ARGS=$2; shift 2 ;;
     --mem-per-char) MEM_PER_CHAR=$2; shift 2 ;;
+    --budget-s) BUDGET=$2; shift 2 ;;
+    --psa-args) PSA_ARGS=$2; shift 2 ;;
+    --keep-logs) LOGS_TO=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) CORPORA+=("$1"); shift ;;
@@ -121,7 +131,7 @@ if [[ -z "$PROCS" ]]; then
   [[ $((p / 2)) -eq $CORES ]] || PROCS="$PROCS $CORES"
 fi
 [[ -n "$WORST_PROCS" ]] || WORST_PROCS=$PROCS
-for a in $ALGOS; do [[ $a == dc3 || $a == css ]] || die "unknown algorithm '$a'"; done
+for a in $ALGOS; do [[ $a =~ ^(dc3|css)(\+gpu)?$ ]] || die "unknown algorithm '$a' (dc3, css, dc3+gpu, css+gpu)"; done
 
 command -v python3 >/dev/null || die "python3 is needed (stdlib only) for the report"
 command -v mpirun >/dev/null || die "mpirun is not on PATH"
@@ -165,7 +175,7 @@ fi
 # ---- corpora -------------------------------------------------------------------------------------
 # resolve NAME: prints the path of the corpus file, making it with corpora.sh when missing.
 resolve() {
-  local c=$1 f base mb
+  local c=$1 f
   if [[ -f "$c" ]]; then echo "$c"; return; fi
   f=$ROOT/corpora/$c.txt
   if [[ ! -f "$f" ]]; then
@@ -223,23 +233,48 @@ record() {
     "$(json_escape "${13}")" "$(json_escape "${14}")" >>"$RUNS"
 }
 
+# run_limit: prints the seconds a run may take (the per-run timeout, cut to what is left of
+# --budget-s); prints nothing when the budget is spent.
+run_limit() {
+  local left
+  if [[ $BUDGET -le 0 ]]; then echo "$TIMEOUT"; return; fi
+  left=$((BUDGET - ($(date +%s) - T_START)))
+  [[ $left -ge 5 ]] || return 0
+  [[ $left -lt $TIMEOUT ]] && echo "$left" || echo "$TIMEOUT"
+}
+
+# classify RC LIMIT: the status of a finished run from its exit code.
+classify() {
+  local rc=$1 limit=$2
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    # killed by `timeout`: by the per-run limit (a failure) or by the end of the budget (not one)
+    [[ $limit -lt $TIMEOUT ]] && echo cut-by-budget || echo timeout
+  elif [[ $rc -ne 0 ]]; then echo fail
+  else echo ok
+  fi
+}
+
 # run_baseline GROUP CORPUS FILE N THREADS REP [REF_OUT]
 run_baseline() {
-  local group=$1 corpus=$2 file=$3 n=$4 t=$5 rep=$6 ref=${7:-} id stats lg t0 t1 rc status
+  local group=$1 corpus=$2 file=$3 n=$4 t=$5 rep=$6 ref=${7:-} id stats lg t0 t1 rc status limit
   RUN_ID=$((RUN_ID + 1)); id=$(printf '%04d' $RUN_ID)
   stats=$WORK/$id.json; lg=$WORK/$id.log
+  limit=$(run_limit)
+  if [[ -z "$limit" ]]; then
+    record "$group" "$corpus" "$file" "$n" libsais "" 1 "$t" "$rep" not-run-budget 0 0 "" ""
+    return 1
+  fi
   local out=(); [[ -z "$ref" ]] || out=(-o "$ref")
   log "[$id] $corpus: libsais ${t}T rep $rep"
   t0=$(now)
   set +e
-  timeout --kill-after=30 "$TIMEOUT" "$BASELINE" --threads "$t" "${out[@]+"${out[@]}"}" "$file" >"$stats" 2>"$lg"
+  timeout --kill-after=30 "$limit" "$BASELINE" --threads "$t" "${out[@]+"${out[@]}"}" "$file" >"$stats" 2>"$lg"
   rc=$?
   set -e
   t1=$(now)
-  status=ok
-  if [[ $rc -eq 124 || $rc -eq 137 ]]; then status=timeout; elif [[ $rc -ne 0 ]]; then status=fail; fi
+  status=$(classify "$rc" "$limit")
   if [[ $status != ok ]]; then
-    FAILS=$((FAILS + 1))
+    [[ $status == cut-by-budget ]] || FAILS=$((FAILS + 1))
     log "FAIL: libsais ${t}T on $corpus: status $status (rc $rc); log: $lg"
     tail -n 5 "$lg" >&2 || true
   fi
@@ -248,8 +283,9 @@ run_baseline() {
 }
 
 # run_psa GROUP CORPUS FILE N ALGO P THREADS REP REF
+# ALGO is dc3 or css, with "+gpu" for psa --gpu (dc3+gpu).
 run_psa() {
-  local group=$1 corpus=$2 file=$3 n=$4 algo=$5 p=$6 t=$7 rep=$8 ref=$9 id stats lg out t0 t1 rc status need avail
+  local group=$1 corpus=$2 file=$3 n=$4 algo=$5 p=$6 t=$7 rep=$8 ref=$9 id stats lg out t0 t1 rc status need avail limit
   RUN_ID=$((RUN_ID + 1)); id=$(printf '%04d' $RUN_ID)
   stats=$WORK/$id.json; lg=$WORK/$id.log; out=$WORK/$id.sa
   need=$((n * MEM_PER_CHAR)); avail=$(mem_available)
@@ -258,27 +294,34 @@ run_psa() {
     record "$group" "$corpus" "$file" "$n" psa "$algo" "$p" "$t" "$rep" skipped-memory 0 0 "" ""
     return 1
   fi
-  local check=(); [[ $CHECK != 1 ]] || check=(--check)
+  limit=$(run_limit)
+  if [[ -z "$limit" ]]; then
+    record "$group" "$corpus" "$file" "$n" psa "$algo" "$p" "$t" "$rep" not-run-budget 0 0 "" ""
+    return 1
+  fi
+  local extra=(); [[ $CHECK != 1 ]] || extra+=(--check)
+  [[ $algo != *+gpu ]] || extra+=(--gpu)
   log "[$id] $corpus: psa $algo p=$p threads=$t rep $rep"
   t0=$(now)
   set +e
-  # shellcheck disable=SC2086  # MPIRUN_ARGS is a list of words
-  timeout --kill-after=30 "$TIMEOUT" mpirun -n "$p" --bind-to none $MPIRUN_ARGS \
-    "$PSA" --algo "$algo" --threads "$t" --stats "$stats" -o "$out" "${check[@]+"${check[@]}"}" "$file" >"$lg" 2>&1
+  # shellcheck disable=SC2086  # MPIRUN_ARGS and PSA_ARGS are lists of words
+  timeout --kill-after=30 "$limit" mpirun -n "$p" --bind-to none $MPIRUN_ARGS \
+    "$PSA" --algo "${algo%+gpu}" --threads "$t" --stats "$stats" -o "$out" "${extra[@]+"${extra[@]}"}" $PSA_ARGS \
+    "$file" >"$lg" 2>&1
   rc=$?
   set -e
   t1=$(now)
-  status=ok
-  if [[ $rc -eq 124 || $rc -eq 137 ]]; then status=timeout
-  elif [[ $rc -ne 0 ]]; then status=fail
-  elif [[ ! -s "$stats" ]]; then status=fail-no-stats
-  elif [[ $CMP == 1 && $rep -eq 1 && -n "$ref" ]]; then
-    if [[ ! -f "$ref" ]]; then status=fail-no-reference
-    elif ! cmp -s "$out" "$ref"; then status=mismatch; fi
+  status=$(classify "$rc" "$limit")
+  if [[ $status == ok ]]; then
+    if [[ ! -s "$stats" ]]; then status=fail-no-stats
+    elif [[ $CMP == 1 && -n "$ref" && $rep -eq 1 ]]; then
+      if [[ ! -f "$ref" ]]; then status=fail-no-reference
+      elif ! cmp -s "$out" "$ref"; then status=mismatch; fi
+    fi
   fi
   rm -f "$out"
   if [[ $status != ok ]]; then
-    FAILS=$((FAILS + 1))
+    [[ $status == cut-by-budget ]] || FAILS=$((FAILS + 1))
     log "FAIL: psa $algo p=$p threads=$t on $corpus: status $status (rc $rc); log: $lg"
     tail -n 5 "$lg" >&2 || true
   fi
@@ -288,27 +331,32 @@ run_psa() {
 
 # bench_corpus GROUP NAME PROCS
 bench_corpus() {
-  local group=$1 c=$2 procs=$3 file n ref rep t p algo
+  local group=$1 c=$2 procs=$3 file n ref rep t p algo label
   file=$(resolve "$c")
+  label=$c
+  [[ ! -f "$c" ]] || label=$(basename "${c%.txt}")
   n=$(stat -L -c %s "$file")
   ref=""
-  [[ $CMP != 1 ]] || ref=$WORK/ref-$(basename "$file").sa
+  [[ $CMP != 1 ]] || ref=$WORK/ref-$label.sa
   for t in 1 "$CORES"; do
     [[ $t -eq 1 || $CORES -gt 1 ]] || continue
     for rep in $(seq 1 "$REPS"); do
       if [[ $t -eq 1 && $rep -eq 1 && -n "$ref" ]]; then
-        run_baseline "$group" "$c" "$file" "$n" "$t" "$rep" "$ref" || break
+        run_baseline "$group" "$label" "$file" "$n" "$t" "$rep" "$ref" || break
       else
-        run_baseline "$group" "$c" "$file" "$n" "$t" "$rep" || break
+        run_baseline "$group" "$label" "$file" "$n" "$t" "$rep" || break
       fi
     done
   done
-  for algo in $ALGOS; do
-    for p in $procs; do
-      t=$((CORES / p)); [[ $t -ge 1 ]] || t=1
-      for rep in $(seq 1 "$REPS"); do
+  # Repetitions outermost, so that a run cut short by --budget-s still has every configuration.
+  local -A failed=()
+  for rep in $(seq 1 "$REPS"); do
+    for algo in $ALGOS; do
+      for p in $procs; do
         # A failed configuration is recorded once; its remaining repetitions are not run.
-        run_psa "$group" "$c" "$file" "$n" "$algo" "$p" "$t" "$rep" "$ref" || break
+        [[ -z "${failed[$algo/$p]:-}" ]] || continue
+        t=$((CORES / p)); [[ $t -ge 1 ]] || t=1
+        run_psa "$group" "$label" "$file" "$n" "$algo" "$p" "$t" "$rep" "$ref" || failed[$algo/$p]=1
       done
     done
   done
@@ -334,6 +382,9 @@ REPORT_ARGS=(--runs "$RUNS" --out "$RESULTS/$NAME" --commit "$COMMIT$DIRTY" --co
   --elapsed "$((T_END - T_START))" --mpirun "mpirun -n P --bind-to none $MPIRUN_ARGS")
 for note in "${NOTES[@]+"${NOTES[@]}"}"; do REPORT_ARGS+=(--note "$note"); done
 python3 "$HERE/bench_report.py" "${REPORT_ARGS[@]}" || { log "the report could not be written"; exit 1; }
+if [[ -n "$LOGS_TO" ]]; then
+  mkdir -p "$LOGS_TO" && cp "$WORK"/*.log "$WORK"/*.json "$LOGS_TO"/ 2>/dev/null || true
+fi
 log "wrote $RESULTS/$NAME.md, .csv, -runs.jsonl, -phases.svg, -scaling.svg"
 if [[ $FAILS -gt 0 ]]; then
   log "$FAILS run(s) FAILED (see the FAIL rows in $RESULTS/$NAME.md; logs in $WORK)"

@@ -81,9 +81,18 @@ def tail(path, n):
         return ""
     try:
         with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
+            lines = f.readlines()
     except OSError:
         return ""
+    # Drop Open MPI's boxed boilerplate ("---" ... "---") but keep what the program said.
+    kept, inbox = [], False
+    for line in lines:
+        if line.startswith("-" * 20):
+            inbox = not inbox
+            continue
+        if not inbox:
+            kept.append(line)
+    return "".join((kept or lines)[-n:])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -252,12 +261,25 @@ def label(row):
     return f"psa {row['algo']} p={row['p']}×{row['threads']}T"
 
 
+NOT_RUN = {"skipped-memory": "skipped: memory estimate above MemAvailable",
+           "not-run-budget": "not run: time budget spent",
+           "cut-by-budget": "cut: time budget ran out during the run"}
+
+
+def is_failure(status):
+    return status not in ("ok", "no-data") and status not in NOT_RUN
+
+
 def status_cell(row):
-    if row["status"] == "ok":
-        return "ok" if row["runs_ok"] == row["runs"] else f"ok {row['runs_ok']}/{row['runs']}"
-    if row["status"] == "skipped-memory":
-        return "SKIPPED (memory)"
-    return f"**FAIL: {row['status']}**"
+    bad = [r["status"] for r in row["failed_runs"]]
+    fails = [b for b in bad if is_failure(b)]
+    if fails:
+        return f"**FAIL: {fails[0]}**"
+    if not bad:
+        return "ok"
+    if row["runs_ok"]:
+        return f"ok ({len(bad)} run(s) {bad[0]})"
+    return NOT_RUN.get(bad[0], bad[0])
 
 
 def machine_info():
@@ -446,20 +468,30 @@ def write_md(rows, phases, args, path, base, runs_all):
                            "imbalance", "status"], lines))
         L.append("")
 
-    failed = [r for r in rows if r["status"] not in ("ok",)]
+    failed = [r for r in rows if any(is_failure(fr["status"]) for fr in r["failed_runs"])]
+    notrun = [r for r in rows if r not in failed and r["failed_runs"]]
     L.append("## Failures")
     L.append("")
     if not failed:
-        L.append("None: every run exited 0, and every compared SA equalled libsais'.")
+        L.append("None: every run that was started exited 0, and every compared SA equalled libsais'.")
     else:
         for r in failed:
-            L.append(f"- **{r['corpus']} {label(r)}: {r['status']}**")
-            for fr in r["failed_runs"][:1]:
+            frs = [fr for fr in r["failed_runs"] if is_failure(fr["status"])]
+            L.append(f"- **{r['corpus']} {label(r)}: {frs[0]['status']}** (exit code {frs[0].get('rc')}, "
+                     f"run {frs[0].get('rep')}; the remaining runs of this configuration were not started)")
+            for fr in frs[:1]:
                 if fr.get("log_tail"):
                     L.append("")
                     L.append("  ```")
                     L.extend("  " + x for x in fr["log_tail"].rstrip().splitlines())
                     L.append("  ```")
+    if notrun:
+        L.append("")
+        L.append("Not run (not failures):")
+        L.append("")
+        for r in notrun:
+            L.append(f"- {r['corpus']} {label(r)}: {len(r['failed_runs'])} run(s) "
+                     f"{NOT_RUN.get(r['failed_runs'][0]['status'], r['failed_runs'][0]['status'])}")
     L.append("")
     L.append(f"Raw data: `{os.path.basename(base)}-runs.jsonl` (every run with psa's full --stats JSON), "
              f"`{os.path.basename(base)}.csv` (the medians).")
