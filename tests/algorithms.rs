@@ -291,3 +291,31 @@ fn chunked_all_to_all() {
     }
     assert!(failures.is_empty(), "{} runs failed:\n\n{}", failures.len(), failures.join("\n\n"));
 }
+
+/// `PSA_FORCE_WIDE=1` sends both algorithms down their wide-record paths (normally only taken for
+/// n ≥ 2^41 or huge names) on small inputs; results must stay exact.
+#[test]
+fn wide_record_paths() {
+    let inputs: Vec<(&str, Vec<u8>)> = vec![
+        ("random_sigma256_3001", gen::random(14, 3001, 256, 0)),
+        ("a_n_700", gen::a_n(700)),
+        ("dna_5000", gen::dna(15, 5000)),
+        ("len5", b"abaab".to_vec()),
+    ];
+    let mut failures = Vec::new();
+    for (name, text) in &inputs {
+        let want = oracle(text);
+        let dir = TempDir::new(name);
+        dir.write("input", text);
+        for p in [1usize, 3, 4] {
+            for &algo in ALGOS {
+                for base in [Base::Small(4), Base::Default] {
+                    if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &[("PSA_FORCE_WIDE", "1")]) {
+                        failures.push(format!("PSA_FORCE_WIDE=1, input {name}, p = {p}, algo = {algo}, {}: {msg}", base.label()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} runs failed:\n\n{}", failures.len(), failures.join("\n\n"));
+}

@@ -145,6 +145,8 @@ pub fn mpirun(p: usize, exe: &str) -> Command {
         .arg("none")
         .arg("-x")
         .arg("PSA_MPI_MAX_COUNT")
+        .arg("-x")
+        .arg("PSA_FORCE_WIDE")
         .arg(exe);
     c
 }
@@ -401,12 +403,12 @@ pub mod gen {
             let left = n - v.len();
             match r.below(100) {
                 // N run (gaps in an assembly)
-                0..=1 => {
+                0..=2 => {
                     let len = r.range(1, 2000).min(left);
                     v.extend(std::iter::repeat_n(b'N', len));
                 }
                 // copy of an earlier stretch, with a few point mutations
-                2..=11 if v.len() > 1000 => {
+                3..=11 if v.len() > 1000 => {
                     let len = r.range(50, 20_000).min(left).min(v.len());
                     let from = r.range(0, v.len() - len);
                     for k in 0..len {
@@ -439,6 +441,11 @@ pub mod gen {
             }
         }
         v.truncate(n);
+        // At least one gap, whatever the dice said.
+        if n >= 100 {
+            let len = (n / 50).min(3000);
+            v[n / 2..n / 2 + len].fill(b'N');
+        }
         v
     }
 }
