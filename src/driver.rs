@@ -28,6 +28,8 @@ pub struct Report {
     pub peak_rss: Vec<u64>,
     pub bytes_sent: Vec<u64>,
     pub max_imbalance: f64,
+    /// pCSS prefix-doubling rounds (0 for DC3).
+    pub refine_rounds: usize,
     pub checked: bool,
 }
 
@@ -72,7 +74,8 @@ pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
     let peak_rss = comm.all_gather(peak_rss_bytes());
     let bytes_sent = comm.all_gather(comm.bytes_sent());
     let max_imbalance = comm_max_f64(ctx, ctx.log.max_imbalance.get());
-    Ok(Report { n, width, total_secs, phases, peak_rss, bytes_sent, max_imbalance, checked: job.check })
+    let refine_rounds = ctx.log.refine_rounds.get();
+    Ok(Report { n, width, total_secs, phases, peak_rss, bytes_sent, max_imbalance, refine_rounds, checked: job.check })
 }
 
 fn comm_max_f64(ctx: &Ctx, x: f64) -> f64 {
@@ -138,7 +141,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         })
         .collect();
     format!(
-        "{{\n  \"input\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {:.3},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        "{{\n  \"input\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {:.3},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
         json_str(&job.input.display().to_string()),
         r.n,
         ctx.comm.size(),
@@ -153,6 +156,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         r.bytes_per_char(),
         list(&r.bytes_sent),
         r.max_imbalance,
+        r.refine_rounds,
         phases.join(",\n")
     )
 }

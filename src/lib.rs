@@ -100,6 +100,10 @@ impl Ctx {
             bytes: self.comm.bytes_sent() - b0,
         };
         log::debug!("[pe {}] L{} {}: {:.3}s, {} bytes sent", self.comm.rank(), rec.level, rec.name, rec.secs, rec.bytes);
+        if self.comm.rank() == 0 && rec.level == 0 {
+            // Progress for long runs: pe 0's view of each top-level phase as it ends.
+            log::info!("{} done ({:.2} s on pe 0)", rec.name, rec.secs);
+        }
         self.log.phases.borrow_mut().push(rec);
         r
     }

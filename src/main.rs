@@ -96,6 +96,11 @@ fn default_threads(ctx_local_pes: usize) -> usize {
 }
 
 fn main() -> ExitCode {
+    // libsais (base cases) uses OpenMP; spinning idle OpenMP threads slow everything else on a
+    // busy node by up to 10×. Set before any thread starts.
+    if std::env::var_os("OMP_WAIT_POLICY").is_none() {
+        std::env::set_var("OMP_WAIT_POLICY", "passive");
+    }
     let cli = Cli::parse();
     let Some(universe) = mpi::initialize() else {
         eprintln!("psa: error: MPI could not be initialised");

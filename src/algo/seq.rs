@@ -3,11 +3,16 @@
 
 use libsais::{SuffixArrayConstruction, ThreadCount};
 
-/// Suffix array of a byte string. `threads` > 1 uses libsais' OpenMP driver.
+/// Below this length libsais' OpenMP driver costs more than it saves.
+const MT_MIN_LEN: usize = 1 << 22;
+
+/// Suffix array of a byte string. `threads` > 1 uses libsais' OpenMP driver (for texts of at
+/// least 4 Mi characters).
 pub fn sa_bytes(text: &[u8], threads: usize) -> Vec<u64> {
     if text.is_empty() {
         return Vec::new();
     }
+    let threads = if text.len() < MT_MIN_LEN { 1 } else { threads };
     if text.len() < i32::MAX as usize {
         let c = SuffixArrayConstruction::for_text(text).in_owned_buffer32();
         let r = if threads > 1 {
