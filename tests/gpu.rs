@@ -81,7 +81,7 @@ fn keys_u128(n: usize, p: Pattern, seed: u64) -> Vec<u128> {
             Pattern::EqualHigh => 0x0123_4567_89ab_cdef_u128 << 64 | (r(i) & u64::MAX as u128),
             Pattern::Sorted => (i as u128) << 70 | (i as u128 * 3),
             Pattern::Reverse => u128::MAX - (i as u128) * 0x1_0000_0001,
-            Pattern::FewDistinct => r(i) % 5 << 100 | 77,
+            Pattern::FewDistinct => ((r(i) % 5) << 100) | 77,
             Pattern::OneDigit => 0xffff_u128 << 112 | ((r(i) & 0xff) << 72) | 1,
         })
         .collect()
@@ -187,7 +187,7 @@ fn u128_by_high_sorts_by_high_half() {
             let mut a = keys_u128(n, p, n as u64 + 3);
             // Many equal high halves: the low half must travel with its record.
             for (i, x) in a.iter_mut().enumerate() {
-                *x = (*x >> 64) % 1000 << 64 | i as u128;
+                *x = (((*x >> 64) % 1000) << 64) | i as u128;
             }
             let mut b = a.clone();
             g.sort_u128_by_high(&mut b);

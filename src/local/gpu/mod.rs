@@ -145,7 +145,8 @@ pub struct GpuSort {
 }
 
 /// Compiled PTX per architecture, so that NVRTC runs once per process.
-static PTX_CACHE: OnceLock<Mutex<HashMap<(i32, i32), std::result::Result<nvrtc::Ptx, String>>>> = OnceLock::new();
+type PtxCache = Mutex<HashMap<(i32, i32), std::result::Result<nvrtc::Ptx, String>>>;
+static PTX_CACHE: OnceLock<PtxCache> = OnceLock::new();
 
 fn unsupported(msg: impl Into<String>) -> Error {
     Error::Unsupported(msg.into())
