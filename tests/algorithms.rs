@@ -124,7 +124,7 @@ fn run_row(name: &str) {
         }
     }
     eprintln!("{name}: n = {}, {runs} runs, {} failed", text.len(), failures.len());
-    assert!(failures.is_empty(), "{} of {runs} runs failed:\n\n{}", failures.len(), failures.join("\n\n"));
+    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
 /// One run of `psa` on `dir/input`; Ok when it exits 0 and its output equals `want`.
@@ -135,7 +135,7 @@ fn run_one(dir: &Path, want: &[u64], p: usize, algo: &str, base: Base, env: &[(&
     args.push("input".into());
     let o = run_psa_env(p, &args, env, dir, DEFAULT_TIMEOUT);
     if !o.success() {
-        return Err(format!("run failed: {}", o.describe()));
+        return Err(format!("run failed: {}", o.brief()));
     }
     let path = dir.join(&out);
     let got = read_sa(&path, 4);
@@ -202,7 +202,7 @@ fn random_texts_cli() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} of {} runs failed:\n\n{}", failures.len(), 2 * TEXTS, failures.join("\n\n"));
+    assert!(failures.is_empty(), "{}", failure_report(&failures, 2 * TEXTS));
 }
 
 /// Many more random texts through the library (`psa::suffix_array`) in one mpirun per p: the
@@ -272,6 +272,7 @@ fn chunked_all_to_all() {
         ("len3", b"cab".to_vec()),
     ];
     let mut failures = Vec::new();
+    let mut runs = 0;
     for (name, text) in &inputs {
         let want = oracle(text);
         let dir = TempDir::new(name);
@@ -279,6 +280,7 @@ fn chunked_all_to_all() {
         for p in [1usize, 2, 3, 4] {
             for &algo in ALGOS {
                 for base in [Base::Small(4), Base::Default] {
+                    runs += 1;
                     if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &[("PSA_MPI_MAX_COUNT", "7")]) {
                         failures.push(format!(
                             "PSA_MPI_MAX_COUNT=7, input {name}, p = {p}, algo = {algo}, {}: {msg}",
@@ -289,7 +291,7 @@ fn chunked_all_to_all() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} runs failed:\n\n{}", failures.len(), failures.join("\n\n"));
+    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
 /// `PSA_FORCE_WIDE=1` sends both algorithms down their wide-record paths (normally only taken for
@@ -303,6 +305,7 @@ fn wide_record_paths() {
         ("len5", b"abaab".to_vec()),
     ];
     let mut failures = Vec::new();
+    let mut runs = 0;
     for (name, text) in &inputs {
         let want = oracle(text);
         let dir = TempDir::new(name);
@@ -310,6 +313,7 @@ fn wide_record_paths() {
         for p in [1usize, 3, 4] {
             for &algo in ALGOS {
                 for base in [Base::Small(4), Base::Default] {
+                    runs += 1;
                     if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &[("PSA_FORCE_WIDE", "1")]) {
                         failures.push(format!("PSA_FORCE_WIDE=1, input {name}, p = {p}, algo = {algo}, {}: {msg}", base.label()));
                     }
@@ -317,5 +321,5 @@ fn wide_record_paths() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} runs failed:\n\n{}", failures.len(), failures.join("\n\n"));
+    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }

@@ -103,7 +103,19 @@ impl Outcome {
         !self.timed_out && self.status.success()
     }
 
-    /// A short description for assertion messages.
+    /// One paragraph for lists of many failures: the command, the exit and the end of stderr.
+    pub fn brief(&self) -> String {
+        format!(
+            "`{}` -> exit {:?}{} after {:.1}s; stderr ends: {}",
+            self.cmdline,
+            self.code,
+            if self.timed_out { " (TIMED OUT, killed)" } else { "" },
+            self.secs,
+            tail(&self.stderr, 600).trim()
+        )
+    }
+
+    /// A full description for assertion messages.
     pub fn describe(&self) -> String {
         format!(
             "`{}` -> exit {:?}{} after {:.1}s\n--- stdout ---\n{}\n--- stderr ---\n{}",
@@ -448,4 +460,19 @@ pub mod gen {
         }
         v
     }
+}
+
+/// Formats a list of failures for an assertion message: the first few in full, then a count.
+pub fn failure_report(failures: &[String], runs: usize) -> String {
+    const SHOWN: usize = 8;
+    let mut s = format!("{} of {runs} runs failed:\n\n", failures.len());
+    s.push_str(&failures.iter().take(SHOWN).cloned().collect::<Vec<_>>().join("\n\n"));
+    if failures.len() > SHOWN {
+        s.push_str(&format!("\n\n… and {} more (first lines only):\n", failures.len() - SHOWN));
+        for f in &failures[SHOWN..] {
+            s.push_str(f.lines().next().unwrap_or(""));
+            s.push('\n');
+        }
+    }
+    s
 }
