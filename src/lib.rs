@@ -61,7 +61,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { algo: Algo::Dc3, backend: Backend::Cpu, threads: 1, base_case: 1 << 20 }
+        Config { algo: Algo::Css, backend: Backend::Cpu, threads: 1, base_case: 1 << 20 }
     }
 }
 

@@ -31,6 +31,13 @@ use crate::dist::{exchange_by, fetch, right_halo, sample_sort, Layout, SortKey};
 use crate::local::LocalSort;
 use crate::Ctx;
 
+/// Fraction of unresolved suffixes above which pCSS hands over to DC3 before any doubling round
+/// (`PSA_CSS_HANDOVER`, default 0.9: only inputs like aⁿ or a block repeated many times; English
+/// text with two thirds of its 9-grams repeated still doubles faster than DC3 finishes).
+fn fallback_fraction() -> f64 {
+    std::env::var("PSA_CSS_HANDOVER").ok().and_then(|v| v.parse().ok()).unwrap_or(0.9)
+}
+
 /// Tests set `PSA_FORCE_WIDE=1` to run the wide-record paths (normally only for n ≥ 2^41) on
 /// small inputs.
 pub(crate) fn force_wide() -> bool {
@@ -142,8 +149,9 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
             name_of
         });
         let mut remaining = total_unresolved;
+        let hand_over = fallback_fraction();
         while remaining > 0 {
-            if remaining as usize > n / 2 {
+            if remaining as f64 > hand_over * n as f64 {
                 // Most suffixes share long prefixes (aⁿ, long repeats): doubling would take about
                 // log(longest repeat) rounds over nearly all of them. The current names are valid
                 // prefix names (h ≥ k ≥ 8), so DC3's recursion and merge finish the job in linear
@@ -178,7 +186,7 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
                 log::debug!("css: round {round} (h = {h}): {remaining} suffixes still unresolved");
             }
             h *= 2;
-            if remaining > before / 2 && remaining as usize > n / 8 {
+            if remaining as f64 > 0.6 * before as f64 && remaining as usize > n / 8 {
                 // Slow progress on a large remainder: hand over to DC3 as above.
                 if comm.rank() == 0 {
                     log::info!("css: doubling resolves slowly ({before} → {remaining}); finishing with DC3 on the prefix names");
