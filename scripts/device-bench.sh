@@ -8,8 +8,10 @@
 #
 # and there (the lead engineer runs it; one command may take at most 10 minutes):
 #
-#   run(command="bash scripts/device-bench.sh", carry=["corpora/device"])
-#   run(command="bash scripts/device-bench.sh --budget-s 500 source-32MB django-64MB", carry=[...])
+#   run(command="bash scripts/device-bench.sh", carry=["corpora/device"])        # dna-32MB + worst cases
+#   run(command="bash scripts/device-bench.sh --worst-mb 0 english-32MB", carry=["corpora/device"])
+#   (also in the pack: source-32MB django-64MB). One corpus per command keeps each within its
+#   10 minutes: psa runs 2 algorithms × 5 process counts × 3 repetitions on each.
 #
 # It unpacks the slices (checking their sha256), generates the worst-case inputs with python3,
 # checks that the binaries load and that mpirun works (falling back to settings that work in
@@ -25,7 +27,7 @@
 #   --budget-s S      [480]
 #   --worst-mb N      worst-case input size, 0 = none [16]
 #   --worst-procs L   [16]
-#   CORPUS...         slice names present in the pack [dna-32MB english-32MB]
+#   CORPUS...         slice names present in the pack [dna-32MB]
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -52,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     *) CORPORA+=("$1"); shift ;;
   esac
 done
-[[ ${#CORPORA[@]} -gt 0 ]] || CORPORA=(dna-32MB english-32MB)
+[[ ${#CORPORA[@]} -gt 0 ]] || CORPORA=(dna-32MB)
 
 RESULTS=${OUT:-$ROOT/bench-results/device}
 mkdir -p "$RESULTS"
