@@ -29,11 +29,12 @@ type CheckResult = Result<(), String>;
 
 /// Fails the current check with a formatted message unless `cond` holds.
 macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
+    ($cond:expr, $($msg:tt)+) => {{
+        let ok: bool = $cond;
+        if !ok {
             return Err(format!($($msg)+));
         }
-    };
+    }};
 }
 
 /// SplitMix64, the same sequence on every pe for the same seed.
@@ -243,8 +244,8 @@ fn check_exscan(comm: &Comm) -> CheckResult {
     let got = comm.exscan_sum(0);
     ensure!(got == 0, "exscan_sum(0) = {got}");
     // Zeros in between, values above 2^32.
-    let x = if r % 2 == 0 { 5u64 << 33 } else { 0 };
-    let want: u64 = (0..r).filter(|q| q % 2 == 0).count() as u64 * (5u64 << 33);
+    let x = if r.is_multiple_of(2) { 5u64 << 33 } else { 0 };
+    let want: u64 = (0..r).filter(|q| q.is_multiple_of(2)).count() as u64 * (5u64 << 33);
     let got = comm.exscan_sum(x);
     ensure!(got == want, "exscan_sum with zeros: pe {r} got {got}, want {want}");
     Ok(())
@@ -305,7 +306,7 @@ fn a2a_count(pat: usize, s: usize, d: usize, p: usize) -> usize {
         2 => usize::from(s == d) * 4,             // only to itself
         3 => if s == 0 { 20 + d } else { 0 },     // only pe 0 sends
         4 => if d == p - 1 { 9 + s } else { 0 },  // only the last pe receives
-        5 => if (s + d) % 2 == 0 { 0 } else { 13 }, // a checkerboard of empty parts
+        5 => if (s + d).is_multiple_of(2) { 0 } else { 13 }, // a checkerboard of empty parts
         _ => (s * 31 + d * 17 + pat) % 23,        // larger, uneven
     }
 }
@@ -545,7 +546,8 @@ fn check_sample_sort(ctx: &Ctx, label: &str) -> CheckResult {
     let me = comm.rank();
     let mut rng = Rng::new(42 + me as u64);
     // Distributions of the input over the pes.
-    let shapes: Vec<(&str, Box<dyn Fn(usize) -> Vec<usize>>)> = vec![
+    type Shape = Box<dyn Fn(usize) -> Vec<usize>>;
+    let shapes: Vec<(&str, Shape)> = vec![
         ("block", Box::new(move |n| (0..p).map(|r| Layout::block(n, p).local_len(r)).collect())),
         ("all on pe 0", Box::new(move |n| (0..p).map(|r| if r == 0 { n } else { 0 }).collect())),
         ("all on the last pe", Box::new(move |n| (0..p).map(|r| if r == p - 1 { n } else { 0 }).collect())),
