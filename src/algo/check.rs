@@ -5,7 +5,7 @@
 //! empty suffix at n is smaller than every other (Burkhardt & Kärkkäinen's check, as in
 //! Distributed DCX' `sa_check`).
 
-use crate::dist::{exchange_by, right_halo, Layout};
+use crate::dist::{exchange, right_halo, Layout};
 use crate::error::{Error, Result};
 use crate::Ctx;
 
@@ -27,8 +27,7 @@ pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> 
 
     // (1) Permutation: send (position, rank) to the owner of the position.
     let pairs: Vec<[u64; 2]> = sa.iter().enumerate().map(|(k, &i)| [i, (lo + k) as u64]).collect();
-    let got = exchange_by(comm, &pairs, |x| layout.owner(x[0] as usize));
-    drop(pairs);
+    let got = exchange(comm, pairs, |x| layout.owner(x[0] as usize));
     let mut isa = vec![u64::MAX; hi - lo];
     let mut dup = None;
     for [i, r] in got {
@@ -55,8 +54,7 @@ pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> 
         })
         .collect();
     drop(isa);
-    let got = exchange_by(comm, &tuples, |x| layout.owner(x[0] as usize));
-    drop(tuples);
+    let got = exchange(comm, tuples, |x| layout.owner(x[0] as usize));
     let mut by_rank = vec![[0u64; 2]; hi - lo];
     for [r, c, nr] in got {
         by_rank[r as usize - lo] = [c, nr];

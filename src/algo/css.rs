@@ -27,7 +27,7 @@
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
-use crate::dist::{exchange_by, fetch, right_halo, sample_sort, Layout, SortKey};
+use crate::dist::{exchange, fetch, right_halo, sample_sort, Layout, SortKey};
 use crate::local::LocalSort;
 use crate::Ctx;
 
@@ -114,21 +114,22 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     let mut sorted = ctx.phase("sort keys", || sample_sort(ctx, recs));
     ctx.phase("order tails", || order_tails(&mut sorted, k));
 
-    // 4. Names: group = equal key and clamped length.
-    let (names, resolved_flags, _) = ctx.phase("names", || group_names(ctx, &sorted, |a, b| a.0 >> 56 == b.0 >> 56));
-    let mut placed: Vec<[u64; 2]> = Vec::new(); // (SA index, position)
-    let mut unresolved: Vec<[u64; 2]> = Vec::new(); // (name, position)
-    for ((r, &nm), &done) in sorted.iter().zip(&names).zip(&resolved_flags) {
-        let i = (r.0 as u64) & ((1u64 << 56) - 1);
-        if done {
-            placed.push([nm, i]);
-        } else {
-            unresolved.push([nm, i]);
+    // 4. Names: group = equal key and clamped length. The sort records are turned into
+    // (name, position) pairs in place; the unresolved ones are copied out.
+    let (pairs, mut unresolved) = ctx.phase("names", || {
+        let (names, alone, _) = group_names(ctx, &sorted, |a, b| a.0 >> 56 == b.0 >> 56);
+        // (name, position) packed as name·2^64 + position, reusing the records' memory.
+        let mut pairs: Vec<u128> = bytemuck::cast_vec(sorted);
+        let mut unresolved: Vec<[u64; 2]> = Vec::new();
+        for (j, slot) in pairs.iter_mut().enumerate() {
+            let i = (*slot as u64) & ((1u64 << 56) - 1);
+            *slot = ((names[j] as u128) << 64) | i as u128;
+            if !alone[j] {
+                unresolved.push([names[j], i]);
+            }
         }
-    }
-    drop(sorted);
-    drop(names);
-    drop(resolved_flags);
+        (pairs, unresolved)
+    });
 
     // 5. Refine by prefix doubling.
     let mut h = k;
@@ -137,79 +138,88 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     if comm.rank() == 0 {
         log::info!("css: {k} characters per key ({b} bits each); {total_unresolved} of {n} suffixes need refinement");
     }
-    if total_unresolved > 0 {
-        // Name of every position, in text order.
-        let mut name_of = ctx.phase("names to text", || {
-            let mut name_of = vec![0u64; hi - lo];
-            let all: Vec<[u64; 2]> = placed.iter().chain(unresolved.iter()).copied().collect();
-            let got = exchange_by(comm, &all, |x| layout.owner(x[1] as usize));
+    if total_unresolved == 0 {
+        // Every name is final: it is the suffix's index in the SA.
+        ctx.log.refine_rounds.set(0);
+        return ctx.phase("place", || place(comm, layout, pairs));
+    }
+    // Name of every position, in text order.
+    let mut name_of = ctx.phase("names to text", || {
+        let got = exchange(comm, pairs, |&x| layout.owner(x as u64 as usize));
+        let mut name_of = vec![0u64; hi - lo];
+        for x in got {
+            name_of[x as u64 as usize - lo] = (x >> 64) as u64;
+        }
+        name_of
+    });
+    let mut remaining = total_unresolved;
+    let hand_over = fallback_fraction();
+    while remaining > 0 {
+        if remaining as f64 > hand_over * n as f64 {
+            // Most suffixes share long prefixes (aⁿ, long repeats): doubling would take about
+            // log(longest repeat) rounds over nearly all of them. The current names are valid
+            // prefix names (h ≥ k ≥ 8), so DC3's recursion and merge finish the job in linear
+            // work instead.
+            if comm.rank() == 0 {
+                log::info!("css: {remaining} of {n} suffixes unresolved after {round} rounds (h = {h}); finishing with DC3 on the prefix names");
+            }
+            ctx.log.refine_rounds.set(round);
+            drop(unresolved);
+            return super::dc3::finish_from_names(ctx, text, layout, &name_of);
+        }
+        round += 1;
+        let (still, updates) = ctx.phase("refine", || {
+            if 3 * (bits(n as u64) + 1) <= 128 && !force_wide() {
+                refine_round::<u128>(ctx, layout, &unresolved, &name_of, h)
+            } else {
+                refine_round::<WideRefine>(ctx, layout, &unresolved, &name_of, h)
+            }
+        });
+        drop(unresolved);
+        ctx.phase("update names", || {
+            let got = exchange(comm, updates, |x| layout.owner(x[1] as usize));
             for [nm, i] in got {
                 name_of[i as usize - lo] = nm;
             }
-            name_of
         });
-        let mut remaining = total_unresolved;
-        let hand_over = fallback_fraction();
-        while remaining > 0 {
-            if remaining as f64 > hand_over * n as f64 {
-                // Most suffixes share long prefixes (aⁿ, long repeats): doubling would take about
-                // log(longest repeat) rounds over nearly all of them. The current names are valid
-                // prefix names (h ≥ k ≥ 8), so DC3's recursion and merge finish the job in linear
-                // work instead.
-                if comm.rank() == 0 {
-                    log::info!("css: {remaining} of {n} suffixes unresolved after {round} rounds (h = {h}); finishing with DC3 on the prefix names");
-                }
-                ctx.log.refine_rounds.set(round);
-                drop(unresolved);
-                drop(placed);
-                return super::dc3::finish_from_names(ctx, text, layout, &name_of);
-            }
-            round += 1;
-            let (newly_placed, still, updates) = ctx.phase("refine", || {
-                if 3 * (bits(n as u64) + 1) <= 128 && !force_wide() {
-                    refine_round::<u128>(ctx, layout, &unresolved, &name_of, h)
-                } else {
-                    refine_round::<WideRefine>(ctx, layout, &unresolved, &name_of, h)
-                }
-            });
-            ctx.phase("update names", || {
-                let got = exchange_by(comm, &updates, |x| layout.owner(x[1] as usize));
-                for [nm, i] in got {
-                    name_of[i as usize - lo] = nm;
-                }
-            });
-            placed.extend_from_slice(&newly_placed);
-            unresolved = still;
-            let before = remaining;
-            remaining = comm.all_reduce_sum(unresolved.len() as u64);
+        unresolved = still;
+        let before = remaining;
+        remaining = comm.all_reduce_sum(unresolved.len() as u64);
+        if comm.rank() == 0 {
+            log::debug!("css: round {round} (h = {h}): {remaining} suffixes still unresolved");
+        }
+        h *= 2;
+        if remaining as f64 > 0.6 * before as f64 && remaining as usize > n / 8 {
+            // Slow progress on a large remainder: hand over to DC3 as above.
             if comm.rank() == 0 {
-                log::debug!("css: round {round} (h = {h}): {remaining} suffixes still unresolved");
+                log::info!("css: doubling resolves slowly ({before} → {remaining}); finishing with DC3 on the prefix names");
             }
-            h *= 2;
-            if remaining as f64 > 0.6 * before as f64 && remaining as usize > n / 8 {
-                // Slow progress on a large remainder: hand over to DC3 as above.
-                if comm.rank() == 0 {
-                    log::info!("css: doubling resolves slowly ({before} → {remaining}); finishing with DC3 on the prefix names");
-                }
-                ctx.log.refine_rounds.set(round);
-                drop(unresolved);
-                drop(placed);
-                return super::dc3::finish_from_names(ctx, text, layout, &name_of);
-            }
+            ctx.log.refine_rounds.set(round);
+            drop(unresolved);
+            return super::dc3::finish_from_names(ctx, text, layout, &name_of);
         }
     }
     ctx.log.refine_rounds.set(round);
 
-    // 6. Place.
+    // 6. Place: every name is now final.
     ctx.phase("place", || {
-        let got = exchange_by(comm, &placed, |x| layout.owner(x[0] as usize));
-        drop(placed);
-        let mut sa = vec![0u64; hi - lo];
-        for [r, i] in got {
-            sa[r as usize - lo] = i;
-        }
-        sa
+        let pairs: Vec<u128> = name_of.iter().enumerate().map(|(j, &nm)| ((nm as u128) << 64) | (lo + j) as u128).collect();
+        drop(name_of);
+        place(comm, layout, pairs)
     })
+}
+
+/// Sends each (SA index, position) pair, packed as index·2^64 + position, to the pe owning that
+/// SA index and returns this pe's SA slice. Collective.
+fn place(comm: &crate::comm::Comm, layout: &Layout, pairs: Vec<u128>) -> Vec<u64> {
+    let me = comm.rank();
+    let lo = layout.start(me);
+    let got = exchange(comm, pairs, |&x| layout.owner((x >> 64) as usize));
+    let mut sa = vec![0u64; layout.local_len(me)];
+    for x in got {
+        sa[(x >> 64) as usize - lo] = x as u64;
+    }
+    sa
 }
 
 /// The first sort's record: [key (64 bits) | clamped length (7) | position (56)]. Sample sort
@@ -325,7 +335,7 @@ fn refine_round<K: RefineKey>(
     unresolved: &[[u64; 2]],
     name_of: &[u64],
     h: usize,
-) -> (Vec<[u64; 2]>, Vec<[u64; 2]>, Vec<[u64; 2]>) {
+) -> (Vec<[u64; 2]>, Vec<[u64; 2]>) {
     let comm = &ctx.comm;
     let n = layout.len();
     let bi = bits(n as u64);
@@ -392,26 +402,23 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool>(
 }
 
 /// One refinement step on sorted refine records: new name = group name + (index of the subgroup
-/// start − index of the group start). Returns (resolved (SA index, i), unresolved (name, i),
-/// name updates (name, i) for every record). Collective.
+/// start − index of the group start). Returns (still unresolved (name, i), name updates (name, i)
+/// for every record). Collective.
 #[allow(clippy::type_complexity)]
-fn refine_names<K: RefineKey>(ctx: &Ctx, sorted: &[K], bi: u32) -> (Vec<[u64; 2]>, Vec<[u64; 2]>, Vec<[u64; 2]>) {
+fn refine_names<K: RefineKey>(ctx: &Ctx, sorted: &[K], bi: u32) -> (Vec<[u64; 2]>, Vec<[u64; 2]>) {
     let g_of = |r: &K| r.group(bi);
     let i_of = |r: &K| r.pos(bi);
     let (gstart, _, _) = group_names(ctx, sorted, |a, b| g_of(a) == g_of(b));
     let (sstart, alone, _) = group_names(ctx, sorted, |a, b| a.same_pair(b, bi));
-    let mut placed = Vec::new();
     let mut still = Vec::new();
     let mut updates = Vec::with_capacity(sorted.len());
     for (j, r) in sorted.iter().enumerate() {
         let name = g_of(r) + (sstart[j] - gstart[j]);
         let i = i_of(r);
         updates.push([name, i]);
-        if alone[j] {
-            placed.push([name, i]);
-        } else {
+        if !alone[j] {
             still.push([name, i]);
         }
     }
-    (placed, still, updates)
+    (still, updates)
 }

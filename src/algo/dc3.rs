@@ -23,7 +23,7 @@ use std::cmp::Ordering;
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::dist::{exchange_by, name_sorted, rebalance, right_halo, sample_sort, Layout, SortKey};
+use crate::dist::{exchange, name_sorted, rebalance, right_halo, sample_sort, Layout, SortKey};
 use crate::local::LocalSort;
 use crate::Ctx;
 
@@ -326,7 +326,7 @@ fn ranks_from_names(ctx: &Ctx, layout: &Layout, pairs: Vec<[u64; 2]>, n1: usize,
         };
         let r_text: Vec<u64> = ctx.phase("build recursion", || {
             let pairs: Vec<[u64; 2]> = pairs.iter().map(|&[i, nm]| [rpos(i), nm]).collect();
-            let got = exchange_by(comm, &pairs, |x| rl.owner(x[0] as usize));
+            let got = exchange(comm, pairs, |x| rl.owner(x[0] as usize));
             let mut r = vec![0u64; rl.local_len(me)];
             let base = rl.start(me) as u64;
             for [q, nm] in got {
@@ -349,7 +349,7 @@ fn ranks_from_names(ctx: &Ctx, layout: &Layout, pairs: Vec<[u64; 2]>, n1: usize,
             .collect()
     };
     ctx.phase("ranks to text", || {
-        let got = exchange_by(comm, &pairs, |x| layout.owner(x[0] as usize));
+        let got = exchange(comm, pairs, |x| layout.owner(x[0] as usize));
         for [i, r] in got {
             rank[i as usize - lo] = r;
         }
@@ -415,7 +415,7 @@ fn merge<A: Fn(usize) -> u64 + Sync>(
         // Ranks of real samples are 1..=samples_total, shifted by one when the dummy took rank 1.
         let off = 1 + u64::from(has_dummy);
         let sl = Layout::block(samples_total, p);
-        let got = exchange_by(comm, &samples, |r| sl.owner((r.r0 - off) as usize));
+        let got = exchange(comm, samples, |r| sl.owner((r.r0 - off) as usize));
         let mut out = vec![MergeRec::zeroed(); sl.local_len(me)];
         let base = sl.start(me) as u64;
         for r in got {

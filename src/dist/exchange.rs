@@ -37,6 +37,50 @@ where
     comm.all_to_all_v(&send, &counts)
 }
 
+/// Sends every record to the pe `dest(record)`, taking the records by value. Collective.
+///
+/// Like [`exchange_by`] but the order of the records from one source is not kept, which lets the
+/// records be bucketed in place: peak memory is the input, one `u32` per record and the received
+/// records (no send copy). Use it wherever the receiver does not care about order.
+#[must_use]
+pub fn exchange<T, F>(comm: &Comm, mut data: Vec<T>, dest: F) -> Vec<T>
+where
+    T: Pod + Send + Sync,
+    F: Fn(&T) -> usize + Sync,
+{
+    let p = comm.size();
+    if p == 1 {
+        return data;
+    }
+    let mut dests: Vec<u32> = data.par_iter().map(|x| dest(x) as u32).collect();
+    let mut counts = vec![0usize; p];
+    for &d in &dests {
+        counts[d as usize] += 1;
+    }
+    // In-place bucket permutation (American flag sort, one digit).
+    let starts = exclusive_prefix(&counts);
+    let mut next = starts.clone();
+    for b in 0..p {
+        let end = starts[b] + counts[b];
+        while next[b] < end {
+            let k = next[b];
+            let d = dests[k] as usize;
+            if d == b {
+                next[b] += 1;
+            } else {
+                let j = next[d];
+                data.swap(k, j);
+                dests.swap(k, j);
+                next[d] += 1;
+            }
+        }
+    }
+    drop(dests);
+    let out = comm.all_to_all_v(&data, &counts);
+    drop(data);
+    out
+}
+
 /// Redistributes a sequence into `target`'s ranges, keeping the global order. Collective.
 ///
 /// Entry: each pe holds a contiguous piece of the sequence (the global sequence is the

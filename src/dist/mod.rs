@@ -7,7 +7,7 @@ pub mod naming;
 pub mod sample_sort;
 pub mod shift;
 
-pub use exchange::{exchange_by, fetch, rebalance};
+pub use exchange::{exchange, exchange_by, fetch, rebalance};
 pub use layout::{Layout, OwnerCursor};
 pub use naming::name_sorted;
 pub use sample_sort::{sample_sort, SortKey};

@@ -3,7 +3,7 @@
 use bytemuck::Pod;
 use rayon::prelude::*;
 
-use super::exchange_by;
+use super::exchange;
 use crate::local::LocalSort;
 use crate::Ctx;
 
@@ -38,8 +38,8 @@ const SAMPLES_PER_PE: usize = 256;
 /// splitters come from a random sample proportional to each pe's share, and keys are unique, so no
 /// run of equal keys can pile up on one pe. The largest share over the mean is logged (debug).
 ///
-/// Cost: one pass to bucket, one all-to-all of every record, one local sort. Memory: input,
-/// send buffer and received records (about 3 copies at the peak).
+/// Cost: one pass to bucket (in place), one all-to-all of every record, one local sort. Memory:
+/// the input and the received records (two copies at the peak) plus 4 bytes per record.
 #[must_use]
 pub fn sample_sort<T: SortKey>(ctx: &Ctx, mut data: Vec<T>) -> Vec<T> {
     let comm = &ctx.comm;
@@ -65,9 +65,7 @@ pub fn sample_sort<T: SortKey>(ctx: &Ctx, mut data: Vec<T>) -> Vec<T> {
     let splitters: Vec<T> = (1..p).map(|j| all[j * all.len() / p]).collect();
     drop(all);
 
-    let recv = exchange_by(comm, &data, |x| splitters.partition_point(|s| s < x));
-    drop(data);
-    let mut recv = recv;
+    let mut recv = exchange(comm, data, |x| splitters.partition_point(|s| s < x));
     T::sort_local(&mut recv, ctx.sorter.as_ref());
 
     if log::log_enabled!(log::Level::Debug) {
