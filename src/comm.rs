@@ -72,7 +72,13 @@ impl Comm {
             .and_then(|v| v.parse::<usize>().ok())
             .map(|v| v.clamp(1, MPI_COUNT_MAX))
             .unwrap_or(MPI_COUNT_MAX);
-        Comm { world, rank, size, bytes_sent: Cell::new(0), max_count }
+        Comm {
+            world,
+            rank,
+            size,
+            bytes_sent: Cell::new(0),
+            max_count,
+        }
     }
 
     /// This pe's number in `0..size()`.
@@ -114,7 +120,11 @@ impl Comm {
     /// pe holds an error, every pe returns an error: the lowest failing pe gets its own error back
     /// (to print), the others get [`Error::Remote`] naming that pe.
     pub fn agree<T>(&self, r: Result<T>) -> Result<T> {
-        let mine = if r.is_err() { self.rank as u64 } else { u64::MAX };
+        let mine = if r.is_err() {
+            self.rank as u64
+        } else {
+            u64::MAX
+        };
         let first = self.all_reduce_min(mine);
         match (r, first) {
             (r, u64::MAX) => r,
@@ -126,21 +136,24 @@ impl Comm {
     /// Sum over all pes.
     pub fn all_reduce_sum(&self, x: u64) -> u64 {
         let mut out = 0u64;
-        self.world.all_reduce_into(&x, &mut out, SystemOperation::sum());
+        self.world
+            .all_reduce_into(&x, &mut out, SystemOperation::sum());
         out
     }
 
     /// Maximum over all pes.
     pub fn all_reduce_max(&self, x: u64) -> u64 {
         let mut out = 0u64;
-        self.world.all_reduce_into(&x, &mut out, SystemOperation::max());
+        self.world
+            .all_reduce_into(&x, &mut out, SystemOperation::max());
         out
     }
 
     /// Minimum over all pes.
     pub fn all_reduce_min(&self, x: u64) -> u64 {
         let mut out = 0u64;
-        self.world.all_reduce_into(&x, &mut out, SystemOperation::min());
+        self.world
+            .all_reduce_into(&x, &mut out, SystemOperation::min());
         out
     }
 
@@ -154,8 +167,10 @@ impl Comm {
         let mut mx = vec![0.0; x.len()];
         let mut sum = vec![0.0; x.len()];
         if !x.is_empty() {
-            self.world.all_reduce_into(x, &mut mx[..], SystemOperation::max());
-            self.world.all_reduce_into(x, &mut sum[..], SystemOperation::sum());
+            self.world
+                .all_reduce_into(x, &mut mx[..], SystemOperation::max());
+            self.world
+                .all_reduce_into(x, &mut sum[..], SystemOperation::sum());
         }
         (mx, sum)
     }
@@ -164,7 +179,8 @@ impl Comm {
     /// undefined).
     pub fn exscan_sum(&self, x: u64) -> u64 {
         let mut out = 0u64;
-        self.world.exclusive_scan_into(&x, &mut out, SystemOperation::sum());
+        self.world
+            .exclusive_scan_into(&x, &mut out, SystemOperation::sum());
         if self.rank == 0 {
             0
         } else {
@@ -175,7 +191,8 @@ impl Comm {
     /// Exclusive prefix maximum: pe r gets the maximum of `x` over pes `0..r` (0 on pe 0).
     pub fn exscan_max(&self, x: u64) -> u64 {
         let mut out = 0u64;
-        self.world.exclusive_scan_into(&x, &mut out, SystemOperation::max());
+        self.world
+            .exclusive_scan_into(&x, &mut out, SystemOperation::max());
         if self.rank == 0 {
             0
         } else {
@@ -187,7 +204,8 @@ impl Comm {
     pub fn all_reduce_sum_vec(&self, x: &[u64]) -> Vec<u64> {
         let mut out = vec![0u64; x.len()];
         if !x.is_empty() {
-            self.world.all_reduce_into(x, &mut out[..], SystemOperation::sum());
+            self.world
+                .all_reduce_into(x, &mut out[..], SystemOperation::sum());
         }
         out
     }
@@ -208,7 +226,10 @@ impl Comm {
     pub fn all_gather_v<T: Pod>(&self, local: &[T]) -> Vec<T> {
         let lens = self.all_gather(local.len() as u64);
         let total: u64 = lens.iter().sum();
-        assert!((total as usize) <= self.max_count, "all_gather_v is for small data");
+        assert!(
+            (total as usize) <= self.max_count,
+            "all_gather_v is for small data"
+        );
         let counts: Vec<Count> = lens.iter().map(|&l| count(l as usize)).collect();
         let displs: Vec<Count> = counts
             .iter()
@@ -223,7 +244,9 @@ impl Comm {
         let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
         let (d1, mut d2) = (0u128, 0u128);
         let send = unsafe { DynBuffer::from_raw(buf_ptr(local, &d1), count(local.len()), dref) };
-        let mut recv = unsafe { DynBufferMut::from_raw(buf_ptr_mut(&mut out, &mut d2), count(out.len()), dref) };
+        let mut recv = unsafe {
+            DynBufferMut::from_raw(buf_ptr_mut(&mut out, &mut d2), count(out.len()), dref)
+        };
         {
             let mut part = PartitionMut::new(&mut recv, &counts[..], &displs[..]);
             self.world.all_gather_varcount_into(&send, &mut part);
@@ -237,7 +260,9 @@ impl Comm {
         let dt = record_type::<T>();
         let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
         let mut buf = unsafe { DynBufferMut::from_raw(x as *mut T, 1, dref) };
-        self.world.process_at_rank(root as i32).broadcast_into(&mut buf);
+        self.world
+            .process_at_rank(root as i32)
+            .broadcast_into(&mut buf);
     }
 
     fn add_sent(&self, b: u64) {
@@ -256,10 +281,15 @@ impl Comm {
     pub fn all_to_all_v<T: Pod>(&self, send: &[T], counts: &[usize]) -> Vec<T> {
         let p = self.size;
         assert_eq!(counts.len(), p, "all_to_all_v needs one count per pe");
-        assert_eq!(counts.iter().sum::<usize>(), send.len(), "counts must add up to the send length");
+        assert_eq!(
+            counts.iter().sum::<usize>(),
+            send.len(),
+            "counts must add up to the send length"
+        );
         let send_counts: Vec<u64> = counts.iter().map(|&c| c as u64).collect();
         let mut recv_counts = vec![0u64; p];
-        self.world.all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+        self.world
+            .all_to_all_into(&send_counts[..], &mut recv_counts[..]);
         let recv_total: usize = recv_counts.iter().map(|&c| c as usize).sum();
         let sent_away = (send.len() - counts[self.rank]) * std::mem::size_of::<T>();
         self.add_sent(sent_away as u64);
@@ -275,7 +305,12 @@ impl Comm {
 
         // Chunked: round k moves records [k*q, (k+1)*q) of every (source, destination) pair.
         let q = (self.max_count / p).max(1);
-        let longest = counts.iter().copied().chain(recv_counts.iter().map(|&c| c as usize)).max().unwrap_or(0);
+        let longest = counts
+            .iter()
+            .copied()
+            .chain(recv_counts.iter().map(|&c| c as usize))
+            .max()
+            .unwrap_or(0);
         let rounds = self.all_reduce_max(longest.div_ceil(q) as u64) as usize;
         let send_displs = exclusive_prefix(counts);
         let rc: Vec<usize> = recv_counts.iter().map(|&c| c as usize).collect();
@@ -325,7 +360,8 @@ impl Comm {
         let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
         let (d1, mut d2) = (0u128, 0u128);
         let sbuf = unsafe { DynBuffer::from_raw(buf_ptr(send, &d1), count(send.len()), dref) };
-        let mut rbuf = unsafe { DynBufferMut::from_raw(buf_ptr_mut(recv, &mut d2), count(recv.len()), dref) };
+        let mut rbuf =
+            unsafe { DynBufferMut::from_raw(buf_ptr_mut(recv, &mut d2), count(recv.len()), dref) };
         let spart = Partition::new(&sbuf, &scn[..], &sdn[..]);
         let mut rpart = PartitionMut::new(&mut rbuf, &rcn[..], &rdn[..]);
         self.world.all_to_all_varcount_into(&spart, &mut rpart);

@@ -75,7 +75,17 @@ pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
     let bytes_sent = comm.all_gather(comm.bytes_sent());
     let max_imbalance = comm_max_f64(ctx, ctx.log.max_imbalance.get());
     let refine_rounds = ctx.log.refine_rounds.get();
-    Ok(Report { n, width, total_secs, phases, peak_rss, bytes_sent, max_imbalance, refine_rounds, checked: job.check })
+    Ok(Report {
+        n,
+        width,
+        total_secs,
+        phases,
+        peak_rss,
+        bytes_sent,
+        max_imbalance,
+        refine_rounds,
+        checked: job.check,
+    })
 }
 
 fn comm_max_f64(ctx: &Ctx, x: f64) -> f64 {
@@ -85,7 +95,10 @@ fn comm_max_f64(ctx: &Ctx, x: f64) -> f64 {
 /// The report as a table for the log (Kulla–Sanders Table 1 style: max and mean over pes).
 pub fn report_table(r: &Report) -> String {
     let mut s = String::new();
-    s.push_str(&format!("{:<5} {:<18} {:>10} {:>10} {:>12}\n", "level", "phase", "max s", "mean s", "max MB sent"));
+    s.push_str(&format!(
+        "{:<5} {:<18} {:>10} {:>10} {:>12}\n",
+        "level", "phase", "max s", "mean s", "max MB sent"
+    ));
     for ph in &r.phases {
         s.push_str(&format!(
             "{:<5} {:<18} {:>10.3} {:>10.3} {:>12.1}\n",
@@ -124,7 +137,12 @@ fn json_str(s: &str) -> String {
 
 /// The report as JSON (for `--stats`).
 pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
-    let list = |v: &[u64]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+    let list = |v: &[u64]| {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let phases: Vec<String> = r
         .phases
         .iter()

@@ -11,7 +11,11 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub enum Error {
     /// An I/O operation on `path` failed.
-    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A user-given value is out of range or inconsistent.
     Invalid(String),
     /// The requested feature is not available in this build or on this machine.
@@ -28,14 +32,20 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// Wraps an I/O error with what was being done and to which path.
     pub fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { what, path: path.into(), source }
+        Error::Io {
+            what,
+            path: path.into(),
+            source,
+        }
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io { what, path, source } => write!(f, "cannot {what} '{}': {source}", path.display()),
+            Error::Io { what, path, source } => {
+                write!(f, "cannot {what} '{}': {source}", path.display())
+            }
             Error::Invalid(m) => write!(f, "{m}"),
             Error::Unsupported(m) => write!(f, "{m}"),
             Error::Remote { pe } => write!(f, "pe {pe} failed (see its message)"),

@@ -15,16 +15,21 @@ use crate::error::{Error, Result};
 pub fn input_len(path: &Path) -> Result<usize> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io("read input", path, e))?;
     if meta.is_dir() {
-        return Err(Error::Invalid(format!("input '{}' is a directory, not a file", path.display())));
+        return Err(Error::Invalid(format!(
+            "input '{}' is a directory, not a file",
+            path.display()
+        )));
     }
-    usize::try_from(meta.len()).map_err(|_| Error::Invalid(format!("input '{}' is too large", path.display())))
+    usize::try_from(meta.len())
+        .map_err(|_| Error::Invalid(format!("input '{}' is too large", path.display())))
 }
 
 /// Reads bytes `[start, end)` of `path` with positioned reads. Local.
 pub fn read_range(path: &Path, start: usize, end: usize) -> Result<Vec<u8>> {
     let f = File::open(path).map_err(|e| Error::io("open input", path, e))?;
     let mut buf = vec![0u8; end - start];
-    f.read_exact_at(&mut buf, start as u64).map_err(|e| Error::io("read input", path, e))?;
+    f.read_exact_at(&mut buf, start as u64)
+        .map_err(|e| Error::io("read input", path, e))?;
     Ok(buf)
 }
 
@@ -36,7 +41,10 @@ pub fn read_distributed(comm: &Comm, path: &Path) -> Result<(Vec<u8>, Layout)> {
     let lo = comm.all_reduce_min(n as u64);
     let hi = comm.all_reduce_max(n as u64);
     if lo != hi {
-        return comm.agree(Err(Error::Invalid(format!("input '{}' changed size while being read", path.display()))));
+        return comm.agree(Err(Error::Invalid(format!(
+            "input '{}' changed size while being read",
+            path.display()
+        ))));
     }
     let layout = Layout::block(n, comm.size());
     let me = comm.rank();
@@ -59,7 +67,9 @@ impl Width {
             Width::Auto => Ok(if max <= u32::MAX as u128 { 4 } else { 5 }),
             Width::Fixed(w) => {
                 if !matches!(w, 4 | 5 | 8) {
-                    return Err(Error::Invalid(format!("--width must be auto, 4, 5 or 8, not {w}")));
+                    return Err(Error::Invalid(format!(
+                        "--width must be auto, 4, 5 or 8, not {w}"
+                    )));
                 }
                 if max >= 1u128 << (8 * w) {
                     return Err(Error::Invalid(format!(
@@ -93,14 +103,29 @@ impl OutputFile {
     pub fn create(comm: &Comm, target: &Path, n: usize, width: usize) -> Result<OutputFile> {
         let mut tag = std::process::id() as u64;
         comm.broadcast(&mut tag, 0);
-        let name = target.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-        let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name = target
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out".into());
+        let dir = target
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         let tmp = dir.join(format!(".{name}.psa-partial-{tag}"));
         let is_root = comm.rank() == 0;
-        let out = OutputFile { tmp: tmp.clone(), target: target.to_path_buf(), width, committed: false, is_root };
+        let out = OutputFile {
+            tmp: tmp.clone(),
+            target: target.to_path_buf(),
+            width,
+            committed: false,
+            is_root,
+        };
         let r = if is_root {
             if target.is_dir() {
-                Err(Error::Invalid(format!("output '{}' is a directory", target.display())))
+                Err(Error::Invalid(format!(
+                    "output '{}' is a directory",
+                    target.display()
+                )))
             } else {
                 File::create(&tmp)
                     .and_then(|f| f.set_len((n * width) as u64))
@@ -116,7 +141,10 @@ impl OutputFile {
     /// Writes this pe's entries, starting at entry `first`, little-endian. Collective.
     pub fn write(&self, comm: &Comm, first: usize, sa: &[u64]) -> Result<()> {
         let r = (|| {
-            let f = OpenOptions::new().write(true).open(&self.tmp).map_err(|e| Error::io("open output", &self.tmp, e))?;
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&self.tmp)
+                .map_err(|e| Error::io("open output", &self.tmp, e))?;
             const CHUNK: usize = 1 << 20;
             let mut buf = Vec::with_capacity(CHUNK * self.width);
             for (k, part) in sa.chunks(CHUNK).enumerate() {
@@ -125,9 +153,11 @@ impl OutputFile {
                     buf.extend_from_slice(&x.to_le_bytes()[..self.width]);
                 }
                 let off = ((first + k * CHUNK) * self.width) as u64;
-                f.write_all_at(&buf, off).map_err(|e| Error::io("write output", &self.tmp, e))?;
+                f.write_all_at(&buf, off)
+                    .map_err(|e| Error::io("write output", &self.tmp, e))?;
             }
-            f.sync_data().map_err(|e| Error::io("write output", &self.tmp, e))
+            f.sync_data()
+                .map_err(|e| Error::io("write output", &self.tmp, e))
         })();
         comm.agree(r)
     }
@@ -135,7 +165,8 @@ impl OutputFile {
     /// Renames the finished file to the requested name. Collective.
     pub fn commit(mut self, comm: &Comm) -> Result<()> {
         let r = if self.is_root {
-            std::fs::rename(&self.tmp, &self.target).map_err(|e| Error::io("rename output to", &self.target, e))
+            std::fs::rename(&self.tmp, &self.target)
+                .map_err(|e| Error::io("rename output to", &self.target, e))
         } else {
             Ok(())
         };

@@ -61,7 +61,12 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { algo: Algo::Css, backend: Backend::Cpu, threads: 1, base_case: 1 << 20 }
+        Config {
+            algo: Algo::Css,
+            backend: Backend::Cpu,
+            threads: 1,
+            base_case: 1 << 20,
+        }
     }
 }
 
@@ -78,7 +83,12 @@ impl Ctx {
     /// A context on `world` with the CPU backend. Collective only in that every pe must make one.
     pub fn new(world: mpi::topology::SimpleCommunicator, config: Config) -> Self {
         let sorter: Box<dyn LocalSort> = Box::new(local::cpu::CpuSort::new(config.threads));
-        Ctx { comm: Comm::new(world), sorter, config, log: PhaseLog::default() }
+        Ctx {
+            comm: Comm::new(world),
+            sorter,
+            config,
+            log: PhaseLog::default(),
+        }
     }
 
     /// Replaces the local sort backend.
@@ -88,7 +98,8 @@ impl Ctx {
     }
 
     /// Runs `f` as a named phase: its wall time and the bytes this pe sends are recorded. Every pe
-    /// must run the same phases in the same order.
+    /// must run the same phases in the same order. Names starting with "·" are sub-phases of the
+    /// enclosing phase (recorded before it; not to be added to it).
     pub fn phase<R>(&self, name: &str, f: impl FnOnce() -> R) -> R {
         let t0 = Instant::now();
         let b0 = self.comm.bytes_sent();
@@ -99,8 +110,15 @@ impl Ctx {
             secs: t0.elapsed().as_secs_f64(),
             bytes: self.comm.bytes_sent() - b0,
         };
-        log::debug!("[pe {}] L{} {}: {:.3}s, {} bytes sent", self.comm.rank(), rec.level, rec.name, rec.secs, rec.bytes);
-        if self.comm.rank() == 0 && rec.level == 0 {
+        log::debug!(
+            "[pe {}] L{} {}: {:.3}s, {} bytes sent",
+            self.comm.rank(),
+            rec.level,
+            rec.name,
+            rec.secs,
+            rec.bytes
+        );
+        if self.comm.rank() == 0 && rec.level == 0 && !rec.name.starts_with('·') {
             // Progress for long runs: pe 0's view of each top-level phase as it ends.
             log::info!("{} done ({:.2} s on pe 0)", rec.name, rec.secs);
         }
@@ -136,7 +154,10 @@ impl Ctx {
 /// positions. Suffixes compare as byte strings; a proper prefix sorts first.
 pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
     if ctx.config.base_case < 4 {
-        return Err(Error::Invalid(format!("base case size must be at least 4, got {}", ctx.config.base_case)));
+        return Err(Error::Invalid(format!(
+            "base case size must be at least 4, got {}",
+            ctx.config.base_case
+        )));
     }
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
     Ok(match ctx.config.algo {
@@ -151,7 +172,8 @@ pub fn backend_for(ctx: &Ctx) -> Result<Box<dyn LocalSort>> {
     match ctx.config.backend {
         Backend::Cpu => Ok(Box::new(local::cpu::CpuSort::new(ctx.config.threads))),
         #[cfg(feature = "gpu")]
-        Backend::Gpu => local::gpu::GpuSort::open(ctx.comm.rank(), ctx.config.threads).map(|g| Box::new(g) as Box<dyn LocalSort>),
+        Backend::Gpu => local::gpu::GpuSort::open(ctx.comm.rank(), ctx.config.threads)
+            .map(|g| Box::new(g) as Box<dyn LocalSort>),
         #[cfg(not(feature = "gpu"))]
         Backend::Gpu => Err(Error::Unsupported(
             "--gpu needs a build with GPU support: cargo build --release --features gpu".into(),

@@ -84,14 +84,27 @@ fn init_logging(cli: &Cli, rank: usize) {
         _ => "debug",
     };
     // Only pe 0 reports progress; the others speak up for warnings (or everything with -vv).
-    let level = if rank != 0 && cli.verbose < 2 { "warn" } else { level };
+    let level = if rank != 0 && cli.verbose < 2 {
+        "warn"
+    } else {
+        level
+    };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
-        .format(move |buf, rec| writeln!(buf, "[psa pe {rank} {}] {}", rec.level().as_str().to_lowercase(), rec.args()))
+        .format(move |buf, rec| {
+            writeln!(
+                buf,
+                "[psa pe {rank} {}] {}",
+                rec.level().as_str().to_lowercase(),
+                rec.args()
+            )
+        })
         .init();
 }
 
 fn default_threads(ctx_local_pes: usize) -> usize {
-    let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|c| c.get())
+        .unwrap_or(1);
     (cores / ctx_local_pes.max(1)).max(1)
 }
 
@@ -117,7 +130,9 @@ fn main() -> ExitCode {
         psa::comm::Comm::new(mpi::topology::SimpleCommunicator::world()).abort(101);
     }));
 
-    let threads = cli.threads.unwrap_or_else(|| default_threads(comm0.local_size()));
+    let threads = cli
+        .threads
+        .unwrap_or_else(|| default_threads(comm0.local_size()));
     let config = Config {
         algo: match cli.algo {
             AlgoArg::Dc3 => Algo::Dc3,
@@ -128,7 +143,10 @@ fn main() -> ExitCode {
         base_case: cli.base_case,
     };
     drop(comm0);
-    if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(config.threads).build_global() {
+    if let Err(e) = rayon::ThreadPoolBuilder::new()
+        .num_threads(config.threads)
+        .build_global()
+    {
         log::warn!("could not size the thread pool: {e}");
     }
     let ctx = Ctx::new(world, config);

@@ -72,7 +72,9 @@ pub fn peak_rss_bytes() -> u64 {
         .ok()
         .and_then(|s| {
             s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
-                l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok())
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|kb| kb.parse::<u64>().ok())
             })
         })
         .map(|kb| kb * 1024)

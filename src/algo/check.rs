@@ -17,16 +17,26 @@ pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> 
     let n = layout.len();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let local = if sa.len() != hi - lo {
-        Err(Error::CheckFailed(format!("pe {me} holds {} entries, expected {}", sa.len(), hi - lo)))
+        Err(Error::CheckFailed(format!(
+            "pe {me} holds {} entries, expected {}",
+            sa.len(),
+            hi - lo
+        )))
     } else if let Some(bad) = sa.iter().find(|&&x| x as usize >= n) {
-        Err(Error::CheckFailed(format!("entry {bad} is not below n = {n}")))
+        Err(Error::CheckFailed(format!(
+            "entry {bad} is not below n = {n}"
+        )))
     } else {
         Ok(())
     };
     comm.agree(local)?;
 
     // (1) Permutation: send (position, rank) to the owner of the position.
-    let pairs: Vec<[u64; 2]> = sa.iter().enumerate().map(|(k, &i)| [i, (lo + k) as u64]).collect();
+    let pairs: Vec<[u64; 2]> = sa
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| [i, (lo + k) as u64])
+        .collect();
     let got = exchange(comm, pairs, |x| layout.owner(x[0] as usize));
     let mut isa = vec![u64::MAX; hi - lo];
     let mut dup = None;
@@ -38,8 +48,12 @@ pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> 
         *slot = r;
     }
     let local = match dup {
-        Some(i) => Err(Error::CheckFailed(format!("position {i} appears more than once"))),
-        None if isa.contains(&u64::MAX) => Err(Error::CheckFailed("some position is missing".into())),
+        Some(i) => Err(Error::CheckFailed(format!(
+            "position {i} appears more than once"
+        ))),
+        None if isa.contains(&u64::MAX) => {
+            Err(Error::CheckFailed("some position is missing".into()))
+        }
         None => Ok(()),
     };
     comm.agree(local)?;
@@ -49,7 +63,11 @@ pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> 
     let next = right_halo(comm, &isa, 1);
     let tuples: Vec<[u64; 3]> = (lo..hi)
         .map(|i| {
-            let nr = if i + 1 < hi { isa[i + 1 - lo] + 1 } else { next.first().map_or(0, |&r| r + 1) };
+            let nr = if i + 1 < hi {
+                isa[i + 1 - lo] + 1
+            } else {
+                next.first().map_or(0, |&r| r + 1)
+            };
             [isa[i - lo], text[i - lo] as u64, nr]
         })
         .collect();
@@ -62,7 +80,11 @@ pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> 
     let after = right_halo(comm, &by_rank, 1);
     let mut bad = None;
     for j in 0..by_rank.len() {
-        let b = if j + 1 < by_rank.len() { Some(&by_rank[j + 1]) } else { after.first() };
+        let b = if j + 1 < by_rank.len() {
+            Some(&by_rank[j + 1])
+        } else {
+            after.first()
+        };
         if let Some(b) = b {
             if by_rank[j] >= *b {
                 bad = Some(lo + j);
@@ -71,7 +93,10 @@ pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> 
         }
     }
     comm.agree(match bad {
-        Some(j) => Err(Error::CheckFailed(format!("suffixes SA[{j}] and SA[{}] are out of order", j + 1))),
+        Some(j) => Err(Error::CheckFailed(format!(
+            "suffixes SA[{j}] and SA[{}] are out of order",
+            j + 1
+        ))),
         None => Ok(()),
     })
 }

@@ -35,7 +35,10 @@ use crate::Ctx;
 /// (`PSA_CSS_HANDOVER`, default 0.9: only inputs like aⁿ or a block repeated many times; English
 /// text with two thirds of its 9-grams repeated still doubles faster than DC3 finishes).
 fn fallback_fraction() -> f64 {
-    std::env::var("PSA_CSS_HANDOVER").ok().and_then(|v| v.parse().ok()).unwrap_or(0.9)
+    std::env::var("PSA_CSS_HANDOVER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.9)
 }
 
 /// Tests set `PSA_FORCE_WIDE=1` to run the wide-record paths (normally only for n ≥ 2^41) on
@@ -86,9 +89,19 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         let ext: Vec<u8> = text.iter().chain(halo.iter()).copied().collect();
         let local = hi - lo;
         let used = b * k as u32;
-        let mask = if used == 64 { u64::MAX } else { (1u64 << used) - 1 };
+        let mask = if used == 64 {
+            u64::MAX
+        } else {
+            (1u64 << used) - 1
+        };
         let align = 64 - used;
-        let chr = |j: usize| if j < ext.len() { code[ext[j] as usize] } else { 0 };
+        let chr = |j: usize| {
+            if j < ext.len() {
+                code[ext[j] as usize]
+            } else {
+                0
+            }
+        };
         const CHUNK: usize = 1 << 16;
         let mut out = vec![HiKey(0); local];
         out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, dst)| {
@@ -203,7 +216,11 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 
     // 6. Place: every name is now final.
     ctx.phase("place", || {
-        let pairs: Vec<u128> = name_of.iter().enumerate().map(|(j, &nm)| ((nm as u128) << 64) | (lo + j) as u128).collect();
+        let pairs: Vec<u128> = name_of
+            .iter()
+            .enumerate()
+            .map(|(j, &nm)| ((nm as u128) << 64) | (lo + j) as u128)
+            .collect();
         drop(name_of);
         place(comm, layout, pairs)
     })
@@ -340,14 +357,22 @@ fn refine_round<K: RefineKey>(
     let n = layout.len();
     let bi = bits(n as u64);
     // name(i+h) + 1, and 0 past the end (the empty suffix is the smallest).
-    let queries: Vec<u64> = unresolved.iter().map(|x| x[1] + h as u64).filter(|&q| (q as usize) < n).collect();
+    let queries: Vec<u64> = unresolved
+        .iter()
+        .map(|x| x[1] + h as u64)
+        .filter(|&q| (q as usize) < n)
+        .collect();
     let answers = fetch(comm, layout, &queries, |j| name_of[j] + 1);
     drop(queries);
     let mut a = answers.into_iter();
     let recs: Vec<K> = unresolved
         .iter()
         .map(|&[g, i]| {
-            let second = if (i as usize + h) < n { a.next().expect("one answer per query") } else { 0 };
+            let second = if (i as usize + h) < n {
+                a.next().expect("one answer per query")
+            } else {
+                0
+            };
             K::new(g, second, i, bi)
         })
         .collect();
@@ -371,7 +396,11 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool>(
     // starts[j]: does record j begin a group?
     let starts: Vec<bool> = (0..len)
         .map(|j| {
-            let before = if j == 0 { prev.as_ref() } else { Some(&sorted[j - 1]) };
+            let before = if j == 0 {
+                prev.as_ref()
+            } else {
+                Some(&sorted[j - 1])
+            };
             before.is_none_or(|b| !same(b, &sorted[j]))
         })
         .collect();
@@ -394,7 +423,11 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool>(
     }
     let alone: Vec<bool> = (0..len)
         .map(|j| {
-            let ends = if j + 1 < len { starts[j + 1] } else { next.first().is_none_or(|nx| !same(&sorted[j], nx)) };
+            let ends = if j + 1 < len {
+                starts[j + 1]
+            } else {
+                next.first().is_none_or(|nx| !same(&sorted[j], nx))
+            };
             starts[j] && ends
         })
         .collect();

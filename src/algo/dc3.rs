@@ -72,10 +72,17 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     let mut counts = vec![0usize; p];
     counts[0] = t.len();
     let all = comm.all_to_all_v(t, &counts);
-    let sa = if comm.rank() == 0 { C::sequential_sa(&all, ctx.config.threads) } else { Vec::new() };
+    let sa = if comm.rank() == 0 {
+        C::sequential_sa(&all, ctx.config.threads)
+    } else {
+        Vec::new()
+    };
     drop(all);
-    let counts: Vec<usize> =
-        if comm.rank() == 0 { (0..p).map(|r| layout.local_len(r)).collect() } else { vec![0; p] };
+    let counts: Vec<usize> = if comm.rank() == 0 {
+        (0..p).map(|r| layout.local_len(r)).collect()
+    } else {
+        vec![0; p]
+    };
     comm.all_to_all_v(&sa, &counts)
 }
 
@@ -218,7 +225,11 @@ fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     }
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
-    let halo: Vec<u64> = ctx.phase("halo", || right_halo(comm, t, 2)).into_iter().map(|c| c.val()).collect();
+    let halo: Vec<u64> = ctx
+        .phase("halo", || right_halo(comm, t, 2))
+        .into_iter()
+        .map(|c| c.val())
+        .collect();
     let at = |i: usize| -> u64 {
         if i < hi {
             t[i - lo].val()
@@ -230,7 +241,11 @@ fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     let n_ext = n + usize::from(n % 3 == 1);
     let bc = bits(alphabet);
     let bi = bits(n_ext as u64);
-    let tb = if super::css::force_wide() { 129 } else { 3 * bc + bi };
+    let tb = if super::css::force_wide() {
+        129
+    } else {
+        3 * bc + bi
+    };
     let (pairs, unique) = if tb <= 64 {
         name_triples::<u64, _>(ctx, layout, &at, n_ext, bc, bi)
     } else if tb <= 128 {
@@ -256,12 +271,17 @@ pub fn finish_from_names(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64
     let n = layout.len();
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
-    let pairs: Vec<[u64; 2]> =
-        (lo..hi).filter(|i| i % 3 != 0).map(|i| [i as u64, name_of[i - lo] + 1]).collect();
+    let pairs: Vec<[u64; 2]> = (lo..hi)
+        .filter(|i| i % 3 != 0)
+        .map(|i| [i as u64, name_of[i - lo] + 1])
+        .collect();
     let n1 = (n + 1) / 3;
     let m = n1 + n / 3;
     let rank = ranks_from_names(ctx, layout, pairs, n1, m, false);
-    let halo: Vec<u64> = right_halo(comm, text, 2).into_iter().map(|c| c.val()).collect();
+    let halo: Vec<u64> = right_halo(comm, text, 2)
+        .into_iter()
+        .map(|c| c.val())
+        .collect();
     let at = |i: usize| -> u64 {
         if i < hi {
             text[i - lo].val()
@@ -300,8 +320,14 @@ fn name_triples<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
         v
     });
     let sorted = ctx.phase("sort triples", || sample_sort(ctx, triples));
-    let (names, distinct) = ctx.phase("name", || name_sorted(comm, &sorted, |a, b| a.same_chars(b, bi)));
-    let pairs = sorted.iter().zip(&names).map(|(k, &nm)| [k.index(bi), nm]).collect();
+    let (names, distinct) = ctx.phase("name", || {
+        name_sorted(comm, &sorted, |a, b| a.same_chars(b, bi))
+    });
+    let pairs = sorted
+        .iter()
+        .zip(&names)
+        .map(|(k, &nm)| [k.index(bi), nm])
+        .collect();
     (pairs, distinct as usize == m)
 }
 
@@ -309,7 +335,14 @@ fn name_triples<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
 /// `3·n1`, a dummy at n allowed) to the rank among samples of every sample position this pe owns
 /// (1-based; 0 at positions i mod 3 = 0). With `unique`, the names are the ranks already;
 /// otherwise the string of names (mod-1 positions, then mod-2 positions) is solved recursively.
-fn ranks_from_names(ctx: &Ctx, layout: &Layout, pairs: Vec<[u64; 2]>, n1: usize, m: usize, unique: bool) -> Vec<u64> {
+fn ranks_from_names(
+    ctx: &Ctx,
+    layout: &Layout,
+    pairs: Vec<[u64; 2]>,
+    n1: usize,
+    m: usize,
+    unique: bool,
+) -> Vec<u64> {
     let comm = &ctx.comm;
     let p = comm.size();
     let me = comm.rank();
@@ -391,7 +424,14 @@ fn merge<A: Fn(usize) -> u64 + Sync>(
         let mut mod0 = Vec::with_capacity((hi - lo) / 3 + 1);
         let mut samples = Vec::with_capacity((hi - lo) * 2 / 3 + 1);
         for i in lo..hi {
-            let mut r = MergeRec { i: i as u64, c0: at(i), c1: at(i + 1), r0: ra(i), r1: ra(i + 1), r2: ra(i + 2) };
+            let mut r = MergeRec {
+                i: i as u64,
+                c0: at(i),
+                c1: at(i + 1),
+                r0: ra(i),
+                r1: ra(i + 1),
+                r2: ra(i + 2),
+            };
             if i % 3 == 0 {
                 // The radix key of a mod-0 record: (t[i], rank[i+1]).
                 r.r0 = if radix_ok { (r.c0 << shift) | r.r1 } else { 0 };
@@ -459,14 +499,19 @@ fn merge_sorted(ctx: &Ctx, a: &[MergeRec], b: &[MergeRec]) -> Vec<u64> {
         return Vec::new();
     }
     let per = |len: usize| ((len as u128 * (64 * p) as u128).div_ceil(n as u128) as usize).min(len);
-    let pick = |v: &[MergeRec], s: usize| -> Vec<MergeRec> { (0..s).map(|j| v[(2 * j + 1) * v.len() / (2 * s)]).collect() };
+    let pick = |v: &[MergeRec], s: usize| -> Vec<MergeRec> {
+        (0..s).map(|j| v[(2 * j + 1) * v.len() / (2 * s)]).collect()
+    };
     let mut local: Vec<MergeRec> = pick(a, per(a.len()));
     local.extend(pick(b, per(b.len())));
     let mut all = comm.all_gather_v(&local);
     all.sort_unstable();
     let splitters: Vec<MergeRec> = (1..p).map(|j| all[j * all.len() / p]).collect();
     let cuts = |v: &[MergeRec]| -> Vec<usize> {
-        let mut bounds: Vec<usize> = splitters.iter().map(|s| v.partition_point(|x| x < s)).collect();
+        let mut bounds: Vec<usize> = splitters
+            .iter()
+            .map(|s| v.partition_point(|x| x < s))
+            .collect();
         bounds.insert(0, 0);
         bounds.push(v.len());
         bounds.windows(2).map(|w| w[1] - w[0]).collect()

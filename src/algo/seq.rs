@@ -20,7 +20,11 @@ pub fn sa_bytes(text: &[u8], threads: usize) -> Vec<u64> {
         } else {
             c.single_threaded().run()
         };
-        r.expect("libsais accepts any byte text below 2^31").into_vec().into_iter().map(|x| x as u64).collect()
+        r.expect("libsais accepts any byte text below 2^31")
+            .into_vec()
+            .into_iter()
+            .map(|x| x as u64)
+            .collect()
     } else {
         let c = SuffixArrayConstruction::for_text(text).in_owned_buffer64();
         let r = if threads > 1 {
@@ -28,7 +32,11 @@ pub fn sa_bytes(text: &[u8], threads: usize) -> Vec<u64> {
         } else {
             c.single_threaded().run()
         };
-        r.expect("libsais accepts any byte text").into_vec().into_iter().map(|x| x as u64).collect()
+        r.expect("libsais accepts any byte text")
+            .into_vec()
+            .into_iter()
+            .map(|x| x as u64)
+            .collect()
     }
 }
 
@@ -70,7 +78,14 @@ mod tests {
 
     #[test]
     fn libsais_matches_naive() {
-        for t in [&b""[..], b"a", b"banana", b"\0\0\xff\0", b"aaaaaaaa", b"abcabcabcab"] {
+        for t in [
+            &b""[..],
+            b"a",
+            b"banana",
+            b"\0\0\xff\0",
+            b"aaaaaaaa",
+            b"abcabcabcab",
+        ] {
             assert_eq!(sa_bytes(t, 1), naive_sa(t), "text {t:?}");
             let ints: Vec<u64> = t.iter().map(|&c| c as u64 + 1).collect();
             assert_eq!(sa_ints(&ints), naive_sa(t), "text {t:?}");

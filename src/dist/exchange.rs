@@ -118,7 +118,10 @@ where
     if p == 1 {
         return queries.par_iter().map(|&q| lookup(q as usize)).collect();
     }
-    let dests: Vec<u32> = queries.par_iter().map(|&q| layout.owner(q as usize) as u32).collect();
+    let dests: Vec<u32> = queries
+        .par_iter()
+        .map(|&q| layout.owner(q as usize) as u32)
+        .collect();
     let mut counts = vec![0usize; p];
     for &d in &dests {
         counts[d as usize] += 1;
@@ -142,7 +145,10 @@ where
         comm.all_to_all_counts(&c)
     };
     let base = layout.start(me);
-    let answers: Vec<R> = asked.par_iter().map(|&q| lookup(q as usize - base)).collect();
+    let answers: Vec<R> = asked
+        .par_iter()
+        .map(|&q| lookup(q as usize - base))
+        .collect();
     drop(asked);
     let back = comm.all_to_all_v(&answers, &recv_counts);
     drop(answers);

@@ -14,7 +14,9 @@ impl Layout {
     /// Local; no communication.
     pub fn block(n: usize, p: usize) -> Self {
         assert!(p > 0, "a layout needs at least one pe");
-        let offsets = (0..=p).map(|r| ((r as u128 * n as u128) / p as u128) as usize).collect();
+        let offsets = (0..=p)
+            .map(|r| ((r as u128 * n as u128) / p as u128) as usize)
+            .collect();
         Layout { offsets }
     }
 

@@ -19,7 +19,11 @@ where
     let mut names = Vec::with_capacity(sorted.len());
     let mut acc = 0u64;
     for (j, x) in sorted.iter().enumerate() {
-        let before = if j == 0 { prev.as_ref() } else { Some(&sorted[j - 1]) };
+        let before = if j == 0 {
+            prev.as_ref()
+        } else {
+            Some(&sorted[j - 1])
+        };
         if before.is_none_or(|b| !same(b, x)) {
             acc += 1;
         }

@@ -53,25 +53,37 @@ pub fn sample_sort<T: SortKey>(ctx: &Ctx, mut data: Vec<T>) -> Vec<T> {
         return data;
     }
     // Random sample, proportional to this pe's share.
-    let want = ((data.len() as u128 * (SAMPLES_PER_PE * p) as u128).div_ceil(n as u128)) as usize;
-    let want = want.min(data.len());
-    let mut rng = SplitMix::new(0x5eed ^ ((comm.rank() as u64) << 32) ^ n as u64);
-    let mut sample: Vec<T> = (0..want).map(|_| data[(rng.next() % data.len() as u64) as usize]).collect();
-    sample.sort_unstable();
-    let all = comm.all_gather_v(&sample);
-    drop(sample);
-    let mut all = all;
-    all.sort_unstable();
-    let splitters: Vec<T> = (1..p).map(|j| all[j * all.len() / p]).collect();
-    drop(all);
+    let splitters = ctx.phase("· splitters", || {
+        let want =
+            ((data.len() as u128 * (SAMPLES_PER_PE * p) as u128).div_ceil(n as u128)) as usize;
+        let want = want.min(data.len());
+        let mut rng = SplitMix::new(0x5eed ^ ((comm.rank() as u64) << 32) ^ n as u64);
+        let mut sample: Vec<T> = (0..want)
+            .map(|_| data[(rng.next() % data.len() as u64) as usize])
+            .collect();
+        sample.sort_unstable();
+        let all = comm.all_gather_v(&sample);
+        drop(sample);
+        let mut all = all;
+        all.sort_unstable();
+        let splitters: Vec<T> = (1..p).map(|j| all[j * all.len() / p]).collect();
+        splitters
+    });
 
-    let mut recv = exchange(comm, data, |x| splitters.partition_point(|s| s < x));
-    T::sort_local(&mut recv, ctx.sorter.as_ref());
+    let mut recv = ctx.phase("· exchange", || {
+        exchange(comm, data, |x| splitters.partition_point(|s| s < x))
+    });
+    ctx.phase("· local sort", || {
+        T::sort_local(&mut recv, ctx.sorter.as_ref())
+    });
 
     if log::log_enabled!(log::Level::Debug) {
         let max = comm.all_reduce_max(recv.len() as u64) as f64;
         if comm.rank() == 0 {
-            log::debug!("sample sort of {n} records: fullest pe holds {:.3}× the mean", max * p as f64 / n as f64);
+            log::debug!(
+                "sample sort of {n} records: fullest pe holds {:.3}× the mean",
+                max * p as f64 / n as f64
+            );
         }
     }
     ctx.note_imbalance(recv.len(), n);

@@ -18,7 +18,9 @@ pub struct CpuSort {
 
 impl CpuSort {
     pub fn new(threads: usize) -> Self {
-        CpuSort { threads: threads.max(1) }
+        CpuSort {
+            threads: threads.max(1),
+        }
     }
 }
 
@@ -48,7 +50,10 @@ impl LocalSort for CpuSort {
     }
 
     fn sort_u128_by_high(&self, v: &mut [u128]) {
-        assert!(cfg!(target_endian = "little"), "HiKeyed assumes little-endian u128 layout");
+        assert!(
+            cfg!(target_endian = "little"),
+            "HiKeyed assumes little-endian u128 layout"
+        );
         let r: &mut [HiKeyed] = bytemuck::cast_slice_mut(v);
         if self.threads > 1 && r.len() >= MT_THRESHOLD {
             r.voracious_mt_sort(self.threads);
@@ -110,7 +115,12 @@ mod tests {
         b.sort();
         CpuSort::new(1).sort_u128(&mut a);
         assert_eq!(a, b);
-        let mut c: Vec<u128> = w.iter().rev().enumerate().map(|(j, &k)| (k as u128) << 64 | j as u128).collect();
+        let mut c: Vec<u128> = w
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(j, &k)| (k as u128) << 64 | j as u128)
+            .collect();
         CpuSort::new(2).sort_u128_by_high(&mut c);
         assert!(c.windows(2).all(|x| x[0] >> 64 <= x[1] >> 64));
         let mut got: Vec<u64> = c.iter().map(|&x| x as u64).collect();
