@@ -23,7 +23,8 @@ fn gpu(test: &str) -> Option<&'static GpuSort> {
     match GPU.get_or_init(|| GpuSort::open(0, 4).map_err(|e| e.to_string())) {
         Ok(g) => {
             // A GPU is there: the kernels must compile (a failure here is a real failure).
-            g.prepare().expect("GPU present but the kernels do not compile/load");
+            g.prepare()
+                .expect("GPU present but the kernels do not compile/load");
             Some(g)
         }
         Err(e) => {
@@ -53,8 +54,14 @@ enum Pattern {
     OneDigit,
 }
 
-const PATTERNS: [Pattern; 6] =
-    [Pattern::Random, Pattern::EqualHigh, Pattern::Sorted, Pattern::Reverse, Pattern::FewDistinct, Pattern::OneDigit];
+const PATTERNS: [Pattern; 6] = [
+    Pattern::Random,
+    Pattern::EqualHigh,
+    Pattern::Sorted,
+    Pattern::Reverse,
+    Pattern::FewDistinct,
+    Pattern::OneDigit,
+];
 
 fn keys_u64(n: usize, p: Pattern, seed: u64) -> Vec<u64> {
     let r = |i: usize| splitmix(seed ^ (i as u64).wrapping_mul(0x2545f4914f6cdd1d));
@@ -90,7 +97,10 @@ fn keys_u128(n: usize, p: Pattern, seed: u64) -> Vec<u128> {
 /// Fails when any GPU sort fell back to the CPU (the GPU path must really have run).
 fn assert_no_fallback(g: &GpuSort, test: &str) {
     let (gpu_sorts, fallbacks) = g.counters();
-    assert_eq!(fallbacks, 0, "{test}: {fallbacks} GPU sorts failed and were redone on the CPU");
+    assert_eq!(
+        fallbacks, 0,
+        "{test}: {fallbacks} GPU sorts failed and were redone on the CPU"
+    );
     assert!(gpu_sorts > 0, "{test}: no sort ran on the GPU");
 }
 
@@ -100,7 +110,10 @@ fn check_u64(g: &GpuSort, n: usize, p: Pattern) {
     CpuSort::new(4).sort_u64(&mut a);
     g.sort_u64(&mut b);
     if let Some(i) = (0..n).find(|&i| a[i] != b[i]) {
-        panic!("u64 n={n} {p:?}: gpu differs from cpu at {i}: cpu {:#x} gpu {:#x}", a[i], b[i]);
+        panic!(
+            "u64 n={n} {p:?}: gpu differs from cpu at {i}: cpu {:#x} gpu {:#x}",
+            a[i], b[i]
+        );
     }
 }
 
@@ -110,39 +123,62 @@ fn check_u128(g: &GpuSort, n: usize, p: Pattern) {
     CpuSort::new(4).sort_u128(&mut a);
     g.sort_u128(&mut b);
     if let Some(i) = (0..n).find(|&i| a[i] != b[i]) {
-        panic!("u128 n={n} {p:?}: gpu differs from cpu at {i}: cpu {:#x} gpu {:#x}", a[i], b[i]);
+        panic!(
+            "u128 n={n} {p:?}: gpu differs from cpu at {i}: cpu {:#x} gpu {:#x}",
+            a[i], b[i]
+        );
     }
 }
 
 #[test]
 fn u64_equals_cpu() {
-    let Some(g) = gpu("u64_equals_cpu") else { return };
+    let Some(g) = gpu("u64_equals_cpu") else {
+        return;
+    };
     for n in SIZES {
         for p in PATTERNS {
             check_u64(g, n, p);
         }
     }
     assert_no_fallback(g, "u64_equals_cpu");
-    say(&format!("u64_equals_cpu: ran on {}: sizes {SIZES:?} × {} patterns", g.device(), PATTERNS.len()));
+    say(&format!(
+        "u64_equals_cpu: ran on {}: sizes {SIZES:?} × {} patterns",
+        g.device(),
+        PATTERNS.len()
+    ));
 }
 
 #[test]
 fn u128_equals_cpu() {
-    let Some(g) = gpu("u128_equals_cpu") else { return };
+    let Some(g) = gpu("u128_equals_cpu") else {
+        return;
+    };
     for n in SIZES {
         for p in PATTERNS {
             check_u128(g, n, p);
         }
     }
     assert_no_fallback(g, "u128_equals_cpu");
-    say(&format!("u128_equals_cpu: ran on {}: sizes {SIZES:?} × {} patterns", g.device(), PATTERNS.len()));
+    say(&format!(
+        "u128_equals_cpu: ran on {}: sizes {SIZES:?} × {} patterns",
+        g.device(),
+        PATTERNS.len()
+    ));
 }
 
 #[test]
 fn fresh_inputs_every_size() {
     // Sizes around tile and block boundaries, random data with a new seed each.
-    let Some(g) = gpu("fresh_inputs_every_size") else { return };
-    let sizes = [MIN_GPU_KEYS, MIN_GPU_KEYS + 1, 4096 * 37 + 1, 2048 * 101 - 1, 3_333_333];
+    let Some(g) = gpu("fresh_inputs_every_size") else {
+        return;
+    };
+    let sizes = [
+        MIN_GPU_KEYS,
+        MIN_GPU_KEYS + 1,
+        4096 * 37 + 1,
+        2048 * 101 - 1,
+        3_333_333,
+    ];
     for (s, n) in sizes.into_iter().enumerate() {
         for rep in 0..3u64 {
             let mut a = keys_u64(n, Pattern::Random, 1000 * s as u64 + rep);
@@ -164,24 +200,39 @@ fn fresh_inputs_every_size() {
 #[test]
 fn chunked_sort_merges_on_cpu() {
     // A chunk cap far below the input: sorted in device chunks, merged on the CPU.
-    let Some(shared) = gpu("chunked_sort_merges_on_cpu") else { return };
+    let Some(shared) = gpu("chunked_sort_merges_on_cpu") else {
+        return;
+    };
     let mut g = GpuSort::open(0, 4).expect("a second handle on the same device");
-    for (cap, n) in [(MIN_GPU_KEYS, 1_000_000), (300_000, 1_000_000), (1 << 20, 3_000_001)] {
+    for (cap, n) in [
+        (MIN_GPU_KEYS, 1_000_000),
+        (300_000, 1_000_000),
+        (1 << 20, 3_000_001),
+    ] {
         g.set_max_chunk(Some(cap));
         for p in [Pattern::Random, Pattern::FewDistinct, Pattern::Reverse] {
             check_u64(&g, n, p);
             check_u128(&g, n, p);
             let prof = g.last_profile();
-            assert_eq!(prof.chunks, n.div_ceil(cap), "u128 n={n} cap={cap}: expected chunks");
+            assert_eq!(
+                prof.chunks,
+                n.div_ceil(cap),
+                "u128 n={n} cap={cap}: expected chunks"
+            );
         }
     }
     assert_no_fallback(&g, "chunked_sort_merges_on_cpu");
-    say(&format!("chunked_sort_merges_on_cpu: ran on {}", shared.device()));
+    say(&format!(
+        "chunked_sort_merges_on_cpu: ran on {}",
+        shared.device()
+    ));
 }
 
 #[test]
 fn u128_by_high_sorts_by_high_half() {
-    let Some(g) = gpu("u128_by_high_sorts_by_high_half") else { return };
+    let Some(g) = gpu("u128_by_high_sorts_by_high_half") else {
+        return;
+    };
     for n in SIZES {
         for p in PATTERNS {
             let mut a = keys_u128(n, p, n as u64 + 3);
@@ -191,12 +242,21 @@ fn u128_by_high_sorts_by_high_half() {
             }
             let mut b = a.clone();
             g.sort_u128_by_high(&mut b);
-            assert!(b.windows(2).all(|w| w[0] >> 64 <= w[1] >> 64), "u128 by high n={n} {p:?}: not sorted by high");
+            assert!(
+                b.windows(2).all(|w| w[0] >> 64 <= w[1] >> 64),
+                "u128 by high n={n} {p:?}: not sorted by high"
+            );
             a.sort_unstable();
             b.sort_unstable();
-            assert!(a == b, "u128 by high n={n} {p:?}: not a permutation of the input");
+            assert!(
+                a == b,
+                "u128 by high n={n} {p:?}: not a permutation of the input"
+            );
         }
     }
     assert_no_fallback(g, "u128_by_high_sorts_by_high_half");
-    say(&format!("u128_by_high_sorts_by_high_half: ran on {}", g.device()));
+    say(&format!(
+        "u128_by_high_sorts_by_high_half: ran on {}",
+        g.device()
+    ));
 }

@@ -48,7 +48,14 @@ mod bench {
     }
 
     fn args() -> Args {
-        let mut a = Args { sizes: vec![100_000_000, 1_000_000_000], threads: 16, reps: 3, cpu_reps: 1, pageable: false, bits128: vec![128] };
+        let mut a = Args {
+            sizes: vec![100_000_000, 1_000_000_000],
+            threads: 16,
+            reps: 3,
+            cpu_reps: 1,
+            pageable: false,
+            bits128: vec![128],
+        };
         let mut it = std::env::args().skip(1);
         while let Some(x) = it.next() {
             let mut val = || it.next().unwrap_or_else(|| panic!("{x} needs a value"));
@@ -59,7 +66,9 @@ mod bench {
                 "--cpu-reps" => a.cpu_reps = val().parse().expect("cpu reps"),
                 "--pageable" => a.pageable = true,
                 // Significant low bits of the u128 keys (psa's keys have constant high bits).
-                "--u128-bits" => a.bits128 = val().split(',').map(|b| b.parse().expect("bits")).collect(),
+                "--u128-bits" => {
+                    a.bits128 = val().split(',').map(|b| b.parse().expect("bits")).collect()
+                }
                 "-h" | "--help" => {
                     println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--u128-bits 128,80]");
                     std::process::exit(0);
@@ -92,7 +101,11 @@ mod bench {
     impl BenchKey for u128 {
         fn make(i: u64, bits: u32) -> Self {
             let k = (splitmix(i) as u128) << 64 | splitmix(i ^ 0x5555_5555_5555_5555) as u128;
-            if bits >= 128 { k } else { k & ((1u128 << bits) - 1) }
+            if bits >= 128 {
+                k
+            } else {
+                k & ((1u128 << bits) - 1)
+            }
         }
         fn cpu_sort(v: &mut [Self], threads: usize) {
             v.voracious_mt_sort(threads);
@@ -116,8 +129,15 @@ mod bench {
     fn run<K: BenchKey>(gpu: &GpuSort, a: &Args, n: usize, bits: u32) -> Row {
         let seed = (n as u64).wrapping_mul(0x1000193) ^ K::WORDS as u64 ^ ((bits as u64) << 32);
         let t = Instant::now();
-        let input: Vec<K> = (0..n as u64).into_par_iter().map(|i| K::make(seed.wrapping_add(i), bits)).collect();
-        eprintln!("  generated {n} {} keys in {:.2}s", K::NAME, t.elapsed().as_secs_f64());
+        let input: Vec<K> = (0..n as u64)
+            .into_par_iter()
+            .map(|i| K::make(seed.wrapping_add(i), bits))
+            .collect();
+        eprintln!(
+            "  generated {n} {} keys in {:.2}s",
+            K::NAME,
+            t.elapsed().as_secs_f64()
+        );
         let mut cpu_times = Vec::new();
         let mut cpu_out = Vec::new();
         for _ in 0..a.cpu_reps.max(1) {
@@ -133,7 +153,9 @@ mod bench {
         let mut buf: Vec<K> = input.clone();
         for r in 0..a.reps.max(1) {
             if r > 0 {
-                buf.par_iter_mut().zip(input.par_iter()).for_each(|(d, s)| *d = *s);
+                buf.par_iter_mut()
+                    .zip(input.par_iter())
+                    .for_each(|(d, s)| *d = *s);
             }
             let t = Instant::now();
             if K::WORDS == 1 {
@@ -147,13 +169,27 @@ mod bench {
             equal &= eq;
             eprintln!("  gpu rep {r}: {:.4}s equal={eq} {:?}", gpu_times[r], prof);
         }
-        let what = if K::WORDS == 2 && bits < 128 { format!("u128 ({bits} bits)") } else { K::NAME.to_string() };
-        Row { what, n, cpu_s: median(cpu_times), gpu_s: median(gpu_times), prof, equal }
+        let what = if K::WORDS == 2 && bits < 128 {
+            format!("u128 ({bits} bits)")
+        } else {
+            K::NAME.to_string()
+        };
+        Row {
+            what,
+            n,
+            cpu_s: median(cpu_times),
+            gpu_s: median(gpu_times),
+            prof,
+            equal,
+        }
     }
 
     pub fn main() {
         let a = args();
-        rayon::ThreadPoolBuilder::new().num_threads(a.threads).build_global().ok();
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(a.threads)
+            .build_global()
+            .ok();
         let mut gpu = match GpuSort::open(0, a.threads) {
             Ok(g) => g,
             Err(e) => {
@@ -167,11 +203,18 @@ mod bench {
             eprintln!("gpu-sort-bench: {e}");
             std::process::exit(1);
         }
-        eprintln!("device: {}; kernels compiled and loaded in {:.3}s", gpu.device(), t.elapsed().as_secs_f64());
+        eprintln!(
+            "device: {}; kernels compiled and loaded in {:.3}s",
+            gpu.device(),
+            t.elapsed().as_secs_f64()
+        );
         // Warm-up: first sort allocates buffers and pinned staging.
         let mut w: Vec<u64> = (0..1u64 << 20).map(splitmix).collect();
         gpu.sort_u64(&mut w);
-        assert!(w.windows(2).all(|p| p[0] <= p[1]), "warm-up sort is not sorted");
+        assert!(
+            w.windows(2).all(|p| p[0] <= p[1]),
+            "warm-up sort is not sorted"
+        );
 
         let mut rows = Vec::new();
         for &n in &a.sizes {
@@ -183,7 +226,15 @@ mod bench {
             }
         }
         println!();
-        println!("device: {}; transfers: {}", gpu.device(), if a.pageable { "pageable" } else { "pinned staging" });
+        println!(
+            "device: {}; transfers: {}",
+            gpu.device(),
+            if a.pageable {
+                "pageable"
+            } else {
+                "pinned staging"
+            }
+        );
         println!();
         println!("| keys | n | passes | voracious {}T (s) | GPU total (s) | H2D | kernels | D2H | alloc | CPU/GPU | GPU Mkeys/s | equal |", a.threads);
         println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");

@@ -23,7 +23,9 @@ pub fn merge_runs<K: Ord + Copy + Send + Sync>(src: &[K], bounds: &[usize], dst:
         .collect();
     sample.sort_unstable();
     sample.dedup();
-    let splitters: Vec<K> = (1..parts).map(|p| sample[p * sample.len() / parts]).collect::<Vec<_>>();
+    let splitters: Vec<K> = (1..parts)
+        .map(|p| sample[p * sample.len() / parts])
+        .collect::<Vec<_>>();
     let mut splitters = splitters;
     splitters.dedup();
     // cuts[i][p]: where part p starts in run i.
@@ -41,14 +43,20 @@ pub fn merge_runs<K: Ord + Copy + Send + Sync>(src: &[K], bounds: &[usize], dst:
     let mut jobs: Vec<(Vec<&[K]>, &mut [K])> = Vec::with_capacity(nparts);
     let mut rest = dst;
     for p in 0..nparts {
-        let pieces: Vec<&[K]> = runs.iter().zip(&cuts).map(|(r, c)| &r[c[p]..c[p + 1]]).filter(|s| !s.is_empty()).collect();
+        let pieces: Vec<&[K]> = runs
+            .iter()
+            .zip(&cuts)
+            .map(|(r, c)| &r[c[p]..c[p + 1]])
+            .filter(|s| !s.is_empty())
+            .collect();
         let len: usize = pieces.iter().map(|s| s.len()).sum();
         let (out, tail) = rest.split_at_mut(len);
         rest = tail;
         jobs.push((pieces, out));
     }
     debug_assert!(rest.is_empty());
-    jobs.into_par_iter().for_each(|(pieces, out)| merge_into(&pieces, out));
+    jobs.into_par_iter()
+        .for_each(|(pieces, out)| merge_into(&pieces, out));
 }
 
 /// Sequential merge of sorted `pieces` into `out`.
@@ -70,7 +78,11 @@ fn merge_into<K: Ord + Copy>(pieces: &[&[K]], out: &mut [K]) {
             }
         }
         _ => {
-            let mut heap: BinaryHeap<Reverse<(K, usize)>> = pieces.iter().enumerate().map(|(i, p)| Reverse((p[0], i))).collect();
+            let mut heap: BinaryHeap<Reverse<(K, usize)>> = pieces
+                .iter()
+                .enumerate()
+                .map(|(i, p)| Reverse((p[0], i)))
+                .collect();
             let mut pos = vec![1usize; pieces.len()];
             for o in out.iter_mut() {
                 let Reverse((k, i)) = heap.pop().expect("heap holds the remaining keys");
@@ -97,7 +109,13 @@ mod tests {
             x ^= x << 17;
             x
         };
-        for (n, k) in [(0usize, 1usize), (10, 3), (100_000, 2), (100_000, 7), (300_000, 40)] {
+        for (n, k) in [
+            (0usize, 1usize),
+            (10, 3),
+            (100_000, 2),
+            (100_000, 7),
+            (300_000, 40),
+        ] {
             let mut src: Vec<u64> = (0..n).map(|_| next() % 5000).collect();
             let len = n.div_ceil(k).max(1);
             let mut bounds = vec![0];

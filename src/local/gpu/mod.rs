@@ -173,17 +173,28 @@ impl GpuSort {
                  folder (e.g. /usr/local/cuda/lib64) to LD_LIBRARY_PATH, or leave out --gpu",
             ));
         }
-        result::init().map_err(|e| unsupported(format!("--gpu: the CUDA driver failed to initialize: {e}")))?;
-        let count = result::device::get_count().map_err(|e| unsupported(format!("--gpu: cannot count CUDA devices: {e}")))?;
+        result::init().map_err(|e| {
+            unsupported(format!("--gpu: the CUDA driver failed to initialize: {e}"))
+        })?;
+        let count = result::device::get_count()
+            .map_err(|e| unsupported(format!("--gpu: cannot count CUDA devices: {e}")))?;
         if count <= 0 {
-            return Err(unsupported("--gpu: the CUDA driver found no GPU on this machine; leave out --gpu"));
+            return Err(unsupported(
+                "--gpu: the CUDA driver found no GPU on this machine; leave out --gpu",
+            ));
         }
         let ordinal = rank % count as usize;
-        let fail = |what: &str, e: DriverError| unsupported(format!("--gpu: device {ordinal}: {what}: {e}"));
+        let fail = |what: &str, e: DriverError| {
+            unsupported(format!("--gpu: device {ordinal}: {what}: {e}"))
+        };
         let ctx = CudaContext::new(ordinal).map_err(|e| fail("cannot create a context", e))?;
-        let stream = ctx.new_stream().map_err(|e| fail("cannot create a stream", e))?;
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| fail("cannot create a stream", e))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
-        let arch = ctx.compute_capability().map_err(|e| fail("cannot read the compute capability", e))?;
+        let arch = ctx
+            .compute_capability()
+            .map_err(|e| fail("cannot read the compute capability", e))?;
         if arch.0 < 7 {
             return Err(unsupported(format!(
                 "--gpu: device {ordinal} ({name}) has compute capability {}.{}; the kernels need 7.0 or newer",
@@ -193,7 +204,11 @@ impl GpuSort {
         let sms = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(|e| fail("cannot read the multiprocessor count", e))? as u32;
-        log::debug!("[pe {rank}] gpu: device {ordinal} of {count}: {name}, sm_{}{}, {sms} SMs", arch.0, arch.1);
+        log::debug!(
+            "[pe {rank}] gpu: device {ordinal} of {count}: {name}, sm_{}{}, {sms} SMs",
+            arch.0,
+            arch.1
+        );
         Ok(GpuSort {
             ctx,
             stream,
@@ -223,7 +238,10 @@ impl GpuSort {
 
     /// The device's name and ordinal, e.g. "NVIDIA H100 80GB HBM3 (device 0, sm_90)".
     pub fn device(&self) -> String {
-        format!("{} (device {}, sm_{}{})", self.name, self.ordinal, self.arch.0, self.arch.1)
+        format!(
+            "{} (device {}, sm_{}{})",
+            self.name, self.ordinal, self.arch.0, self.arch.1
+        )
     }
 
     /// Caps the keys per device chunk (tests use this to exercise the chunk merge).
@@ -238,13 +256,18 @@ impl GpuSort {
 
     /// Compiles and loads the kernels now instead of at the first sort.
     pub fn prepare(&self) -> Result<()> {
-        self.kernels().map(|_| ()).map_err(|e| unsupported(format!("--gpu: {e}")))
+        self.kernels()
+            .map(|_| ())
+            .map_err(|e| unsupported(format!("--gpu: {e}")))
     }
 
     /// How many sorts ran on the GPU, and how many GPU sorts failed and were redone on the CPU
     /// (each with a warning in the log).
     pub fn counters(&self) -> (u64, u64) {
-        (self.gpu_sorts.load(Ordering::Relaxed), self.fallbacks.load(Ordering::Relaxed))
+        (
+            self.gpu_sorts.load(Ordering::Relaxed),
+            self.fallbacks.load(Ordering::Relaxed),
+        )
     }
 
     /// Where the time of the last GPU sort went.
@@ -257,7 +280,10 @@ impl GpuSort {
     }
 
     fn kernels(&self) -> std::result::Result<&Kernels, String> {
-        self.kernels.get_or_init(|| self.load_kernels()).as_ref().map_err(|e| e.clone())
+        self.kernels
+            .get_or_init(|| self.load_kernels())
+            .as_ref()
+            .map_err(|e| e.clone())
     }
 
     fn load_kernels(&self) -> std::result::Result<Kernels, String> {
@@ -278,17 +304,30 @@ impl GpuSort {
                     };
                     let r = nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(|e| match e {
                         nvrtc::CompileError::CompileError { log, .. } => {
-                            format!("NVRTC failed to compile the sort kernels:\n{}", log.to_string_lossy())
+                            format!(
+                                "NVRTC failed to compile the sort kernels:\n{}",
+                                log.to_string_lossy()
+                            )
                         }
                         e => format!("NVRTC failed: {e}"),
                     });
-                    log::debug!("gpu: NVRTC compiled the kernels in {:.3}s", t0.elapsed().as_secs_f64());
+                    log::debug!(
+                        "gpu: NVRTC compiled the kernels in {:.3}s",
+                        t0.elapsed().as_secs_f64()
+                    );
                     r
                 })
                 .clone()?
         };
-        let module = self.ctx.load_module(ptx).map_err(drv("cannot load the kernels"))?;
-        let f = |name: &str| module.load_function(name).map_err(drv("cannot find a kernel"));
+        let module = self
+            .ctx
+            .load_module(ptx)
+            .map_err(drv("cannot load the kernels"))?;
+        let f = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(drv("cannot find a kernel"))
+        };
         let orand = [f("orand_u64")?, f("orand_u128")?];
         let hist = [f("hist_u64")?, f("hist_u128")?];
         let scatter = [f("scatter_u64")?, f("scatter_u128")?];
@@ -302,14 +341,24 @@ impl GpuSort {
         }
         let counts_bytes = 256 * 4 * max_blocks.iter().copied().max().unwrap_or(1) as usize;
         let mut st = self.lock();
-        self.ctx.bind_to_thread().map_err(drv("cannot bind the context"))?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(drv("cannot bind the context"))?;
         unsafe {
-            st.counts = result::malloc_sync(counts_bytes).map_err(drv("cannot allocate the count table"))?;
+            st.counts = result::malloc_sync(counts_bytes)
+                .map_err(drv("cannot allocate the count table"))?;
             st.counts_bytes = counts_bytes;
             st.orand = result::malloc_sync(32).map_err(drv("cannot allocate the OR/AND words"))?;
         }
         log::debug!("gpu: scatter grid {max_blocks:?} blocks");
-        Ok(Kernels { _module: module, orand, hist, scatter, scan, max_blocks })
+        Ok(Kernels {
+            _module: module,
+            orand,
+            hist,
+            scatter,
+            scan,
+            max_blocks,
+        })
     }
 
     /// Sorts `v`: on the CPU when small, else on the GPU; if the GPU fails before `v` was
@@ -325,22 +374,40 @@ impl GpuSort {
             }
             Err(Failure::Untouched(e)) => {
                 self.fallbacks.fetch_add(1, Ordering::Relaxed);
-                log::warn!("gpu sort of {} {} keys failed, sorting on the CPU instead: {e}", v.len(), K::NAME);
+                log::warn!(
+                    "gpu sort of {} {} keys failed, sorting on the CPU instead: {e}",
+                    v.len(),
+                    K::NAME
+                );
                 cpu(&self.cpu, v);
             }
             Err(Failure::Clobbered(e)) => {
-                panic!("gpu sort of {} {} keys failed while copying the result back: {e}", v.len(), K::NAME)
+                panic!(
+                    "gpu sort of {} {} keys failed while copying the result back: {e}",
+                    v.len(),
+                    K::NAME
+                )
             }
         }
     }
 
-    fn gpu_sort<K: GpuKey>(&self, v: &mut [K], high_only: bool) -> std::result::Result<(), Failure> {
+    fn gpu_sort<K: GpuKey>(
+        &self,
+        v: &mut [K],
+        high_only: bool,
+    ) -> std::result::Result<(), Failure> {
         let n = v.len();
         let kernels = self.kernels().map_err(Failure::Untouched)?;
         let mut st = self.lock();
         let st = &mut *st;
-        self.ctx.bind_to_thread().map_err(drv("cannot bind the context")).map_err(Failure::Untouched)?;
-        let mut prof = Profile { keys: n, ..Default::default() };
+        self.ctx
+            .bind_to_thread()
+            .map_err(drv("cannot bind the context"))
+            .map_err(Failure::Untouched)?;
+        let mut prof = Profile {
+            keys: n,
+            ..Default::default()
+        };
         let t0 = Instant::now();
         let chunk = self.reserve::<K>(st, n).map_err(Failure::Untouched)?;
         prof.alloc_s = t0.elapsed().as_secs_f64();
@@ -353,13 +420,16 @@ impl GpuSort {
             self.upload(st, bytes, buf0).map_err(Failure::Untouched)?;
             prof.h2d_s = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let (at, passes) = self.sort_on_device::<K>(kernels, st, n, high_only).map_err(Failure::Untouched)?;
+            let (at, passes) = self
+                .sort_on_device::<K>(kernels, st, n, high_only)
+                .map_err(Failure::Untouched)?;
             prof.sort_s = t.elapsed().as_secs_f64();
             prof.passes = passes;
             let t = Instant::now();
             if passes > 0 {
                 let src = st.bufs[at];
-                self.download(st, src, bytes.as_mut_ptr(), bytes.len()).map_err(Failure::Clobbered)?;
+                self.download(st, src, bytes.as_mut_ptr(), bytes.len())
+                    .map_err(Failure::Clobbered)?;
             }
             prof.d2h_s = t.elapsed().as_secs_f64();
         } else {
@@ -377,14 +447,17 @@ impl GpuSort {
                 prof.h2d_s += t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 // Full sorts here: the merge compares whole keys, so runs must be sorted by them.
-                let (at, passes) = self.sort_on_device::<K>(kernels, st, part.len(), false).map_err(Failure::Untouched)?;
+                let (at, passes) = self
+                    .sort_on_device::<K>(kernels, st, part.len(), false)
+                    .map_err(Failure::Untouched)?;
                 prof.sort_s += t.elapsed().as_secs_f64();
                 prof.passes += passes;
                 let t = Instant::now();
                 // SAFETY: runs has capacity n; this writes bytes [c*len*size, +part bytes).
                 let dst = unsafe { runs_ptr.add(c * len * size) };
                 let src = st.bufs[at];
-                self.download(st, src, dst, bytes.len()).map_err(Failure::Untouched)?;
+                self.download(st, src, dst, bytes.len())
+                    .map_err(Failure::Untouched)?;
                 prof.d2h_s += t.elapsed().as_secs_f64();
                 bounds.push(bounds.last().unwrap() + part.len());
             }
@@ -420,7 +493,8 @@ impl GpuSort {
             return Ok((st.buf_bytes / size).min(cap));
         }
         self.free_bufs(st);
-        let (free, _total) = result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
+        let (free, _total) =
+            result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
         let fit = free.saturating_sub(RESERVE_BYTES) / (2 * size);
         let mut keys = want.min(fit);
         // Another process may take memory between the query and the allocation: halve and retry.
@@ -475,8 +549,17 @@ impl GpuSort {
         let launch = |f: &CudaFunction, grid: u32, block: u32, params: &mut [*mut c_void]| {
             // SAFETY: params point at locals of the argument types the kernel declares; all
             // device pointers are live allocations of this context.
-            unsafe { result::launch_kernel(f.cu_function(), (grid, 1, 1), (block, 1, 1), 0, cu_stream, params) }
-                .map_err(drv("kernel launch failed"))
+            unsafe {
+                result::launch_kernel(
+                    f.cu_function(),
+                    (grid, 1, 1),
+                    (block, 1, 1),
+                    0,
+                    cu_stream,
+                    params,
+                )
+            }
+            .map_err(drv("kernel launch failed"))
         };
         // Constant digits: OR and AND of all keys.
         let mut words = [0u64, !0, 0, !0];
@@ -487,13 +570,22 @@ impl GpuSort {
         let (buf0, orand) = (st.bufs[0], st.orand);
         launch(&k.orand[ki], grid, BLOCK, &mut params!(buf0, n64, orand))?;
         unsafe {
-            result::memcpy_dtoh_async(&mut words, st.orand, stream.cu_stream()).map_err(drv("copy"))?;
+            result::memcpy_dtoh_async(&mut words, st.orand, stream.cu_stream())
+                .map_err(drv("copy"))?;
         }
-        stream.synchronize().map_err(drv("the OR/AND kernel failed"))?;
+        stream
+            .synchronize()
+            .map_err(drv("the OR/AND kernel failed"))?;
         let varying = [words[0] ^ words[1], words[2] ^ words[3]];
-        let shifts: Vec<u32> =
-            (0..8 * K::WORDS as u32).filter(|&d| (varying[d as usize / 8] >> (8 * (d % 8))) & 0xff != 0).map(|d| 8 * d).collect();
-        let first = if high_only { 64 * (K::WORDS as u32 - 1) } else { 0 };
+        let shifts: Vec<u32> = (0..8 * K::WORDS as u32)
+            .filter(|&d| (varying[d as usize / 8] >> (8 * (d % 8))) & 0xff != 0)
+            .map(|d| 8 * d)
+            .collect();
+        let first = if high_only {
+            64 * (K::WORDS as u32 - 1)
+        } else {
+            0
+        };
         let shifts: Vec<u32> = shifts.into_iter().filter(|&s| s >= first).collect();
 
         let tiles = n.div_ceil(K::TILE);
@@ -507,9 +599,19 @@ impl GpuSort {
         let mut cur = 0usize;
         for &shift in &shifts {
             let (src, dst) = (st.bufs[cur], st.bufs[1 - cur]);
-            launch(&k.hist[ki], blocks, BLOCK, &mut params!(src, n64, per64, shift, counts))?;
+            launch(
+                &k.hist[ki],
+                blocks,
+                BLOCK,
+                &mut params!(src, n64, per64, shift, counts),
+            )?;
             launch(&k.scan, 1, 1024, &mut params!(counts, m))?;
-            launch(&k.scatter[ki], blocks, BLOCK, &mut params!(src, dst, n64, per64, shift, counts))?;
+            launch(
+                &k.scatter[ki],
+                blocks,
+                BLOCK,
+                &mut params!(src, dst, n64, per64, shift, counts),
+            )?;
             cur = 1 - cur;
         }
         stream.synchronize().map_err(drv("a sort kernel failed"))?;
@@ -548,19 +650,26 @@ impl GpuSort {
     }
 
     /// Copies `host` to device address `dst`; the copy is complete (stream-ordered) on return.
-    fn upload(&self, st: &mut State, host: &[u8], dst: sys::CUdeviceptr) -> std::result::Result<(), String> {
+    fn upload(
+        &self,
+        st: &mut State,
+        host: &[u8],
+        dst: sys::CUdeviceptr,
+    ) -> std::result::Result<(), String> {
         let stream = self.stream.cu_stream();
         match self.staging(st) {
             Some((pins, events)) => {
                 for (i, part) in host.chunks(STAGE_BYTES).enumerate() {
                     let b = i % 2;
                     unsafe {
-                        result::event::synchronize(events[b]).map_err(drv("host-to-device copy"))?;
+                        result::event::synchronize(events[b])
+                            .map_err(drv("host-to-device copy"))?;
                         let pin = std::slice::from_raw_parts_mut(pins[b], part.len());
                         par_copy(pin, part);
                         result::memcpy_htod_async(dst + (i * STAGE_BYTES) as u64, pin, stream)
                             .map_err(drv("host-to-device copy"))?;
-                        result::event::record(events[b], stream).map_err(drv("host-to-device copy"))?;
+                        result::event::record(events[b], stream)
+                            .map_err(drv("host-to-device copy"))?;
                     }
                 }
             }
@@ -568,11 +677,19 @@ impl GpuSort {
                 result::memcpy_htod_async(dst, host, stream).map_err(drv("host-to-device copy"))?;
             },
         }
-        self.stream.synchronize().map_err(drv("host-to-device copy"))
+        self.stream
+            .synchronize()
+            .map_err(drv("host-to-device copy"))
     }
 
     /// Copies `len` bytes from device address `src` to `host`.
-    fn download(&self, st: &mut State, src: sys::CUdeviceptr, host: *mut u8, len: usize) -> std::result::Result<(), String> {
+    fn download(
+        &self,
+        st: &mut State,
+        src: sys::CUdeviceptr,
+        host: *mut u8,
+        len: usize,
+    ) -> std::result::Result<(), String> {
         let stream = self.stream.cu_stream();
         // SAFETY: callers pass `len` writable bytes at `host`.
         let host = unsafe { std::slice::from_raw_parts_mut(host, len) };
@@ -597,7 +714,8 @@ impl GpuSort {
                         issue(i + 1, lens[i + 1])?;
                     }
                     unsafe {
-                        result::event::synchronize(events[i % 2]).map_err(drv("device-to-host copy"))?;
+                        result::event::synchronize(events[i % 2])
+                            .map_err(drv("device-to-host copy"))?;
                         let pin = std::slice::from_raw_parts(pins[i % 2], part.len());
                         par_copy(part, pin);
                     }
@@ -606,7 +724,9 @@ impl GpuSort {
             }
             None => unsafe {
                 result::memcpy_dtoh_async(host, src, stream).map_err(drv("device-to-host copy"))?;
-                self.stream.synchronize().map_err(drv("device-to-host copy"))
+                self.stream
+                    .synchronize()
+                    .map_err(drv("device-to-host copy"))
             },
         }
     }
@@ -615,7 +735,9 @@ impl GpuSort {
 /// Copies `src` into `dst` (same length) with the rayon pool.
 fn par_copy(dst: &mut [u8], src: &[u8]) {
     const PIECE: usize = 1 << 20;
-    dst.par_chunks_mut(PIECE).zip(src.par_chunks(PIECE)).for_each(|(d, s)| d.copy_from_slice(s));
+    dst.par_chunks_mut(PIECE)
+        .zip(src.par_chunks(PIECE))
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// How a GPU sort failed: before or after it started writing into the caller's slice.
