@@ -106,7 +106,10 @@ table! {
 
 /// Runs one row: every p, algo and base case; collects all failures, then fails with all of them.
 fn run_row(name: &str) {
-    let case = TABLE.iter().find(|c| c.name == name).expect("row is in the table");
+    let case = TABLE
+        .iter()
+        .find(|c| c.name == name)
+        .expect("row is in the table");
     let text = (case.gen)();
     let want = oracle(&text);
     let dir = TempDir::new(name);
@@ -118,19 +121,43 @@ fn run_row(name: &str) {
             for &base in case.bases {
                 runs += 1;
                 if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &[]) {
-                    failures.push(format!("input {name} (n = {}), p = {p}, algo = {algo}, {}: {msg}", text.len(), base.label()));
+                    failures.push(format!(
+                        "input {name} (n = {}), p = {p}, algo = {algo}, {}: {msg}",
+                        text.len(),
+                        base.label()
+                    ));
                 }
             }
         }
     }
-    eprintln!("{name}: n = {}, {runs} runs, {} failed", text.len(), failures.len());
+    eprintln!(
+        "{name}: n = {}, {runs} runs, {} failed",
+        text.len(),
+        failures.len()
+    );
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
 /// One run of `psa` on `dir/input`; Ok when it exits 0 and its output equals `want`.
-fn run_one(dir: &Path, want: &[u64], p: usize, algo: &str, base: Base, env: &[(&str, &str)]) -> Result<(), String> {
-    let out = format!("out-{p}-{algo}-{}.sa", base.label().replace(' ', "_").replace('-', ""));
-    let mut args: Vec<String> = vec!["-q".into(), "--algo".into(), algo.into(), "-o".into(), out.clone()];
+fn run_one(
+    dir: &Path,
+    want: &[u64],
+    p: usize,
+    algo: &str,
+    base: Base,
+    env: &[(&str, &str)],
+) -> Result<(), String> {
+    let out = format!(
+        "out-{p}-{algo}-{}.sa",
+        base.label().replace(' ', "_").replace('-', "")
+    );
+    let mut args: Vec<String> = vec![
+        "-q".into(),
+        "--algo".into(),
+        algo.into(),
+        "-o".into(),
+        out.clone(),
+    ];
     args.extend(base.args());
     args.push("input".into());
     let o = run_psa_env(p, &args, env, dir, DEFAULT_TIMEOUT);
@@ -163,13 +190,23 @@ fn oracles_agree_on_table_inputs() {
     assert_eq!(gen::ab_n_a(2), b"ababa");
     assert_eq!(gen::abc_n(2), b"abcabc");
     assert!(gen::dna(9, 20_000).iter().all(|c| b"ACGTN".contains(c)));
-    assert!(gen::dna(9, 20_000).windows(10).any(|w| w == b"NNNNNNNNNN"), "DNA has N runs");
-    assert_eq!(gen::random(7, 5000, 256, 0), gen::random(7, 5000, 256, 0), "generators are deterministic");
+    assert!(
+        gen::dna(9, 20_000).windows(10).any(|w| w == b"NNNNNNNNNN"),
+        "DNA has N runs"
+    );
+    assert_eq!(
+        gen::random(7, 5000, 256, 0),
+        gen::random(7, 5000, 256, 0),
+        "generators are deterministic"
+    );
     let mut seen = [false; 256];
     for &c in &gen::random(7, 5000, 256, 0) {
         seen[c as usize] = true;
     }
-    assert!(seen.iter().all(|&s| s), "sigma = 256 covers every byte value");
+    assert!(
+        seen.iter().all(|&s| s),
+        "sigma = 256 covers every byte value"
+    );
 }
 
 /// Random texts through the CLI: random length 0..3000, random alphabet size 1..=256, random
@@ -202,7 +239,11 @@ fn random_texts_cli() {
             }
         }
     }
-    assert!(failures.is_empty(), "{}", failure_report(&failures, 2 * TEXTS));
+    assert!(
+        failures.is_empty(),
+        "{}",
+        failure_report(&failures, 2 * TEXTS)
+    );
 }
 
 /// Many more random texts through the library (`psa::suffix_array`) in one mpirun per p: the
@@ -215,14 +256,26 @@ fn random_texts_library_batched() {
     let mut failures = Vec::new();
     for p in 1..=5usize {
         let mut c = mpirun(p, SELFTEST);
-        c.args(["random-sa", "--count", "150", "--max-len", "3000", "--seed", &(1000 + p).to_string()]);
+        c.args([
+            "random-sa",
+            "--count",
+            "150",
+            "--max-len",
+            "3000",
+            "--seed",
+            &(1000 + p).to_string(),
+        ]);
         let o = run_with_timeout(c, dir.path(), Duration::from_secs(120));
         let summary_ok = o.stdout.contains("random-sa: ") && o.stdout.contains(" 0 failed");
         if !o.success() || !summary_ok {
             failures.push(format!("p = {p}: {}", o.describe()));
         }
     }
-    assert!(failures.is_empty(), "library property loop failed:\n\n{}", failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "library property loop failed:\n\n{}",
+        failures.join("\n\n")
+    );
 }
 
 /// `--width 5`, `--width 8`, `--width 4` and auto all decode to the same suffix array, and the file
@@ -239,7 +292,18 @@ fn output_widths() {
             let out = format!("w{flag}-{p}-{algo}.sa");
             let o = run_psa(
                 p,
-                ["-q", "--algo", algo, "--base-case", "16", "--width", flag, "-o", &out, "input"],
+                [
+                    "-q",
+                    "--algo",
+                    algo,
+                    "--base-case",
+                    "16",
+                    "--width",
+                    flag,
+                    "-o",
+                    &out,
+                    "input",
+                ],
                 dir.path(),
             );
             let label = format!("p = {p}, algo = {algo}, --width {flag}");
@@ -249,7 +313,11 @@ fn output_widths() {
             }
             let bytes = std::fs::read(dir.join(&out)).expect("output exists");
             if bytes.len() != text.len() * width {
-                failures.push(format!("{label}: file has {} bytes, want {}", bytes.len(), text.len() * width));
+                failures.push(format!(
+                    "{label}: file has {} bytes, want {}",
+                    bytes.len(),
+                    text.len() * width
+                ));
                 continue;
             }
             let got = decode(&bytes, width);
@@ -281,7 +349,14 @@ fn chunked_all_to_all() {
             for &algo in ALGOS {
                 for base in [Base::Small(4), Base::Default] {
                     runs += 1;
-                    if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &[("PSA_MPI_MAX_COUNT", "7")]) {
+                    if let Err(msg) = run_one(
+                        dir.path(),
+                        &want,
+                        p,
+                        algo,
+                        base,
+                        &[("PSA_MPI_MAX_COUNT", "7")],
+                    ) {
                         failures.push(format!(
                             "PSA_MPI_MAX_COUNT=7, input {name}, p = {p}, algo = {algo}, {}: {msg}",
                             base.label()
@@ -314,8 +389,13 @@ fn wide_record_paths() {
             for &algo in ALGOS {
                 for base in [Base::Small(4), Base::Default] {
                     runs += 1;
-                    if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &[("PSA_FORCE_WIDE", "1")]) {
-                        failures.push(format!("PSA_FORCE_WIDE=1, input {name}, p = {p}, algo = {algo}, {}: {msg}", base.label()));
+                    if let Err(msg) =
+                        run_one(dir.path(), &want, p, algo, base, &[("PSA_FORCE_WIDE", "1")])
+                    {
+                        failures.push(format!(
+                            "PSA_FORCE_WIDE=1, input {name}, p = {p}, algo = {algo}, {}: {msg}",
+                            base.label()
+                        ));
                     }
                 }
             }

@@ -28,7 +28,15 @@ fn partial_files(dir: &Path) -> Vec<String> {
 
 /// Runs a command that must fail; checks the exit code, that stderr names each of `needles`, and
 /// that `out` is untouched: absent if it was absent, unchanged if it held the sentinel.
-fn expect_failure(what: &str, p: usize, args: &[&str], dir: &TempDir, code: i32, needles: &[&str], out: &Path) {
+fn expect_failure(
+    what: &str,
+    p: usize,
+    args: &[&str],
+    dir: &TempDir,
+    code: i32,
+    needles: &[&str],
+    out: &Path,
+) {
     for pre_existing in [false, true] {
         if pre_existing {
             fs::write(out, SENTINEL).expect("write sentinel output");
@@ -38,19 +46,37 @@ fn expect_failure(what: &str, p: usize, args: &[&str], dir: &TempDir, code: i32,
         let o = run_psa(p, args, dir.path());
         let ctx = format!("{what} (p = {p}, output existed before: {pre_existing})");
         assert!(!o.timed_out, "{ctx}: hung: {}", o.describe());
-        assert_eq!(o.code, Some(code), "{ctx}: wrong exit status: {}", o.describe());
+        assert_eq!(
+            o.code,
+            Some(code),
+            "{ctx}: wrong exit status: {}",
+            o.describe()
+        );
         for n in needles {
-            assert!(o.stderr.contains(n), "{ctx}: stderr does not mention '{n}': {}", o.describe());
+            assert!(
+                o.stderr.contains(n),
+                "{ctx}: stderr does not mention '{n}': {}",
+                o.describe()
+            );
         }
         if pre_existing {
-            let now = fs::read(out).unwrap_or_else(|e| panic!("{ctx}: the existing output {} is gone: {e}", out.display()));
+            let now = fs::read(out).unwrap_or_else(|e| {
+                panic!("{ctx}: the existing output {} is gone: {e}", out.display())
+            });
             assert_eq!(now, SENTINEL, "{ctx}: the existing output was changed");
         } else {
-            assert!(!out.exists(), "{ctx}: a file was left under the output name {}", out.display());
+            assert!(
+                !out.exists(),
+                "{ctx}: a file was left under the output name {}",
+                out.display()
+            );
         }
         if let Some(parent) = out.parent().filter(|d| d.is_dir()) {
             let left = partial_files(parent);
-            assert!(left.is_empty(), "{ctx}: temporary files left beside the output: {left:?}");
+            assert!(
+                left.is_empty(),
+                "{ctx}: temporary files left beside the output: {left:?}"
+            );
         }
         eprintln!("{ctx}: exit {:?} in {:.1}s, ok", o.code, o.secs);
     }
@@ -74,7 +100,10 @@ fn missing_input() {
     // Default output name (INPUT.sa): nothing is created either.
     let o = run_psa(2, ["gone.txt"], dir.path());
     assert_eq!(o.code, Some(1), "{}", o.describe());
-    assert!(!dir.join("gone.txt.sa").exists(), "an output file was created for a missing input");
+    assert!(
+        !dir.join("gone.txt.sa").exists(),
+        "an output file was created for a missing input"
+    );
 }
 
 #[test]
@@ -90,7 +119,15 @@ fn unreadable_input() {
     fs::set_permissions(&input, perm).unwrap();
     let out = dir.join("out.sa");
     for p in [1, 2] {
-        expect_failure("unreadable input", p, &["-o", "out.sa", "secret.txt"], &dir, 1, &["secret.txt", "ermission denied"], &out);
+        expect_failure(
+            "unreadable input",
+            p,
+            &["-o", "out.sa", "secret.txt"],
+            &dir,
+            1,
+            &["secret.txt", "ermission denied"],
+            &out,
+        );
     }
 }
 
@@ -100,7 +137,15 @@ fn input_is_a_directory() {
     fs::create_dir(dir.join("adir")).unwrap();
     let out = dir.join("out.sa");
     for p in [1, 3] {
-        expect_failure("input is a directory", p, &["-o", "out.sa", "adir"], &dir, 1, &["adir", "directory"], &out);
+        expect_failure(
+            "input is a directory",
+            p,
+            &["-o", "out.sa", "adir"],
+            &dir,
+            1,
+            &["adir", "directory"],
+            &out,
+        );
     }
 }
 
@@ -113,8 +158,15 @@ fn output_directory_missing() {
         let o = run_psa(p, ["-o", "no-such-dir/out.sa", "input"], dir.path());
         assert!(!o.timed_out, "hung: {}", o.describe());
         assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
-        assert!(o.stderr.contains("no-such-dir"), "p = {p}: message does not name the directory: {}", o.describe());
-        assert!(!out.exists() && !dir.join("no-such-dir").exists(), "p = {p}: something was created");
+        assert!(
+            o.stderr.contains("no-such-dir"),
+            "p = {p}: message does not name the directory: {}",
+            o.describe()
+        );
+        assert!(
+            !out.exists() && !dir.join("no-such-dir").exists(),
+            "p = {p}: something was created"
+        );
     }
 }
 
@@ -137,9 +189,21 @@ fn output_directory_not_writable() {
         let o = run_psa(p, ["-o", "ro/out.sa", "input"], dir.path());
         assert!(!o.timed_out, "hung: {}", o.describe());
         assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
-        assert!(o.stderr.contains("ro"), "p = {p}: message does not name the directory: {}", o.describe());
-        assert!(o.stderr.contains("ermission denied"), "p = {p}: {}", o.describe());
-        assert_eq!(fs::read(&out).unwrap(), SENTINEL, "p = {p}: existing output changed");
+        assert!(
+            o.stderr.contains("ro"),
+            "p = {p}: message does not name the directory: {}",
+            o.describe()
+        );
+        assert!(
+            o.stderr.contains("ermission denied"),
+            "p = {p}: {}",
+            o.describe()
+        );
+        assert_eq!(
+            fs::read(&out).unwrap(),
+            SENTINEL,
+            "p = {p}: existing output changed"
+        );
     }
 }
 
@@ -152,9 +216,17 @@ fn output_is_a_directory() {
         let o = run_psa(p, ["-o", "outdir", "input"], dir.path());
         assert!(!o.timed_out, "hung: {}", o.describe());
         assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
-        assert!(o.stderr.contains("outdir") && o.stderr.contains("directory"), "p = {p}: {}", o.describe());
+        assert!(
+            o.stderr.contains("outdir") && o.stderr.contains("directory"),
+            "p = {p}: {}",
+            o.describe()
+        );
         assert!(dir.join("outdir").is_dir(), "the directory is still there");
-        assert!(partial_files(dir.path()).is_empty(), "p = {p}: temporary files left: {:?}", dir.entries());
+        assert!(
+            partial_files(dir.path()).is_empty(),
+            "p = {p}: temporary files left: {:?}",
+            dir.entries()
+        );
     }
 }
 
@@ -164,16 +236,38 @@ fn bad_width_is_a_usage_error() {
     dir.write("input", b"mississippi");
     let out = dir.join("out.sa");
     for p in [1, 2] {
-        expect_failure("--width 3", p, &["--width", "3", "-o", "out.sa", "input"], &dir, 2, &["--width", "'3'"], &out);
-        expect_failure("--width 0", p, &["--width", "0", "-o", "out.sa", "input"], &dir, 2, &["'0'"], &out);
+        expect_failure(
+            "--width 3",
+            p,
+            &["--width", "3", "-o", "out.sa", "input"],
+            &dir,
+            2,
+            &["--width", "'3'"],
+            &out,
+        );
+        expect_failure(
+            "--width 0",
+            p,
+            &["--width", "0", "-o", "out.sa", "input"],
+            &dir,
+            2,
+            &["'0'"],
+            &out,
+        );
     }
     // The check that --width 4 is too small for n > 2^32 lives in psa::io's unit test (a 4 GiB
     // input is out of reach here); make sure its rule holds through the public API as well.
     use psa::io::Width;
     assert!(Width::Fixed(4).resolve((1usize << 32) + 1).is_err());
     assert_eq!(Width::Fixed(4).resolve(1usize << 32).unwrap(), 4);
-    let msg = format!("{}", Width::Fixed(4).resolve((1usize << 32) + 1).unwrap_err());
-    assert!(msg.contains("--width 4") && msg.contains("4294967297"), "message: {msg}");
+    let msg = format!(
+        "{}",
+        Width::Fixed(4).resolve((1usize << 32) + 1).unwrap_err()
+    );
+    assert!(
+        msg.contains("--width 4") && msg.contains("4294967297"),
+        "message: {msg}"
+    );
 }
 
 #[test]
@@ -184,17 +278,39 @@ fn usage_errors() {
     // No input at all.
     let o = run_psa(1, std::iter::empty::<&str>(), dir.path());
     assert_eq!(o.code, Some(2), "{}", o.describe());
-    assert!(o.stderr.contains("INPUT") || o.stderr.contains("input"), "{}", o.describe());
+    assert!(
+        o.stderr.contains("INPUT") || o.stderr.contains("input"),
+        "{}",
+        o.describe()
+    );
     // Unknown algorithm.
-    expect_failure("--algo nope", 2, &["--algo", "nope", "-o", "out.sa", "input"], &dir, 2, &["nope"], &out);
+    expect_failure(
+        "--algo nope",
+        2,
+        &["--algo", "nope", "-o", "out.sa", "input"],
+        &dir,
+        2,
+        &["nope"],
+        &out,
+    );
     // A base case below 4 is rejected (after the output was prepared: the temporary file must go).
-    expect_failure("--base-case 3", 2, &["--base-case", "3", "-o", "out.sa", "input"], &dir, 1, &["base case", "3"], &out);
+    expect_failure(
+        "--base-case 3",
+        2,
+        &["--base-case", "3", "-o", "out.sa", "input"],
+        &dir,
+        1,
+        &["base case", "3"],
+        &out,
+    );
 }
 
 #[test]
 fn gpu_without_gpu_build_is_a_clear_error() {
     if cfg!(feature = "gpu") {
-        eprintln!("gpu_without_gpu_build_is_a_clear_error: SKIPPED: this test build has the gpu feature");
+        eprintln!(
+            "gpu_without_gpu_build_is_a_clear_error: SKIPPED: this test build has the gpu feature"
+        );
         return;
     }
     let dir = TempDir::new("gpu");
@@ -207,17 +323,33 @@ fn gpu_without_gpu_build_is_a_clear_error() {
         let _ = fs::remove_file(dir.join("probe.sa"));
         return;
     }
-    expect_failure("--gpu", 2, &["--gpu", "-o", "out.sa", "input"], &dir, 1, &["gpu"], &out);
+    expect_failure(
+        "--gpu",
+        2,
+        &["--gpu", "-o", "out.sa", "input"],
+        &dir,
+        1,
+        &["gpu"],
+        &out,
+    );
 }
 
 #[test]
 fn stats_path_unwritable() {
     let dir = TempDir::new("stats");
     dir.write("input", b"abracadabra");
-    let o = run_psa(2, ["--stats", "no-such-dir/stats.json", "-o", "out.sa", "input"], dir.path());
+    let o = run_psa(
+        2,
+        ["--stats", "no-such-dir/stats.json", "-o", "out.sa", "input"],
+        dir.path(),
+    );
     assert!(!o.timed_out, "{}", o.describe());
     assert_eq!(o.code, Some(1), "{}", o.describe());
-    assert!(o.stderr.contains("no-such-dir/stats.json"), "{}", o.describe());
+    assert!(
+        o.stderr.contains("no-such-dir/stats.json"),
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -225,10 +357,30 @@ fn stats_file_is_json_with_the_run() {
     let dir = TempDir::new("stats_ok");
     dir.write("input", &gen::dna(3, 5000));
     for algo in ALGOS {
-        let o = run_psa(3, ["--algo", algo, "--base-case", "64", "--stats", "stats.json", "-o", "out.sa", "input"], dir.path());
+        let o = run_psa(
+            3,
+            [
+                "--algo",
+                algo,
+                "--base-case",
+                "64",
+                "--stats",
+                "stats.json",
+                "-o",
+                "out.sa",
+                "input",
+            ],
+            dir.path(),
+        );
         assert!(o.success(), "{}", o.describe());
         let s = fs::read_to_string(dir.join("stats.json")).expect("stats file written");
-        for key in ["\"n\": 5000", "\"pes\": 3", &format!("\"algo\": \"{algo}\""), "\"phases\"", "\"peak_rss_bytes_per_pe\""] {
+        for key in [
+            "\"n\": 5000",
+            "\"pes\": 3",
+            &format!("\"algo\": \"{algo}\""),
+            "\"phases\"",
+            "\"peak_rss_bytes_per_pe\"",
+        ] {
             assert!(s.contains(key), "stats JSON for {algo} lacks {key}:\n{s}");
         }
         let _ = fs::remove_file(dir.join("stats.json"));
@@ -244,9 +396,18 @@ fn empty_input_gives_empty_output() {
             // Default output name, and an existing longer file that must be replaced.
             fs::write(dir.join("empty.txt.sa"), b"stale").unwrap();
             let o = run_psa(p, ["--algo", algo, "empty.txt"], dir.path());
-            assert!(o.success(), "empty input, p = {p}, algo = {algo}: {}", o.describe());
+            assert!(
+                o.success(),
+                "empty input, p = {p}, algo = {algo}: {}",
+                o.describe()
+            );
             let meta = fs::metadata(dir.join("empty.txt.sa")).expect("output exists");
-            assert_eq!(meta.len(), 0, "empty input, p = {p}, algo = {algo}: output has {} bytes", meta.len());
+            assert_eq!(
+                meta.len(),
+                0,
+                "empty input, p = {p}, algo = {algo}: output has {} bytes",
+                meta.len()
+            );
         }
     }
 }
@@ -259,9 +420,23 @@ fn fewer_characters_than_pes() {
         let want = psa::algo::oracle::naive_sa(text);
         for p in [4, 7] {
             for algo in ALGOS {
-                let o = run_psa(p, ["--algo", algo, "--check", "-o", "out.sa", "input"], dir.path());
-                assert!(o.success(), "n = {} < p = {p}, algo = {algo}: {}", text.len(), o.describe());
-                assert_eq!(read_sa(&dir.join("out.sa"), 4), want, "n = {} < p = {p}, algo = {algo}", text.len());
+                let o = run_psa(
+                    p,
+                    ["--algo", algo, "--check", "-o", "out.sa", "input"],
+                    dir.path(),
+                );
+                assert!(
+                    o.success(),
+                    "n = {} < p = {p}, algo = {algo}: {}",
+                    text.len(),
+                    o.describe()
+                );
+                assert_eq!(
+                    read_sa(&dir.join("out.sa"), 4),
+                    want,
+                    "n = {} < p = {p}, algo = {algo}",
+                    text.len()
+                );
             }
         }
     }
@@ -273,7 +448,9 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
     let mut v = Vec::new();
     if let Ok(rd) = fs::read_dir("/proc") {
         for e in rd.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
             if pid == me {
                 continue;
             }
@@ -297,12 +474,21 @@ fn sigterm_mid_run_keeps_existing_output() {
     for (delay_ms, algo) in [(300u64, "dc3"), (1500, "css"), (3000, "dc3")] {
         fs::write(&out, SENTINEL).unwrap();
         let mut c = mpirun(2, PSA);
-        c.args(["--algo", algo, "--threads", "1", "--base-case", "64", "--check", "-o"])
-            .arg(&out)
-            .arg(&input)
-            .current_dir(dir.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
+        c.args([
+            "--algo",
+            algo,
+            "--threads",
+            "1",
+            "--base-case",
+            "64",
+            "--check",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(&input)
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
         let mut child = c.spawn().expect("start mpirun");
         std::thread::sleep(Duration::from_millis(delay_ms));
         let finished_early = child.try_wait().unwrap().is_some();
@@ -323,8 +509,15 @@ fn sigterm_mid_run_keeps_existing_output() {
             eprintln!("{ctx}: NOTE: the run had already finished; the output is the new SA");
             continue;
         }
-        assert!(!status.success(), "{ctx}: mpirun reported success after SIGTERM");
-        assert_eq!(fs::read(&out).unwrap(), SENTINEL, "{ctx}: the existing output file was changed");
+        assert!(
+            !status.success(),
+            "{ctx}: mpirun reported success after SIGTERM"
+        );
+        assert_eq!(
+            fs::read(&out).unwrap(),
+            SENTINEL,
+            "{ctx}: the existing output file was changed"
+        );
         // The pes must go as well.
         let t1 = Instant::now();
         let needle = dir.path().to_string_lossy().into_owned();
@@ -336,7 +529,10 @@ fn sigterm_mid_run_keeps_existing_output() {
         for &pid in &left {
             signal(pid, "KILL");
         }
-        assert!(left.is_empty(), "{ctx}: psa processes still running 10 s after mpirun ended: {left:?}");
+        assert!(
+            left.is_empty(),
+            "{ctx}: psa processes still running 10 s after mpirun ended: {left:?}"
+        );
         let partial = partial_files(dir.path());
         if !partial.is_empty() {
             // A signal skips psa's clean-up: the temporary file may stay (never under the output
@@ -346,6 +542,9 @@ fn sigterm_mid_run_keeps_existing_output() {
                 let _ = fs::remove_file(dir.join(&f));
             }
         }
-        eprintln!("{ctx}: mpirun ended ({status}) in {:.1}s; existing output intact", t0.elapsed().as_secs_f64());
+        eprintln!(
+            "{ctx}: mpirun ended ({status}) in {:.1}s; existing output intact",
+            t0.elapsed().as_secs_f64()
+        );
     }
 }

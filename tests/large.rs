@@ -13,7 +13,10 @@ use common::*;
 const N: usize = 24_000_000;
 
 #[test]
-#[cfg_attr(debug_assertions, ignore = "slow in a debug build; run with cargo test --release")]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "slow in a debug build; run with cargo test --release"
+)]
 fn dna_24mb_p4_checked_both_algorithms() {
     let t0 = Instant::now();
     let text = gen::dna(24, N);
@@ -21,24 +24,58 @@ fn dna_24mb_p4_checked_both_algorithms() {
     dir.write("genome.txt", &text);
     let want = psa::algo::seq::sa_bytes(&text, 2);
     assert_eq!(want.len(), N);
-    eprintln!("large: generated {N} bytes and the libsais SA in {:.1}s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "large: generated {N} bytes and the libsais SA in {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
     drop(text);
     for algo in ALGOS {
         let out = format!("genome-{algo}.sa");
         let o = run_psa_env(
             4,
-            ["--algo", algo, "--check", "--threads", "1", "--stats", "stats.json", "-o", &out, "genome.txt"],
+            [
+                "--algo",
+                algo,
+                "--check",
+                "--threads",
+                "1",
+                "--stats",
+                "stats.json",
+                "-o",
+                &out,
+                "genome.txt",
+            ],
             &[],
             dir.path(),
             Duration::from_secs(400),
         );
-        assert!(o.success(), "24 MB DNA, p = 4, algo = {algo}: {}", o.describe());
-        assert!(o.stderr.contains("check passed"), "the checker's verdict is missing from the log: {}", o.describe());
+        assert!(
+            o.success(),
+            "24 MB DNA, p = 4, algo = {algo}: {}",
+            o.describe()
+        );
+        assert!(
+            o.stderr.contains("check passed"),
+            "the checker's verdict is missing from the log: {}",
+            o.describe()
+        );
         let got = read_sa(&dir.join(&out), 4);
-        assert!(got == want, "24 MB DNA, p = 4, algo = {algo}: {}", first_diff(&got, &want));
+        assert!(
+            got == want,
+            "24 MB DNA, p = 4, algo = {algo}: {}",
+            first_diff(&got, &want)
+        );
         let stats = std::fs::read_to_string(dir.join("stats.json")).unwrap_or_default();
-        let imbalance = stats.lines().find(|l| l.contains("max_imbalance")).unwrap_or("").trim().to_string();
-        eprintln!("large: {algo} on 4 pes: {:.1}s wall, output identical to libsais; {imbalance}", o.secs);
+        let imbalance = stats
+            .lines()
+            .find(|l| l.contains("max_imbalance"))
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        eprintln!(
+            "large: {algo} on 4 pes: {:.1}s wall, output identical to libsais; {imbalance}",
+            o.secs
+        );
         let _ = std::fs::remove_file(dir.join(&out));
     }
 }

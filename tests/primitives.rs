@@ -13,11 +13,26 @@ fn selftest(p: usize) {
     c.arg("-v");
     let o = run_with_timeout(c, dir.path(), Duration::from_secs(180));
     eprintln!("{}", o.stdout);
-    let summary = o.stdout.lines().find(|l| l.starts_with("selftest: ") && l.contains(" passed, "));
-    assert!(o.success(), "psa-selftest failed at p = {p}: {}", o.describe());
+    let summary = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("selftest: ") && l.contains(" passed, "));
+    assert!(
+        o.success(),
+        "psa-selftest failed at p = {p}: {}",
+        o.describe()
+    );
     let summary = summary.unwrap_or_else(|| panic!("no summary line at p = {p}: {}", o.describe()));
-    assert!(summary.contains(" 0 failed"), "p = {p}: {summary}\n{}", o.describe());
-    let passed: usize = summary["selftest: ".len()..].split(' ').next().and_then(|x| x.parse().ok()).expect("count");
+    assert!(
+        summary.contains(" 0 failed"),
+        "p = {p}: {summary}\n{}",
+        o.describe()
+    );
+    let passed: usize = summary["selftest: ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|x| x.parse().ok())
+        .expect("count");
     assert!(passed >= 20, "p = {p}: only {passed} checks ran: {summary}");
 }
 

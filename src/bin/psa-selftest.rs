@@ -19,7 +19,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use psa::algo::{check::check, seq::sa_bytes};
 use psa::comm::Comm;
 use psa::dist::{
-    exchange_by, last_of_left, name_sorted, rebalance, right_halo, sample_sort, Layout, OwnerCursor, SortKey,
+    exchange_by, last_of_left, name_sorted, rebalance, right_halo, sample_sort, Layout,
+    OwnerCursor, SortKey,
 };
 use psa::local::cpu::CpuSort;
 use psa::stats::PhaseLog;
@@ -89,8 +90,14 @@ impl Runner {
                     .cloned()
                     .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "non-string panic".into());
-                eprintln!("selftest: FAIL [pe {}] {name}: panicked: {msg} (aborting the job)", self.ctl.rank());
-                println!("selftest: FAIL {name}: panicked on pe {}: {msg}", self.ctl.rank());
+                eprintln!(
+                    "selftest: FAIL [pe {}] {name}: panicked: {msg} (aborting the job)",
+                    self.ctl.rank()
+                );
+                println!(
+                    "selftest: FAIL {name}: panicked on pe {}: {msg}",
+                    self.ctl.rank()
+                );
                 self.ctl.abort(3);
             }
         };
@@ -131,7 +138,12 @@ fn ctx_with(comm: Comm, algo: Algo, base_case: usize) -> Ctx {
     Ctx {
         comm,
         sorter: Box::new(CpuSort::new(1)),
-        config: Config { algo, base_case, threads: 1, ..Config::default() },
+        config: Config {
+            algo,
+            base_case,
+            threads: 1,
+            ..Config::default()
+        },
         log: PhaseLog::default(),
     }
 }
@@ -141,16 +153,42 @@ fn length_patterns(p: usize) -> Vec<(String, Vec<usize>)> {
     let mut v: Vec<(String, Vec<usize>)> = vec![
         ("all empty".into(), vec![0; p]),
         ("one each".into(), vec![1; p]),
-        ("all on pe 0".into(), (0..p).map(|r| if r == 0 { 50 } else { 0 }).collect()),
-        ("all on the last pe".into(), (0..p).map(|r| if r == p - 1 { 50 } else { 0 }).collect()),
-        ("every other pe empty".into(), (0..p).map(|r| if r % 2 == 1 { 0 } else { 3 }).collect()),
-        ("only odd pes".into(), (0..p).map(|r| if r % 2 == 1 { 2 } else { 0 }).collect()),
+        (
+            "all on pe 0".into(),
+            (0..p).map(|r| if r == 0 { 50 } else { 0 }).collect(),
+        ),
+        (
+            "all on the last pe".into(),
+            (0..p).map(|r| if r == p - 1 { 50 } else { 0 }).collect(),
+        ),
+        (
+            "every other pe empty".into(),
+            (0..p).map(|r| if r % 2 == 1 { 0 } else { 3 }).collect(),
+        ),
+        (
+            "only odd pes".into(),
+            (0..p).map(|r| if r % 2 == 1 { 2 } else { 0 }).collect(),
+        ),
         ("growing".into(), (0..p).map(|r| r * 7).collect()),
-        ("single element on a middle pe".into(), (0..p).map(|r| usize::from(r == p / 2)).collect()),
+        (
+            "single element on a middle pe".into(),
+            (0..p).map(|r| usize::from(r == p / 2)).collect(),
+        ),
     ];
     let mut rng = Rng::new(p as u64 * 77);
     for k in 0..4 {
-        v.push((format!("random #{k}"), (0..p).map(|_| if rng.below(3) == 0 { 0 } else { rng.range(1, 40) }).collect()));
+        v.push((
+            format!("random #{k}"),
+            (0..p)
+                .map(|_| {
+                    if rng.below(3) == 0 {
+                        0
+                    } else {
+                        rng.range(1, 40)
+                    }
+                })
+                .collect(),
+        ));
     }
     v
 }
@@ -170,12 +208,27 @@ fn check_layout_block() -> CheckResult {
     for n in [0usize, 1, 2, 3, 5, 7, 100, 1001] {
         for p in 1..=9 {
             let l = Layout::block(n, p);
-            ensure!(l.len() == n && l.pes() == p, "block({n}, {p}): len {} pes {}", l.len(), l.pes());
+            ensure!(
+                l.len() == n && l.pes() == p,
+                "block({n}, {p}): len {} pes {}",
+                l.len(),
+                l.pes()
+            );
             ensure!(l.is_empty() == (n == 0), "block({n}, {p}).is_empty()");
-            ensure!(l.offsets().len() == p + 1 && l.offsets()[0] == 0, "block({n}, {p}) offsets {:?}", l.offsets());
+            ensure!(
+                l.offsets().len() == p + 1 && l.offsets()[0] == 0,
+                "block({n}, {p}) offsets {:?}",
+                l.offsets()
+            );
             for r in 0..p {
-                ensure!(l.start(r) <= l.end(r), "block({n}, {p}) pe {r} range reversed");
-                ensure!(l.local_len(r) == l.end(r) - l.start(r), "block({n}, {p}) local_len({r})");
+                ensure!(
+                    l.start(r) <= l.end(r),
+                    "block({n}, {p}) pe {r} range reversed"
+                );
+                ensure!(
+                    l.local_len(r) == l.end(r) - l.start(r),
+                    "block({n}, {p}) local_len({r})"
+                );
                 let lo = n / p;
                 ensure!(
                     l.local_len(r) == lo || l.local_len(r) == lo + 1,
@@ -183,14 +236,23 @@ fn check_layout_block() -> CheckResult {
                     l.local_len(r)
                 );
                 if r + 1 < p {
-                    ensure!(l.end(r) == l.start(r + 1), "block({n}, {p}) ranges not contiguous at {r}");
+                    ensure!(
+                        l.end(r) == l.start(r + 1),
+                        "block({n}, {p}) ranges not contiguous at {r}"
+                    );
                 }
             }
             let mut cur = OwnerCursor::new(&l);
             for i in 0..n {
                 let o = l.owner(i);
-                ensure!(l.start(o) <= i && i < l.end(o), "block({n}, {p}).owner({i}) = {o}");
-                ensure!(cur.owner(i) == o, "OwnerCursor disagrees with owner at {i} in block({n}, {p})");
+                ensure!(
+                    l.start(o) <= i && i < l.end(o),
+                    "block({n}, {p}).owner({i}) = {o}"
+                );
+                ensure!(
+                    cur.owner(i) == o,
+                    "OwnerCursor disagrees with owner at {i} in block({n}, {p})"
+                );
             }
         }
     }
@@ -203,15 +265,25 @@ fn check_layout_from_local_len(comm: &Comm) -> CheckResult {
     for (name, lens) in length_patterns(p) {
         let l = Layout::from_local_len(comm, lens[me]);
         let o = offsets(&lens);
-        ensure!(l.offsets() == &o[..], "{name}: offsets {:?}, want {o:?}", l.offsets());
+        ensure!(
+            l.offsets() == &o[..],
+            "{name}: offsets {:?}, want {o:?}",
+            l.offsets()
+        );
         ensure!(l.len() == o[p], "{name}: len");
         for i in 0..l.len() {
             let ow = l.owner(i);
-            ensure!(l.start(ow) <= i && i < l.end(ow), "{name}: owner({i}) = {ow} with offsets {o:?}");
+            ensure!(
+                l.start(ow) <= i && i < l.end(ow),
+                "{name}: owner({i}) = {ow} with offsets {o:?}"
+            );
         }
         let mut cur = OwnerCursor::new(&l);
         for i in 0..l.len() {
-            ensure!(cur.owner(i) == l.owner(i), "{name}: OwnerCursor({i}) with empty pes, offsets {o:?}");
+            ensure!(
+                cur.owner(i) == l.owner(i),
+                "{name}: OwnerCursor({i}) with empty pes, offsets {o:?}"
+            );
         }
     }
     Ok(())
@@ -223,15 +295,24 @@ fn check_layout_from_local_len(comm: &Comm) -> CheckResult {
 fn check_reductions(comm: &Comm) -> CheckResult {
     let p = comm.size() as u64;
     let r = comm.rank() as u64;
-    ensure!(comm.all_reduce_sum(r + 1) == p * (p + 1) / 2, "all_reduce_sum");
+    ensure!(
+        comm.all_reduce_sum(r + 1) == p * (p + 1) / 2,
+        "all_reduce_sum"
+    );
     ensure!(comm.all_reduce_max(r * 3) == (p - 1) * 3, "all_reduce_max");
     ensure!(comm.all_reduce_min(r + 10) == 10, "all_reduce_min");
     ensure!(comm.any(r == p - 1), "any(true on last pe)");
     ensure!(!comm.any(false), "any(false)");
     let big = 1u64 << 40;
-    ensure!(comm.all_reduce_sum(big) == big * p, "all_reduce_sum of values above 2^32");
+    ensure!(
+        comm.all_reduce_sum(big) == big * p,
+        "all_reduce_sum of values above 2^32"
+    );
     let (mx, sum) = comm.all_reduce_f64(&[r as f64, 1.0]);
-    ensure!(mx == vec![(p - 1) as f64, 1.0] && sum == vec![(p * (p - 1) / 2) as f64, p as f64], "all_reduce_f64");
+    ensure!(
+        mx == vec![(p - 1) as f64, 1.0] && sum == vec![(p * (p - 1) / 2) as f64, p as f64],
+        "all_reduce_f64"
+    );
     let (mx, sum) = comm.all_reduce_f64(&[]);
     ensure!(mx.is_empty() && sum.is_empty(), "all_reduce_f64 of nothing");
     Ok(())
@@ -240,14 +321,21 @@ fn check_reductions(comm: &Comm) -> CheckResult {
 fn check_exscan(comm: &Comm) -> CheckResult {
     let r = comm.rank() as u64;
     let got = comm.exscan_sum(r + 1);
-    ensure!(got == r * (r + 1) / 2, "exscan_sum(rank+1) on pe {r} = {got}, want {}", r * (r + 1) / 2);
+    ensure!(
+        got == r * (r + 1) / 2,
+        "exscan_sum(rank+1) on pe {r} = {got}, want {}",
+        r * (r + 1) / 2
+    );
     let got = comm.exscan_sum(0);
     ensure!(got == 0, "exscan_sum(0) = {got}");
     // Zeros in between, values above 2^32.
     let x = if r.is_multiple_of(2) { 5u64 << 33 } else { 0 };
     let want: u64 = (0..r).filter(|q| q.is_multiple_of(2)).count() as u64 * (5u64 << 33);
     let got = comm.exscan_sum(x);
-    ensure!(got == want, "exscan_sum with zeros: pe {r} got {got}, want {want}");
+    ensure!(
+        got == want,
+        "exscan_sum with zeros: pe {r} got {got}, want {want}"
+    );
     Ok(())
 }
 
@@ -255,9 +343,15 @@ fn check_gathers(comm: &Comm) -> CheckResult {
     let p = comm.size();
     let me = comm.rank();
     let g = comm.all_gather(me as u64 * 10 + 1);
-    ensure!(g == (0..p).map(|r| r as u64 * 10 + 1).collect::<Vec<_>>(), "all_gather(u64) = {g:?}");
+    ensure!(
+        g == (0..p).map(|r| r as u64 * 10 + 1).collect::<Vec<_>>(),
+        "all_gather(u64) = {g:?}"
+    );
     let g = comm.all_gather([me as u8, 0xff, 7]);
-    ensure!(g == (0..p).map(|r| [r as u8, 0xff, 7]).collect::<Vec<_>>(), "all_gather([u8; 3]) = {g:?}");
+    ensure!(
+        g == (0..p).map(|r| [r as u8, 0xff, 7]).collect::<Vec<_>>(),
+        "all_gather([u8; 3]) = {g:?}"
+    );
     for (name, lens) in length_patterns(p) {
         let o = offsets(&lens);
         let local: Vec<u64> = (o[me]..o[me + 1]).map(|i| i as u64 * 3).collect();
@@ -270,9 +364,16 @@ fn check_gathers(comm: &Comm) -> CheckResult {
         ensure!(got == want, "all_gather_v(u8), {name}: got {got:?}");
     }
     for root in [0, p - 1, p / 2] {
-        let mut x: u64 = if me == root { 0xdead_beef_0000 + root as u64 } else { me as u64 };
+        let mut x: u64 = if me == root {
+            0xdead_beef_0000 + root as u64
+        } else {
+            me as u64
+        };
         comm.broadcast(&mut x, root);
-        ensure!(x == 0xdead_beef_0000 + root as u64, "broadcast from {root}: got {x:#x}");
+        ensure!(
+            x == 0xdead_beef_0000 + root as u64,
+            "broadcast from {root}: got {x:#x}"
+        );
     }
     Ok(())
 }
@@ -281,16 +382,31 @@ fn check_agree(comm: &Comm) -> CheckResult {
     let p = comm.size();
     let me = comm.rank();
     let ok: psa::Result<u32> = Ok(5);
-    ensure!(matches!(comm.agree(ok), Ok(5)), "agree(Ok) on every pe must stay Ok");
+    ensure!(
+        matches!(comm.agree(ok), Ok(5)),
+        "agree(Ok) on every pe must stay Ok"
+    );
     // Errors on the last pe and on pe p/2: the lowest failing pe keeps its error, the others get
     // Remote naming it.
     let failing = [p - 1, p / 2];
     let lowest = *failing.iter().min().unwrap();
-    let mine: psa::Result<u32> = if failing.contains(&me) { Err(Error::Invalid(format!("boom on {me}"))) } else { Ok(1) };
+    let mine: psa::Result<u32> = if failing.contains(&me) {
+        Err(Error::Invalid(format!("boom on {me}")))
+    } else {
+        Ok(1)
+    };
     match comm.agree(mine) {
-        Err(Error::Invalid(m)) if me == lowest => ensure!(m == format!("boom on {me}"), "own error changed: {m}"),
-        Err(Error::Remote { pe }) if me != lowest => ensure!(pe == lowest, "Remote names pe {pe}, want {lowest}"),
-        other => return Err(format!("agree with errors on {failing:?}: pe {me} got {other:?}")),
+        Err(Error::Invalid(m)) if me == lowest => {
+            ensure!(m == format!("boom on {me}"), "own error changed: {m}")
+        }
+        Err(Error::Remote { pe }) if me != lowest => {
+            ensure!(pe == lowest, "Remote names pe {pe}, want {lowest}")
+        }
+        other => {
+            return Err(format!(
+                "agree with errors on {failing:?}: pe {me} got {other:?}"
+            ))
+        }
     }
     Ok(())
 }
@@ -301,13 +417,31 @@ fn check_agree(comm: &Comm) -> CheckResult {
 /// How many records pe `s` sends to pe `d` in pattern `pat`.
 fn a2a_count(pat: usize, s: usize, d: usize, p: usize) -> usize {
     match pat {
-        0 => 0,                                   // nothing at all
-        1 => (s * 7 + d * 3) % 5,                 // dense, some zeros
-        2 => usize::from(s == d) * 4,             // only to itself
-        3 => if s == 0 { 20 + d } else { 0 },     // only pe 0 sends
-        4 => if d == p - 1 { 9 + s } else { 0 },  // only the last pe receives
-        5 => if (s + d).is_multiple_of(2) { 0 } else { 13 }, // a checkerboard of empty parts
-        _ => (s * 31 + d * 17 + pat) % 23,        // larger, uneven
+        0 => 0,                       // nothing at all
+        1 => (s * 7 + d * 3) % 5,     // dense, some zeros
+        2 => usize::from(s == d) * 4, // only to itself
+        3 => {
+            if s == 0 {
+                20 + d
+            } else {
+                0
+            }
+        } // only pe 0 sends
+        4 => {
+            if d == p - 1 {
+                9 + s
+            } else {
+                0
+            }
+        } // only the last pe receives
+        5 => {
+            if (s + d).is_multiple_of(2) {
+                0
+            } else {
+                13
+            }
+        } // a checkerboard of empty parts
+        _ => (s * 31 + d * 17 + pat) % 23, // larger, uneven
     }
 }
 
@@ -341,11 +475,22 @@ where
     let got = comm.all_to_all_v(&send, &counts);
     let sent = comm.bytes_sent() - before;
     let want_sent = ((send.len() - counts[me]) * std::mem::size_of::<T>()) as u64;
-    ensure!(got.len() == want.len(), "pattern {pat}: received {} records, want {}", got.len(), want.len());
+    ensure!(
+        got.len() == want.len(),
+        "pattern {pat}: received {} records, want {}",
+        got.len(),
+        want.len()
+    );
     if let Some(j) = got.iter().zip(&want).position(|(a, b)| a != b) {
-        return Err(format!("pattern {pat}: record {j} is {:?}, want {:?}", got[j], want[j]));
+        return Err(format!(
+            "pattern {pat}: record {j} is {:?}, want {:?}",
+            got[j], want[j]
+        ));
     }
-    ensure!(sent == want_sent, "pattern {pat}: bytes_sent grew by {sent}, want {want_sent}");
+    ensure!(
+        sent == want_sent,
+        "pattern {pat}: bytes_sent grew by {sent}, want {want_sent}"
+    );
     Ok(())
 }
 
@@ -353,7 +498,9 @@ fn check_all_to_all(comm: &Comm) -> CheckResult {
     for pat in 0..8 {
         a2a_pattern(comm, pat, |v| v)?;
         a2a_pattern(comm, pat, |v| [(v >> 40) as u8, (v >> 20) as u8, v as u8])?;
-        a2a_pattern(comm, pat, |v| (v as u8) ^ ((v >> 20) as u8) ^ ((v >> 40) as u8).rotate_left(3))?;
+        a2a_pattern(comm, pat, |v| {
+            (v as u8) ^ ((v >> 20) as u8) ^ ((v >> 40) as u8).rotate_left(3)
+        })?;
         a2a_pattern(comm, pat, |v| (v as u128) << 64 | (v as u128 ^ 0xffff))?;
     }
     Ok(())
@@ -369,8 +516,15 @@ fn check_all_to_all_empty_bytes(comm: &Comm) -> CheckResult {
     let mut counts = vec![0usize; p];
     counts[0] = send.len();
     let got = comm.all_to_all_v(&send, &counts);
-    let want: Vec<u8> = if me == 0 { (0..p).flat_map(|s| vec![s as u8; s % 3]).collect() } else { Vec::new() };
-    ensure!(got == want, "gather bytes on pe 0: got {got:?}, want {want:?}");
+    let want: Vec<u8> = if me == 0 {
+        (0..p).flat_map(|s| vec![s as u8; s % 3]).collect()
+    } else {
+        Vec::new()
+    };
+    ensure!(
+        got == want,
+        "gather bytes on pe 0: got {got:?}, want {want:?}"
+    );
     // And nothing at all.
     let got = comm.all_to_all_v::<u8>(&[], &vec![0; p]);
     ensure!(got.is_empty(), "empty byte exchange returned {got:?}");
@@ -391,7 +545,10 @@ fn check_exchange_by(comm: &Comm) -> CheckResult {
         let want: Vec<u64> = (0..o[p] as u64).filter(|x| dest(x) == me).collect();
         // Ids ascend with the source pe and within it, so "by source, then original order" is
         // simply ascending here.
-        ensure!(got == want, "{name}: exchange_by got {got:?}, want {want:?}");
+        ensure!(
+            got == want,
+            "{name}: exchange_by got {got:?}, want {want:?}"
+        );
     }
     Ok(())
 }
@@ -413,8 +570,13 @@ fn check_rebalance(comm: &Comm) -> CheckResult {
         for (tname, target) in targets {
             let local: Vec<u64> = (o[me]..o[me + 1]).map(|i| i as u64 + 1000).collect();
             let got = rebalance(comm, local, &target);
-            let want: Vec<u64> = (target.start(me)..target.end(me)).map(|i| i as u64 + 1000).collect();
-            ensure!(got == want, "rebalance from '{name}' to '{tname}': got {got:?}, want {want:?}");
+            let want: Vec<u64> = (target.start(me)..target.end(me))
+                .map(|i| i as u64 + 1000)
+                .collect();
+            ensure!(
+                got == want,
+                "rebalance from '{name}' to '{tname}': got {got:?}, want {want:?}"
+            );
         }
     }
     Ok(())
@@ -436,12 +598,22 @@ fn check_right_halo(comm: &Comm) -> CheckResult {
         for k in [0usize, 1, 2, 3, 5, 60] {
             let local: Vec<u64> = (o[me]..o[me + 1]).map(|i| i as u64 * 2 + 1).collect();
             let got = right_halo(comm, &local, k);
-            let want: Vec<u64> = (o[me + 1]..(o[me + 1] + k).min(n)).map(|i| i as u64 * 2 + 1).collect();
-            ensure!(got == want, "right_halo(k = {k}) u64, {name} {lens:?}: got {got:?}, want {want:?}");
+            let want: Vec<u64> = (o[me + 1]..(o[me + 1] + k).min(n))
+                .map(|i| i as u64 * 2 + 1)
+                .collect();
+            ensure!(
+                got == want,
+                "right_halo(k = {k}) u64, {name} {lens:?}: got {got:?}, want {want:?}"
+            );
             let local: Vec<u8> = (o[me]..o[me + 1]).map(|i| (i * 5 + 1) as u8).collect();
             let got = right_halo(comm, &local, k);
-            let want: Vec<u8> = (o[me + 1]..(o[me + 1] + k).min(n)).map(|i| (i * 5 + 1) as u8).collect();
-            ensure!(got == want, "right_halo(k = {k}) u8, {name} {lens:?}: got {got:?}, want {want:?}");
+            let want: Vec<u8> = (o[me + 1]..(o[me + 1] + k).min(n))
+                .map(|i| (i * 5 + 1) as u8)
+                .collect();
+            ensure!(
+                got == want,
+                "right_halo(k = {k}) u8, {name} {lens:?}: got {got:?}, want {want:?}"
+            );
         }
     }
     Ok(())
@@ -454,12 +626,26 @@ fn check_last_of_left(comm: &Comm) -> CheckResult {
         let o = offsets(&lens);
         let local: Vec<u64> = (o[me]..o[me + 1]).map(|i| i as u64 + 7).collect();
         let got = last_of_left(comm, &local);
-        let want = if o[me] == 0 { None } else { Some(o[me] as u64 - 1 + 7) };
-        ensure!(got == want, "last_of_left u64, {name} {lens:?}: got {got:?}, want {want:?}");
+        let want = if o[me] == 0 {
+            None
+        } else {
+            Some(o[me] as u64 - 1 + 7)
+        };
+        ensure!(
+            got == want,
+            "last_of_left u64, {name} {lens:?}: got {got:?}, want {want:?}"
+        );
         let local: Vec<u8> = (o[me]..o[me + 1]).map(|i| i as u8 ^ 0xa5).collect();
         let got = last_of_left(comm, &local);
-        let want = if o[me] == 0 { None } else { Some((o[me] - 1) as u8 ^ 0xa5) };
-        ensure!(got == want, "last_of_left u8, {name} {lens:?}: got {got:?}, want {want:?}");
+        let want = if o[me] == 0 {
+            None
+        } else {
+            Some((o[me] - 1) as u8 ^ 0xa5)
+        };
+        ensure!(
+            got == want,
+            "last_of_left u8, {name} {lens:?}: got {got:?}, want {want:?}"
+        );
     }
     Ok(())
 }
@@ -483,14 +669,25 @@ fn check_name_sorted(comm: &Comm) -> CheckResult {
             let (names, distinct) = name_sorted(comm, &local, |a, b| a == b);
             let want: Vec<u64> = (o[me]..o[me + 1]).map(|i| (i / run) as u64 + 1).collect();
             let want_distinct = n.div_ceil(run) as u64;
-            ensure!(names == want, "name_sorted {name} {lens:?}, runs of {run}: names {names:?}, want {want:?}");
-            ensure!(distinct == want_distinct, "name_sorted {name}, runs of {run}: {distinct} distinct, want {want_distinct}");
+            ensure!(
+                names == want,
+                "name_sorted {name} {lens:?}, runs of {run}: names {names:?}, want {want:?}"
+            );
+            ensure!(
+                distinct == want_distinct,
+                "name_sorted {name}, runs of {run}: {distinct} distinct, want {want_distinct}"
+            );
         }
         // "same" may look at part of a record only.
-        let local: Vec<[u64; 2]> = (o[me]..o[me + 1]).map(|i| [(i / 4) as u64, i as u64]).collect();
+        let local: Vec<[u64; 2]> = (o[me]..o[me + 1])
+            .map(|i| [(i / 4) as u64, i as u64])
+            .collect();
         let (names, _) = name_sorted(comm, &local, |a, b| a[0] == b[0]);
         let want: Vec<u64> = (o[me]..o[me + 1]).map(|i| (i / 4) as u64 + 1).collect();
-        ensure!(names == want, "name_sorted on a record field, {name}: {names:?}, want {want:?}");
+        ensure!(
+            names == want,
+            "name_sorted on a record field, {name}: {names:?}, want {want:?}"
+        );
     }
     Ok(())
 }
@@ -512,18 +709,28 @@ fn verify_sorted<T: SortKey + std::fmt::Debug>(
     let p = comm.size();
     let me = comm.rank();
     if let Some(j) = out.windows(2).position(|w| w[0] >= w[1]) {
-        return Err(format!("{what}: pe {me} is not sorted at {j}: {:?} >= {:?}", out[j], out[j + 1]));
+        return Err(format!(
+            "{what}: pe {me} is not sorted at {j}: {:?} >= {:?}",
+            out[j],
+            out[j + 1]
+        ));
     }
     let prev = last_of_left(comm, out);
     if let (Some(prev), Some(first)) = (prev, out.first()) {
         ensure!(prev < *first, "{what}: pe {me}'s first record {first:?} is not above its left neighbour's last {prev:?}");
     }
     let total = comm.all_reduce_sum(out.len() as u64) as usize;
-    ensure!(total == n, "{what}: {total} records after the sort, {n} before");
+    ensure!(
+        total == n,
+        "{what}: {total} records after the sort, {n} before"
+    );
     // Every index exactly once: send each to the owner of its index in a block layout.
     let l = Layout::block(n, p);
     let idx: Vec<u64> = out.iter().map(&index_of).collect();
-    ensure!(idx.iter().all(|&i| (i as usize) < n), "{what}: an index is out of range");
+    ensure!(
+        idx.iter().all(|&i| (i as usize) < n),
+        "{what}: an index is out of range"
+    );
     let got = exchange_by(comm, &idx, |&i| l.owner(i as usize));
     let mut seen = vec![false; l.local_len(me)];
     for i in got {
@@ -535,7 +742,10 @@ fn verify_sorted<T: SortKey + std::fmt::Debug>(
     if check_balance {
         let max = comm.all_reduce_max(out.len() as u64) as f64;
         let bound = 1.5 * n as f64 / p as f64 + 64.0;
-        ensure!(max <= bound, "{what}: the fullest pe holds {max} records of {n} (bound {bound:.0} = 1.5·n/p + 64)");
+        ensure!(
+            max <= bound,
+            "{what}: the fullest pe holds {max} records of {n} (bound {bound:.0} = 1.5·n/p + 64)"
+        );
     }
     Ok(())
 }
@@ -548,9 +758,18 @@ fn check_sample_sort(ctx: &Ctx, label: &str) -> CheckResult {
     // Distributions of the input over the pes.
     type Shape = Box<dyn Fn(usize) -> Vec<usize>>;
     let shapes: Vec<(&str, Shape)> = vec![
-        ("block", Box::new(move |n| (0..p).map(|r| Layout::block(n, p).local_len(r)).collect())),
-        ("all on pe 0", Box::new(move |n| (0..p).map(|r| if r == 0 { n } else { 0 }).collect())),
-        ("all on the last pe", Box::new(move |n| (0..p).map(|r| if r == p - 1 { n } else { 0 }).collect())),
+        (
+            "block",
+            Box::new(move |n| (0..p).map(|r| Layout::block(n, p).local_len(r)).collect()),
+        ),
+        (
+            "all on pe 0",
+            Box::new(move |n| (0..p).map(|r| if r == 0 { n } else { 0 }).collect()),
+        ),
+        (
+            "all on the last pe",
+            Box::new(move |n| (0..p).map(|r| if r == p - 1 { n } else { 0 }).collect()),
+        ),
     ];
     for n in [0usize, 1, 3, 1000, 60_000] {
         for (shape, lens_of) in &shapes {
@@ -558,22 +777,59 @@ fn check_sample_sort(ctx: &Ctx, label: &str) -> CheckResult {
             let o = offsets(&lens);
             let big = n >= 1000;
             // All keys equal: (7 << 32) | global index.
-            let data: Vec<u64> = (o[me]..o[me + 1]).map(|i| (7u64 << 32) | i as u64).collect();
+            let data: Vec<u64> = (o[me]..o[me + 1])
+                .map(|i| (7u64 << 32) | i as u64)
+                .collect();
             let out = sample_sort(ctx, data);
-            verify_sorted(comm, &format!("{label} equal u64 keys, n = {n}, {shape}"), &out, n, |x| x & 0xffff_ffff, big)?;
+            verify_sorted(
+                comm,
+                &format!("{label} equal u64 keys, n = {n}, {shape}"),
+                &out,
+                n,
+                |x| x & 0xffff_ffff,
+                big,
+            )?;
             // Few distinct keys in random order.
-            let data: Vec<u64> = (o[me]..o[me + 1]).map(|i| (rng.below(3) << 32) | i as u64).collect();
+            let data: Vec<u64> = (o[me]..o[me + 1])
+                .map(|i| (rng.below(3) << 32) | i as u64)
+                .collect();
             let out = sample_sort(ctx, data);
-            verify_sorted(comm, &format!("{label} 3 distinct u64 keys, n = {n}, {shape}"), &out, n, |x| x & 0xffff_ffff, big)?;
+            verify_sorted(
+                comm,
+                &format!("{label} 3 distinct u64 keys, n = {n}, {shape}"),
+                &out,
+                n,
+                |x| x & 0xffff_ffff,
+                big,
+            )?;
             // Random 128-bit keys, index in the low bits.
-            let data: Vec<u128> =
-                (o[me]..o[me + 1]).map(|i| ((rng.next_u64() as u128) << 64) | (rng.below(2) as u128) << 32 | i as u128).collect();
+            let data: Vec<u128> = (o[me]..o[me + 1])
+                .map(|i| {
+                    ((rng.next_u64() as u128) << 64) | (rng.below(2) as u128) << 32 | i as u128
+                })
+                .collect();
             let out = sample_sort(ctx, data);
-            verify_sorted(comm, &format!("{label} random u128 keys, n = {n}, {shape}"), &out, n, |x| (*x as u64) & 0xffff_ffff, big)?;
+            verify_sorted(
+                comm,
+                &format!("{label} random u128 keys, n = {n}, {shape}"),
+                &out,
+                n,
+                |x| (*x as u64) & 0xffff_ffff,
+                big,
+            )?;
             // All u128 keys equal.
-            let data: Vec<u128> = (o[me]..o[me + 1]).map(|i| (u128::MAX << 32) | i as u128).collect();
+            let data: Vec<u128> = (o[me]..o[me + 1])
+                .map(|i| (u128::MAX << 32) | i as u128)
+                .collect();
             let out = sample_sort(ctx, data);
-            verify_sorted(comm, &format!("{label} equal u128 keys, n = {n}, {shape}"), &out, n, |x| (*x as u64) & 0xffff_ffff, big)?;
+            verify_sorted(
+                comm,
+                &format!("{label} equal u128 keys, n = {n}, {shape}"),
+                &out,
+                n,
+                |x| (*x as u64) & 0xffff_ffff,
+                big,
+            )?;
         }
     }
     Ok(())
@@ -587,7 +843,12 @@ fn check_checker(ctx: &Ctx) -> CheckResult {
     let p = comm.size();
     let me = comm.rank();
     for (tname, text) in [
-        ("random", (0..5000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 % 4).collect::<Vec<u8>>()),
+        (
+            "random",
+            (0..5000u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 % 4)
+                .collect::<Vec<u8>>(),
+        ),
         ("a^n", vec![b'a'; 777]),
         ("3 bytes", b"cab".to_vec()),
     ] {
@@ -597,17 +858,29 @@ fn check_checker(ctx: &Ctx) -> CheckResult {
         let (lo, hi) = (l.start(me), l.end(me));
         let t = &text[lo..hi];
         let r = check(ctx, t, &sa[lo..hi], &l);
-        ensure!(r.is_ok(), "{tname}: check rejects the correct suffix array: {:?}", r.err());
+        ensure!(
+            r.is_ok(),
+            "{tname}: check rejects the correct suffix array: {:?}",
+            r.err()
+        );
         // Two neighbouring entries swapped (somewhere in the middle): wrong order.
         let mut bad = sa.clone();
         bad.swap(n / 2, n / 2 - 1);
         let r = check(ctx, t, &bad[lo..hi], &l);
-        ensure!(r.is_err(), "{tname}: check accepts a suffix array with SA[{}] and SA[{}] swapped", n / 2 - 1, n / 2);
+        ensure!(
+            r.is_err(),
+            "{tname}: check accepts a suffix array with SA[{}] and SA[{}] swapped",
+            n / 2 - 1,
+            n / 2
+        );
         // A duplicate entry.
         let mut bad = sa.clone();
         bad[n - 1] = bad[0];
         let r = check(ctx, t, &bad[lo..hi], &l);
-        ensure!(r.is_err(), "{tname}: check accepts a suffix array with a duplicate entry");
+        ensure!(
+            r.is_err(),
+            "{tname}: check accepts a suffix array with a duplicate entry"
+        );
         // An entry out of range.
         let mut bad = sa.clone();
         bad[n / 3] = n as u64;
@@ -616,7 +889,10 @@ fn check_checker(ctx: &Ctx) -> CheckResult {
         // The whole text reversed in order: the SA of a different text.
         let rev: Vec<u64> = sa.iter().rev().copied().collect();
         let r = check(ctx, t, &rev[lo..hi], &l);
-        ensure!(r.is_err(), "{tname}: check accepts the reversed suffix array");
+        ensure!(
+            r.is_err(),
+            "{tname}: check accepts the reversed suffix array"
+        );
     }
     Ok(())
 }
@@ -640,8 +916,13 @@ fn check_suffix_array_uneven(world: &Comm) -> CheckResult {
         };
         for algo in [Algo::Dc3, Algo::Css] {
             for base in [4usize, 5, 1 << 20] {
-                let ctx = ctx_with(Comm::new(mpi::topology::SimpleCommunicator::world()), algo, base);
-                let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]]).map_err(|e| format!("{e}"))?;
+                let ctx = ctx_with(
+                    Comm::new(mpi::topology::SimpleCommunicator::world()),
+                    algo,
+                    base,
+                );
+                let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
+                    .map_err(|e| format!("{e}"))?;
                 ensure!(
                     got == want[cuts[me]..cuts[me + 1]],
                     "suffix_array {algo:?} base {base}, split {name} {cuts:?}: pe {me} got {got:?}, want {:?}",
@@ -651,8 +932,15 @@ fn check_suffix_array_uneven(world: &Comm) -> CheckResult {
         }
     }
     // base_case below 4 is an error on every pe, not a hang.
-    let ctx = ctx_with(Comm::new(mpi::topology::SimpleCommunicator::world()), Algo::Dc3, 3);
-    ensure!(psa::suffix_array(&ctx, b"abc").is_err(), "base_case = 3 must be rejected");
+    let ctx = ctx_with(
+        Comm::new(mpi::topology::SimpleCommunicator::world()),
+        Algo::Dc3,
+        3,
+    );
+    ensure!(
+        psa::suffix_array(&ctx, b"abc").is_err(),
+        "base_case = 3 must be rejected"
+    );
     Ok(())
 }
 
@@ -665,10 +953,16 @@ fn random_sa(world: &Comm, count: usize, max_len: usize, seed: u64) -> usize {
     let mut rng = Rng::new(seed);
     let mut failed = 0;
     for k in 0..count {
-        let n = if rng.below(10) == 0 { rng.range(0, 12) } else { rng.range(0, max_len) };
+        let n = if rng.below(10) == 0 {
+            rng.range(0, 12)
+        } else {
+            rng.range(0, max_len)
+        };
         let sigma = rng.range(1, 256);
         let first = rng.below(256) as u8;
-        let text: Vec<u8> = (0..n).map(|_| first.wrapping_add(rng.below(sigma as u64) as u8)).collect();
+        let text: Vec<u8> = (0..n)
+            .map(|_| first.wrapping_add(rng.below(sigma as u64) as u8))
+            .collect();
         // Cuts: block, or random (with empty pes).
         let cuts: Vec<usize> = if rng.below(3) == 0 {
             Layout::block(n, p).offsets().to_vec()
@@ -687,13 +981,21 @@ fn random_sa(world: &Comm, count: usize, max_len: usize, seed: u64) -> usize {
                 1 => rng.range(5, 64),
                 _ => 1 << 20,
             };
-            let ctx = ctx_with(Comm::new(mpi::topology::SimpleCommunicator::world()), algo, base);
+            let ctx = ctx_with(
+                Comm::new(mpi::topology::SimpleCommunicator::world()),
+                algo,
+                base,
+            );
             let slice = &text[cuts[me]..cuts[me + 1]];
             let r = catch_unwind(AssertUnwindSafe(|| psa::suffix_array(&ctx, slice)));
             let local_ok = match r {
                 Ok(Ok(got)) if got == want[cuts[me]..cuts[me + 1]] => true,
                 Ok(Ok(got)) => {
-                    let j = got.iter().zip(&want[cuts[me]..]).position(|(a, b)| a != b).unwrap_or(got.len());
+                    let j = got
+                        .iter()
+                        .zip(&want[cuts[me]..])
+                        .position(|(a, b)| a != b)
+                        .unwrap_or(got.len());
                     eprintln!(
                         "random-sa: FAIL [pe {me}] case {k} (n = {n}, sigma = {sigma}, first {first}, cuts {cuts:?}) {algo:?} base {base}: wrong entry at global rank {}",
                         cuts[me] + j
@@ -715,7 +1017,10 @@ fn random_sa(world: &Comm, count: usize, max_len: usize, seed: u64) -> usize {
         }
     }
     if me == 0 {
-        println!("random-sa: {} runs ({count} texts × 2 algorithms) on {p} pes, {failed} failed", 2 * count);
+        println!(
+            "random-sa: {} runs ({count} texts × 2 algorithms) on {p} pes, {failed} failed",
+            2 * count
+        );
     }
     failed
 }
@@ -724,7 +1029,10 @@ fn arg_value(args: &[String], flag: &str, default: u64) -> u64 {
     args.iter()
         .position(|a| a == flag)
         .and_then(|k| args.get(k + 1))
-        .map(|v| v.parse().unwrap_or_else(|_| panic!("{flag} needs a number, got {v}")))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{flag} needs a number, got {v}"))
+        })
         .unwrap_or(default)
 }
 
@@ -748,36 +1056,78 @@ fn main() {
     }
 
     let verbose = args.iter().any(|a| a == "-v");
-    let skip: Vec<String> =
-        args.windows(2).filter(|w| w[0] == "--skip").map(|w| w[1].clone()).collect();
-    let mut t = Runner { ctl, skip, passed: 0, failed: Vec::new(), verbose };
+    let skip: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--skip")
+        .map(|w| w[1].clone())
+        .collect();
+    let mut t = Runner {
+        ctl,
+        skip,
+        passed: 0,
+        failed: Vec::new(),
+        verbose,
+    };
     let world = Comm::new(universe.world());
 
     t.check("layout: block", check_layout_block);
-    t.check("layout: from_local_len with empty pes", || check_layout_from_local_len(&world));
+    t.check("layout: from_local_len with empty pes", || {
+        check_layout_from_local_len(&world)
+    });
     t.check("comm: reductions", || check_reductions(&world));
     t.check("comm: exscan_sum", || check_exscan(&world));
-    t.check("comm: all_gather, all_gather_v, broadcast", || check_gathers(&world));
+    t.check("comm: all_gather, all_gather_v, broadcast", || {
+        check_gathers(&world)
+    });
     t.check("comm: agree", || check_agree(&world));
-    t.check("comm: all_to_all_v (empty parts, u8/[u8;3]/u64/u128)", || check_all_to_all(&world));
-    t.check("comm: all_to_all_v of bytes to one pe (empty Vec<u8> buffers)", || check_all_to_all_empty_bytes(&world));
+    t.check(
+        "comm: all_to_all_v (empty parts, u8/[u8;3]/u64/u128)",
+        || check_all_to_all(&world),
+    );
+    t.check(
+        "comm: all_to_all_v of bytes to one pe (empty Vec<u8> buffers)",
+        || check_all_to_all_empty_bytes(&world),
+    );
     for m in [1usize, 3, 7] {
         let small = comm_with_max_count(Some(m));
-        t.check(&format!("comm: all_to_all_v chunked, PSA_MPI_MAX_COUNT={m}"), || check_all_to_all(&small));
-        t.check(&format!("dist: exchange_by, PSA_MPI_MAX_COUNT={m}"), || check_exchange_by(&small));
-        t.check(&format!("dist: rebalance, PSA_MPI_MAX_COUNT={m}"), || check_rebalance(&small));
+        t.check(
+            &format!("comm: all_to_all_v chunked, PSA_MPI_MAX_COUNT={m}"),
+            || check_all_to_all(&small),
+        );
+        t.check(&format!("dist: exchange_by, PSA_MPI_MAX_COUNT={m}"), || {
+            check_exchange_by(&small)
+        });
+        t.check(&format!("dist: rebalance, PSA_MPI_MAX_COUNT={m}"), || {
+            check_rebalance(&small)
+        });
     }
     t.check("dist: exchange_by", || check_exchange_by(&world));
-    t.check("dist: rebalance between uneven layouts", || check_rebalance(&world));
-    t.check("dist: right_halo across empty pes", || check_right_halo(&world));
-    t.check("dist: last_of_left across empty pes", || check_last_of_left(&world));
+    t.check("dist: rebalance between uneven layouts", || {
+        check_rebalance(&world)
+    });
+    t.check("dist: right_halo across empty pes", || {
+        check_right_halo(&world)
+    });
+    t.check("dist: last_of_left across empty pes", || {
+        check_last_of_left(&world)
+    });
     t.check("dist: name_sorted", || check_name_sorted(&world));
     let ctx = ctx_with(Comm::new(universe.world()), Algo::Dc3, 1 << 20);
-    t.check("dist: sample_sort (equal keys balanced, uneven input, n < p)", || check_sample_sort(&ctx, "sample_sort"));
+    t.check(
+        "dist: sample_sort (equal keys balanced, uneven input, n < p)",
+        || check_sample_sort(&ctx, "sample_sort"),
+    );
     let ctx2 = ctx_with(comm_with_max_count(Some(7)), Algo::Dc3, 1 << 20);
-    t.check("dist: sample_sort with PSA_MPI_MAX_COUNT=7", || check_sample_sort(&ctx2, "sample_sort (max count 7)"));
-    t.check("algo: distributed checker accepts right and rejects wrong", || check_checker(&ctx));
-    t.check("algo: suffix_array on uneven splits with empty pes", || check_suffix_array_uneven(&world));
+    t.check("dist: sample_sort with PSA_MPI_MAX_COUNT=7", || {
+        check_sample_sort(&ctx2, "sample_sort (max count 7)")
+    });
+    t.check(
+        "algo: distributed checker accepts right and rejects wrong",
+        || check_checker(&ctx),
+    );
+    t.check("algo: suffix_array on uneven splits with empty pes", || {
+        check_suffix_array_uneven(&world)
+    });
 
     let failed = t.failed.len();
     if me == 0 {

@@ -38,8 +38,12 @@ pub struct TempDir {
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         let k = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let clean: String = tag.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        let path = std::env::temp_dir().join(format!("psa-test-{}-{k}-{clean}", std::process::id()));
+        let clean: String = tag
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let path =
+            std::env::temp_dir().join(format!("psa-test-{}-{k}-{clean}", std::process::id()));
         let _ = fs::remove_dir_all(&path);
         fs::create_dir_all(&path).expect("create temp dir");
         TempDir { path }
@@ -64,7 +68,12 @@ impl TempDir {
     pub fn entries(&self) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(&self.path)
             .expect("read temp dir")
-            .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+            .map(|e| {
+                e.expect("dir entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .collect();
         v.sort();
         v
@@ -75,7 +84,11 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         if std::env::var_os("PSA_KEEP_TMP").is_none() {
             // Undo any chmod a test did so that removal works for non-root users too.
-            let _ = Command::new("chmod").arg("-R").arg("u+rwx").arg(&self.path).status();
+            let _ = Command::new("chmod")
+                .arg("-R")
+                .arg("u+rwx")
+                .arg(&self.path)
+                .status();
             let _ = fs::remove_dir_all(&self.path);
         }
     }
@@ -109,7 +122,11 @@ impl Outcome {
             "`{}` -> exit {:?}{} after {:.1}s; stderr ends: {}",
             self.cmdline,
             self.code,
-            if self.timed_out { " (TIMED OUT, killed)" } else { "" },
+            if self.timed_out {
+                " (TIMED OUT, killed)"
+            } else {
+                ""
+            },
             self.secs,
             tail(&self.stderr, 600).trim()
         )
@@ -121,7 +138,11 @@ impl Outcome {
             "`{}` -> exit {:?}{} after {:.1}s\n--- stdout ---\n{}\n--- stderr ---\n{}",
             self.cmdline,
             self.code,
-            if self.timed_out { " (TIMED OUT, killed)" } else { "" },
+            if self.timed_out {
+                " (TIMED OUT, killed)"
+            } else {
+                ""
+            },
             self.secs,
             tail(&self.stdout, 3000),
             tail(&self.stderr, 3000)
@@ -172,19 +193,28 @@ pub fn run_with_timeout(mut cmd: Command, dir: &Path, timeout: Duration) -> Outc
     let cmdline = format!(
         "{} {}",
         cmd.get_program().to_string_lossy(),
-        cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+        cmd.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let envs: Vec<String> = cmd
         .get_envs()
         .filter(|(k, _)| k.to_string_lossy().starts_with("PSA_"))
         .filter_map(|(k, v)| v.map(|v| format!("{}={}", k.to_string_lossy(), v.to_string_lossy())))
         .collect();
-    let cmdline = if envs.is_empty() { cmdline } else { format!("{} {cmdline}", envs.join(" ")) };
+    let cmdline = if envs.is_empty() {
+        cmdline
+    } else {
+        format!("{} {cmdline}", envs.join(" "))
+    };
     cmd.stdin(Stdio::null())
         .stdout(fs::File::create(&out_path).expect("stdout file"))
         .stderr(fs::File::create(&err_path).expect("stderr file"));
     let t0 = Instant::now();
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start `{cmdline}`: {e}"));
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start `{cmdline}`: {e}"));
     let mut timed_out = false;
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait for child") {
@@ -210,12 +240,23 @@ pub fn run_with_timeout(mut cmd: Command, dir: &Path, timeout: Duration) -> Outc
     let stderr = String::from_utf8_lossy(&fs::read(&err_path).unwrap_or_default()).into_owned();
     let _ = fs::remove_file(&out_path);
     let _ = fs::remove_file(&err_path);
-    Outcome { code: status.code(), status, stdout, stderr, timed_out, secs, cmdline }
+    Outcome {
+        code: status.code(),
+        status,
+        stdout,
+        stderr,
+        timed_out,
+        secs,
+        cmdline,
+    }
 }
 
 /// Sends a signal (by name, e.g. "TERM") to a process id with the `kill` utility.
 pub fn signal(pid: u32, sig: &str) {
-    let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
 }
 
 /// Runs `psa ARGS` under `mpirun -n p` in `dir` (output files land where ARGS say).
@@ -228,7 +269,13 @@ where
 }
 
 /// Like [`run_psa`] with extra environment variables and a timeout.
-pub fn run_psa_env<I, S>(p: usize, args: I, env: &[(&str, &str)], dir: &Path, timeout: Duration) -> Outcome
+pub fn run_psa_env<I, S>(
+    p: usize,
+    args: I,
+    env: &[(&str, &str)],
+    dir: &Path,
+    timeout: Duration,
+) -> Outcome
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
@@ -257,7 +304,12 @@ pub fn euid() -> u32 {
 /// Decodes a suffix array file of little-endian unsigned integers of `width` bytes.
 pub fn decode(bytes: &[u8], width: usize) -> Vec<u64> {
     assert!((1..=8).contains(&width));
-    assert_eq!(bytes.len() % width, 0, "output length {} is not a multiple of width {width}", bytes.len());
+    assert_eq!(
+        bytes.len() % width,
+        0,
+        "output length {} is not a multiple of width {width}",
+        bytes.len()
+    );
     bytes
         .chunks_exact(width)
         .map(|c| {
@@ -270,7 +322,8 @@ pub fn decode(bytes: &[u8], width: usize) -> Vec<u64> {
 
 /// Reads and decodes an output file.
 pub fn read_sa(path: &Path, width: usize) -> Vec<u64> {
-    let bytes = fs::read(path).unwrap_or_else(|e| panic!("cannot read output {}: {e}", path.display()));
+    let bytes =
+        fs::read(path).unwrap_or_else(|e| panic!("cannot read output {}: {e}", path.display()));
     decode(&bytes, width)
 }
 
@@ -389,13 +442,17 @@ pub mod gen {
     pub fn random(seed: u64, n: usize, sigma: usize, base: u8) -> Vec<u8> {
         assert!((1..=256).contains(&sigma));
         let mut r = Rng::new(seed);
-        (0..n).map(|_| base.wrapping_add(r.below(sigma as u64) as u8)).collect()
+        (0..n)
+            .map(|_| base.wrapping_add(r.below(sigma as u64) as u8))
+            .collect()
     }
 
     /// Random 0x00/0xFF mix of length `n`.
     pub fn zero_ff(seed: u64, n: usize) -> Vec<u8> {
         let mut r = Rng::new(seed);
-        (0..n).map(|_| if r.chance(50) { 0x00 } else { 0xFF }).collect()
+        (0..n)
+            .map(|_| if r.chance(50) { 0x00 } else { 0xFF })
+            .collect()
     }
 
     /// A random block of `block` bytes (over `sigma` letters) repeated until the text has `n`
@@ -425,12 +482,18 @@ pub mod gen {
                     let from = r.range(0, v.len() - len);
                     for k in 0..len {
                         let c = v[from + k];
-                        v.push(if r.chance(1) { ACGT[r.below(4) as usize] } else { c });
+                        v.push(if r.chance(1) {
+                            ACGT[r.below(4) as usize]
+                        } else {
+                            c
+                        });
                     }
                 }
                 // tandem repeat of a short unit
                 12..=15 => {
-                    let unit: Vec<u8> = (0..r.range(1, 12)).map(|_| ACGT[r.below(4) as usize]).collect();
+                    let unit: Vec<u8> = (0..r.range(1, 12))
+                        .map(|_| ACGT[r.below(4) as usize])
+                        .collect();
                     let len = r.range(20, 5000).min(left);
                     v.extend(unit.iter().copied().cycle().take(len));
                 }
@@ -466,9 +529,19 @@ pub mod gen {
 pub fn failure_report(failures: &[String], runs: usize) -> String {
     const SHOWN: usize = 8;
     let mut s = format!("{} of {runs} runs failed:\n\n", failures.len());
-    s.push_str(&failures.iter().take(SHOWN).cloned().collect::<Vec<_>>().join("\n\n"));
+    s.push_str(
+        &failures
+            .iter()
+            .take(SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+    );
     if failures.len() > SHOWN {
-        s.push_str(&format!("\n\n… and {} more (first lines only):\n", failures.len() - SHOWN));
+        s.push_str(&format!(
+            "\n\n… and {} more (first lines only):\n",
+            failures.len() - SHOWN
+        ));
         for f in &failures[SHOWN..] {
             s.push_str(f.lines().next().unwrap_or(""));
             s.push('\n');
