@@ -39,11 +39,11 @@ where
 
 /// Sends every record to the pe `dest(record)`, taking the records by value. Collective.
 ///
-/// Like [`exchange_by`] but the order of the records from one source is not kept, which lets the
-/// records be bucketed in place: peak memory is the input, one `u32` per record and the received
-/// records (no send copy). Use it wherever the receiver does not care about order.
+/// Like [`exchange_by`] but the input is consumed: it is freed as soon as it is bucketed, so the
+/// peak is two copies (input + send buffer, then send buffer + received records) plus one `u32`
+/// per record. The order within a source is kept, but callers should not rely on it.
 #[must_use]
-pub fn exchange<T, F>(comm: &Comm, mut data: Vec<T>, dest: F) -> Vec<T>
+pub fn exchange<T, F>(comm: &Comm, data: Vec<T>, dest: F) -> Vec<T>
 where
     T: Pod + Send + Sync,
     F: Fn(&T) -> usize + Sync,
@@ -52,33 +52,27 @@ where
     if p == 1 {
         return data;
     }
-    let mut dests: Vec<u32> = data.par_iter().map(|x| dest(x) as u32).collect();
+    let dests: Vec<u32> = data.par_iter().map(|x| dest(x) as u32).collect();
     let mut counts = vec![0usize; p];
     for &d in &dests {
         counts[d as usize] += 1;
     }
-    // In-place bucket permutation (American flag sort, one digit).
-    let starts = exclusive_prefix(&counts);
-    let mut next = starts.clone();
-    for b in 0..p {
-        let end = starts[b] + counts[b];
-        while next[b] < end {
-            let k = next[b];
-            let d = dests[k] as usize;
-            if d == b {
-                next[b] += 1;
-            } else {
-                let j = next[d];
-                data.swap(k, j);
-                dests.swap(k, j);
-                next[d] += 1;
-            }
-        }
+    // Scatter into a send buffer and free the input before the all-to-all: the peak is two
+    // copies either way (input + send, then send + received), and a scatter with p sequential
+    // write streams is much faster than an in-place cycle-chasing permutation.
+    let mut pos = exclusive_prefix(&counts);
+    let mut send: Vec<T> = Vec::with_capacity(data.len());
+    let spare = send.spare_capacity_mut();
+    for (x, &d) in data.iter().zip(&dests) {
+        let slot = &mut pos[d as usize];
+        spare[*slot].write(*x);
+        *slot += 1;
     }
+    // SAFETY: the counts add up to data.len(), so every slot below it was written exactly once.
+    unsafe { send.set_len(data.len()) };
     drop(dests);
-    let out = comm.all_to_all_v(&data, &counts);
     drop(data);
-    out
+    comm.all_to_all_v(&send, &counts)
 }
 
 /// Redistributes a sequence into `target`'s ranges, keeping the global order. Collective.
