@@ -62,7 +62,15 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
-CMDLINE="scripts/bench.sh $*"
+# The command line as it could be typed again (arguments with spaces in single quotes).
+quote_args() {
+  local a out=""
+  for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then out+=" $a"; else out+=" '${a//\'/\'\\\'\'}'"; fi
+  done
+  echo "$out"
+}
+CMDLINE="scripts/bench.sh$(quote_args "$@")"
 
 PROCS=${BENCH_PROCS:-}
 ALGOS=${BENCH_ALGOS:-"dc3 css"}

@@ -371,7 +371,8 @@ def write_md(rows, phases, args, path, base, runs_all):
     L.append(f"- **OS / MPI**: {m['os']}; {m['mpi']}")
     L.append(f"- **Commit**: `{args.commit}` (psa and sais-baseline release builds of this commit"
              f"{'; +dirty: uncommitted changes under src/ at build time' if 'dirty' in args.commit else ''})")
-    L.append(f"- **Date**: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M %Z').strip()}; whole benchmark took {args.elapsed} s")
+    when = args.date or datetime.datetime.now().strftime('%Y-%m-%d %H:%M %Z').strip()
+    L.append(f"- **Date**: {when}; whole benchmark took {args.elapsed} s")
     L.append(f"- **Command**: `{args.cmdline}`; psa under `{args.mpirun.strip()}`, `--threads` = cores / p "
              f"(cores = {args.cores}); `OMP_WAIT_POLICY=passive` for every run")
     L.append(f"- **Load average** (1/5/15 min) at start: {args.load_start}; at end: {args.load_end}")
@@ -626,8 +627,10 @@ def svg_scaling(rows, path):
         for lr in libs:
             y = y0 + ph - ph * lr["mb_per_sec"] / ymax
             col = "#555" if lr["threads"] == 1 else "#000"
+            # 1 thread labelled on the left, all cores on the right, so close lines stay readable
+            lx, anchor = (x0 + 4, "start") if lr["threads"] == 1 else (x0 + pw - 4, "end")
             o.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + pw}" y2="{y:.1f}" stroke="{col}" stroke-dasharray="6,4"/>'
-                     f'<text x="{x0 + pw - 4}" y="{y - 4:.1f}" text-anchor="end" fill="{col}">libsais {lr["threads"]}T '
+                     f'<text x="{lx}" y="{y - 4:.1f}" text-anchor="{anchor}" fill="{col}">libsais {lr["threads"]}T '
                      f'{lr["mb_per_sec"]:.1f}</text>')
         for algo in sorted({r["algo"] for r in psa}):
             col = PALETTE[k % len(PALETTE)]
@@ -663,6 +666,7 @@ def main():
     ap.add_argument("--elapsed", default="?")
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--note", action="append", default=[])
+    ap.add_argument("--date", default="", help="when the runs were made [now]")
     args = ap.parse_args()
 
     runs = load_runs(args.runs)

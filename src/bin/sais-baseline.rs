@@ -76,11 +76,19 @@ fn build(text: &[u8], threads: u16) -> Result<Sa, String> {
     // libsais' 32-bit interface takes n < 2^31; past that use 64-bit indices.
     if text.len() < i32::MAX as usize {
         let c = SuffixArrayConstruction::for_text(text).in_owned_buffer32();
-        let r = if threads > 1 { c.multi_threaded(ThreadCount::fixed(threads)).run() } else { c.single_threaded().run() };
+        let r = if threads > 1 {
+            c.multi_threaded(ThreadCount::fixed(threads)).run()
+        } else {
+            c.single_threaded().run()
+        };
         Ok(Sa::I32(r.map_err(err)?.into_vec()))
     } else {
         let c = SuffixArrayConstruction::for_text(text).in_owned_buffer64();
-        let r = if threads > 1 { c.multi_threaded(ThreadCount::fixed(threads)).run() } else { c.single_threaded().run() };
+        let r = if threads > 1 {
+            c.multi_threaded(ThreadCount::fixed(threads)).run()
+        } else {
+            c.single_threaded().run()
+        };
         Ok(Sa::I64(r.map_err(err)?.into_vec()))
     }
 }
@@ -122,7 +130,8 @@ fn run(cli: &Cli) -> Result<(), String> {
         return Err("--threads must be at least 1".into());
     }
     let t0 = Instant::now();
-    let text = std::fs::read(&cli.input).map_err(|e| format!("cannot read input '{}': {e}", cli.input.display()))?;
+    let text = std::fs::read(&cli.input)
+        .map_err(|e| format!("cannot read input '{}': {e}", cli.input.display()))?;
     let read_secs = t0.elapsed().as_secs_f64();
     let n = text.len();
     let width = cli.width.resolve(n).map_err(|e| e.to_string())?;
@@ -134,7 +143,8 @@ fn run(cli: &Cli) -> Result<(), String> {
     let mut write_secs = 0.0;
     if let Some(out) = &cli.output {
         let t2 = Instant::now();
-        write_sa(out, &sa, width).map_err(|e| format!("cannot write output '{}': {e}", out.display()))?;
+        write_sa(out, &sa, width)
+            .map_err(|e| format!("cannot write output '{}': {e}", out.display()))?;
         write_secs = t2.elapsed().as_secs_f64();
     }
     let peak = psa::stats::peak_rss_bytes();
