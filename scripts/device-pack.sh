@@ -58,10 +58,10 @@ case $MODE in
     BIN=$ROOT/.bench-tmp/build-target/release ;;
   build)
     (cd "$ROOT" && cargo build --release "${feat[@]+"${feat[@]}"}" --bin psa --bin sais-baseline) || die "cargo build failed"
-    BIN=$ROOT/target/release
+    BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
     [[ -z "$(git -C "$ROOT" status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null)" ]] || COMMIT="$COMMIT+dirty" ;;
   none)
-    BIN=$ROOT/target/release
+    BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
     COMMIT="$COMMIT (prebuilt target/release binaries, not rebuilt)" ;;
 esac
 [[ -x $BIN/psa && -x $BIN/sais-baseline ]] || die "no binaries in $BIN"
