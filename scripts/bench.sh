@@ -203,7 +203,7 @@ resolve() {
 }
 
 # ---- the runs ------------------------------------------------------------------------------------
-HOST=$(hostname -s 2>/dev/null || hostname)
+HOST=$(hostname -s 2>/dev/null || cut -d. -f1 /proc/sys/kernel/hostname)
 DATE=$(date +%Y-%m-%d)
 [[ -n "$NAME" ]] || NAME=$DATE-$HOST-$COMMIT
 mkdir -p "$RESULTS"

@@ -132,7 +132,7 @@ log "preflight ok"
 # ---- the benchmark -------------------------------------------------------------------------------
 LEFT=$((BUDGET - ($(date +%s) - T0)))
 [[ $LEFT -gt 30 ]] || die "no time left for the benchmark (budget $BUDGET s)"
-HOST=$(hostname -s 2>/dev/null || hostname)
+HOST=$(hostname -s 2>/dev/null || cut -d. -f1 /proc/sys/kernel/hostname)
 set +e
 BENCH_WORK=$ROOT/.bench-tmp "$HERE/bench.sh" --no-build --psa "$PSA" --baseline "$BASELINE" --commit "$COMMIT" \
   --cores "$CORES" --procs "1 2 4 8 16" --reps 3 --worst-mb "$WORST_MB" --worst-procs "$WORST_PROCS" \
