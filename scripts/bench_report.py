@@ -109,12 +109,31 @@ def build_secs(r):
     return max(s["total_secs"] - io, 1e-9)
 
 
+def is_sub(name):
+    """psa logs the steps of a sample sort ("· splitters", "· exchange", "· local sort") as phases
+    of their own, nested in the phase that called the sort: they are not added to the totals."""
+    return name.startswith("\u00b7") or name.startswith("·")
+
+
+def sub_phases(s):
+    """Sub-phases summed over all levels: {name: [sum of max, sum of mean]}."""
+    out = {}
+    for ph in s.get("phases", []):
+        if is_sub(ph["name"]):
+            m = out.setdefault(ph["name"].lstrip("· ").strip(), [0.0, 0.0])
+            m[0] += ph["max_secs"]
+            m[1] += ph["mean_secs"]
+    return out
+
+
 def top_phases(s):
     """Level-0 phases of a psa stats JSON (max, mean), plus 'recursion' (level >= 1 summed)."""
     out = {}
     rec_max = rec_mean = 0.0
     deeper = False
     for ph in s.get("phases", []):
+        if is_sub(ph["name"]):
+            continue  # inside its parent phase: counted there
         if ph["level"] == 0:
             m = out.setdefault(ph["name"], [0.0, 0.0])
             m[0] += ph["max_secs"]
@@ -136,9 +155,9 @@ def phase_order(runs, algo=None):
         s = r.get("stats")
         if r["tool"] != "psa" or not s or (algo is not None and r["algo"] != algo):
             continue
-        names = [ph["name"] for ph in s.get("phases", []) if ph["level"] == 0]
+        names = [ph["name"] for ph in s.get("phases", []) if ph["level"] == 0 and not is_sub(ph["name"])]
         # "recursion" stands for the deeper levels: after the phase that starts them
-        if any(ph["level"] > 0 for ph in s.get("phases", [])):
+        if any(ph["level"] > 0 and not is_sub(ph["name"]) for ph in s.get("phases", [])):
             at = names.index("build recursion") + 1 if "build recursion" in names else len(names)
             names.insert(at, "recursion")
         prev = None
@@ -203,6 +222,7 @@ def summarise(runs, cores):
                     "sent_per_char": sum(sent) / n if n else 0.0,
                     "imbalance": s.get("max_imbalance", 0.0),
                     "phases": top_phases(s),
+                    "sub_phases": sub_phases(s),
                     "checked": s.get("checked", False),
                     "backend": s.get("backend", ""),
                 })
@@ -334,6 +354,13 @@ def write_csv(rows, phases, path):
     pcols = []
     for ph in phases:
         pcols += [f"phase_max:{ph}", f"phase_mean:{ph}"]
+    subs = []
+    for row in rows:
+        for k in row.get("sub_phases", {}):
+            if k not in subs:
+                subs.append(k)
+    for k in subs:
+        pcols += [f"sample_sort_max:{k}", f"sample_sort_mean:{k}"]
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(cols + pcols)
@@ -348,6 +375,9 @@ def write_csv(rows, phases, path):
                 vals.append("" if v is None else v)
             for ph in phases:
                 m = row.get("phases", {}).get(ph)
+                vals += [f"{m[0]:.6g}", f"{m[1]:.6g}"] if m else ["", ""]
+            for k in subs:
+                m = row.get("sub_phases", {}).get(k)
                 vals += [f"{m[0]:.6g}", f"{m[1]:.6g}"] if m else ["", ""]
             w.writerow(vals)
 
@@ -420,6 +450,26 @@ def write_md(rows, phases, args, path, base, runs_all):
                 cells = [f"{ph[p][0]:.3f} / {ph[p][1]:.3f}" if p in ph else "" for p in aph]
                 lines.append([r["corpus"], label(r)] + cells + [f(r.get("build_secs"), "{:.3f}")])
             L.append(md_table(["corpus", "config"] + aph + ["build s"], lines))
+            L.append("")
+        subs = [r for r in psa_rows if r.get("sub_phases")]
+        if subs:
+            names = []
+            for r in subs:
+                for k in r["sub_phases"]:
+                    if k not in names:
+                        names.append(k)
+            L.append("### Inside the sample sorts (all levels)")
+            L.append("")
+            L.append("The steps of every distributed sample sort of the run, summed over all recursion levels "
+                     "(max / mean over pes, seconds), and their share of build s (by max).")
+            L.append("")
+            lines = []
+            for r in subs:
+                sp = r["sub_phases"]
+                tot = sum(v[0] for v in sp.values())
+                lines.append([r["corpus"], label(r)] + [f"{sp[k][0]:.3f} / {sp[k][1]:.3f}" if k in sp else "" for k in names]
+                             + [f"{tot:.3f}", f(tot / r["build_secs"] * 100 if r.get("build_secs") else None, "{:.0f} %")])
+            L.append(md_table(["corpus", "config"] + names + ["sum", "of build"], lines))
             L.append("")
         L.append(f"![time per phase]({os.path.basename(base)}-phases.svg)")
         L.append("")
