@@ -12,7 +12,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for algo in dc3 css; do
     # --base-case 1024: solve all but the last kilobyte distributedly (the default gathers inputs
-    # below 1 Mi characters on one pe, which is faster but shows less).
+    # below 4 Mi characters on one pe, which is faster but shows less).
     mpirun -n 4 target/release/psa --algo "$algo" --base-case 1024 --check -o "$out/example.$algo.sa" tests/data/example.txt
 done
 target/release/sais-baseline -o "$out/example.libsais.sa" tests/data/example.txt >/dev/null

@@ -65,7 +65,7 @@ impl Default for Config {
             algo: Algo::Css,
             backend: Backend::Cpu,
             threads: 1,
-            base_case: 1 << 20,
+            base_case: 1 << 22,
         }
     }
 }

@@ -22,6 +22,8 @@ Examples:
   psa small.txt                                   one process; writes small.txt.sa
   mpirun -n 64 psa genome.txt                     64 processes (pes), each reads 1/64 of the input
   mpirun -n 16 psa --algo dc3 --width 5 -o /scratch/web.sa web.txt
+  mpirun -n 2 --bind-to none psa --threads 8 x.txt  without --bind-to none, Open MPI pins each of
+                                                  up to 2 processes to one core
   srun psa --check corpus.txt                     inside a Slurm batch job (see slurm/psa.sbatch)
 
 Output: SA[0..n) as little-endian unsigned integers of --width bytes each (n × width bytes).
@@ -58,7 +60,7 @@ struct Cli {
     #[arg(long)]
     gpu: bool,
     /// Subproblems of at most this many characters are solved sequentially on one pe
-    #[arg(long, default_value_t = 1 << 20, value_name = "N")]
+    #[arg(long, default_value_t = 1 << 22, value_name = "N")]
     base_case: usize,
     /// More log output (-v: per-phase table, -vv: every pe's debug output)
     #[arg(short, long, action = ArgAction::Count)]

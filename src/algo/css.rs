@@ -127,21 +127,27 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     let mut sorted = ctx.phase("sort keys", || sample_sort(ctx, recs));
     ctx.phase("order tails", || order_tails(&mut sorted, k));
 
-    // 4. Names: group = equal key and clamped length. The sort records are turned into
-    // (name, position) pairs in place; the unresolved ones are copied out.
-    let (pairs, mut unresolved) = ctx.phase("names", || {
+    // 4. Names: group = equal key and clamped length; unresolved suffixes are copied out, every
+    // suffix becomes a (name, position) pair (32+32 bits when n ≤ 2^32).
+    let narrow = n <= 1 << 32 && !force_wide();
+    let (names, mut unresolved) = ctx.phase("names", || {
         let (names, alone, _) = group_names(ctx, &sorted, |a, b| a.0 >> 56 == b.0 >> 56);
-        // (name, position) packed as name·2^64 + position, reusing the records' memory.
-        let mut pairs: Vec<u128> = bytemuck::cast_vec(sorted);
-        let mut unresolved: Vec<[u64; 2]> = Vec::new();
-        for (j, slot) in pairs.iter_mut().enumerate() {
-            let i = (*slot as u64) & ((1u64 << 56) - 1);
-            *slot = ((names[j] as u128) << 64) | i as u128;
-            if !alone[j] {
-                unresolved.push([names[j], i]);
+        let pos = |r: &HiKey| (r.0 as u64) & ((1u64 << 56) - 1);
+        let unresolved: Vec<[u64; 2]> =
+            sorted.iter().zip(&names).zip(&alone).filter(|(_, &a)| !a).map(|((r, &nm), _)| [nm, pos(r)]).collect();
+        let names = if narrow {
+            let v: Vec<u64> = sorted.iter().zip(&names).map(|(r, &nm)| Pair::pack(nm, pos(r))).collect();
+            drop(sorted);
+            Pairs::Narrow(v)
+        } else {
+            // Reuse the records' memory for 64+64-bit pairs.
+            let mut v: Vec<u128> = bytemuck::cast_vec(sorted);
+            for (slot, &nm) in v.iter_mut().zip(&names) {
+                *slot = Pair::pack(nm, (*slot as u64) & ((1u64 << 56) - 1));
             }
-        }
-        (pairs, unresolved)
+            Pairs::Wide(v)
+        };
+        (names, unresolved)
     });
 
     // 5. Refine by prefix doubling.
@@ -154,16 +160,15 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     if total_unresolved == 0 {
         // Every name is final: it is the suffix's index in the SA.
         ctx.log.refine_rounds.set(0);
-        return ctx.phase("place", || place(comm, layout, pairs));
+        return ctx.phase("place", || match names {
+            Pairs::Narrow(v) => place(comm, layout, v),
+            Pairs::Wide(v) => place(comm, layout, v),
+        });
     }
     // Name of every position, in text order.
-    let mut name_of = ctx.phase("names to text", || {
-        let got = exchange(comm, pairs, |&x| layout.owner(x as u64 as usize));
-        let mut name_of = vec![0u64; hi - lo];
-        for x in got {
-            name_of[x as u64 as usize - lo] = (x >> 64) as u64;
-        }
-        name_of
+    let mut name_of = ctx.phase("names to text", || match names {
+        Pairs::Narrow(v) => to_text_order(comm, layout, v),
+        Pairs::Wide(v) => to_text_order(comm, layout, v),
     });
     let mut remaining = total_unresolved;
     let hand_over = fallback_fraction();
@@ -216,25 +221,85 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 
     // 6. Place: every name is now final.
     ctx.phase("place", || {
-        let pairs: Vec<u128> = name_of
-            .iter()
-            .enumerate()
-            .map(|(j, &nm)| ((nm as u128) << 64) | (lo + j) as u128)
-            .collect();
-        drop(name_of);
-        place(comm, layout, pairs)
+        if narrow {
+            let pairs: Vec<u64> = name_of.iter().enumerate().map(|(j, &nm)| Pair::pack(nm, (lo + j) as u64)).collect();
+            drop(name_of);
+            place(comm, layout, pairs)
+        } else {
+            let pairs: Vec<u128> =
+                name_of.iter().enumerate().map(|(j, &nm)| Pair::pack(nm, (lo + j) as u64)).collect();
+            drop(name_of);
+            place(comm, layout, pairs)
+        }
     })
 }
 
-/// Sends each (SA index, position) pair, packed as index·2^64 + position, to the pe owning that
-/// SA index and returns this pe's SA slice. Collective.
-fn place(comm: &crate::comm::Comm, layout: &Layout, pairs: Vec<u128>) -> Vec<u64> {
+/// Two numbers (a name or SA index, and a position) in one integer: `u64` holds two 32-bit
+/// halves (n ≤ 2^32: half the volume of every exchange of pairs), `u128` two 64-bit halves.
+trait Pair: Pod + Send + Sync {
+    fn pack(a: u64, b: u64) -> Self;
+    fn a(&self) -> u64;
+    fn b(&self) -> u64;
+}
+
+impl Pair for u64 {
+    #[inline]
+    fn pack(a: u64, b: u64) -> Self {
+        debug_assert!(a < 1 << 32 && b < 1 << 32);
+        (a << 32) | b
+    }
+    #[inline]
+    fn a(&self) -> u64 {
+        self >> 32
+    }
+    #[inline]
+    fn b(&self) -> u64 {
+        self & 0xffff_ffff
+    }
+}
+
+impl Pair for u128 {
+    #[inline]
+    fn pack(a: u64, b: u64) -> Self {
+        ((a as u128) << 64) | b as u128
+    }
+    #[inline]
+    fn a(&self) -> u64 {
+        (self >> 64) as u64
+    }
+    #[inline]
+    fn b(&self) -> u64 {
+        *self as u64
+    }
+}
+
+/// The (name, position) pairs of all suffixes after the first sort.
+enum Pairs {
+    Narrow(Vec<u64>),
+    Wide(Vec<u128>),
+}
+
+/// Sends each (name, position) pair to the pe owning the position; returns the names of this
+/// pe's positions in text order. Collective.
+fn to_text_order<P: Pair>(comm: &crate::comm::Comm, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
+    let lo = layout.start(comm.rank());
+    let got = exchange(comm, pairs, |x| layout.owner(x.b() as usize));
+    let mut name_of = vec![0u64; layout.local_len(comm.rank())];
+    for x in got {
+        name_of[x.b() as usize - lo] = x.a();
+    }
+    name_of
+}
+
+/// Sends each (SA index, position) pair to the pe owning that SA index and returns this pe's SA
+/// slice. Collective.
+fn place<P: Pair>(comm: &crate::comm::Comm, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
     let me = comm.rank();
     let lo = layout.start(me);
-    let got = exchange(comm, pairs, |&x| layout.owner((x >> 64) as usize));
+    let got = exchange(comm, pairs, |x| layout.owner(x.a() as usize));
     let mut sa = vec![0u64; layout.local_len(me)];
     for x in got {
-        sa[(x >> 64) as usize - lo] = x as u64;
+        sa[x.a() as usize - lo] = x.b();
     }
     sa
 }
