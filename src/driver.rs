@@ -48,6 +48,7 @@ pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
     let n = layout.len();
     let width = comm.agree(job.width.resolve(n))?;
     let out = OutputFile::create(comm, &job.output, n, width)?;
+    out.remove_on_signal();
     if comm.rank() == 0 {
         log::info!(
             "building the suffix array of '{}' ({n} bytes) on {} pes × {} threads with {:?}, {}-byte entries",

@@ -87,6 +87,21 @@ fn bytes_needed(max: u128) -> usize {
     (((128 - max.leading_zeros()) as usize).div_ceil(8)).max(1)
 }
 
+/// Path of the partial output file that a SIGTERM/SIGINT should remove (set on pe 0 by
+/// [`OutputFile::remove_on_signal`]).
+static PARTIAL: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+
+extern "C" fn remove_partial_and_die(sig: libc::c_int) {
+    // Only async-signal-safe calls here: unlink, signal, raise.
+    if let Some(p) = PARTIAL.get() {
+        unsafe { libc::unlink(p.as_ptr()) };
+    }
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
 /// An output file being written by all pes. Created by [`OutputFile::create`]; the temporary file
 /// is removed on drop unless [`OutputFile::commit`] renamed it into place.
 pub struct OutputFile {
@@ -175,6 +190,25 @@ impl OutputFile {
             self.committed = true;
         }
         r
+    }
+
+    /// Makes SIGTERM and SIGINT (what mpirun and srun send when a job is cancelled) remove the
+    /// partial file before the process dies, so a killed job leaves nothing behind. For the
+    /// command-line tool: it installs process-wide signal handlers (once per process).
+    pub fn remove_on_signal(&self) {
+        if !self.is_root {
+            return;
+        }
+        use std::os::unix::ffi::OsStrExt;
+        if let Ok(c) = std::ffi::CString::new(self.tmp.as_os_str().as_bytes()) {
+            if PARTIAL.set(c).is_ok() {
+                let handler = remove_partial_and_die as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                unsafe {
+                    libc::signal(libc::SIGTERM, handler);
+                    libc::signal(libc::SIGINT, handler);
+                }
+            }
+        }
     }
 
     /// Path of the temporary file.
