@@ -67,18 +67,23 @@ impl Comm {
     pub fn new(world: SimpleCommunicator) -> Self {
         let rank = world.rank() as usize;
         let size = world.size() as usize;
-        let max_count = std::env::var("PSA_MPI_MAX_COUNT")
+        // pe 0's setting holds for all: other nodes may not see the same environment, and the
+        // chunk size must be the same on every pe. At least p, so a round moves ≤ max_count.
+        let mut max_count = std::env::var("PSA_MPI_MAX_COUNT")
             .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .map(|v| v.clamp(1, MPI_COUNT_MAX))
-            .unwrap_or(MPI_COUNT_MAX);
-        Comm {
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|v| v.clamp(1, MPI_COUNT_MAX as u64))
+            .unwrap_or(MPI_COUNT_MAX as u64);
+        let mut comm = Comm {
             world,
             rank,
             size,
             bytes_sent: Cell::new(0),
-            max_count,
-        }
+            max_count: MPI_COUNT_MAX,
+        };
+        comm.broadcast(&mut max_count, 0);
+        comm.max_count = (max_count as usize).max(size);
+        comm
     }
 
     /// This pe's number in `0..size()`.
@@ -281,6 +286,16 @@ impl Comm {
     /// in the chunked case.
     #[must_use]
     pub fn all_to_all_v<T: Pod>(&self, send: &[T], counts: &[usize]) -> Vec<T> {
+        self.all_to_all_v_counts(send, counts).0
+    }
+
+    /// [`Comm::all_to_all_v`] that also returns how many records came from each pe.
+    #[must_use]
+    pub fn all_to_all_v_counts<T: Pod>(
+        &self,
+        send: &[T],
+        counts: &[usize],
+    ) -> (Vec<T>, Vec<usize>) {
         let p = self.size;
         assert_eq!(counts.len(), p, "all_to_all_v needs one count per pe");
         assert_eq!(
@@ -302,7 +317,7 @@ impl Comm {
             let sc: Vec<usize> = counts.to_vec();
             let rc: Vec<usize> = recv_counts.iter().map(|&c| c as usize).collect();
             self.raw_all_to_all_v(send, &sc, &mut out, &rc);
-            return out;
+            return (out, rc);
         }
 
         // Chunked: round k moves records [k*q, (k+1)*q) of every (source, destination) pair.
@@ -339,7 +354,7 @@ impl Comm {
                 off += rcs[s];
             }
         }
-        out
+        (out, rc)
     }
 
     /// Transposes per-destination counts: returns how many records each pe sends to this one.

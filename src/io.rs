@@ -64,7 +64,13 @@ impl Width {
     pub fn resolve(self, n: usize) -> Result<usize> {
         let max = n.saturating_sub(1) as u128;
         match self {
-            Width::Auto => Ok(if max <= u32::MAX as u128 { 4 } else { 5 }),
+            Width::Auto => Ok(if max <= u32::MAX as u128 {
+                4
+            } else if max < 1u128 << 40 {
+                5
+            } else {
+                8
+            }),
             Width::Fixed(w) => {
                 if !matches!(w, 4 | 5 | 8) {
                     return Err(Error::Invalid(format!(
@@ -85,6 +91,15 @@ impl Width {
 
 fn bytes_needed(max: u128) -> usize {
     (((128 - max.leading_zeros()) as usize).div_ceil(8)).max(1)
+}
+
+/// Removes the partial output file now, if this pe registered one with
+/// [`OutputFile::remove_on_signal`] (for the panic hook, which ends the job with MPI_Abort before
+/// any destructor runs).
+pub fn remove_partial_now() {
+    if let Some(p) = PARTIAL.get() {
+        unsafe { libc::unlink(p.as_ptr()) };
+    }
 }
 
 /// Path of the partial output file that a SIGTERM/SIGINT should remove (set on pe 0 by
@@ -202,7 +217,8 @@ impl OutputFile {
         use std::os::unix::ffi::OsStrExt;
         if let Ok(c) = std::ffi::CString::new(self.tmp.as_os_str().as_bytes()) {
             if PARTIAL.set(c).is_ok() {
-                let handler = remove_partial_and_die as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                let handler =
+                    remove_partial_and_die as extern "C" fn(libc::c_int) as libc::sighandler_t;
                 unsafe {
                     libc::signal(libc::SIGTERM, handler);
                     libc::signal(libc::SIGINT, handler);

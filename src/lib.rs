@@ -70,6 +70,35 @@ impl Default for Config {
     }
 }
 
+/// Test and tuning switches read from the environment of pe 0 and broadcast, so every pe takes
+/// the same branches (other nodes may not see the same environment).
+#[derive(Clone, Copy, Debug)]
+pub struct Tunables {
+    /// `PSA_FORCE_WIDE=1`: use the wide-record paths (normally only for n ≥ 2^32..2^41) on any
+    /// input, so tests reach them.
+    pub force_wide: bool,
+    /// `PSA_CSS_HANDOVER`: fraction of unresolved suffixes above which pCSS hands over to DC3
+    /// before doubling (default 0.9; 1 or more: never).
+    pub css_handover: f64,
+}
+
+impl Tunables {
+    /// Reads the switches on pe 0 and broadcasts them. Collective.
+    pub fn from_root(comm: &Comm) -> Self {
+        let wide = std::env::var_os("PSA_FORCE_WIDE").is_some_and(|v| v == "1");
+        let handover = std::env::var("PSA_CSS_HANDOVER")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.9);
+        let mut raw = [wide as u64, handover.to_bits()];
+        comm.broadcast(&mut raw, 0);
+        Tunables {
+            force_wide: raw[0] == 1,
+            css_handover: f64::from_bits(raw[1]),
+        }
+    }
+}
+
 /// Everything a pe needs to take part in a distributed run: the communicator, the local sort
 /// backend, settings and the phase log.
 pub struct Ctx {
@@ -77,17 +106,21 @@ pub struct Ctx {
     pub sorter: Box<dyn LocalSort>,
     pub config: Config,
     pub log: PhaseLog,
+    pub tune: Tunables,
 }
 
 impl Ctx {
-    /// A context on `world` with the CPU backend. Collective only in that every pe must make one.
+    /// A context on `world` with the CPU backend. Collective: every pe must make one.
     pub fn new(world: mpi::topology::SimpleCommunicator, config: Config) -> Self {
         let sorter: Box<dyn LocalSort> = Box::new(local::cpu::CpuSort::new(config.threads));
+        let comm = Comm::new(world);
+        let tune = Tunables::from_root(&comm);
         Ctx {
-            comm: Comm::new(world),
+            comm,
             sorter,
             config,
             log: PhaseLog::default(),
+            tune,
         }
     }
 
@@ -153,11 +186,11 @@ impl Ctx {
 /// Exit: each pe holds the suffix array entries for the same global range as its slice, as global
 /// positions. Suffixes compare as byte strings; a proper prefix sorts first.
 pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
-    if ctx.config.base_case < 4 {
-        return Err(Error::Invalid(format!(
+    if ctx.comm.any(ctx.config.base_case < 4) {
+        return ctx.comm.agree(Err(Error::Invalid(format!(
             "base case size must be at least 4, got {}",
             ctx.config.base_case
-        )));
+        ))));
     }
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
     Ok(match ctx.config.algo {

@@ -129,6 +129,7 @@ fn main() -> ExitCode {
     // A panic on one pe must end the whole job, not leave the others waiting in a collective.
     std::panic::set_hook(Box::new(move |info| {
         eprintln!("psa: internal error on pe {rank}: {info}");
+        psa::io::remove_partial_now();
         psa::comm::Comm::new(mpi::topology::SimpleCommunicator::world()).abort(101);
     }));
 

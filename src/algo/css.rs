@@ -31,22 +31,6 @@ use crate::dist::{exchange, fetch, right_halo, sample_sort, Layout, SortKey};
 use crate::local::LocalSort;
 use crate::Ctx;
 
-/// Fraction of unresolved suffixes above which pCSS hands over to DC3 before any doubling round
-/// (`PSA_CSS_HANDOVER`, default 0.9: only inputs like aⁿ or a block repeated many times; English
-/// text with two thirds of its 9-grams repeated still doubles faster than DC3 finishes).
-fn fallback_fraction() -> f64 {
-    std::env::var("PSA_CSS_HANDOVER")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.9)
-}
-
-/// Tests set `PSA_FORCE_WIDE=1` to run the wide-record paths (normally only for n ≥ 2^41) on
-/// small inputs.
-pub(crate) fn force_wide() -> bool {
-    std::env::var_os("PSA_FORCE_WIDE").is_some_and(|v| v == "1")
-}
-
 fn bits(x: u64) -> u32 {
     64 - x.leading_zeros()
 }
@@ -129,14 +113,23 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 
     // 4. Names: group = equal key and clamped length; unresolved suffixes are copied out, every
     // suffix becomes a (name, position) pair (32+32 bits when n ≤ 2^32).
-    let narrow = n <= 1 << 32 && !force_wide();
+    let narrow = n <= 1 << 32 && !ctx.tune.force_wide;
     let (names, mut unresolved) = ctx.phase("names", || {
         let (names, alone, _) = group_names(ctx, &sorted, |a, b| a.0 >> 56 == b.0 >> 56);
         let pos = |r: &HiKey| (r.0 as u64) & ((1u64 << 56) - 1);
-        let unresolved: Vec<[u64; 2]> =
-            sorted.iter().zip(&names).zip(&alone).filter(|(_, &a)| !a).map(|((r, &nm), _)| [nm, pos(r)]).collect();
+        let unresolved: Vec<[u64; 2]> = sorted
+            .iter()
+            .zip(&names)
+            .zip(&alone)
+            .filter(|(_, &a)| !a)
+            .map(|((r, &nm), _)| [nm, pos(r)])
+            .collect();
         let names = if narrow {
-            let v: Vec<u64> = sorted.iter().zip(&names).map(|(r, &nm)| Pair::pack(nm, pos(r))).collect();
+            let v: Vec<u64> = sorted
+                .iter()
+                .zip(&names)
+                .map(|(r, &nm)| Pair::pack(nm, pos(r)))
+                .collect();
             drop(sorted);
             Pairs::Narrow(v)
         } else {
@@ -171,7 +164,7 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         Pairs::Wide(v) => to_text_order(comm, layout, v),
     });
     let mut remaining = total_unresolved;
-    let hand_over = fallback_fraction();
+    let hand_over = ctx.tune.css_handover;
     while remaining > 0 {
         if remaining as f64 > hand_over * n as f64 {
             // Most suffixes share long prefixes (aⁿ, long repeats): doubling would take about
@@ -187,7 +180,7 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         }
         round += 1;
         let (still, updates) = ctx.phase("refine", || {
-            if 3 * (bits(n as u64) + 1) <= 128 && !force_wide() {
+            if 3 * (bits(n as u64) + 1) <= 128 && !ctx.tune.force_wide {
                 refine_round::<u128>(ctx, layout, &unresolved, &name_of, h)
             } else {
                 refine_round::<WideRefine>(ctx, layout, &unresolved, &name_of, h)
@@ -222,12 +215,19 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     // 6. Place: every name is now final.
     ctx.phase("place", || {
         if narrow {
-            let pairs: Vec<u64> = name_of.iter().enumerate().map(|(j, &nm)| Pair::pack(nm, (lo + j) as u64)).collect();
+            let pairs: Vec<u64> = name_of
+                .iter()
+                .enumerate()
+                .map(|(j, &nm)| Pair::pack(nm, (lo + j) as u64))
+                .collect();
             drop(name_of);
             place(comm, layout, pairs)
         } else {
-            let pairs: Vec<u128> =
-                name_of.iter().enumerate().map(|(j, &nm)| Pair::pack(nm, (lo + j) as u64)).collect();
+            let pairs: Vec<u128> = name_of
+                .iter()
+                .enumerate()
+                .map(|(j, &nm)| Pair::pack(nm, (lo + j) as u64))
+                .collect();
             drop(name_of);
             place(comm, layout, pairs)
         }

@@ -241,7 +241,7 @@ fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     let n_ext = n + usize::from(n % 3 == 1);
     let bc = bits(alphabet);
     let bi = bits(n_ext as u64);
-    let tb = if super::css::force_wide() {
+    let tb = if ctx.tune.force_wide {
         129
     } else {
         3 * bc + bi
@@ -411,7 +411,7 @@ fn merge<A: Fn(usize) -> u64 + Sync>(
     let (lo, hi) = (layout.start(me), layout.end(me));
     let samples_total = n - n.div_ceil(3);
     let shift = bits(samples_total as u64 + 1);
-    let radix_ok = bits(alphabet) + shift <= 64 && !super::css::force_wide();
+    let radix_ok = bits(alphabet) + shift <= 64 && !ctx.tune.force_wide;
     let (mod0, samples) = ctx.phase("merge records", || {
         let rhalo = right_halo(comm, &rank, 2);
         let ra = |i: usize| -> u64 {
@@ -498,7 +498,8 @@ fn merge_sorted(ctx: &Ctx, a: &[MergeRec], b: &[MergeRec]) -> Vec<u64> {
     if n == 0 {
         return Vec::new();
     }
-    let per = |len: usize| ((len as u128 * (64 * p) as u128).div_ceil(n as u128) as usize).min(len);
+    let per =
+        |len: usize| ((len as u128 * (256 * p) as u128).div_ceil(n as u128) as usize).min(len);
     let pick = |v: &[MergeRec], s: usize| -> Vec<MergeRec> {
         (0..s).map(|j| v[(2 * j + 1) * v.len() / (2 * s)]).collect()
     };

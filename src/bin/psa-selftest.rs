@@ -135,7 +135,9 @@ fn comm_with_max_count(m: Option<usize>) -> Comm {
 }
 
 fn ctx_with(comm: Comm, algo: Algo, base_case: usize) -> Ctx {
+    let tune = psa::Tunables::from_root(&comm);
     Ctx {
+        tune,
         comm,
         sorter: Box::new(CpuSort::new(1)),
         config: Config {

@@ -132,12 +132,8 @@ where
     }
     drop(dests);
     // How many each pe asks of me (transposed counts) follows from the exchange itself.
-    let asked = comm.all_to_all_v(&send, &counts);
+    let (asked, recv_counts) = comm.all_to_all_v_counts(&send, &counts);
     drop(send);
-    let recv_counts = {
-        let c: Vec<u64> = counts.iter().map(|&c| c as u64).collect();
-        comm.all_to_all_counts(&c)
-    };
     let base = layout.start(me);
     let answers: Vec<R> = asked
         .par_iter()
