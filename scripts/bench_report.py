@@ -26,6 +26,10 @@ Definitions used throughout:
             cores); below 1 means psa is slower.
   wall s    the whole command (mpirun start-up, reading, writing the SA file included).
   recursion the level >= 1 phases of pDC3 summed (max over pes of each phase, then summed).
+  refine rounds  pCSS's prefix-doubling rounds (refine_rounds of --stats).
+
+The machine line comes from this host (lscpu, /proc/meminfo, nvidia-smi), or with --machine-env
+from the environment.txt that scripts/device-bench.sh saved where the runs were made.
 """
 
 import argparse
@@ -225,6 +229,7 @@ def summarise(runs, cores):
                     "sub_phases": sub_phases(s),
                     "checked": s.get("checked", False),
                     "backend": s.get("backend", ""),
+                    "refine_rounds": s.get("refine_rounds"),
                 })
             else:
                 row.update({
@@ -232,7 +237,7 @@ def summarise(runs, cores):
                     "peak_rss_per_pe": [s.get("peak_rss_bytes", 0)],
                     "bytes_per_char": s.get("bytes_per_char", 0.0),
                     "bytes_sent_max": 0, "bytes_sent_total": 0, "bytes_sent_per_pe": [], "sent_per_char": 0.0,
-                    "imbalance": 1.0, "phases": {}, "checked": False, "backend": "",
+                    "imbalance": 1.0, "phases": {}, "checked": False, "backend": "", "refine_rounds": None,
                 })
         rows.append(row)
 
@@ -275,6 +280,14 @@ def imb(row):
     return f(row.get("imbalance"), "{:.2f}") if row["tool"] == "psa" and row["p"] > 1 else ""
 
 
+def rounds(row):
+    """pCSS's prefix-doubling refine rounds (0: none, e.g. when it recursed instead); blank for
+    pDC3 and libsais."""
+    if row["tool"] != "psa" or not row["algo"].startswith("css") or row.get("refine_rounds") is None:
+        return ""
+    return str(row["refine_rounds"])
+
+
 def label(row):
     if row["tool"] == "libsais":
         return f"libsais {row['threads']}T"
@@ -300,6 +313,59 @@ def status_cell(row):
     if row["runs_ok"]:
         return f"ok ({len(bad)} run(s) {bad[0]})"
     return NOT_RUN.get(bad[0], bad[0])
+
+
+def gpu_info():
+    """'NAME (MEM MiB, driver D)' per GPU that nvidia-smi lists, joined; '' without nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    gpus = []
+    for line in out.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 3:
+            gpus.append(f"{parts[0]} ({parts[1]}, driver {parts[2]})")
+    return "; ".join(gpus)
+
+
+def machine_from_env(path):
+    """The machine as scripts/device-bench.sh's environment.txt describes it (date, uname -a,
+    os-release, lscpu, free -g, nvidia-smi -L, mpirun --version, BUILD_INFO), for re-rendering a
+    report somewhere else than where it ran."""
+    info, m = {}, {"mem": "", "os": "", "mpi": "", "host": "", "gpu": ""}
+    kernel = ""
+    gpus = []
+    with open(path, errors="replace") as fh:
+        for line in fh:
+            line = line.rstrip("\n")
+            if line.startswith("Linux "):
+                parts = line.split()
+                m["host"], kernel = parts[1], parts[2]
+            elif line.startswith("PRETTY_NAME="):
+                m["os"] = line.split("=", 1)[1].strip().strip('"')
+            elif line.startswith("Mem:"):
+                m["mem"] = f"{line.split()[1]} GiB"
+            elif line.startswith("GPU ") and ": " in line:
+                gpus.append(line.split(": ", 1)[1].split(" (UUID")[0])
+            elif line.startswith("mpirun ("):
+                m["mpi"] = line
+            elif ":" in line and not line.startswith(" "):
+                k, _, v = line.partition(":")
+                info.setdefault(k.strip(), v.strip())
+    if kernel:
+        m["os"] += f", kernel {kernel}"
+    m["gpu"] = "; ".join(gpus)
+    m.update({
+        "model": info.get("Model name", "unknown"),
+        "cpus": info.get("CPU(s)", "?"),
+        "sockets": info.get("Socket(s)", "?"),
+        "cores_per_socket": info.get("Core(s) per socket", "?"),
+        "threads_per_core": info.get("Thread(s) per core", "?"),
+        "hypervisor": info.get("Hypervisor vendor", ""),
+    })
+    return m
 
 
 def machine_info():
@@ -343,6 +409,7 @@ def machine_info():
         "os": osname,
         "mpi": mpi,
         "host": platform.node(),
+        "gpu": gpu_info(),
     }
 
 
@@ -350,7 +417,7 @@ def write_csv(rows, phases, path):
     cols = ["group", "corpus", "n", "tool", "algo", "p", "threads", "runs", "runs_ok", "status",
             "build_secs", "build_min", "build_max", "mb_per_sec", "x_libsais_1t", "x_libsais_nt",
             "wall_secs", "e2e_mb_per_sec", "peak_rss_max", "peak_rss_per_pe", "bytes_per_char",
-            "bytes_sent_max", "bytes_sent_total", "bytes_sent_per_pe", "sent_per_char", "imbalance"]
+            "bytes_sent_max", "bytes_sent_total", "bytes_sent_per_pe", "sent_per_char", "imbalance", "refine_rounds"]
     pcols = []
     for ph in phases:
         pcols += [f"phase_max:{ph}", f"phase_mean:{ph}"]
@@ -389,7 +456,7 @@ def md_table(header, lines):
 
 
 def write_md(rows, phases, args, path, base, runs_all):
-    m = machine_info()
+    m = machine_from_env(args.machine_env) if args.machine_env else machine_info()
     real = [r for r in rows if r["group"] == "real"]
     worst = [r for r in rows if r["group"] == "worst"]
     L = []
@@ -397,7 +464,7 @@ def write_md(rows, phases, args, path, base, runs_all):
     L.append("")
     L.append(f"- **Machine**: {m['model']}, {m['cpus']} CPUs ({m['sockets']} socket(s) × {m['cores_per_socket']} cores × "
              f"{m['threads_per_core']} threads){', ' + m['hypervisor'] + ' VM' if m['hypervisor'] else ''}, {m['mem']} RAM; "
-             f"host `{m['host']}`")
+             f"host `{m['host']}`" + (f"; GPU: {m['gpu']}" if m.get("gpu") else "; no GPU found"))
     L.append(f"- **OS / MPI**: {m['os']}; {m['mpi']}")
     L.append(f"- **Commit**: `{args.commit}` (psa and sais-baseline release builds of this commit"
              f"{'; +dirty: uncommitted changes under src/ at build time' if 'dirty' in args.commit else ''})")
@@ -413,6 +480,7 @@ def write_md(rows, phases, args, path, base, runs_all):
              "`read`/`write`/`check` phases, libsais' construction time — the same work for both. *MB/s* = n / 10⁶ / build s. "
              "*× libsais 1T / NT*: psa's MB/s divided by libsais' with one thread / all cores (below 1: psa is slower). "
              "*wall s*: the whole command including MPI start-up, reading the input and writing the SA. "
+             "*refine rounds*: pCSS's prefix-doubling rounds (`refine_rounds` of --stats; 0 when it recursed instead). "
              "Every psa configuration's first run was compared byte for byte with libsais' SA unless the status says otherwise.")
     L.append("")
 
@@ -422,10 +490,10 @@ def write_md(rows, phases, args, path, base, runs_all):
             lines.append([r["corpus"], f"{r['n'] / 1e6:.1f}", label(r), f(r.get("build_secs"), "{:.3f}"),
                           f(r.get("build_min"), "{:.3f}") + "–" + f(r.get("build_max"), "{:.3f}") if r.get("build_secs") else "",
                           f(r.get("mb_per_sec")), f(r.get("x_libsais_1t"), "{:.3f}"), f(r.get("x_libsais_nt"), "{:.3f}"),
-                          f(r.get("wall_secs"), "{:.2f}"), f(r.get("bytes_per_char"), "{:.1f}"), f"{r['runs_ok']}/{r['runs']}",
-                          status_cell(r)])
+                          f(r.get("wall_secs"), "{:.2f}"), f(r.get("bytes_per_char"), "{:.1f}"), rounds(r),
+                          f"{r['runs_ok']}/{r['runs']}", status_cell(r)])
         return md_table(["corpus", "MB", "tool", "build s", "min–max", "MB/s", "× libsais 1T", "× libsais NT",
-                         "wall s", "bytes/char", "runs", "status"], lines)
+                         "wall s", "bytes/char", "refine rounds", "runs", "status"], lines)
 
     L.append("## Throughput")
     L.append("")
@@ -513,10 +581,10 @@ def write_md(rows, phases, args, path, base, runs_all):
             rb = rand.get((r["tool"], r["algo"], r["p"], r["threads"]))
             vs = r["build_secs"] / rb if rb and r.get("build_secs") else None
             lines.append([r["corpus"], label(r), f(r.get("build_secs"), "{:.3f}"), f(r.get("mb_per_sec")),
-                          f(vs, "{:.2f}×"), f(r.get("x_libsais_1t"), "{:.3f}"), f(r.get("bytes_per_char"), "{:.1f}"),
-                          imb(r), status_cell(r)])
-        L.append(md_table(["input", "config", "build s", "MB/s", "vs random", "× libsais 1T", "bytes/char",
-                           "imbalance", "status"], lines))
+                          f(vs, "{:.2f}×"), f(r.get("x_libsais_1t"), "{:.3f}"), f(r.get("x_libsais_nt"), "{:.3f}"),
+                          f(r.get("bytes_per_char"), "{:.1f}"), rounds(r), imb(r), status_cell(r)])
+        L.append(md_table(["input", "config", "build s", "MB/s", "vs random", "× libsais 1T", "× libsais NT", "bytes/char",
+                           "refine rounds", "imbalance", "status"], lines))
         L.append("")
 
     failed = [r for r in rows if any(is_failure(fr["status"]) for fr in r["failed_runs"])]
@@ -717,6 +785,8 @@ def main():
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--note", action="append", default=[])
     ap.add_argument("--date", default="", help="when the runs were made [now]")
+    ap.add_argument("--machine-env", default="", help="take the machine from this environment.txt of "
+                    "scripts/device-bench.sh (when re-rendering elsewhere) [this machine]")
     args = ap.parse_args()
 
     runs = load_runs(args.runs)
