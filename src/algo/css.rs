@@ -215,23 +215,23 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     // 6. Place: every name is now final.
     ctx.phase("place", || {
         if narrow {
-            let pairs: Vec<u64> = name_of
-                .iter()
-                .enumerate()
-                .map(|(j, &nm)| Pair::pack(nm, (lo + j) as u64))
-                .collect();
-            drop(name_of);
-            place(comm, layout, pairs)
+            place_names::<u64>(comm, layout, name_of)
         } else {
-            let pairs: Vec<u128> = name_of
-                .iter()
-                .enumerate()
-                .map(|(j, &nm)| Pair::pack(nm, (lo + j) as u64))
-                .collect();
-            drop(name_of);
-            place(comm, layout, pairs)
+            place_names::<u128>(comm, layout, name_of)
         }
     })
+}
+
+/// [`place`] for final names held in text order.
+fn place_names<P: Pair>(comm: &crate::comm::Comm, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+    let lo = layout.start(comm.rank());
+    let pairs: Vec<P> = name_of
+        .iter()
+        .enumerate()
+        .map(|(j, &nm)| P::pack(nm, (lo + j) as u64))
+        .collect();
+    drop(name_of);
+    place(comm, layout, pairs)
 }
 
 /// Two numbers (a name or SA index, and a position) in one integer: `u64` holds two 32-bit

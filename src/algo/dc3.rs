@@ -216,28 +216,54 @@ impl SortKey for Mod0Rec {
     }
 }
 
+/// Character access for one level: this pe's slice, the two characters after it (from the right
+/// neighbours), 0 past the end, and the largest character value of the whole text.
+struct Chars<'a, C: Symbol> {
+    t: &'a [C],
+    halo: Vec<u64>,
+    lo: usize,
+    hi: usize,
+    alphabet: u64,
+}
+
+impl<'a, C: Symbol> Chars<'a, C> {
+    /// Collective (a halo exchange and a reduction).
+    fn new(ctx: &Ctx, t: &'a [C], layout: &Layout) -> Self {
+        let comm = &ctx.comm;
+        let me = comm.rank();
+        let halo = right_halo(comm, t, 2)
+            .into_iter()
+            .map(|c| c.val())
+            .collect();
+        let alphabet = comm.all_reduce_max(t.iter().map(|&c| c.val()).max().unwrap_or(0));
+        Chars {
+            t,
+            halo,
+            lo: layout.start(me),
+            hi: layout.end(me),
+            alphabet,
+        }
+    }
+
+    #[inline]
+    fn at(&self, i: usize) -> u64 {
+        if i < self.hi {
+            self.t[i - self.lo].val()
+        } else {
+            self.halo.get(i - self.hi).copied().unwrap_or(0)
+        }
+    }
+}
+
 /// One DC3 level on a text of `layout.len()` characters; returns the SA slice for this pe's range.
 fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
-    let comm = &ctx.comm;
     let n = layout.len();
     if n <= ctx.config.base_case.max(4) {
         return ctx.phase("base case", || base_case(ctx, t, layout));
     }
-    let me = comm.rank();
-    let (lo, hi) = (layout.start(me), layout.end(me));
-    let halo: Vec<u64> = ctx
-        .phase("halo", || right_halo(comm, t, 2))
-        .into_iter()
-        .map(|c| c.val())
-        .collect();
-    let at = |i: usize| -> u64 {
-        if i < hi {
-            t[i - lo].val()
-        } else {
-            halo.get(i - hi).copied().unwrap_or(0)
-        }
-    };
-    let alphabet = comm.all_reduce_max(t.iter().map(|&c| c.val()).max().unwrap_or(0));
+    let chars = ctx.phase("halo", || Chars::new(ctx, t, layout));
+    let at = |i: usize| chars.at(i);
+    let alphabet = chars.alphabet;
     let n_ext = n + usize::from(n % 3 == 1);
     let bc = bits(alphabet);
     let bi = bits(n_ext as u64);
@@ -278,19 +304,8 @@ pub fn finish_from_names(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64
     let n1 = (n + 1) / 3;
     let m = n1 + n / 3;
     let rank = ranks_from_names(ctx, layout, pairs, n1, m, false);
-    let halo: Vec<u64> = right_halo(comm, text, 2)
-        .into_iter()
-        .map(|c| c.val())
-        .collect();
-    let at = |i: usize| -> u64 {
-        if i < hi {
-            text[i - lo].val()
-        } else {
-            halo.get(i - hi).copied().unwrap_or(0)
-        }
-    };
-    let alphabet = comm.all_reduce_max(text.iter().map(|&c| c.val()).max().unwrap_or(0));
-    merge(ctx, layout, &at, rank, alphabet, false)
+    let chars = Chars::new(ctx, text, layout);
+    merge(ctx, layout, &|i| chars.at(i), rank, chars.alphabet, false)
 }
 
 /// Steps 1–3: sorts the sample triples and names them. Returns (position, name) pairs for every
