@@ -114,15 +114,25 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     // 4. Names: group = equal key and clamped length; unresolved suffixes are copied out, every
     // suffix becomes a (name, position) pair (32+32 bits when n ≤ 2^32).
     let narrow = n <= 1 << 32 && !ctx.tune.force_wide;
+    // A key of k equal codes c is c·repunit, left-aligned.
+    let align = 64 - b * k as u32;
+    let repunit: u64 = (0..k).fold(0u64, |acc, _| (acc << b) | 1);
     let (names, mut unresolved) = ctx.phase("names", || {
         let (names, alone, _) = group_names(ctx, &sorted, |a, b| a.0 >> 56 == b.0 >> 56);
         let pos = |r: &HiKey| (r.0 as u64) & ((1u64 << 56) - 1);
-        let unresolved: Vec<[u64; 2]> = sorted
+        // Unresolved suffixes, with the depth their group shares (k); those inside a run of one
+        // character (key = that character k times) are marked with depth 0 for the run step.
+        let unresolved: Vec<[u64; 3]> = sorted
             .iter()
             .zip(&names)
             .zip(&alone)
             .filter(|(_, &a)| !a)
-            .map(|((r, &nm), _)| [nm, pos(r)])
+            .map(|((r, &nm), _)| {
+                let key = (r.0 >> 64) as u64;
+                let first = key >> (64 - b);
+                let run = key == first.wrapping_mul(repunit) << align;
+                [nm, pos(r), if run { 0 } else { k as u64 }]
+            })
             .collect();
         let names = if narrow {
             let v: Vec<u64> = sorted
@@ -163,7 +173,17 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         Pairs::Narrow(v) => to_text_order(comm, layout, v),
         Pairs::Wide(v) => to_text_order(comm, layout, v),
     });
-    let mut remaining = total_unresolved;
+    let mut depth_of = vec![k as u64; hi - lo];
+    // Suffixes inside runs of one character: ordered at once by (run length, next character).
+    if comm.any(unresolved.iter().any(|x| x[2] == 0)) {
+        let updates = ctx.phase("runs", || {
+            split_runs(ctx, text, layout, &code, &mut unresolved, k)
+        });
+        ctx.phase("update names", || {
+            apply_updates(comm, layout, updates, &mut name_of, &mut depth_of)
+        });
+    }
+    let mut remaining = comm.all_reduce_sum(unresolved.len() as u64);
     let hand_over = ctx.tune.css_handover;
     while remaining > 0 {
         if remaining as f64 > hand_over * n as f64 {
@@ -180,18 +200,15 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         }
         round += 1;
         let (still, updates) = ctx.phase("refine", || {
-            if 3 * (bits(n as u64) + 1) <= 128 && !ctx.tune.force_wide {
-                refine_round::<u128>(ctx, layout, &unresolved, &name_of, h)
+            if 4 * (bits(n as u64) + 1) <= 128 && !ctx.tune.force_wide {
+                refine_round::<u128>(ctx, layout, &unresolved, &name_of, &depth_of)
             } else {
-                refine_round::<WideRefine>(ctx, layout, &unresolved, &name_of, h)
+                refine_round::<WideRefine>(ctx, layout, &unresolved, &name_of, &depth_of)
             }
         });
         drop(unresolved);
         ctx.phase("update names", || {
-            let got = exchange(comm, updates, |x| layout.owner(x[1] as usize));
-            for [nm, i] in got {
-                name_of[i as usize - lo] = nm;
-            }
+            apply_updates(comm, layout, updates, &mut name_of, &mut depth_of)
         });
         unresolved = still;
         let before = remaining;
@@ -351,31 +368,41 @@ fn order_tails(v: &mut [HiKey], k: usize) {
     }
 }
 
-/// A refinement record: (group name, name of i+h, i), ordered in that order. Packed into a u128
-/// when three fields of bits(n)+1 bits fit (n < 2^41); otherwise [`WideRefine`].
+/// A refinement record: (group name, name of i+d, i, new depth), ordered in that order (i makes it
+/// unique; the depth rides along). Packed into a u128 when four fields of bits(n)+1 bits fit
+/// (n < 2^31); otherwise [`WideRefine`].
 trait RefineKey: SortKey {
-    fn new(g: u64, second: u64, i: u64, bi: u32) -> Self;
+    fn new(g: u64, second: u64, i: u64, depth: u64, bi: u32) -> Self;
     fn group(&self, bi: u32) -> u64;
     /// Group and second name equal.
     fn same_pair(&self, o: &Self, bi: u32) -> bool;
     fn pos(&self, bi: u32) -> u64;
+    fn depth(&self, bi: u32) -> u64;
 }
 
 impl RefineKey for u128 {
     #[inline]
-    fn new(g: u64, second: u64, i: u64, bi: u32) -> Self {
-        ((g as u128) << (2 * (bi + 1))) | ((second as u128) << (bi + 1)) | i as u128
+    fn new(g: u64, second: u64, i: u64, depth: u64, bi: u32) -> Self {
+        let w = bi + 1;
+        ((g as u128) << (3 * w))
+            | ((second as u128) << (2 * w))
+            | ((i as u128) << w)
+            | depth as u128
     }
     #[inline]
     fn group(&self, bi: u32) -> u64 {
-        (self >> (2 * (bi + 1))) as u64
+        (self >> (3 * (bi + 1))) as u64
     }
     #[inline]
     fn same_pair(&self, o: &Self, bi: u32) -> bool {
-        (self >> (bi + 1)) == (o >> (bi + 1))
+        (self >> (2 * (bi + 1))) == (o >> (2 * (bi + 1)))
     }
     #[inline]
     fn pos(&self, bi: u32) -> u64 {
+        ((self >> (bi + 1)) & ((1u128 << (bi + 1)) - 1)) as u64
+    }
+    #[inline]
+    fn depth(&self, bi: u32) -> u64 {
         (self & ((1u128 << (bi + 1)) - 1)) as u64
     }
 }
@@ -386,6 +413,7 @@ struct WideRefine {
     g: u64,
     second: u64,
     i: u64,
+    depth: u64,
 }
 
 impl SortKey for WideRefine {
@@ -395,8 +423,13 @@ impl SortKey for WideRefine {
 }
 
 impl RefineKey for WideRefine {
-    fn new(g: u64, second: u64, i: u64, _bi: u32) -> Self {
-        WideRefine { g, second, i }
+    fn new(g: u64, second: u64, i: u64, depth: u64, _bi: u32) -> Self {
+        WideRefine {
+            g,
+            second,
+            i,
+            depth,
+        }
     }
     fn group(&self, _bi: u32) -> u64 {
         self.g
@@ -407,42 +440,171 @@ impl RefineKey for WideRefine {
     fn pos(&self, _bi: u32) -> u64 {
         self.i
     }
+    fn depth(&self, _bi: u32) -> u64 {
+        self.depth
+    }
 }
 
-/// One refinement round for generic record type `K`: fetch name(i+h), sort, rename.
+/// One refinement round: every unresolved (name g, position i, depth d) — all members of group g
+/// share their first d characters — is keyed by (g, name(i+d)); a new subgroup shares d plus the
+/// depth of the group of i+d. Sort, rename. Collective.
 #[allow(clippy::type_complexity)]
 fn refine_round<K: RefineKey>(
     ctx: &Ctx,
     layout: &Layout,
-    unresolved: &[[u64; 2]],
+    unresolved: &[[u64; 3]],
     name_of: &[u64],
-    h: usize,
-) -> (Vec<[u64; 2]>, Vec<[u64; 2]>) {
+    depth_of: &[u64],
+) -> (Vec<[u64; 3]>, Vec<[u64; 3]>) {
     let comm = &ctx.comm;
     let n = layout.len();
     let bi = bits(n as u64);
-    // name(i+h) + 1, and 0 past the end (the empty suffix is the smallest).
+    // (name(i+d) + 1, depth(i+d)); (0, 0) past the end (the empty suffix is the smallest).
     let queries: Vec<u64> = unresolved
         .iter()
-        .map(|x| x[1] + h as u64)
+        .map(|x| x[1] + x[2])
         .filter(|&q| (q as usize) < n)
         .collect();
-    let answers = fetch(comm, layout, &queries, |j| name_of[j] + 1);
+    let answers = fetch(comm, layout, &queries, |j| [name_of[j] + 1, depth_of[j]]);
     drop(queries);
     let mut a = answers.into_iter();
     let recs: Vec<K> = unresolved
         .iter()
-        .map(|&[g, i]| {
-            let second = if (i as usize + h) < n {
+        .map(|&[g, i, d]| {
+            let [second, dj] = if ((i + d) as usize) < n {
                 a.next().expect("one answer per query")
             } else {
-                0
+                [0, 0]
             };
-            K::new(g, second, i, bi)
+            K::new(g, second, i, (d + dj).min(n as u64), bi)
         })
         .collect();
     let sorted = sample_sort(ctx, recs);
     refine_names(ctx, &sorted, bi)
+}
+
+/// Sends (name, position, depth) updates to the owners of the positions. Collective.
+fn apply_updates(
+    comm: &crate::comm::Comm,
+    layout: &Layout,
+    updates: Vec<[u64; 3]>,
+    name_of: &mut [u64],
+    depth_of: &mut [u64],
+) {
+    let lo = layout.start(comm.rank());
+    let got = exchange(comm, updates, |x| layout.owner(x[1] as usize));
+    for [nm, i, d] in got {
+        name_of[i as usize - lo] = nm;
+        depth_of[i as usize - lo] = d;
+    }
+}
+
+/// The run step. Suffixes whose key is one character c repeated k times lie inside a run of c of
+/// length r ≥ k followed by a character x ≠ c (or the end): S_i = c^r x…. Among themselves they
+/// are ordered by whether x < c (or the end; these come first, shorter runs first) or x > c
+/// (longer runs first), and only suffixes with equal (x < c, r) need more: they share exactly r
+/// characters, so their depth is r and the next round compares the suffixes after the runs.
+/// Marked records (depth 0) in `unresolved` are replaced by the still tied ones; returns the name
+/// and depth updates of all of them. Collective.
+fn split_runs(
+    ctx: &Ctx,
+    text: &[u8],
+    layout: &Layout,
+    code: &[u64; 256],
+    unresolved: &mut Vec<[u64; 3]>,
+    k: usize,
+) -> Vec<[u64; 3]> {
+    let comm = &ctx.comm;
+    let n = layout.len();
+    let me = comm.rank();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    let bi = bits(n as u64);
+    let runs: Vec<[u64; 3]> = unresolved.iter().copied().filter(|x| x[2] == 0).collect();
+    unresolved.retain(|x| x[2] != 0);
+    if 3 * bi + 1 > 128 {
+        // Too wide to pack (n ≥ 2^42): leave them to plain doubling.
+        unresolved.extend(runs.iter().map(|&[g, i, _]| [g, i, k as u64]));
+        return runs.iter().map(|&[g, i, _]| [g, i, k as u64]).collect();
+    }
+    // Where the run through each local position ends, and whether the next code is larger:
+    // a backward pass, continued from the pes on the right.
+    const END: u64 = 256;
+    let info: [u64; 4] = if text.is_empty() {
+        [END, 0, 0, END]
+    } else {
+        let c0 = text[0];
+        let pre = text.iter().take_while(|&&c| c == c0).count();
+        [
+            c0 as u64,
+            pre as u64,
+            text.len() as u64,
+            text.get(pre).map_or(END, |&c| c as u64),
+        ]
+    };
+    let all = comm.all_gather(info);
+    let mut ends = vec![0u64; hi - lo]; // e | flag << 63
+    if hi > lo {
+        let c = text[hi - lo - 1] as u64;
+        let (mut e, mut x) = (n as u64, END);
+        for (q, &[first, pre, len, after]) in all.iter().enumerate().skip(me + 1) {
+            if len == 0 {
+                continue;
+            }
+            let start = layout.start(q) as u64;
+            if first != c {
+                (e, x) = (start, first);
+                break;
+            }
+            if pre < len {
+                (e, x) = (start + pre, after);
+                break;
+            }
+        }
+        let flag = |c: u64, x: u64| u64::from(x != END && code[x as usize] > code[c as usize]);
+        ends[hi - lo - 1] = e | flag(c, x) << 63;
+        for j in (0..hi - lo - 1).rev() {
+            ends[j] = if text[j] == text[j + 1] {
+                ends[j + 1]
+            } else {
+                (lo + j + 1) as u64 | flag(text[j] as u64, text[j + 1] as u64) << 63
+            };
+        }
+    }
+    let queries: Vec<u64> = runs.iter().map(|x| x[1]).collect();
+    let answers = fetch(comm, layout, &queries, |j| ends[j]);
+    drop(ends);
+    drop(queries);
+    // Sort key (g, flag, s, i), s = r for x < c, max − r for x > c.
+    let w = bi as u128;
+    let max = (1u128 << w) - 1;
+    let recs: Vec<u128> = runs
+        .iter()
+        .zip(&answers)
+        .map(|(&[g, i, _], &ans)| {
+            let flag = (ans >> 63) as u128;
+            let r = ((ans & !(1u64 << 63)) - i) as u128;
+            let s = if flag == 1 { max - r } else { r };
+            ((g as u128) << (2 * w + 1)) | (flag << (2 * w)) | (s << w) | i as u128
+        })
+        .collect();
+    drop(answers);
+    let sorted = sample_sort(ctx, recs);
+    let (gstart, _, _) = group_names(ctx, &sorted, |a, b| a >> (2 * w + 1) == b >> (2 * w + 1));
+    let (sstart, alone, _) = group_names(ctx, &sorted, |a, b| a >> w == b >> w);
+    let mut updates = Vec::with_capacity(sorted.len());
+    for (j, x) in sorted.iter().enumerate() {
+        let g = (x >> (2 * w + 1)) as u64;
+        let flag = (x >> (2 * w)) & 1;
+        let s = (x >> w) & max;
+        let r = if flag == 1 { max - s } else { s } as u64;
+        let i = (x & max) as u64;
+        let name = g + (sstart[j] - gstart[j]);
+        updates.push([name, i, r]);
+        if !alone[j] {
+            unresolved.push([name, i, r]);
+        }
+    }
+    updates
 }
 
 /// Groups of a globally sorted run: for each record, its name (global index of the first record
@@ -500,22 +662,20 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool>(
 }
 
 /// One refinement step on sorted refine records: new name = group name + (index of the subgroup
-/// start − index of the group start). Returns (still unresolved (name, i), name updates (name, i)
-/// for every record). Collective.
+/// start − index of the group start). Returns (still unresolved (name, i, depth), updates
+/// (name, i, depth) for every record). Collective.
 #[allow(clippy::type_complexity)]
-fn refine_names<K: RefineKey>(ctx: &Ctx, sorted: &[K], bi: u32) -> (Vec<[u64; 2]>, Vec<[u64; 2]>) {
+fn refine_names<K: RefineKey>(ctx: &Ctx, sorted: &[K], bi: u32) -> (Vec<[u64; 3]>, Vec<[u64; 3]>) {
     let g_of = |r: &K| r.group(bi);
-    let i_of = |r: &K| r.pos(bi);
     let (gstart, _, _) = group_names(ctx, sorted, |a, b| g_of(a) == g_of(b));
     let (sstart, alone, _) = group_names(ctx, sorted, |a, b| a.same_pair(b, bi));
     let mut still = Vec::new();
     let mut updates = Vec::with_capacity(sorted.len());
     for (j, r) in sorted.iter().enumerate() {
-        let name = g_of(r) + (sstart[j] - gstart[j]);
-        let i = i_of(r);
-        updates.push([name, i]);
+        let rec = [g_of(r) + (sstart[j] - gstart[j]), r.pos(bi), r.depth(bi)];
+        updates.push(rec);
         if !alone[j] {
-            still.push([name, i]);
+            still.push(rec);
         }
     }
     (still, updates)
