@@ -10,11 +10,15 @@
 //!    them unique, so runs of equal keys spread over all pes: aⁿ stays balanced).
 //! 4. **names**: the name of a suffix is the global index of the first suffix with the same key
 //!    (a max-scan across pes). A suffix alone in its group is final: its name is its SA index.
-//! 5. **refine** (prefix doubling over the unresolved suffixes only): with h = k, 2k, 4k, …, the
-//!    key of unresolved i is (name(i), name(i+h)); name(i+h) is fetched from the pe owning i+h.
-//!    Sorting these keys splits each group; new names are group start + offset of the subgroup.
-//!    Resolved suffixes drop out of later rounds. Groups never straddle a pe in a way that
-//!    matters: all group boundaries are found with neighbour information and scans.
+//! 5. **runs**: a suffix whose key is one character c repeated k times lies in a run c^r x…; one
+//!    sort orders these by (x < c or the end before x > c, then r ascending resp. descending), and
+//!    only equal (x < c, r) stay tied, with depth r.
+//! 5. **refine** (prefix doubling over the unresolved suffixes only): every group has a depth d,
+//!    the number of characters its members share (k after the first sort); the key of unresolved
+//!    i is (name(i), name(i+d)), name(i+d) and the depth of its group fetched from the pe owning
+//!    i+d. Sorting these keys splits each group; new names are group start + offset of the
+//!    subgroup, new depths d + depth(i+d). Resolved suffixes drop out of later rounds; when most
+//!    stay unresolved, DC3 finishes from the names ([`super::dc3::finish_from_names`]).
 //! 6. **place**: every suffix's final name is its SA index: (name, i) goes to the owner of that
 //!    index.
 //!
