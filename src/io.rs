@@ -14,6 +14,12 @@ use crate::error::{Error, Result};
 /// Size of the input file in bytes, with clear errors for missing files and directories. Local.
 pub fn input_len(path: &Path) -> Result<usize> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io("read input", path, e))?;
+    if !meta.is_dir() && !meta.is_file() {
+        return Err(Error::Invalid(format!(
+            "input '{}' is not a regular file (pipes and devices are not supported: every pe reads its own slice with positioned reads)",
+            path.display()
+        )));
+    }
     if meta.is_dir() {
         return Err(Error::Invalid(format!(
             "input '{}' is a directory, not a file",

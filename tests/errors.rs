@@ -150,6 +150,29 @@ fn input_is_a_directory() {
 }
 
 #[test]
+fn input_is_a_fifo() {
+    let dir = TempDir::new("input_fifo");
+    let fifo = dir.join("apipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("input_is_a_fifo: skipped: mkfifo failed");
+        return;
+    }
+    let out = dir.join("out.sa");
+    for p in [1, 3] {
+        expect_failure(
+            "input is a fifo",
+            p,
+            &["-o", "out.sa", "apipe"],
+            &dir,
+            1,
+            &["apipe", "not a regular file"],
+            &out,
+        );
+    }
+}
+
+#[test]
 fn output_directory_missing() {
     let dir = TempDir::new("out_dir_missing");
     dir.write("input", b"mississippi");
