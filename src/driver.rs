@@ -122,7 +122,8 @@ pub fn report_table(r: &Report) -> String {
     s
 }
 
-fn json_str(s: &str) -> String {
+/// A JSON string literal for `s`.
+pub fn json_str(s: &str) -> String {
     let mut o = String::from("\"");
     for c in s.chars() {
         match c {

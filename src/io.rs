@@ -66,6 +66,17 @@ pub enum Width {
 }
 
 impl Width {
+    /// Parses a command-line value: auto, 4, 5 or 8.
+    pub fn parse(s: &str) -> std::result::Result<Width, String> {
+        match s {
+            "auto" => Ok(Width::Auto),
+            "4" => Ok(Width::Fixed(4)),
+            "5" => Ok(Width::Fixed(5)),
+            "8" => Ok(Width::Fixed(8)),
+            _ => Err(format!("'{s}' is not one of auto, 4, 5, 8")),
+        }
+    }
+
     /// The byte width to use for a text of `n` characters, or an error if it cannot hold n-1.
     pub fn resolve(self, n: usize) -> Result<usize> {
         let max = n.saturating_sub(1) as u128;

@@ -45,7 +45,7 @@ struct Cli {
     #[arg(long, value_enum, default_value = "css")]
     algo: AlgoArg,
     /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5), 4, 5 or 8
-    #[arg(long, default_value = "auto", value_parser = parse_width)]
+    #[arg(long, default_value = "auto", value_parser = Width::parse)]
     width: Width,
     /// Threads per pe [default: cores of the node / pes on the node]
     #[arg(long)]
@@ -70,13 +70,6 @@ struct Cli {
     quiet: bool,
 }
 
-fn parse_width(s: &str) -> Result<Width, String> {
-    match s {
-        "auto" => Ok(Width::Auto),
-        "4" | "5" | "8" => Ok(Width::Fixed(s.parse().expect("matched digits"))),
-        _ => Err(format!("'{s}' is not one of auto, 4, 5, 8")),
-    }
-}
 
 fn init_logging(cli: &Cli, rank: usize) {
     let level = match (cli.quiet, cli.verbose) {

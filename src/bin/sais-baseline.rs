@@ -28,6 +28,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use libsais::{SuffixArrayConstruction, ThreadCount};
+use psa::driver::json_str;
 use psa::io::Width;
 
 /// Suffix array of a file with libsais (the baseline for psa's benchmarks).
@@ -50,17 +51,10 @@ struct Cli {
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Bytes per SA entry in the output: auto (4 when every index fits 32 bits, else 5), 4, 5 or 8
-    #[arg(long, default_value = "auto", value_parser = parse_width)]
+    #[arg(long, default_value = "auto", value_parser = Width::parse)]
     width: Width,
 }
 
-fn parse_width(s: &str) -> Result<Width, String> {
-    match s {
-        "auto" => Ok(Width::Auto),
-        "4" | "5" | "8" => Ok(Width::Fixed(s.parse().expect("matched digits"))),
-        _ => Err(format!("'{s}' is not one of auto, 4, 5, 8")),
-    }
-}
 
 /// The SA in whichever integer type libsais filled.
 enum Sa {
@@ -111,19 +105,6 @@ fn write_sa(path: &PathBuf, sa: &Sa, width: usize) -> std::io::Result<()> {
     w.into_inner().map_err(|e| e.into_error())?.sync_data()
 }
 
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
 
 fn run(cli: &Cli) -> Result<(), String> {
     if cli.threads == 0 {
