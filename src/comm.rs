@@ -116,6 +116,22 @@ impl Comm {
         self.world.barrier();
     }
 
+    /// A barrier that waits asleep: a pe polls a non-blocking barrier with short sleeps instead
+    /// of spinning in MPI, so its core is free for a pe that works meanwhile (the sequential base
+    /// case on pe 0 runs with the threads of the whole node).
+    pub fn quiet_barrier(&self) {
+        let mut req = self.world.immediate_barrier();
+        let mut nap = std::time::Duration::from_micros(20);
+        loop {
+            match req.test() {
+                Ok(_) => return,
+                Err(r) => req = r,
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(std::time::Duration::from_micros(500));
+        }
+    }
+
     /// Ends the whole job at once (MPI_Abort). Used when a pe cannot continue and cannot agree.
     pub fn abort(&self, code: i32) -> ! {
         self.world.abort(code)

@@ -80,6 +80,9 @@ pub struct Tunables {
     /// `PSA_CSS_HANDOVER`: fraction of unresolved suffixes above which pCSS hands over to DC3
     /// before doubling (default 0.9; 1 or more: never).
     pub css_handover: f64,
+    /// `PSA_CSS_PREDICT=0`: pCSS always runs its first sort, even when a sample of the keys
+    /// predicts the DC3 hand-over (so tests reach the hand-over after the sort).
+    pub css_predict: bool,
 }
 
 impl Tunables {
@@ -90,11 +93,13 @@ impl Tunables {
             .ok()
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.9);
-        let mut raw = [wide as u64, handover.to_bits()];
+        let predict = std::env::var_os("PSA_CSS_PREDICT").is_none_or(|v| v != "0");
+        let mut raw = [wide as u64, handover.to_bits(), predict as u64];
         comm.broadcast(&mut raw, 0);
         Tunables {
             force_wide: raw[0] == 1,
             css_handover: f64::from_bits(raw[1]),
+            css_predict: raw[2] == 1,
         }
     }
 }
@@ -107,6 +112,9 @@ pub struct Ctx {
     pub config: Config,
     pub log: PhaseLog,
     pub tune: Tunables,
+    /// Threads pe 0 may use while every other pe waits for it (the sequential base case): this
+    /// node's cores that the job's pes may run on, `threads` × pes on the node at most.
+    pub node_threads: usize,
 }
 
 impl Ctx {
@@ -115,12 +123,15 @@ impl Ctx {
         let sorter: Box<dyn LocalSort> = Box::new(local::cpu::CpuSort::new(config.threads));
         let comm = Comm::new(world);
         let tune = Tunables::from_root(&comm);
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let node_threads = (config.threads * comm.local_size()).clamp(1, cores.max(config.threads));
         Ctx {
             comm,
             sorter,
             config,
             log: PhaseLog::default(),
             tune,
+            node_threads,
         }
     }
 

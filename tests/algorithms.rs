@@ -403,3 +403,41 @@ fn wide_record_paths() {
     }
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
+
+/// pCSS's other ways to finish on repetitive texts, which the sample-based prediction (DC3 from
+/// the start) normally pre-empts: the hand-over to DC3 after the first sort
+/// (`PSA_CSS_PREDICT=0`) and plain prefix doubling to the end (`PSA_CSS_HANDOVER=2`).
+#[test]
+fn css_finishes_without_prediction() {
+    let inputs: Vec<(&str, Vec<u8>)> = vec![
+        ("fibonacci_6000", gen::fibonacci(6000)),
+        ("repeated_block_41x97", gen::repeated_block(11, 41, 41 * 97, 100)),
+        ("abc_n_ab_2999", {
+            let mut v = gen::abc_n(999);
+            v.extend_from_slice(b"ab");
+            v
+        }),
+        ("dna_20000", gen::dna(16, 20_000)),
+        ("a_n_1000", gen::a_n(1000)),
+    ];
+    let envs: [&[(&str, &str)]; 2] = [
+        &[("PSA_CSS_PREDICT", "0")],
+        &[("PSA_CSS_PREDICT", "0"), ("PSA_CSS_HANDOVER", "2")],
+    ];
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for (name, text) in &inputs {
+        let want = oracle(text);
+        let dir = TempDir::new(name);
+        dir.write("input", text);
+        for p in [1usize, 2, 3, 7] {
+            for env in envs {
+                runs += 1;
+                if let Err(msg) = run_one(dir.path(), &want, p, "css", Base::Small(4), env) {
+                    failures.push(format!("{env:?}, input {name}, p = {p}: {msg}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+}

@@ -110,6 +110,28 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         out
     });
 
+    // 2b. When nearly every suffix shares its key with another one (long repeats, Fibonacci-like
+    // texts), doubling would take about log(longest repeat) rounds and the DC3 hand-over after the
+    // first sort would waste that sort: a sample predicts it, and DC3 runs from the start.
+    let align = 64 - b * k as u32;
+    let repunit: u64 = (0..k).fold(0u64, |acc, _| (acc << b) | 1);
+    let is_run = |key: u64| key == (key >> (64 - b)).wrapping_mul(repunit) << align;
+    let hand_over = ctx.tune.css_handover;
+    if hand_over < 1.0 && ctx.tune.css_predict {
+        let shared = ctx.phase("predict", || shared_key_fraction(ctx, &recs, n, &is_run));
+        if shared > hand_over {
+            if comm.rank() == 0 {
+                log::info!(
+                    "css: about {:.0} % of the suffixes share their first {k} characters with another suffix; building with DC3",
+                    100.0 * shared
+                );
+            }
+            drop(recs);
+            ctx.log.refine_rounds.set(0);
+            return super::dc3::dc3(ctx, text, layout);
+        }
+    }
+
     // 3. Sort (by the packed key only; see `HiKey`), then order the few short suffixes at the
     // text's end before the longer suffixes they are prefixes of.
     let mut sorted = ctx.phase("sort keys", || sample_sort(ctx, recs));
@@ -118,9 +140,6 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     // 4. Names: group = equal key and clamped length; unresolved suffixes are copied out, every
     // suffix becomes a (name, position) pair (32+32 bits when n ≤ 2^32).
     let narrow = n <= 1 << 32 && !ctx.tune.force_wide;
-    // A key of k equal codes c is c·repunit, left-aligned.
-    let align = 64 - b * k as u32;
-    let repunit: u64 = (0..k).fold(0u64, |acc, _| (acc << b) | 1);
     let (names, mut unresolved) = ctx.phase("names", || {
         let (names, alone, _) = group_names(ctx, &sorted, |a, b| a.0 >> 56 == b.0 >> 56);
         let pos = |r: &HiKey| (r.0 as u64) & ((1u64 << 56) - 1);
@@ -132,9 +151,7 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
             .zip(&alone)
             .filter(|(_, &a)| !a)
             .map(|((r, &nm), _)| {
-                let key = (r.0 >> 64) as u64;
-                let first = key >> (64 - b);
-                let run = key == first.wrapping_mul(repunit) << align;
+                let run = is_run((r.0 >> 64) as u64);
                 [nm, pos(r), if run { 0 } else { k as u64 }]
             })
             .collect();
@@ -188,7 +205,6 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         });
     }
     let mut remaining = comm.all_reduce_sum(unresolved.len() as u64);
-    let hand_over = ctx.tune.css_handover;
     while remaining > 0 {
         if remaining as f64 > hand_over * n as f64 {
             // Most suffixes share long prefixes (aⁿ, long repeats): doubling would take about
@@ -241,6 +257,107 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
             place_names::<u128>(comm, layout, name_of)
         }
     })
+}
+
+/// Estimates the fraction of suffixes whose key (first k characters and clamped length) some
+/// other suffix shares, runs of one character not counted (the run step orders those): about
+/// 2^14 positions drawn at random over all pes, and every pe counts how often each drawn key
+/// occurs among its own keys. O(n/p) hash probes per pe and one small all-gather and reduction.
+/// Collective; every pe gets the same value.
+fn shared_key_fraction(ctx: &Ctx, recs: &[HiKey], n: usize, is_run: &(dyn Fn(u64) -> bool + Sync)) -> f64 {
+    const SAMPLES: usize = 1 << 14;
+    let comm = &ctx.comm;
+    let me = comm.rank();
+    let id = |r: &HiKey| r.0 >> 56;
+    // This pe's share of the draws, proportional to its slice.
+    let want = (recs.len() as u128 * SAMPLES as u128).div_ceil(n.max(1) as u128) as usize;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ (me as u64).wrapping_mul(0xd1b5_4a32_d192_ed03);
+    let mut draw = || {
+        // xorshift64*
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let local: Vec<u128> = if recs.is_empty() {
+        Vec::new()
+    } else {
+        (0..want.min(recs.len()))
+            .map(|_| id(&recs[(draw() % recs.len() as u64) as usize]))
+            .collect()
+    };
+    let drawn = comm.all_gather_v(&local);
+    if drawn.is_empty() {
+        return 0.0;
+    }
+    let mut distinct = drawn.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    // Open addressing, load ≤ 1/4; u128::MAX is no key's id (ids have 56 leading zero bits).
+    // A bit filter (64 bits per drawn key, cache-resident) in front of the table: most keys of a
+    // text that is not repetitive miss it at the cost of one multiply and one load.
+    let slots = (4 * distinct.len()).next_power_of_two();
+    let filter_bits = (64 * distinct.len()).next_power_of_two().max(64);
+    let mix = |x: u128| ((x >> 64) as u64 ^ x as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let hash = |x: u128| (mix(x) >> (64 - slots.trailing_zeros())) as usize;
+    let fslot = |x: u128| (mix(x) >> (64 - filter_bits.trailing_zeros())) as usize;
+    let mut filter = vec![0u64; filter_bits / 64];
+    let mut table = vec![(u128::MAX, 0u32); slots];
+    for (j, &x) in distinct.iter().enumerate() {
+        let f = fslot(x);
+        filter[f / 64] |= 1 << (f % 64);
+        let mut s = hash(x);
+        while table[s].0 != u128::MAX {
+            s = (s + 1) & (slots - 1);
+        }
+        table[s] = (x, j as u32);
+    }
+    let find = |x: u128| -> Option<usize> {
+        let f = fslot(x);
+        if filter[f / 64] & (1 << (f % 64)) == 0 {
+            return None;
+        }
+        let mut s = hash(x);
+        loop {
+            let (y, j) = table[s];
+            if y == x {
+                return Some(j as usize);
+            }
+            if y == u128::MAX {
+                return None;
+            }
+            s = (s + 1) & (slots - 1);
+        }
+    };
+    let counts = recs
+        .par_chunks(1 << 16)
+        .map(|chunk| {
+            let mut c = vec![0u64; distinct.len()];
+            for r in chunk {
+                if let Some(j) = find(id(r)) {
+                    c[j] += 1;
+                }
+            }
+            c
+        })
+        .reduce(
+            || vec![0u64; distinct.len()],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x += y;
+                }
+                a
+            },
+        );
+    let counts = comm.all_reduce_sum_vec(&counts);
+    let shared = drawn
+        .iter()
+        .filter(|&&x| {
+            let j = distinct.binary_search(&x).expect("a drawn key is among the distinct ones");
+            counts[j] >= 2 && !is_run((x >> 8) as u64)
+        })
+        .count();
+    shared as f64 / drawn.len() as f64
 }
 
 /// [`place`] for final names held in text order.

@@ -49,8 +49,8 @@ impl Symbol for u64 {
     fn val(self) -> u64 {
         self
     }
-    fn sequential_sa(text: &[u64], _threads: usize) -> Vec<u64> {
-        super::seq::sa_ints(text)
+    fn sequential_sa(text: &[u64], threads: usize) -> Vec<u64> {
+        super::seq::sa_ints(text, threads)
     }
 }
 
@@ -65,7 +65,8 @@ fn bits(x: u64) -> u32 {
     64 - x.leading_zeros()
 }
 
-/// Gathers the whole (small) text on pe 0, solves it there and sends each pe its part.
+/// Gathers the whole (small) text on pe 0, solves it there and sends each pe its part. The other
+/// pes wait asleep meanwhile, so pe 0 runs libsais with the threads of its whole node.
 fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     let comm = &ctx.comm;
     let p = comm.size();
@@ -73,11 +74,14 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     counts[0] = t.len();
     let all = comm.all_to_all_v(t, &counts);
     let sa = if comm.rank() == 0 {
-        C::sequential_sa(&all, ctx.config.threads)
+        C::sequential_sa(&all, ctx.node_threads)
     } else {
         Vec::new()
     };
     drop(all);
+    if p > 1 {
+        comm.quiet_barrier();
+    }
     let counts: Vec<usize> = if comm.rank() == 0 {
         (0..p).map(|r| layout.local_len(r)).collect()
     } else {
