@@ -23,7 +23,9 @@ use std::cmp::Ordering;
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::dist::{exchange, name_sorted, rebalance, right_halo, sample_sort, Layout, SortKey};
+use crate::dist::{
+    exchange, name_sorted, rebalance, right_halo, sample_sort, Layout, Pair, SortKey,
+};
 use crate::local::LocalSort;
 use crate::Ctx;
 
@@ -156,41 +158,108 @@ impl TripleKey for WideTriple {
 }
 
 /// The record of the merge step. `r0 = rank[i]` (0 when i mod 3 = 0), `r1 = rank[i+1]`,
-/// `r2 = rank[i+2]`, `c0 = t[i]`, `c1 = t[i+1]`; ranks and characters are 0 past the end.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-struct MergeRec {
-    i: u64,
-    c0: u64,
-    c1: u64,
-    r0: u64,
-    r1: u64,
-    r2: u64,
+/// `r2 = rank[i+2]`, `c0 = t[i]`, `c1 = t[i+1]`; ranks and characters are 0 past the end. Two
+/// widths: 32-bit fields (24 bytes) when every position, rank and character of the level fits,
+/// which halves the merge's volume, and 64-bit fields (48 bytes) otherwise.
+trait MergeRecord: SortKey {
+    fn new(i: u64, c0: u64, c1: u64, r: [u64; 3]) -> Self;
+    /// The position i.
+    fn pos(&self) -> u64;
+    /// rank[i] (a sample's rank among the samples).
+    fn rank(&self) -> u64;
+    /// Sorts the mod-0 records across pes by (t[i], rank[i+1]) (radix when the pair fits 64
+    /// bits: `rank_bits` bits for a rank, `char_bits` for a character). Collective.
+    fn sort_mod0(ctx: &Ctx, v: Vec<Self>, char_bits: u32, rank_bits: u32) -> Vec<Self>;
 }
 
-impl Ord for MergeRec {
-    /// Kulla–Sanders' comparison: two sample suffixes by rank; a mod-0 suffix against a mod-0 or
-    /// mod-1 one by (t[i], rank[i+1]); against a mod-2 one by (t[i], t[i+1], rank[i+2]).
+macro_rules! merge_record {
+    ($name:ident, $w:ty) => {
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+        struct $name {
+            i: $w,
+            c0: $w,
+            c1: $w,
+            r0: $w,
+            r1: $w,
+            r2: $w,
+        }
+
+        impl Ord for $name {
+            /// Kulla–Sanders' comparison: two sample suffixes by rank; a mod-0 suffix against a
+            /// mod-0 or mod-1 one by (t[i], rank[i+1]); against a mod-2 one by
+            /// (t[i], t[i+1], rank[i+2]).
+            #[inline]
+            fn cmp(&self, o: &Self) -> Ordering {
+                let (a, b) = (self.i % 3, o.i % 3);
+                match (a, b) {
+                    (1 | 2, 1 | 2) => self.r0.cmp(&o.r0),
+                    (0, 0) | (0, 1) | (1, 0) => (self.c0, self.r1).cmp(&(o.c0, o.r1)),
+                    _ => (self.c0, self.c1, self.r2).cmp(&(o.c0, o.c1, o.r2)),
+                }
+            }
+        }
+
+        impl PartialOrd for $name {
+            fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+                Some(self.cmp(o))
+            }
+        }
+
+        impl SortKey for $name {
+            fn sort_local(v: &mut [Self], _sorter: &dyn LocalSort) {
+                crate::dist::sample_sort::par_sort(v);
+            }
+        }
+    };
+}
+
+merge_record!(MergeRec, u64);
+merge_record!(MergeRec32, u32);
+
+impl MergeRecord for MergeRec {
     #[inline]
-    fn cmp(&self, o: &Self) -> Ordering {
-        let (a, b) = (self.i % 3, o.i % 3);
-        match (a, b) {
-            (1 | 2, 1 | 2) => self.r0.cmp(&o.r0),
-            (0, 0) | (0, 1) | (1, 0) => (self.c0, self.r1).cmp(&(o.c0, o.r1)),
-            _ => (self.c0, self.c1, self.r2).cmp(&(o.c0, o.c1, o.r2)),
+    fn new(i: u64, c0: u64, c1: u64, r: [u64; 3]) -> Self {
+        MergeRec { i, c0, c1, r0: r[0], r1: r[1], r2: r[2] }
+    }
+    fn pos(&self) -> u64 {
+        self.i
+    }
+    fn rank(&self) -> u64 {
+        self.r0
+    }
+    fn sort_mod0(ctx: &Ctx, mut v: Vec<Self>, char_bits: u32, rank_bits: u32) -> Vec<Self> {
+        if char_bits + rank_bits > 64 || ctx.tune.force_wide {
+            return sample_sort(ctx, v);
+        }
+        // r0 is unused in a mod-0 record: it carries the radix key.
+        for r in &mut v {
+            r.r0 = (r.c0 << rank_bits) | r.r1;
+        }
+        bytemuck::cast_vec(sample_sort(ctx, bytemuck::cast_vec::<_, Mod0Rec>(v)))
+    }
+}
+
+impl MergeRecord for MergeRec32 {
+    #[inline]
+    fn new(i: u64, c0: u64, c1: u64, r: [u64; 3]) -> Self {
+        MergeRec32 {
+            i: i as u32,
+            c0: c0 as u32,
+            c1: c1 as u32,
+            r0: r[0] as u32,
+            r1: r[1] as u32,
+            r2: r[2] as u32,
         }
     }
-}
-
-impl PartialOrd for MergeRec {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
+    fn pos(&self) -> u64 {
+        self.i as u64
     }
-}
-
-impl SortKey for MergeRec {
-    fn sort_local(v: &mut [Self], _sorter: &dyn LocalSort) {
-        crate::dist::sample_sort::par_sort(v);
+    fn rank(&self) -> u64 {
+        self.r0 as u64
+    }
+    fn sort_mod0(ctx: &Ctx, v: Vec<Self>, _char_bits: u32, _rank_bits: u32) -> Vec<Self> {
+        bytemuck::cast_vec(sample_sort(ctx, bytemuck::cast_vec::<_, Mod0Rec32>(v)))
     }
 }
 
@@ -208,16 +277,66 @@ impl voracious_radix_sort::Radixable<u64> for Mod0Rec {
     }
 }
 
+/// A narrow mod-0 merge record, radix-sorted by (t[i], rank[i+1]) as one 64-bit key.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
+struct Mod0Rec32(MergeRec32);
+
+impl voracious_radix_sort::Radixable<u64> for Mod0Rec32 {
+    type Key = u64;
+    #[inline]
+    fn key(&self) -> u64 {
+        ((self.0.c0 as u64) << 32) | self.0.r1 as u64
+    }
+}
+
+fn radix_sort_local<T: voracious_radix_sort::Radixable<u64> + Copy + Send + Sync>(
+    v: &mut [T],
+    sorter: &dyn LocalSort,
+) {
+    use voracious_radix_sort::RadixSort;
+    let threads = sorter.threads();
+    if threads > 1 && v.len() >= 1 << 16 {
+        v.voracious_mt_sort(threads);
+    } else {
+        v.voracious_sort();
+    }
+}
+
 impl SortKey for Mod0Rec {
     fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
-        use voracious_radix_sort::RadixSort;
-        let threads = sorter.threads();
-        if threads > 1 && v.len() >= 1 << 16 {
-            v.voracious_mt_sort(threads);
-        } else {
-            v.voracious_sort();
-        }
+        radix_sort_local(v, sorter);
     }
+}
+
+impl SortKey for Mod0Rec32 {
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
+        radix_sort_local(v, sorter);
+    }
+}
+
+/// The record widths of one level: (name or rank, position) pairs and merge records.
+trait Width {
+    type P: Pair;
+    type R: MergeRecord;
+}
+
+/// 32-bit fields: every position, rank and character of the level is below 2^32.
+struct Narrow;
+impl Width for Narrow {
+    type P = u64;
+    type R = MergeRec32;
+}
+
+struct Wide;
+impl Width for Wide {
+    type P = u128;
+    type R = MergeRec;
+}
+
+/// Whether a level of `n_ext` positions over characters up to `alphabet` fits 32-bit fields.
+fn fits_narrow(ctx: &Ctx, n_ext: usize, alphabet: u64) -> bool {
+    (n_ext as u64) + 2 < 1 << 32 && alphabet < 1 << 32 && !ctx.tune.force_wide
 }
 
 /// Character access for one level: this pe's slice, the two characters after it (from the right
@@ -266,6 +385,16 @@ fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
         return ctx.phase("base case", || base_case(ctx, t, layout));
     }
     let chars = ctx.phase("halo", || Chars::new(ctx, t, layout));
+    let n_ext = n + usize::from(n % 3 == 1);
+    if fits_narrow(ctx, n_ext, chars.alphabet) {
+        level_with::<C, Narrow>(ctx, layout, &chars)
+    } else {
+        level_with::<C, Wide>(ctx, layout, &chars)
+    }
+}
+
+fn level_with<C: Symbol, W: Width>(ctx: &Ctx, layout: &Layout, chars: &Chars<C>) -> Vec<u64> {
+    let n = layout.len();
     let at = |i: usize| chars.at(i);
     let alphabet = chars.alphabet;
     let n_ext = n + usize::from(n % 3 == 1);
@@ -277,16 +406,16 @@ fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
         3 * bc + bi
     };
     let (pairs, unique) = if tb <= 64 {
-        name_triples::<u64, _>(ctx, layout, &at, n_ext, bc, bi)
+        name_triples::<u64, W::P, _>(ctx, layout, &at, n_ext, bc, bi)
     } else if tb <= 128 {
-        name_triples::<u128, _>(ctx, layout, &at, n_ext, bc, bi)
+        name_triples::<u128, W::P, _>(ctx, layout, &at, n_ext, bc, bi)
     } else {
-        name_triples::<WideTriple, _>(ctx, layout, &at, n_ext, bc, bi)
+        name_triples::<WideTriple, W::P, _>(ctx, layout, &at, n_ext, bc, bi)
     };
     let n1 = (n_ext + 1) / 3;
     let m = n1 + n_ext / 3;
     let rank = ranks_from_names(ctx, layout, pairs, n1, m, unique);
-    merge(ctx, layout, &at, rank, alphabet, n_ext > n)
+    merge::<W::R, _>(ctx, layout, &at, rank, alphabet, n_ext > n)
 }
 
 /// Finishes a suffix array from order-consistent prefix names, for pCSS when prefix doubling
@@ -297,31 +426,39 @@ fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
 /// mod-1 name unique, so no dummy sample is needed.) Collective.
 #[must_use]
 pub fn finish_from_names(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64]) -> Vec<u64> {
+    if fits_narrow(ctx, layout.len() + 1, 256) {
+        finish_with::<Narrow>(ctx, text, layout, name_of)
+    } else {
+        finish_with::<Wide>(ctx, text, layout, name_of)
+    }
+}
+
+fn finish_with<W: Width>(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64]) -> Vec<u64> {
     let comm = &ctx.comm;
     let n = layout.len();
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
-    let pairs: Vec<[u64; 2]> = (lo..hi)
+    let pairs: Vec<W::P> = (lo..hi)
         .filter(|i| i % 3 != 0)
-        .map(|i| [i as u64, name_of[i - lo] + 1])
+        .map(|i| W::P::pack(name_of[i - lo] + 1, i as u64))
         .collect();
     let n1 = (n + 1) / 3;
     let m = n1 + n / 3;
     let rank = ranks_from_names(ctx, layout, pairs, n1, m, false);
     let chars = Chars::new(ctx, text, layout);
-    merge(ctx, layout, &|i| chars.at(i), rank, chars.alphabet, false)
+    merge::<W::R, _>(ctx, layout, &|i| chars.at(i), rank, chars.alphabet, false)
 }
 
-/// Steps 1–3: sorts the sample triples and names them. Returns (position, name) pairs for every
+/// Steps 1–3: sorts the sample triples and names them. Returns (name, position) pairs for every
 /// sample position (including the dummy at n when there is one) and whether all names differ.
-fn name_triples<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
+fn name_triples<K: TripleKey, P: Pair, A: Fn(usize) -> u64 + Sync>(
     ctx: &Ctx,
     layout: &Layout,
     at: &A,
     n_ext: usize,
     bc: u32,
     bi: u32,
-) -> (Vec<[u64; 2]>, bool) {
+) -> (Vec<P>, bool) {
     let comm = &ctx.comm;
     let p = comm.size();
     let me = comm.rank();
@@ -345,19 +482,19 @@ fn name_triples<K: TripleKey, A: Fn(usize) -> u64 + Sync>(
     let pairs = sorted
         .iter()
         .zip(&names)
-        .map(|(k, &nm)| [k.index(bi), nm])
+        .map(|(k, &nm)| P::pack(nm, k.index(bi)))
         .collect();
     (pairs, distinct as usize == m)
 }
 
-/// Steps 4–5: from (position, name ≥ 1) pairs of all m sample positions (mod-1 positions below
+/// Steps 4–5: from (name ≥ 1, position) pairs of all m sample positions (mod-1 positions below
 /// `3·n1`, a dummy at n allowed) to the rank among samples of every sample position this pe owns
 /// (1-based; 0 at positions i mod 3 = 0). With `unique`, the names are the ranks already;
 /// otherwise the string of names (mod-1 positions, then mod-2 positions) is solved recursively.
-fn ranks_from_names(
+fn ranks_from_names<P: Pair>(
     ctx: &Ctx,
     layout: &Layout,
-    pairs: Vec<[u64; 2]>,
+    pairs: Vec<P>,
     n1: usize,
     m: usize,
     unique: bool,
@@ -368,8 +505,8 @@ fn ranks_from_names(
     let n = layout.len();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let mut rank = vec![0u64; hi - lo];
-    let pairs: Vec<[u64; 2]> = if unique {
-        pairs.into_iter().filter(|x| (x[0] as usize) < n).collect()
+    let pairs: Vec<P> = if unique {
+        pairs.into_iter().filter(|x| (x.b() as usize) < n).collect()
     } else {
         let rl = Layout::block(m, p);
         let rpos = |i: u64| -> u64 {
@@ -377,12 +514,12 @@ fn ranks_from_names(
             (if i % 3 == 1 { i / 3 } else { n1 + i / 3 }) as u64
         };
         let r_text: Vec<u64> = ctx.phase("build recursion", || {
-            let pairs: Vec<[u64; 2]> = pairs.iter().map(|&[i, nm]| [rpos(i), nm]).collect();
-            let got = exchange(comm, pairs, |x| rl.owner(x[0] as usize));
+            let pairs: Vec<P> = pairs.iter().map(|x| P::pack(x.a(), rpos(x.b()))).collect();
+            let got = exchange(comm, pairs, |x| rl.owner(x.b() as usize));
             let mut r = vec![0u64; rl.local_len(me)];
             let base = rl.start(me) as u64;
-            for [q, nm] in got {
-                r[(q - base) as usize] = nm;
+            for x in got {
+                r[(x.b() - base) as usize] = x.a();
             }
             r
         });
@@ -395,15 +532,16 @@ fn ranks_from_names(
             .map(|(k, &q)| {
                 let q = q as usize;
                 let i = if q < n1 { 3 * q + 1 } else { 3 * (q - n1) + 2 };
-                [i as u64, base + k as u64 + 1]
+                (i, base + k as u64 + 1)
             })
-            .filter(|x| (x[0] as usize) < n)
+            .filter(|&(i, _)| i < n)
+            .map(|(i, r)| P::pack(r, i as u64))
             .collect()
     };
     ctx.phase("ranks to text", || {
-        let got = exchange(comm, pairs, |x| layout.owner(x[0] as usize));
-        for [i, r] in got {
-            rank[i as usize - lo] = r;
+        let got = exchange(comm, pairs, |x| layout.owner(x.b() as usize));
+        for x in got {
+            rank[x.b() as usize - lo] = x.a();
         }
     });
     rank
@@ -415,7 +553,7 @@ fn ranks_from_names(
 /// rank (no sort). The mod-0 suffixes are radix-sorted by (t[i], rank[i+1]). The two sorted
 /// sequences are then merged with Kulla–Sanders' comparison: splitters from a regular sample of
 /// both, one all-to-all of contiguous ranges, a linear merge on each pe.
-fn merge<A: Fn(usize) -> u64 + Sync>(
+fn merge<R: MergeRecord, A: Fn(usize) -> u64 + Sync>(
     ctx: &Ctx,
     layout: &Layout,
     at: &A,
@@ -429,8 +567,6 @@ fn merge<A: Fn(usize) -> u64 + Sync>(
     let n = layout.len();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let samples_total = n - n.div_ceil(3);
-    let shift = bits(samples_total as u64 + 1);
-    let radix_ok = bits(alphabet) + shift <= 64 && !ctx.tune.force_wide;
     let (mod0, samples) = ctx.phase("merge records", || {
         let rhalo = right_halo(comm, &rank, 2);
         let ra = |i: usize| -> u64 {
@@ -443,17 +579,8 @@ fn merge<A: Fn(usize) -> u64 + Sync>(
         let mut mod0 = Vec::with_capacity((hi - lo) / 3 + 1);
         let mut samples = Vec::with_capacity((hi - lo) * 2 / 3 + 1);
         for i in lo..hi {
-            let mut r = MergeRec {
-                i: i as u64,
-                c0: at(i),
-                c1: at(i + 1),
-                r0: ra(i),
-                r1: ra(i + 1),
-                r2: ra(i + 2),
-            };
+            let r = R::new(i as u64, at(i), at(i + 1), [ra(i), ra(i + 1), ra(i + 2)]);
             if i % 3 == 0 {
-                // The radix key of a mod-0 record: (t[i], rank[i+1]).
-                r.r0 = if radix_ok { (r.c0 << shift) | r.r1 } else { 0 };
                 mod0.push(r);
             } else {
                 samples.push(r);
@@ -463,22 +590,17 @@ fn merge<A: Fn(usize) -> u64 + Sync>(
     });
     drop(rank);
     let mod0 = ctx.phase("sort mod-0", || {
-        if radix_ok {
-            let v: Vec<Mod0Rec> = bytemuck::cast_vec(mod0);
-            bytemuck::cast_vec(sample_sort(ctx, v))
-        } else {
-            sample_sort(ctx, mod0)
-        }
+        R::sort_mod0(ctx, mod0, bits(alphabet), bits(samples_total as u64 + 1))
     });
     let samples = ctx.phase("place samples", || {
         // Ranks of real samples are 1..=samples_total, shifted by one when the dummy took rank 1.
         let off = 1 + u64::from(has_dummy);
         let sl = Layout::block(samples_total, p);
-        let got = exchange(comm, samples, |r| sl.owner((r.r0 - off) as usize));
-        let mut out = vec![MergeRec::zeroed(); sl.local_len(me)];
+        let got = exchange(comm, samples, |r| sl.owner((r.rank() - off) as usize));
+        let mut out = vec![R::zeroed(); sl.local_len(me)];
         let base = sl.start(me) as u64;
         for r in got {
-            out[(r.r0 - off - base) as usize] = r;
+            out[(r.rank() - off - base) as usize] = r;
         }
         out
     });
@@ -489,24 +611,24 @@ fn merge<A: Fn(usize) -> u64 + Sync>(
 }
 
 /// Merges two sequences that are each sorted across pes into one sorted sequence; returns the
-/// positions (`i`) of this pe's part. Collective.
-fn merge_sorted(ctx: &Ctx, a: &[MergeRec], b: &[MergeRec]) -> Vec<u64> {
+/// positions of this pe's part. Collective.
+fn merge_sorted<R: MergeRecord>(ctx: &Ctx, a: &[R], b: &[R]) -> Vec<u64> {
     let comm = &ctx.comm;
     let p = comm.size();
-    let merge_local = |xs: &[MergeRec], ys: &[MergeRec]| -> Vec<u64> {
+    let merge_local = |xs: &[R], ys: &[R]| -> Vec<u64> {
         let mut out = Vec::with_capacity(xs.len() + ys.len());
         let (mut x, mut y) = (0, 0);
         while x < xs.len() && y < ys.len() {
             if xs[x] < ys[y] {
-                out.push(xs[x].i);
+                out.push(xs[x].pos());
                 x += 1;
             } else {
-                out.push(ys[y].i);
+                out.push(ys[y].pos());
                 y += 1;
             }
         }
-        out.extend(xs[x..].iter().map(|r| r.i));
-        out.extend(ys[y..].iter().map(|r| r.i));
+        out.extend(xs[x..].iter().map(|r| r.pos()));
+        out.extend(ys[y..].iter().map(|r| r.pos()));
         out
     };
     if p == 1 {
@@ -519,15 +641,15 @@ fn merge_sorted(ctx: &Ctx, a: &[MergeRec], b: &[MergeRec]) -> Vec<u64> {
     }
     let per =
         |len: usize| ((len as u128 * (256 * p) as u128).div_ceil(n as u128) as usize).min(len);
-    let pick = |v: &[MergeRec], s: usize| -> Vec<MergeRec> {
+    let pick = |v: &[R], s: usize| -> Vec<R> {
         (0..s).map(|j| v[(2 * j + 1) * v.len() / (2 * s)]).collect()
     };
-    let mut local: Vec<MergeRec> = pick(a, per(a.len()));
+    let mut local: Vec<R> = pick(a, per(a.len()));
     local.extend(pick(b, per(b.len())));
     let mut all = comm.all_gather_v(&local);
     all.sort_unstable();
-    let splitters: Vec<MergeRec> = (1..p).map(|j| all[j * all.len() / p]).collect();
-    let cuts = |v: &[MergeRec]| -> Vec<usize> {
+    let splitters: Vec<R> = (1..p).map(|j| all[j * all.len() / p]).collect();
+    let cuts = |v: &[R]| -> Vec<usize> {
         let mut bounds: Vec<usize> = splitters
             .iter()
             .map(|s| v.partition_point(|x| x < s))

@@ -4,11 +4,13 @@
 pub mod exchange;
 pub mod layout;
 pub mod naming;
+pub mod pair;
 pub mod sample_sort;
 pub mod shift;
 
 pub use exchange::{exchange, exchange_by, fetch, rebalance};
 pub use layout::{Layout, OwnerCursor};
 pub use naming::name_sorted;
+pub use pair::Pair;
 pub use sample_sort::{sample_sort, SortKey};
 pub use shift::{last_of_left, right_halo};
