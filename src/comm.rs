@@ -111,6 +111,16 @@ impl Comm {
         self.world.split_shared(self.rank as i32).size() as usize
     }
 
+    /// The CPUs that the pes on this node may run on together (the union of their affinity
+    /// masks), as a mask of 64-bit words. Collective.
+    pub fn node_cpus(&self) -> Vec<u64> {
+        let node = self.world.split_shared(self.rank as i32);
+        let mine = crate::affinity::current();
+        let mut all = vec![0u64; mine.len()];
+        node.all_reduce_into(&mine[..], &mut all[..], SystemOperation::bitwise_or());
+        all
+    }
+
     /// Waits for every pe.
     pub fn barrier(&self) {
         self.world.barrier();

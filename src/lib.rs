@@ -14,6 +14,7 @@
 //! let sa_slice = psa::suffix_array(&ctx, &my_slice).unwrap();
 //! ```
 
+pub mod affinity;
 pub mod algo;
 pub mod comm;
 pub mod dist;
@@ -112,9 +113,9 @@ pub struct Ctx {
     pub config: Config,
     pub log: PhaseLog,
     pub tune: Tunables,
-    /// Threads pe 0 may use while every other pe waits for it (the sequential base case): this
-    /// node's cores that the job's pes may run on, `threads` × pes on the node at most.
-    pub node_threads: usize,
+    /// The CPUs of this node that its pes may run on together (an affinity mask): pe 0 runs the
+    /// sequential base case on all of them while every other pe waits asleep.
+    pub node_cpus: Vec<u64>,
 }
 
 impl Ctx {
@@ -123,15 +124,14 @@ impl Ctx {
         let sorter: Box<dyn LocalSort> = Box::new(local::cpu::CpuSort::new(config.threads));
         let comm = Comm::new(world);
         let tune = Tunables::from_root(&comm);
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let node_threads = (config.threads * comm.local_size()).clamp(1, cores.max(config.threads));
+        let node_cpus = comm.node_cpus();
         Ctx {
             comm,
             sorter,
             config,
             log: PhaseLog::default(),
             tune,
-            node_threads,
+            node_cpus,
         }
     }
 

@@ -10,7 +10,8 @@
 //! 5. **ranks to text order**: every sample rank goes to the pe that owns its position;
 //! 6. **merge**: records (t[i], t[i+1], rank[i], rank[i+1], rank[i+2], i) sorted with the
 //!    paper's comparison (sample vs sample by rank, otherwise by one or two characters and a rank);
-//! 7. **suffix array**: the positions in sorted order, rebalanced to the input layout.
+//! 7. **suffix array**: the positions in sorted order; at the top level rebalanced to the input
+//!    layout (a recursion level only needs each entry's global index).
 //!
 //! A (sub)problem of at most `config.base_case` characters is gathered on pe 0 and solved by
 //! libsais (see [`super::seq`]); larger ones recurse in parallel, so no pe ever holds more than
@@ -60,7 +61,15 @@ impl Symbol for u64 {
 /// given by `layout`. Exit: each pe holds SA entries for the same range.
 #[must_use]
 pub fn dc3(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
-    level(ctx, text, layout)
+    let sa = level(ctx, text, layout);
+    ctx.phase("rebalance", || rebalance(&ctx.comm, sa.sa, layout))
+}
+
+/// A suffix array as a sequence sorted across pes (pe r's entries before pe r+1's) in some
+/// distribution: this pe's entries and the global SA index of the first of them.
+struct SortedPart {
+    sa: Vec<u64>,
+    first: u64,
 }
 
 fn bits(x: u64) -> u32 {
@@ -68,7 +77,7 @@ fn bits(x: u64) -> u32 {
 }
 
 /// Gathers the whole (small) text on pe 0, solves it there and sends each pe its part. The other
-/// pes wait asleep meanwhile, so pe 0 runs libsais with the threads of its whole node.
+/// pes wait asleep meanwhile, so pe 0 runs libsais on all the CPUs of its node's pes.
 fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     let comm = &ctx.comm;
     let p = comm.size();
@@ -76,7 +85,17 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     counts[0] = t.len();
     let all = comm.all_to_all_v(t, &counts);
     let sa = if comm.rank() == 0 {
-        C::sequential_sa(&all, ctx.node_threads)
+        let _wide = crate::affinity::widen(&ctx.node_cpus);
+        let threads = crate::affinity::count(&ctx.node_cpus).max(ctx.config.threads);
+        let t0 = std::time::Instant::now();
+        let sa = C::sequential_sa(&all, threads);
+        log::debug!(
+            "base case: {} characters, libsais with {threads} threads on {} CPUs: {:.3} s",
+            all.len(),
+            crate::affinity::count(&crate::affinity::current()),
+            t0.elapsed().as_secs_f64()
+        );
+        sa
     } else {
         Vec::new()
     };
@@ -378,11 +397,14 @@ impl<'a, C: Symbol> Chars<'a, C> {
     }
 }
 
-/// One DC3 level on a text of `layout.len()` characters; returns the SA slice for this pe's range.
-fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
+/// One DC3 level on a text of `layout.len()` characters; returns its suffix array, sorted across
+/// pes but not rebalanced (the caller decides whether it needs the input's layout).
+fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPart {
     let n = layout.len();
     if n <= ctx.config.base_case.max(4) {
-        return ctx.phase("base case", || base_case(ctx, t, layout));
+        let sa = ctx.phase("base case", || base_case(ctx, t, layout));
+        let first = layout.start(ctx.comm.rank()) as u64;
+        return SortedPart { sa, first };
     }
     let chars = ctx.phase("halo", || Chars::new(ctx, t, layout));
     let n_ext = n + usize::from(n % 3 == 1);
@@ -393,7 +415,7 @@ fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     }
 }
 
-fn level_with<C: Symbol, W: Width>(ctx: &Ctx, layout: &Layout, chars: &Chars<C>) -> Vec<u64> {
+fn level_with<C: Symbol, W: Width>(ctx: &Ctx, layout: &Layout, chars: &Chars<C>) -> SortedPart {
     let n = layout.len();
     let at = |i: usize| chars.at(i);
     let alphabet = chars.alphabet;
@@ -446,7 +468,8 @@ fn finish_with<W: Width>(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64
     let m = n1 + n / 3;
     let rank = ranks_from_names(ctx, layout, pairs, n1, m, false);
     let chars = Chars::new(ctx, text, layout);
-    merge::<W::R, _>(ctx, layout, &|i| chars.at(i), rank, chars.alphabet, false)
+    let sa = merge::<W::R, _>(ctx, layout, &|i| chars.at(i), rank, chars.alphabet, false);
+    ctx.phase("rebalance", || rebalance(comm, sa.sa, layout))
 }
 
 /// Steps 1–3: sorts the sample triples and names them. Returns (name, position) pairs for every
@@ -526,8 +549,9 @@ fn ranks_from_names<P: Pair>(
         drop(pairs);
         let sa_r = ctx.deeper(|| level::<u64>(ctx, &r_text, &rl));
         drop(r_text);
-        let base = rl.start(me) as u64;
-        sa_r.iter()
+        let base = sa_r.first;
+        sa_r.sa
+            .iter()
             .enumerate()
             .map(|(k, &q)| {
                 let q = q as usize;
@@ -547,7 +571,7 @@ fn ranks_from_names<P: Pair>(
     rank
 }
 
-/// Steps 6–7: sorts all suffixes with the sample ranks and returns this pe's SA slice.
+/// Step 6: sorts all suffixes with the sample ranks; returns the SA sorted across pes.
 ///
 /// The sample suffixes are already ordered by rank: they are sent straight to the pe owning their
 /// rank (no sort). The mod-0 suffixes are radix-sorted by (t[i], rank[i+1]). The two sorted
@@ -560,7 +584,7 @@ fn merge<R: MergeRecord, A: Fn(usize) -> u64 + Sync>(
     rank: Vec<u64>,
     alphabet: u64,
     has_dummy: bool,
-) -> Vec<u64> {
+) -> SortedPart {
     let comm = &ctx.comm;
     let p = comm.size();
     let me = comm.rank();
@@ -604,10 +628,9 @@ fn merge<R: MergeRecord, A: Fn(usize) -> u64 + Sync>(
         }
         out
     });
-    let merged = ctx.phase("merge", || merge_sorted(ctx, &mod0, &samples));
-    drop(mod0);
-    drop(samples);
-    ctx.phase("rebalance", || rebalance(comm, merged, layout))
+    let sa = ctx.phase("merge", || merge_sorted(ctx, &mod0, &samples));
+    let first = comm.exscan_sum(sa.len() as u64);
+    SortedPart { sa, first }
 }
 
 /// Merges two sequences that are each sorted across pes into one sorted sequence; returns the

@@ -147,7 +147,7 @@ fn ctx_with(comm: Comm, algo: Algo, base_case: usize) -> Ctx {
             ..Config::default()
         },
         log: PhaseLog::default(),
-        node_threads: 1,
+        node_cpus: psa::affinity::current(),
     }
 }
 
