@@ -186,9 +186,9 @@ trait MergeRecord: SortKey {
     fn pos(&self) -> u64;
     /// rank[i] (a sample's rank among the samples).
     fn rank(&self) -> u64;
-    /// Sorts the mod-0 records across pes by (t[i], rank[i+1]) (radix when the pair fits 64
-    /// bits: `rank_bits` bits for a rank, `char_bits` for a character). Collective.
-    fn sort_mod0(ctx: &Ctx, v: Vec<Self>, char_bits: u32, rank_bits: u32) -> Vec<Self>;
+    /// Sorts one pe's mod-0 records by (t[i], rank[i+1]) (radix when the pair fits 64 bits:
+    /// `rank_bits` bits for a rank, `char_bits` for a character).
+    fn sort_mod0_local(ctx: &Ctx, v: &mut [Self], char_bits: u32, rank_bits: u32);
 }
 
 macro_rules! merge_record {
@@ -247,15 +247,15 @@ impl MergeRecord for MergeRec {
     fn rank(&self) -> u64 {
         self.r0
     }
-    fn sort_mod0(ctx: &Ctx, mut v: Vec<Self>, char_bits: u32, rank_bits: u32) -> Vec<Self> {
+    fn sort_mod0_local(ctx: &Ctx, v: &mut [Self], char_bits: u32, rank_bits: u32) {
         if char_bits + rank_bits > 64 || ctx.tune.force_wide {
-            return sample_sort(ctx, v);
+            return crate::dist::sample_sort::par_sort(v);
         }
         // r0 is unused in a mod-0 record: it carries the radix key.
-        for r in &mut v {
+        for r in v.iter_mut() {
             r.r0 = (r.c0 << rank_bits) | r.r1;
         }
-        bytemuck::cast_vec(sample_sort(ctx, bytemuck::cast_vec::<_, Mod0Rec>(v)))
+        radix_sort_local(bytemuck::cast_slice_mut::<_, Mod0Rec>(v), ctx.sorter.as_ref());
     }
 }
 
@@ -277,8 +277,8 @@ impl MergeRecord for MergeRec32 {
     fn rank(&self) -> u64 {
         self.r0 as u64
     }
-    fn sort_mod0(ctx: &Ctx, v: Vec<Self>, _char_bits: u32, _rank_bits: u32) -> Vec<Self> {
-        bytemuck::cast_vec(sample_sort(ctx, bytemuck::cast_vec::<_, Mod0Rec32>(v)))
+    fn sort_mod0_local(ctx: &Ctx, v: &mut [Self], _char_bits: u32, _rank_bits: u32) {
+        radix_sort_local(bytemuck::cast_slice_mut::<_, Mod0Rec32>(v), ctx.sorter.as_ref());
     }
 }
 
@@ -319,18 +319,6 @@ fn radix_sort_local<T: voracious_radix_sort::Radixable<u64> + Copy + Send + Sync
         v.voracious_mt_sort(threads);
     } else {
         v.voracious_sort();
-    }
-}
-
-impl SortKey for Mod0Rec {
-    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
-        radix_sort_local(v, sorter);
-    }
-}
-
-impl SortKey for Mod0Rec32 {
-    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
-        radix_sort_local(v, sorter);
     }
 }
 
@@ -573,10 +561,13 @@ fn ranks_from_names<P: Pair>(
 
 /// Step 6: sorts all suffixes with the sample ranks; returns the SA sorted across pes.
 ///
-/// The sample suffixes are already ordered by rank: they are sent straight to the pe owning their
-/// rank (no sort). The mod-0 suffixes are radix-sorted by (t[i], rank[i+1]). The two sorted
-/// sequences are then merged with Kulla–Sanders' comparison: splitters from a regular sample of
-/// both, one all-to-all of contiguous ranges, a linear merge on each pe.
+/// One partition for everything: splitters from a random sample of all merge records (ordered by
+/// Kulla–Sanders' comparison) cut the final order into p ranges, and every record goes straight
+/// to the pe of its range: the mod-0 records are then radix-sorted by (t[i], rank[i+1]), the
+/// sample records, whose ranks on a pe form one contiguous interval, are placed by rank (no sort),
+/// and a linear merge of the two gives the pe's part of the SA. Two all-to-alls of n records in
+/// all (one per kind), instead of sorting the mod-0 records, placing the samples and merging
+/// across pes one after the other.
 fn merge<R: MergeRecord, A: Fn(usize) -> u64 + Sync>(
     ctx: &Ctx,
     layout: &Layout,
@@ -586,7 +577,6 @@ fn merge<R: MergeRecord, A: Fn(usize) -> u64 + Sync>(
     has_dummy: bool,
 ) -> SortedPart {
     let comm = &ctx.comm;
-    let p = comm.size();
     let me = comm.rank();
     let n = layout.len();
     let (lo, hi) = (layout.start(me), layout.end(me));
@@ -613,77 +603,65 @@ fn merge<R: MergeRecord, A: Fn(usize) -> u64 + Sync>(
         (mod0, samples)
     });
     drop(rank);
+    let splitters = ctx.phase("merge splitters", || merge_splitters(ctx, &mod0, &samples, n));
+    let dest = |r: &R| splitters.partition_point(|s| s < r);
     let mod0 = ctx.phase("sort mod-0", || {
-        R::sort_mod0(ctx, mod0, bits(alphabet), bits(samples_total as u64 + 1))
+        let mut got = exchange(comm, mod0, dest);
+        R::sort_mod0_local(ctx, &mut got, bits(alphabet), bits(samples_total as u64 + 1));
+        got
     });
     let samples = ctx.phase("place samples", || {
+        let got = exchange(comm, samples, dest);
         // Ranks of real samples are 1..=samples_total, shifted by one when the dummy took rank 1.
-        let off = 1 + u64::from(has_dummy);
-        let sl = Layout::block(samples_total, p);
-        let got = exchange(comm, samples, |r| sl.owner((r.rank() - off) as usize));
-        let mut out = vec![R::zeroed(); sl.local_len(me)];
-        let base = sl.start(me) as u64;
+        // This pe received the ranks first..first+len: one interval of the sample order.
+        let first = comm.exscan_sum(got.len() as u64) + 1 + u64::from(has_dummy);
+        let mut out = vec![R::zeroed(); got.len()];
         for r in got {
-            out[(r.rank() - off - base) as usize] = r;
+            out[(r.rank() - first) as usize] = r;
         }
         out
     });
-    let sa = ctx.phase("merge", || merge_sorted(ctx, &mod0, &samples));
+    let sa = ctx.phase("merge", || {
+        let mut out = Vec::with_capacity(mod0.len() + samples.len());
+        let (mut x, mut y) = (0, 0);
+        while x < mod0.len() && y < samples.len() {
+            if mod0[x] < samples[y] {
+                out.push(mod0[x].pos());
+                x += 1;
+            } else {
+                out.push(samples[y].pos());
+                y += 1;
+            }
+        }
+        out.extend(mod0[x..].iter().map(|r| r.pos()));
+        out.extend(samples[y..].iter().map(|r| r.pos()));
+        out
+    });
+    ctx.note_imbalance(sa.len(), n);
     let first = comm.exscan_sum(sa.len() as u64);
     SortedPart { sa, first }
 }
 
-/// Merges two sequences that are each sorted across pes into one sorted sequence; returns the
-/// positions of this pe's part. Collective.
-fn merge_sorted<R: MergeRecord>(ctx: &Ctx, a: &[R], b: &[R]) -> Vec<u64> {
+/// p − 1 splitters of the final order of all n merge records, from a random sample of both
+/// kinds (each pe draws in proportion to its share). Collective; the same on every pe.
+fn merge_splitters<R: MergeRecord>(ctx: &Ctx, mod0: &[R], samples: &[R], n: usize) -> Vec<R> {
     let comm = &ctx.comm;
     let p = comm.size();
-    let merge_local = |xs: &[R], ys: &[R]| -> Vec<u64> {
-        let mut out = Vec::with_capacity(xs.len() + ys.len());
-        let (mut x, mut y) = (0, 0);
-        while x < xs.len() && y < ys.len() {
-            if xs[x] < ys[y] {
-                out.push(xs[x].pos());
-                x += 1;
-            } else {
-                out.push(ys[y].pos());
-                y += 1;
-            }
-        }
-        out.extend(xs[x..].iter().map(|r| r.pos()));
-        out.extend(ys[y..].iter().map(|r| r.pos()));
-        out
-    };
-    if p == 1 {
-        return merge_local(a, b);
-    }
-    // Regular samples of both sorted runs, proportional to their lengths.
-    let n = comm.all_reduce_sum((a.len() + b.len()) as u64) as usize;
-    if n == 0 {
+    if p == 1 || n == 0 {
         return Vec::new();
     }
-    let per =
-        |len: usize| ((len as u128 * (256 * p) as u128).div_ceil(n as u128) as usize).min(len);
-    let pick = |v: &[R], s: usize| -> Vec<R> {
-        (0..s).map(|j| v[(2 * j + 1) * v.len() / (2 * s)]).collect()
+    let per_pe = ((1usize << 18) / p).clamp(64, 1024);
+    let mut rng = crate::dist::sample_sort::SplitMix::new(0x3e76e ^ ((comm.rank() as u64) << 32) ^ n as u64);
+    let mut draw = |v: &[R]| -> Vec<R> {
+        let want = ((v.len() as u128 * (per_pe * p) as u128).div_ceil(n as u128) as usize).min(v.len());
+        (0..want).map(|_| v[(rng.next() % v.len() as u64) as usize]).collect()
     };
-    let mut local: Vec<R> = pick(a, per(a.len()));
-    local.extend(pick(b, per(b.len())));
+    let mut local = draw(mod0);
+    local.extend(draw(samples));
     let mut all = comm.all_gather_v(&local);
     all.sort_unstable();
-    let splitters: Vec<R> = (1..p).map(|j| all[j * all.len() / p]).collect();
-    let cuts = |v: &[R]| -> Vec<usize> {
-        let mut bounds: Vec<usize> = splitters
-            .iter()
-            .map(|s| v.partition_point(|x| x < s))
-            .collect();
-        bounds.insert(0, 0);
-        bounds.push(v.len());
-        bounds.windows(2).map(|w| w[1] - w[0]).collect()
-    };
-    let ra = comm.all_to_all_v(a, &cuts(a));
-    let rb = comm.all_to_all_v(b, &cuts(b));
-    let out = merge_local(&ra, &rb);
-    ctx.note_imbalance(out.len(), n);
-    out
+    if all.is_empty() {
+        return Vec::new();
+    }
+    (1..p).map(|j| all[j * all.len() / p]).collect()
 }
