@@ -30,6 +30,8 @@ pub struct Comm {
     size: usize,
     /// Bytes this pe has sent to other pes (self-sends excluded).
     bytes_sent: Cell<u64>,
+    /// Seconds this pe spent inside all-to-all exchanges (waiting for slower pes included).
+    a2a_secs: Cell<f64>,
     /// Element limit per MPI call; `i32::MAX` unless lowered (tests set `PSA_MPI_MAX_COUNT` to
     /// exercise the chunked path).
     max_count: usize,
@@ -79,6 +81,7 @@ impl Comm {
             rank,
             size,
             bytes_sent: Cell::new(0),
+            a2a_secs: Cell::new(0.0),
             max_count: MPI_COUNT_MAX,
         };
         comm.broadcast(&mut max_count, 0);
@@ -94,6 +97,11 @@ impl Comm {
     /// Number of pes.
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// Seconds this pe has spent in all-to-all exchanges so far.
+    pub fn a2a_secs(&self) -> f64 {
+        self.a2a_secs.get()
     }
 
     /// Bytes this pe has sent to other pes so far.
@@ -322,6 +330,13 @@ impl Comm {
         send: &[T],
         counts: &[usize],
     ) -> (Vec<T>, Vec<usize>) {
+        let t0 = std::time::Instant::now();
+        let r = self.all_to_all_v_timed(send, counts);
+        self.a2a_secs.set(self.a2a_secs.get() + t0.elapsed().as_secs_f64());
+        r
+    }
+
+    fn all_to_all_v_timed<T: Pod>(&self, send: &[T], counts: &[usize]) -> (Vec<T>, Vec<usize>) {
         let p = self.size;
         assert_eq!(counts.len(), p, "all_to_all_v needs one count per pe");
         assert_eq!(

@@ -150,11 +150,12 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         .iter()
         .map(|ph| {
             format!(
-                "    {{\"level\": {}, \"name\": {}, \"max_secs\": {:.6}, \"mean_secs\": {:.6}, \"max_bytes_sent\": {}, \"total_bytes_sent\": {}}}",
+                "    {{\"level\": {}, \"name\": {}, \"max_secs\": {:.6}, \"mean_secs\": {:.6}, \"mean_a2a_secs\": {:.6}, \"max_bytes_sent\": {}, \"total_bytes_sent\": {}}}",
                 ph.level,
                 json_str(&ph.name),
                 ph.max_secs,
                 ph.mean_secs,
+                ph.mean_a2a_secs,
                 ph.max_bytes as u64,
                 ph.total_bytes as u64
             )

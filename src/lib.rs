@@ -147,12 +147,14 @@ impl Ctx {
     pub fn phase<R>(&self, name: &str, f: impl FnOnce() -> R) -> R {
         let t0 = Instant::now();
         let b0 = self.comm.bytes_sent();
+        let a0 = self.comm.a2a_secs();
         let r = f();
         let rec = PhaseRecord {
             level: self.log.level.get(),
             name: name.to_string(),
             secs: t0.elapsed().as_secs_f64(),
             bytes: self.comm.bytes_sent() - b0,
+            a2a_secs: self.comm.a2a_secs() - a0,
         };
         log::debug!(
             "[pe {}] L{} {}: {:.3}s, {} bytes sent",

@@ -14,6 +14,8 @@ pub struct PhaseRecord {
     pub secs: f64,
     /// Bytes this pe sent to others during the phase.
     pub bytes: u64,
+    /// Seconds of the phase spent in all-to-all exchanges (waiting for other pes included).
+    pub a2a_secs: f64,
 }
 
 /// The phases of a run on this pe, in order. Every pe records the same sequence of phases.
@@ -33,6 +35,8 @@ pub struct PhaseSummary {
     pub name: String,
     pub max_secs: f64,
     pub mean_secs: f64,
+    /// Mean over pes of the seconds spent in all-to-all exchanges.
+    pub mean_a2a_secs: f64,
     pub max_bytes: f64,
     pub total_bytes: f64,
 }
@@ -45,6 +49,8 @@ pub fn summarise(comm: &Comm, log: &PhaseLog) -> Vec<PhaseSummary> {
     let bytes: Vec<f64> = phases.iter().map(|ph| ph.bytes as f64).collect();
     let (smax, ssum) = comm.all_reduce_f64(&secs);
     let (bmax, bsum) = comm.all_reduce_f64(&bytes);
+    let a2a: Vec<f64> = phases.iter().map(|ph| ph.a2a_secs).collect();
+    let (_, asum) = comm.all_reduce_f64(&a2a);
     let p = comm.size() as f64;
     phases
         .iter()
@@ -54,6 +60,7 @@ pub fn summarise(comm: &Comm, log: &PhaseLog) -> Vec<PhaseSummary> {
             name: ph.name.clone(),
             max_secs: smax[k],
             mean_secs: ssum[k] / p,
+            mean_a2a_secs: asum[k] / p,
             max_bytes: bmax[k],
             total_bytes: bsum[k],
         })

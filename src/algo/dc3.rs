@@ -90,8 +90,9 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
         let t0 = std::time::Instant::now();
         let sa = C::sequential_sa(&all, threads);
         log::debug!(
-            "base case: {} characters, libsais with {threads} threads on {} CPUs: {:.3} s",
+            "base case: {} characters (largest {}), libsais with {threads} threads on {} CPUs: {:.3} s",
             all.len(),
+            all.iter().map(|c| c.val()).max().unwrap_or(0),
             crate::affinity::count(&crate::affinity::current()),
             t0.elapsed().as_secs_f64()
         );
