@@ -327,6 +327,36 @@ fn radix_sort_local<T: voracious_radix_sort::Radixable<u64> + Copy + Send + Sync
 trait Width {
     type P: Pair;
     type R: MergeRecord;
+    /// A sample rank in text order (half the memory traffic of the random writes when narrow).
+    type K: RankWord;
+}
+
+/// A rank stored in the text-order rank array of a level.
+trait RankWord: Pod + Send + Sync {
+    fn from_u64(x: u64) -> Self;
+    fn get(self) -> u64;
+}
+
+impl RankWord for u32 {
+    #[inline]
+    fn from_u64(x: u64) -> Self {
+        x as u32
+    }
+    #[inline]
+    fn get(self) -> u64 {
+        self as u64
+    }
+}
+
+impl RankWord for u64 {
+    #[inline]
+    fn from_u64(x: u64) -> Self {
+        x
+    }
+    #[inline]
+    fn get(self) -> u64 {
+        self
+    }
 }
 
 /// 32-bit fields: every position, rank and character of the level is below 2^32.
@@ -334,12 +364,14 @@ struct Narrow;
 impl Width for Narrow {
     type P = u64;
     type R = MergeRec32;
+    type K = u32;
 }
 
 struct Wide;
 impl Width for Wide {
     type P = u128;
     type R = MergeRec;
+    type K = u64;
 }
 
 /// Whether a level of `n_ext` positions over characters up to `alphabet` fits 32-bit fields.
@@ -425,8 +457,8 @@ fn level_with<C: Symbol, W: Width>(ctx: &Ctx, layout: &Layout, chars: &Chars<C>)
     };
     let n1 = (n_ext + 1) / 3;
     let m = n1 + n_ext / 3;
-    let rank = ranks_from_names(ctx, layout, pairs, n1, m, unique);
-    merge::<W::R, _>(ctx, layout, &at, rank, alphabet, n_ext > n)
+    let rank = ranks_from_names::<W::P, W::K>(ctx, layout, pairs, n1, m, unique);
+    merge::<W::R, W::K, _>(ctx, layout, &at, rank, alphabet, n_ext > n)
 }
 
 /// Finishes a suffix array from order-consistent prefix names, for pCSS when prefix doubling
@@ -455,9 +487,9 @@ fn finish_with<W: Width>(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64
         .collect();
     let n1 = (n + 1) / 3;
     let m = n1 + n / 3;
-    let rank = ranks_from_names(ctx, layout, pairs, n1, m, false);
+    let rank = ranks_from_names::<W::P, W::K>(ctx, layout, pairs, n1, m, false);
     let chars = Chars::new(ctx, text, layout);
-    let sa = merge::<W::R, _>(ctx, layout, &|i| chars.at(i), rank, chars.alphabet, false);
+    let sa = merge::<W::R, W::K, _>(ctx, layout, &|i| chars.at(i), rank, chars.alphabet, false);
     ctx.phase("rebalance", || rebalance(comm, sa.sa, layout))
 }
 
@@ -503,20 +535,20 @@ fn name_triples<K: TripleKey, P: Pair, A: Fn(usize) -> u64 + Sync>(
 /// `3·n1`, a dummy at n allowed) to the rank among samples of every sample position this pe owns
 /// (1-based; 0 at positions i mod 3 = 0). With `unique`, the names are the ranks already;
 /// otherwise the string of names (mod-1 positions, then mod-2 positions) is solved recursively.
-fn ranks_from_names<P: Pair>(
+fn ranks_from_names<P: Pair, K: RankWord>(
     ctx: &Ctx,
     layout: &Layout,
     pairs: Vec<P>,
     n1: usize,
     m: usize,
     unique: bool,
-) -> Vec<u64> {
+) -> Vec<K> {
     let comm = &ctx.comm;
     let p = comm.size();
     let me = comm.rank();
     let n = layout.len();
     let (lo, hi) = (layout.start(me), layout.end(me));
-    let mut rank = vec![0u64; hi - lo];
+    let mut rank = vec![K::from_u64(0); hi - lo];
     let pairs: Vec<P> = if unique {
         pairs.into_iter().filter(|x| (x.b() as usize) < n).collect()
     } else {
@@ -554,7 +586,7 @@ fn ranks_from_names<P: Pair>(
     ctx.phase("ranks to text", || {
         let got = exchange(comm, pairs, |x| layout.owner(x.b() as usize));
         for x in got {
-            rank[x.b() as usize - lo] = x.a();
+            rank[x.b() as usize - lo] = K::from_u64(x.a());
         }
     });
     rank
@@ -569,11 +601,11 @@ fn ranks_from_names<P: Pair>(
 /// and a linear merge of the two gives the pe's part of the SA. Two all-to-alls of n records in
 /// all (one per kind), instead of sorting the mod-0 records, placing the samples and merging
 /// across pes one after the other.
-fn merge<R: MergeRecord, A: Fn(usize) -> u64 + Sync>(
+fn merge<R: MergeRecord, K: RankWord, A: Fn(usize) -> u64 + Sync>(
     ctx: &Ctx,
     layout: &Layout,
     at: &A,
-    rank: Vec<u64>,
+    rank: Vec<K>,
     alphabet: u64,
     has_dummy: bool,
 ) -> SortedPart {
@@ -586,9 +618,9 @@ fn merge<R: MergeRecord, A: Fn(usize) -> u64 + Sync>(
         let rhalo = right_halo(comm, &rank, 2);
         let ra = |i: usize| -> u64 {
             if i < hi {
-                rank[i - lo]
+                rank[i - lo].get()
             } else {
-                rhalo.get(i - hi).copied().unwrap_or(0)
+                rhalo.get(i - hi).map_or(0, |r| r.get())
             }
         };
         let mut mod0 = Vec::with_capacity((hi - lo) / 3 + 1);
