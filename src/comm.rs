@@ -332,7 +332,8 @@ impl Comm {
     ) -> (Vec<T>, Vec<usize>) {
         let t0 = std::time::Instant::now();
         let r = self.all_to_all_v_timed(send, counts);
-        self.a2a_secs.set(self.a2a_secs.get() + t0.elapsed().as_secs_f64());
+        self.a2a_secs
+            .set(self.a2a_secs.get() + t0.elapsed().as_secs_f64());
         r
     }
 

@@ -70,7 +70,6 @@ struct Cli {
     quiet: bool,
 }
 
-
 fn init_logging(cli: &Cli, rank: usize) {
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",

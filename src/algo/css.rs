@@ -31,7 +31,7 @@
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
-use crate::dist::{exchange, fetch, right_halo, sample_sort, Layout, Pair, SortKey};
+use crate::dist::{exchange, fetch, right_halo, sample_sort, scatter, Layout, Pair, SortKey};
 use crate::local::LocalSort;
 use crate::Ctx;
 
@@ -146,7 +146,7 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         // Unresolved suffixes, with the depth their group shares (k); those inside a run of one
         // character (key = that character k times) are marked with depth 0 for the run step.
         let unresolved: Vec<[u64; 3]> = sorted
-            .iter()
+            .par_iter()
             .zip(&names)
             .zip(&alone)
             .filter(|(_, &a)| !a)
@@ -157,7 +157,7 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
             .collect();
         let names = if narrow {
             let v: Vec<u64> = sorted
-                .iter()
+                .par_iter()
                 .zip(&names)
                 .map(|(r, &nm)| Pair::pack(nm, pos(r)))
                 .collect();
@@ -166,9 +166,9 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         } else {
             // Reuse the records' memory for 64+64-bit pairs.
             let mut v: Vec<u128> = bytemuck::cast_vec(sorted);
-            for (slot, &nm) in v.iter_mut().zip(&names) {
+            v.par_iter_mut().zip(&names).for_each(|(slot, &nm)| {
                 *slot = Pair::pack(nm, (*slot as u64) & ((1u64 << 56) - 1));
-            }
+            });
             Pairs::Wide(v)
         };
         (names, unresolved)
@@ -264,7 +264,12 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 /// 2^12 positions drawn at random over all pes (at least one per pe), and every pe counts how often each drawn key
 /// occurs among its own keys. O(n/p) hash probes per pe and one small all-gather and reduction.
 /// Collective; every pe gets the same value.
-fn shared_key_fraction(ctx: &Ctx, recs: &[HiKey], n: usize, is_run: &(dyn Fn(u64) -> bool + Sync)) -> f64 {
+fn shared_key_fraction(
+    ctx: &Ctx,
+    recs: &[HiKey],
+    n: usize,
+    is_run: &(dyn Fn(u64) -> bool + Sync),
+) -> f64 {
     // 2^12 draws: the estimate's standard error is below 0.01, and the filter and table stay in
     // the first cache levels, so counting costs a few ns per key even when nearly all keys hit.
     const SAMPLES: usize = 1 << 12;
@@ -363,7 +368,9 @@ fn shared_key_fraction(ctx: &Ctx, recs: &[HiKey], n: usize, is_run: &(dyn Fn(u64
     let shared = drawn
         .iter()
         .filter(|&&x| {
-            let j = distinct.binary_search(&x).expect("a drawn key is among the distinct ones");
+            let j = distinct
+                .binary_search(&x)
+                .expect("a drawn key is among the distinct ones");
             counts[j] >= 2 && !is_run((x >> 8) as u64)
         })
         .count();
@@ -394,9 +401,7 @@ fn to_text_order<P: Pair>(comm: &crate::comm::Comm, layout: &Layout, pairs: Vec<
     let lo = layout.start(comm.rank());
     let got = exchange(comm, pairs, |x| layout.owner(x.b() as usize));
     let mut name_of = vec![0u64; layout.local_len(comm.rank())];
-    for x in got {
-        name_of[x.b() as usize - lo] = x.a();
-    }
+    scatter(&got, &mut name_of, |x| (x.b() as usize - lo, x.a()));
     name_of
 }
 
@@ -407,9 +412,7 @@ fn place<P: Pair>(comm: &crate::comm::Comm, layout: &Layout, pairs: Vec<P>) -> V
     let lo = layout.start(me);
     let got = exchange(comm, pairs, |x| layout.owner(x.a() as usize));
     let mut sa = vec![0u64; layout.local_len(me)];
-    for x in got {
-        sa[x.a() as usize - lo] = x.b();
-    }
+    scatter(&got, &mut sa, |x| (x.a() as usize - lo, x.b()));
     sa
 }
 
@@ -585,10 +588,8 @@ fn apply_updates(
 ) {
     let lo = layout.start(comm.rank());
     let got = exchange(comm, updates, |x| layout.owner(x[1] as usize));
-    for [nm, i, d] in got {
-        name_of[i as usize - lo] = nm;
-        depth_of[i as usize - lo] = d;
-    }
+    scatter(&got, name_of, |&[nm, i, _]| (i as usize - lo, nm));
+    scatter(&got, depth_of, |&[_, i, d]| (i as usize - lo, d));
 }
 
 /// The run step. Suffixes whose key is one character c repeated k times lie inside a run of c of
@@ -683,30 +684,37 @@ fn split_runs(
     let sorted = sample_sort(ctx, recs);
     let (gstart, _, _) = group_names(ctx, &sorted, |a, b| a >> (2 * w + 1) == b >> (2 * w + 1));
     let (sstart, alone, _) = group_names(ctx, &sorted, |a, b| a >> w == b >> w);
-    let mut updates = Vec::with_capacity(sorted.len());
-    for (j, x) in sorted.iter().enumerate() {
-        let g = (x >> (2 * w + 1)) as u64;
-        let flag = (x >> (2 * w)) & 1;
-        let s = (x >> w) & max;
-        let r = if flag == 1 { max - s } else { s } as u64;
-        let i = (x & max) as u64;
-        let name = g + (sstart[j] - gstart[j]);
-        updates.push([name, i, r]);
-        if !alone[j] {
-            unresolved.push([name, i, r]);
-        }
-    }
+    let updates: Vec<[u64; 3]> = sorted
+        .par_iter()
+        .enumerate()
+        .map(|(j, x)| {
+            let g = (x >> (2 * w + 1)) as u64;
+            let flag = (x >> (2 * w)) & 1;
+            let s = (x >> w) & max;
+            let r = if flag == 1 { max - s } else { s } as u64;
+            let i = (x & max) as u64;
+            [g + (sstart[j] - gstart[j]), i, r]
+        })
+        .collect();
+    unresolved.par_extend(
+        updates
+            .par_iter()
+            .zip(&alone)
+            .filter(|(_, &a)| !a)
+            .map(|(u, _)| *u),
+    );
     updates
 }
 
 /// Groups of a globally sorted run: for each record, its name (global index of the first record
 /// of its group) and whether it is alone in its group. Collective. Also returns this pe's global
 /// offset.
-fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool>(
+fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
     ctx: &Ctx,
     sorted: &[T],
     same: F,
 ) -> (Vec<u64>, Vec<bool>, u64) {
+    const CHUNK: usize = 1 << 16;
     let comm = &ctx.comm;
     let offset = comm.exscan_sum(sorted.len() as u64);
     let prev = crate::dist::last_of_left(comm, sorted);
@@ -714,6 +722,7 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool>(
     let len = sorted.len();
     // starts[j]: does record j begin a group?
     let starts: Vec<bool> = (0..len)
+        .into_par_iter()
         .map(|j| {
             let before = if j == 0 {
                 prev.as_ref()
@@ -723,24 +732,44 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool>(
             before.is_none_or(|b| !same(b, &sorted[j]))
         })
         .collect();
-    let mut names = Vec::with_capacity(len);
-    let mut cur = 0u64;
-    let mut local_max = 0u64;
-    for (j, &s) in starts.iter().enumerate() {
-        if s {
-            cur = offset + j as u64;
-            local_max = cur;
-        }
-        names.push(cur);
-    }
-    let carry = comm.exscan_max(local_max);
-    for (nm, &s) in names.iter_mut().zip(&starts) {
-        if s {
-            break;
-        }
-        *nm = carry;
-    }
+    // A max-scan of group starts: the last start of each chunk, carried across chunks and pes.
+    let last_start: Vec<Option<u64>> = starts
+        .par_chunks(CHUNK)
+        .enumerate()
+        .map(|(c, ch)| {
+            ch.iter()
+                .rposition(|&s| s)
+                .map(|j| offset + (c * CHUNK + j) as u64)
+        })
+        .collect();
+    let local_max = last_start.iter().flatten().copied().max().unwrap_or(0);
+    let mut carry = comm.exscan_max(local_max);
+    let carries: Vec<u64> = last_start
+        .iter()
+        .map(|&l| {
+            let c = carry;
+            if let Some(l) = l {
+                carry = l;
+            }
+            c
+        })
+        .collect();
+    let mut names = vec![0u64; len];
+    names
+        .par_chunks_mut(CHUNK)
+        .zip(starts.par_chunks(CHUNK))
+        .zip(carries.into_par_iter())
+        .enumerate()
+        .for_each(|(c, ((nm, st), mut cur))| {
+            for (j, (slot, &s)) in nm.iter_mut().zip(st).enumerate() {
+                if s {
+                    cur = offset + (c * CHUNK + j) as u64;
+                }
+                *slot = cur;
+            }
+        });
     let alone: Vec<bool> = (0..len)
+        .into_par_iter()
         .map(|j| {
             let ends = if j + 1 < len {
                 starts[j + 1]
@@ -761,14 +790,16 @@ fn refine_names<K: RefineKey>(ctx: &Ctx, sorted: &[K], bi: u32) -> (Vec<[u64; 3]
     let g_of = |r: &K| r.group(bi);
     let (gstart, _, _) = group_names(ctx, sorted, |a, b| g_of(a) == g_of(b));
     let (sstart, alone, _) = group_names(ctx, sorted, |a, b| a.same_pair(b, bi));
-    let mut still = Vec::new();
-    let mut updates = Vec::with_capacity(sorted.len());
-    for (j, r) in sorted.iter().enumerate() {
-        let rec = [g_of(r) + (sstart[j] - gstart[j]), r.pos(bi), r.depth(bi)];
-        updates.push(rec);
-        if !alone[j] {
-            still.push(rec);
-        }
-    }
+    let updates: Vec<[u64; 3]> = sorted
+        .par_iter()
+        .enumerate()
+        .map(|(j, r)| [g_of(r) + (sstart[j] - gstart[j]), r.pos(bi), r.depth(bi)])
+        .collect();
+    let still = updates
+        .par_iter()
+        .zip(&alone)
+        .filter(|(_, &a)| !a)
+        .map(|(u, _)| *u)
+        .collect();
     (still, updates)
 }

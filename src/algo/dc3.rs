@@ -25,7 +25,7 @@ use std::cmp::Ordering;
 use bytemuck::{Pod, Zeroable};
 
 use crate::dist::{
-    exchange, name_sorted, rebalance, right_halo, sample_sort, Layout, Pair, SortKey,
+    exchange, name_sorted, rebalance, right_halo, sample_sort, scatter, Layout, Pair, SortKey,
 };
 use crate::local::LocalSort;
 use crate::Ctx;
@@ -240,7 +240,14 @@ merge_record!(MergeRec32, u32);
 impl MergeRecord for MergeRec {
     #[inline]
     fn new(i: u64, c0: u64, c1: u64, r: [u64; 3]) -> Self {
-        MergeRec { i, c0, c1, r0: r[0], r1: r[1], r2: r[2] }
+        MergeRec {
+            i,
+            c0,
+            c1,
+            r0: r[0],
+            r1: r[1],
+            r2: r[2],
+        }
     }
     fn pos(&self) -> u64 {
         self.i
@@ -256,7 +263,10 @@ impl MergeRecord for MergeRec {
         for r in v.iter_mut() {
             r.r0 = (r.c0 << rank_bits) | r.r1;
         }
-        radix_sort_local(bytemuck::cast_slice_mut::<_, Mod0Rec>(v), ctx.sorter.as_ref());
+        radix_sort_local(
+            bytemuck::cast_slice_mut::<_, Mod0Rec>(v),
+            ctx.sorter.as_ref(),
+        );
     }
 }
 
@@ -279,7 +289,10 @@ impl MergeRecord for MergeRec32 {
         self.r0 as u64
     }
     fn sort_mod0_local(ctx: &Ctx, v: &mut [Self], _char_bits: u32, _rank_bits: u32) {
-        radix_sort_local(bytemuck::cast_slice_mut::<_, Mod0Rec32>(v), ctx.sorter.as_ref());
+        radix_sort_local(
+            bytemuck::cast_slice_mut::<_, Mod0Rec32>(v),
+            ctx.sorter.as_ref(),
+        );
     }
 }
 
@@ -562,9 +575,7 @@ fn ranks_from_names<P: Pair, K: RankWord>(
             let got = exchange(comm, pairs, |x| rl.owner(x.b() as usize));
             let mut r = vec![0u64; rl.local_len(me)];
             let base = rl.start(me) as u64;
-            for x in got {
-                r[(x.b() - base) as usize] = x.a();
-            }
+            scatter(&got, &mut r, |x| ((x.b() - base) as usize, x.a()));
             r
         });
         drop(pairs);
@@ -585,9 +596,9 @@ fn ranks_from_names<P: Pair, K: RankWord>(
     };
     ctx.phase("ranks to text", || {
         let got = exchange(comm, pairs, |x| layout.owner(x.b() as usize));
-        for x in got {
-            rank[x.b() as usize - lo] = K::from_u64(x.a());
-        }
+        scatter(&got, &mut rank, |x| {
+            (x.b() as usize - lo, K::from_u64(x.a()))
+        });
     });
     rank
 }
@@ -636,11 +647,18 @@ fn merge<R: MergeRecord, K: RankWord, A: Fn(usize) -> u64 + Sync>(
         (mod0, samples)
     });
     drop(rank);
-    let splitters = ctx.phase("merge splitters", || merge_splitters(ctx, &mod0, &samples, n));
+    let splitters = ctx.phase("merge splitters", || {
+        merge_splitters(ctx, &mod0, &samples, n)
+    });
     let dest = |r: &R| splitters.partition_point(|s| s < r);
     let mod0 = ctx.phase("sort mod-0", || {
         let mut got = exchange(comm, mod0, dest);
-        R::sort_mod0_local(ctx, &mut got, bits(alphabet), bits(samples_total as u64 + 1));
+        R::sort_mod0_local(
+            ctx,
+            &mut got,
+            bits(alphabet),
+            bits(samples_total as u64 + 1),
+        );
         got
     });
     let samples = ctx.phase("place samples", || {
@@ -649,9 +667,7 @@ fn merge<R: MergeRecord, K: RankWord, A: Fn(usize) -> u64 + Sync>(
         // This pe received the ranks first..first+len: one interval of the sample order.
         let first = comm.exscan_sum(got.len() as u64) + 1 + u64::from(has_dummy);
         let mut out = vec![R::zeroed(); got.len()];
-        for r in got {
-            out[(r.rank() - first) as usize] = r;
-        }
+        scatter(&got, &mut out, |r| ((r.rank() - first) as usize, *r));
         out
     });
     let sa = ctx.phase("merge", || {
@@ -684,10 +700,14 @@ fn merge_splitters<R: MergeRecord>(ctx: &Ctx, mod0: &[R], samples: &[R], n: usiz
         return Vec::new();
     }
     let per_pe = ((1usize << 18) / p).clamp(64, 1024);
-    let mut rng = crate::dist::sample_sort::SplitMix::new(0x3e76e ^ ((comm.rank() as u64) << 32) ^ n as u64);
+    let mut rng =
+        crate::dist::sample_sort::SplitMix::new(0x3e76e ^ ((comm.rank() as u64) << 32) ^ n as u64);
     let mut draw = |v: &[R]| -> Vec<R> {
-        let want = ((v.len() as u128 * (per_pe * p) as u128).div_ceil(n as u128) as usize).min(v.len());
-        (0..want).map(|_| v[(rng.next() % v.len() as u64) as usize]).collect()
+        let want =
+            ((v.len() as u128 * (per_pe * p) as u128).div_ceil(n as u128) as usize).min(v.len());
+        (0..want)
+            .map(|_| v[(rng.next() % v.len() as u64) as usize])
+            .collect()
     };
     let mut local = draw(mod0);
     local.extend(draw(samples));

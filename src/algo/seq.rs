@@ -50,14 +50,18 @@ pub fn sa_ints(text: &[u64], threads: usize) -> Vec<u64> {
     if max < i32::MAX as u64 - 1 && text.len() < i32::MAX as usize {
         let mut t: Vec<i32> = text.iter().map(|&x| x as i32).collect();
         let c = SuffixArrayConstruction::for_text_mut(&mut t[..]).in_owned_buffer32();
-        let threads = if text.len() < MT_MIN_LEN / 8 { 1 } else { threads };
+        let threads = if text.len() < MT_MIN_LEN / 8 {
+            1
+        } else {
+            threads
+        };
         let r = if threads > 1 {
-            c.multi_threaded(ThreadCount::fixed(threads.min(u16::MAX as usize) as u16)).run()
+            c.multi_threaded(ThreadCount::fixed(threads.min(u16::MAX as usize) as u16))
+                .run()
         } else {
             c.single_threaded().run()
         };
-        r
-            .expect("libsais accepts an i32 text with values below its length bound")
+        r.expect("libsais accepts an i32 text with values below its length bound")
             .into_vec()
             .into_iter()
             .map(|x| x as u64)

@@ -55,7 +55,6 @@ struct Cli {
     width: Width,
 }
 
-
 /// The SA in whichever integer type libsais filled.
 enum Sa {
     I32(Vec<i32>),
@@ -104,7 +103,6 @@ fn write_sa(path: &PathBuf, sa: &Sa, width: usize) -> std::io::Result<()> {
     }
     w.into_inner().map_err(|e| e.into_error())?.sync_data()
 }
-
 
 fn run(cli: &Cli) -> Result<(), String> {
     if cli.threads == 0 {

@@ -6,6 +6,141 @@ use rayon::prelude::*;
 use super::Layout;
 use crate::comm::{exclusive_prefix, Comm};
 
+/// Records per task in the parallel loops of this module.
+const CHUNK: usize = 1 << 16;
+
+/// A raw pointer that may cross threads: every user writes disjoint slots.
+#[derive(Clone, Copy)]
+struct SyncPtr<T>(*mut T);
+unsafe impl<T: Send> Send for SyncPtr<T> {}
+unsafe impl<T: Send> Sync for SyncPtr<T> {}
+
+impl<T> SyncPtr<T> {
+    /// # Safety
+    /// `i` is in bounds of the allocation and no other thread touches slot `i` meanwhile.
+    #[inline]
+    unsafe fn write(self, i: usize, v: T) {
+        unsafe { self.0.add(i).write(v) }
+    }
+}
+
+/// Groups `data` by destination (stable within a destination): returns the send buffer (pe 0's
+/// records first, …) and the count per destination. Parallel over chunks of the input (per-chunk
+/// histograms, then each chunk writes its own slots), so it scales with the pe's threads.
+fn bucket<T, F>(data: &[T], p: usize, dest: F) -> (Vec<T>, Vec<usize>)
+where
+    T: Pod + Send + Sync,
+    F: Fn(&T) -> usize + Sync,
+{
+    let (send, counts, _) = bucket_impl(data, p, dest, false);
+    (send, counts)
+}
+
+/// [`bucket`] that can also return, for every input record, its slot in the send buffer.
+fn bucket_impl<T, F>(
+    data: &[T],
+    p: usize,
+    dest: F,
+    want_slots: bool,
+) -> (Vec<T>, Vec<usize>, Vec<usize>)
+where
+    T: Pod + Send + Sync,
+    F: Fn(&T) -> usize + Sync,
+{
+    let dests: Vec<u32> = data.par_iter().map(|x| dest(x) as u32).collect();
+    let hists: Vec<Vec<usize>> = dests
+        .par_chunks(CHUNK)
+        .map(|c| {
+            let mut h = vec![0usize; p];
+            for &d in c {
+                h[d as usize] += 1;
+            }
+            h
+        })
+        .collect();
+    let mut counts = vec![0usize; p];
+    for h in &hists {
+        for (c, &x) in counts.iter_mut().zip(h) {
+            *c += x;
+        }
+    }
+    // Start of (chunk k, destination d): all of d's records in earlier chunks come first.
+    let mut next = exclusive_prefix(&counts);
+    let starts: Vec<Vec<usize>> = hists
+        .iter()
+        .map(|h| {
+            let s = next.clone();
+            for (x, &c) in next.iter_mut().zip(h) {
+                *x += c;
+            }
+            s
+        })
+        .collect();
+    drop(hists);
+    let mut send: Vec<T> = Vec::with_capacity(data.len());
+    let out = SyncPtr(send.as_mut_ptr());
+    let mut slots: Vec<usize> = if want_slots {
+        vec![0; data.len()]
+    } else {
+        Vec::new()
+    };
+    let slot_out = SyncPtr(slots.as_mut_ptr());
+    data.par_chunks(CHUNK)
+        .zip(dests.par_chunks(CHUNK))
+        .zip(starts.into_par_iter())
+        .enumerate()
+        .for_each(|(k, ((xs, ds), mut pos))| {
+            for (j, (x, &d)) in xs.iter().zip(ds).enumerate() {
+                let slot = &mut pos[d as usize];
+                // SAFETY: chunk k owns slots [starts[k][d], starts[k][d] + its count of d) for
+                // every d; these ranges are disjoint and lie below data.len(). Slot k·CHUNK + j
+                // of `slots` belongs to this record alone.
+                unsafe {
+                    out.write(*slot, *x);
+                    if want_slots {
+                        slot_out.write(k * CHUNK + j, *slot);
+                    }
+                }
+                *slot += 1;
+            }
+        });
+    // SAFETY: the ranges above cover 0..data.len() exactly once.
+    unsafe { send.set_len(data.len()) };
+    (send, counts, slots)
+}
+
+/// `out[index(x)] = value(x)` for every item, in parallel: the placement loops after an exchange
+/// (ranks, names, records by position). Panics when an index is out of range or repeated (each
+/// slot may be written once: a repeated index is a bug in the caller).
+pub fn scatter<T, U, F>(items: &[T], out: &mut [U], f: F)
+where
+    T: Sync,
+    U: Copy + Send + Sync,
+    F: Fn(&T) -> (usize, U) + Sync,
+{
+    let len = out.len();
+    let ptr = SyncPtr(out.as_mut_ptr());
+    let seen: Vec<std::sync::atomic::AtomicU64> = if cfg!(debug_assertions) {
+        (0..len.div_ceil(64)).map(|_| Default::default()).collect()
+    } else {
+        Vec::new()
+    };
+    items.par_chunks(CHUNK).for_each(|c| {
+        for x in c {
+            let (i, v) = f(x);
+            assert!(i < len, "scatter index {i} out of range {len}");
+            if cfg!(debug_assertions) {
+                let bit = 1u64 << (i % 64);
+                let old = seen[i / 64].fetch_or(bit, std::sync::atomic::Ordering::Relaxed);
+                assert!(old & bit == 0, "scatter index {i} repeated");
+            }
+            // SAFETY: i < len, and the caller's indices are distinct (checked in debug builds),
+            // so no two threads write the same slot.
+            unsafe { ptr.write(i, v) };
+        }
+    });
+}
+
 /// Sends every record to the pe `dest(record)`. Collective.
 ///
 /// Entry: any records on any pe. Exit: the records whose destination is this pe, ordered by source
@@ -21,19 +156,7 @@ where
     if p == 1 {
         return data.to_vec();
     }
-    let dests: Vec<u32> = data.par_iter().map(|x| dest(x) as u32).collect();
-    let mut counts = vec![0usize; p];
-    for &d in &dests {
-        counts[d as usize] += 1;
-    }
-    let mut pos = exclusive_prefix(&counts);
-    let mut send: Vec<T> = vec![T::zeroed(); data.len()];
-    for (x, &d) in data.iter().zip(&dests) {
-        let slot = &mut pos[d as usize];
-        send[*slot] = *x;
-        *slot += 1;
-    }
-    drop(dests);
+    let (send, counts) = bucket(data, p, dest);
     comm.all_to_all_v(&send, &counts)
 }
 
@@ -52,25 +175,10 @@ where
     if p == 1 {
         return data;
     }
-    let dests: Vec<u32> = data.par_iter().map(|x| dest(x) as u32).collect();
-    let mut counts = vec![0usize; p];
-    for &d in &dests {
-        counts[d as usize] += 1;
-    }
-    // Scatter into a send buffer and free the input before the all-to-all: the peak is two
+    // Bucket into a send buffer and free the input before the all-to-all: the peak is two
     // copies either way (input + send, then send + received), and a scatter with p sequential
     // write streams is much faster than an in-place cycle-chasing permutation.
-    let mut pos = exclusive_prefix(&counts);
-    let mut send: Vec<T> = Vec::with_capacity(data.len());
-    let spare = send.spare_capacity_mut();
-    for (x, &d) in data.iter().zip(&dests) {
-        let slot = &mut pos[d as usize];
-        spare[*slot].write(*x);
-        *slot += 1;
-    }
-    // SAFETY: the counts add up to data.len(), so every slot below it was written exactly once.
-    unsafe { send.set_len(data.len()) };
-    drop(dests);
+    let (send, counts) = bucket(&data, p, dest);
     drop(data);
     comm.all_to_all_v(&send, &counts)
 }
@@ -112,25 +220,7 @@ where
     if p == 1 {
         return queries.par_iter().map(|&q| lookup(q as usize)).collect();
     }
-    let dests: Vec<u32> = queries
-        .par_iter()
-        .map(|&q| layout.owner(q as usize) as u32)
-        .collect();
-    let mut counts = vec![0usize; p];
-    for &d in &dests {
-        counts[d as usize] += 1;
-    }
-    let starts = exclusive_prefix(&counts);
-    let mut pos = starts.clone();
-    let mut send = vec![0u64; queries.len()];
-    let mut slot_of: Vec<usize> = Vec::with_capacity(queries.len());
-    for (&q, &d) in queries.iter().zip(&dests) {
-        let s = &mut pos[d as usize];
-        send[*s] = q;
-        slot_of.push(*s);
-        *s += 1;
-    }
-    drop(dests);
+    let (send, counts, slot_of) = bucket_impl(queries, p, |&q| layout.owner(q as usize), true);
     // How many each pe asks of me (transposed counts) follows from the exchange itself.
     let (asked, recv_counts) = comm.all_to_all_v_counts(&send, &counts);
     drop(send);
@@ -142,5 +232,45 @@ where
     drop(asked);
     let back = comm.all_to_all_v(&answers, &recv_counts);
     drop(answers);
-    slot_of.into_iter().map(|s| back[s]).collect()
+    slot_of.into_par_iter().map(|s| back[s]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bucketing over several chunks and threads: grouped by destination, stable within one,
+    /// and the slots point at each record's place.
+    #[test]
+    fn bucket_is_a_stable_grouping() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let data: Vec<u64> = (0..(5 * CHUNK as u64 + 123))
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7)
+            .collect();
+        let dest = |x: &u64| (*x % 7) as usize;
+        let (send, counts, slots) = pool.install(|| bucket_impl(&data, 7, dest, true));
+        let mut want: Vec<u64> = Vec::new();
+        for d in 0..7 {
+            want.extend(data.iter().filter(|x| dest(x) == d));
+        }
+        assert_eq!(send, want);
+        assert_eq!(counts.iter().sum::<usize>(), data.len());
+        assert!(slots.iter().zip(&data).all(|(&s, x)| send[s] == *x));
+    }
+
+    #[test]
+    fn scatter_places_every_item() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let n = 3 * CHUNK + 5;
+        let items: Vec<usize> = (0..n).map(|i| (i * 7919) % n).collect();
+        let mut out = vec![usize::MAX; n];
+        pool.install(|| scatter(&items, &mut out, |&i| (i, i * 2)));
+        assert!(out.iter().enumerate().all(|(i, &v)| v == i * 2));
+    }
 }

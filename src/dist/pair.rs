@@ -40,4 +40,3 @@ impl Pair for u128 {
         *self as u64
     }
 }
-
