@@ -292,7 +292,7 @@ impl Comm {
             let mut part = PartitionMut::new(&mut recv, &counts[..], &displs[..]);
             self.world.all_gather_varcount_into(&send, &mut part);
         }
-        self.add_sent((local.len() * std::mem::size_of::<T>()) as u64 * (self.size as u64 - 1));
+        self.add_sent(std::mem::size_of_val(local) as u64 * (self.size as u64 - 1));
         out
     }
 

@@ -411,7 +411,10 @@ fn wide_record_paths() {
 fn css_finishes_without_prediction() {
     let inputs: Vec<(&str, Vec<u8>)> = vec![
         ("fibonacci_6000", gen::fibonacci(6000)),
-        ("repeated_block_41x97", gen::repeated_block(11, 41, 41 * 97, 100)),
+        (
+            "repeated_block_41x97",
+            gen::repeated_block(11, 41, 41 * 97, 100),
+        ),
         ("abc_n_ab_2999", {
             let mut v = gen::abc_n(999);
             v.extend_from_slice(b"ab");

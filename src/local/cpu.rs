@@ -50,10 +50,6 @@ impl LocalSort for CpuSort {
     }
 
     fn sort_u128_by_high(&self, v: &mut [u128]) {
-        assert!(
-            cfg!(target_endian = "little"),
-            "HiKeyed assumes little-endian u128 layout"
-        );
         let r: &mut [HiKeyed] = bytemuck::cast_slice_mut(v);
         if self.threads > 1 && r.len() >= MT_THRESHOLD {
             r.voracious_mt_sort(self.threads);
@@ -62,6 +58,9 @@ impl LocalSort for CpuSort {
         }
     }
 }
+
+// HiKeyed reads a u128 as (low, high) halves in memory order.
+const _: () = assert!(cfg!(target_endian = "little"), "HiKeyed assumes little-endian u128 layout");
 
 /// A u128 seen as (low, high) halves in memory order (little-endian), sorted by `hi`.
 #[repr(C)]
