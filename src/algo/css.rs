@@ -31,7 +31,10 @@
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
-use crate::dist::{exchange, fetch, right_halo, sample_sort, scatter, Layout, Pair, SortKey};
+use crate::dist::{
+    collect_kept, exchange, fetch, right_halo, sample_sort, scatter, scatter2, Layout, Pair,
+    SortKey,
+};
 use crate::local::LocalSort;
 use crate::Ctx;
 
@@ -145,16 +148,10 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         let pos = |r: &HiKey| (r.0 as u64) & ((1u64 << 56) - 1);
         // Unresolved suffixes, with the depth their group shares (k); those inside a run of one
         // character (key = that character k times) are marked with depth 0 for the run step.
-        let unresolved: Vec<[u64; 3]> = sorted
-            .par_iter()
-            .zip(&names)
-            .zip(&alone)
-            .filter(|(_, &a)| !a)
-            .map(|((r, &nm), _)| {
-                let run = is_run((r.0 >> 64) as u64);
-                [nm, pos(r), if run { 0 } else { k as u64 }]
-            })
-            .collect();
+        let unresolved: Vec<[u64; 3]> = collect_kept(&sorted, &alone, |j, r| {
+            let run = is_run((r.0 >> 64) as u64);
+            [names[j], pos(r), if run { 0 } else { k as u64 }]
+        });
         let names = if narrow {
             let v: Vec<u64> = sorted
                 .par_iter()
@@ -588,8 +585,9 @@ fn apply_updates(
 ) {
     let lo = layout.start(comm.rank());
     let got = exchange(comm, updates, |x| layout.owner(x[1] as usize));
-    scatter(&got, name_of, |&[nm, i, _]| (i as usize - lo, nm));
-    scatter(&got, depth_of, |&[_, i, d]| (i as usize - lo, d));
+    scatter2(&got, name_of, depth_of, |&[nm, i, d]| {
+        (i as usize - lo, nm, d)
+    });
 }
 
 /// The run step. Suffixes whose key is one character c repeated k times lie inside a run of c of
@@ -696,13 +694,7 @@ fn split_runs(
             [g + (sstart[j] - gstart[j]), i, r]
         })
         .collect();
-    unresolved.par_extend(
-        updates
-            .par_iter()
-            .zip(&alone)
-            .filter(|(_, &a)| !a)
-            .map(|(u, _)| *u),
-    );
+    unresolved.extend(collect_kept(&updates, &alone, |_, u| *u));
     updates
 }
 
@@ -720,6 +712,20 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
     let prev = crate::dist::last_of_left(comm, sorted);
     let next = right_halo(comm, sorted, 1);
     let len = sorted.len();
+    // alone[j]: does record j begin a group that the next record does not continue?
+    let alone_of = |starts: &[bool]| -> Vec<bool> {
+        (0..len)
+            .into_par_iter()
+            .map(|j| {
+                let ends = if j + 1 < len {
+                    starts[j + 1]
+                } else {
+                    next.first().is_none_or(|nx| !same(&sorted[j], nx))
+                };
+                starts[j] && ends
+            })
+            .collect()
+    };
     // starts[j]: does record j begin a group?
     let starts: Vec<bool> = (0..len)
         .into_par_iter()
@@ -732,6 +738,28 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
             before.is_none_or(|b| !same(b, &sorted[j]))
         })
         .collect();
+    if rayon::current_num_threads() == 1 {
+        // One thread: a single pass (the chunked scan below costs an extra pass).
+        let mut names = Vec::with_capacity(len);
+        let mut cur = 0u64;
+        let mut local_max = 0u64;
+        for (j, &s) in starts.iter().enumerate() {
+            if s {
+                cur = offset + j as u64;
+                local_max = cur;
+            }
+            names.push(cur);
+        }
+        let carry = comm.exscan_max(local_max);
+        for (nm, &s) in names.iter_mut().zip(&starts) {
+            if s {
+                break;
+            }
+            *nm = carry;
+        }
+        let alone = alone_of(&starts);
+        return (names, alone, offset);
+    }
     // A max-scan of group starts: the last start of each chunk, carried across chunks and pes.
     let last_start: Vec<Option<u64>> = starts
         .par_chunks(CHUNK)
@@ -768,17 +796,7 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
                 *slot = cur;
             }
         });
-    let alone: Vec<bool> = (0..len)
-        .into_par_iter()
-        .map(|j| {
-            let ends = if j + 1 < len {
-                starts[j + 1]
-            } else {
-                next.first().is_none_or(|nx| !same(&sorted[j], nx))
-            };
-            starts[j] && ends
-        })
-        .collect();
+    let alone = alone_of(&starts);
     (names, alone, offset)
 }
 
@@ -795,11 +813,6 @@ fn refine_names<K: RefineKey>(ctx: &Ctx, sorted: &[K], bi: u32) -> (Vec<[u64; 3]
         .enumerate()
         .map(|(j, r)| [g_of(r) + (sstart[j] - gstart[j]), r.pos(bi), r.depth(bi)])
         .collect();
-    let still = updates
-        .par_iter()
-        .zip(&alone)
-        .filter(|(_, &a)| !a)
-        .map(|(u, _)| *u)
-        .collect();
+    let still = collect_kept(&updates, &alone, |_, u| *u);
     (still, updates)
 }

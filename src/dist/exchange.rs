@@ -10,8 +10,13 @@ use crate::comm::{exclusive_prefix, Comm};
 const CHUNK: usize = 1 << 16;
 
 /// A raw pointer that may cross threads: every user writes disjoint slots.
-#[derive(Clone, Copy)]
 struct SyncPtr<T>(*mut T);
+impl<T> Clone for SyncPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SyncPtr<T> {}
 unsafe impl<T: Send> Send for SyncPtr<T> {}
 unsafe impl<T: Send> Sync for SyncPtr<T> {}
 
@@ -141,6 +146,64 @@ where
     });
 }
 
+/// `f(j, &v[j])` for every j with `!drop[j]`, in order, in parallel, into a vector of exactly
+/// that many elements (a filtered parallel collect would hold the result twice at its peak).
+pub fn collect_kept<T, U, F>(v: &[T], drop: &[bool], f: F) -> Vec<U>
+where
+    T: Sync,
+    U: Send + Sync,
+    F: Fn(usize, &T) -> U + Sync,
+{
+    assert_eq!(v.len(), drop.len());
+    let kept: Vec<usize> = drop
+        .par_chunks(CHUNK)
+        .map(|c| c.iter().filter(|&&d| !d).count())
+        .collect();
+    let starts = exclusive_prefix(&kept);
+    let total = kept.iter().sum();
+    let mut out: Vec<U> = Vec::with_capacity(total);
+    let ptr = SyncPtr(out.as_mut_ptr());
+    v.par_chunks(CHUNK)
+        .zip(drop.par_chunks(CHUNK))
+        .zip(starts.into_par_iter())
+        .enumerate()
+        .for_each(|(k, ((xs, ds), mut slot))| {
+            for (j, (x, &d)) in xs.iter().zip(ds).enumerate() {
+                if !d {
+                    // SAFETY: chunk k owns slots [starts[k], starts[k] + kept[k]) < total.
+                    unsafe { ptr.write(slot, f(k * CHUNK + j, x)) };
+                    slot += 1;
+                }
+            }
+        });
+    // SAFETY: the chunks' ranges cover 0..total exactly once.
+    unsafe { out.set_len(total) };
+    out
+}
+
+/// [`scatter`] into two arrays at once: `a[i] = x`, `b[i] = y` for `(i, x, y) = f(item)`.
+pub fn scatter2<T, U, V, F>(items: &[T], a: &mut [U], b: &mut [V], f: F)
+where
+    T: Sync,
+    U: Copy + Send + Sync,
+    V: Copy + Send + Sync,
+    F: Fn(&T) -> (usize, U, V) + Sync,
+{
+    let len = a.len().min(b.len());
+    let (pa, pb) = (SyncPtr(a.as_mut_ptr()), SyncPtr(b.as_mut_ptr()));
+    items.par_chunks(CHUNK).for_each(|c| {
+        for x in c {
+            let (i, u, v) = f(x);
+            assert!(i < len, "scatter index {i} out of range {len}");
+            // SAFETY: as in `scatter`: in range, and the caller's indices are distinct.
+            unsafe {
+                pa.write(i, u);
+                pb.write(i, v);
+            }
+        }
+    });
+}
+
 /// Sends every record to the pe `dest(record)`. Collective.
 ///
 /// Entry: any records on any pe. Exit: the records whose destination is this pe, ordered by source
@@ -259,6 +322,18 @@ mod tests {
         assert_eq!(send, want);
         assert_eq!(counts.iter().sum::<usize>(), data.len());
         assert!(slots.iter().zip(&data).all(|(&s, x)| send[s] == *x));
+    }
+
+    #[test]
+    fn collect_kept_filters_in_order() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let n = 4 * CHUNK + 17;
+        let v: Vec<u64> = (0..n as u64).collect();
+        let drop: Vec<bool> = v.iter().map(|x| x % 3 == 1 || *x > (3 * CHUNK) as u64).collect();
+        let got = pool.install(|| collect_kept(&v, &drop, |j, x| (j as u64) * 10 + x));
+        let want: Vec<u64> = v.iter().filter(|x| !drop[**x as usize]).map(|x| x * 11).collect();
+        assert_eq!(got, want);
+        assert_eq!(got.capacity(), want.len());
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub mod pair;
 pub mod sample_sort;
 pub mod shift;
 
-pub use exchange::{exchange, exchange_by, fetch, rebalance, scatter};
+pub use exchange::{collect_kept, exchange, exchange_by, fetch, rebalance, scatter, scatter2};
 pub use layout::{Layout, OwnerCursor};
 pub use naming::name_sorted;
 pub use pair::Pair;

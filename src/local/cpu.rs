@@ -60,7 +60,10 @@ impl LocalSort for CpuSort {
 }
 
 // HiKeyed reads a u128 as (low, high) halves in memory order.
-const _: () = assert!(cfg!(target_endian = "little"), "HiKeyed assumes little-endian u128 layout");
+const _: () = assert!(
+    cfg!(target_endian = "little"),
+    "HiKeyed assumes little-endian u128 layout"
+);
 
 /// A u128 seen as (low, high) halves in memory order (little-endian), sorted by `hi`.
 #[repr(C)]
