@@ -6,6 +6,10 @@
 //! 2. **keys**: for each position i, the next k characters packed big-endian (so integer order is
 //!    lexicographic order), padded with the smallest code, plus the clamped length min(n−i, k) so
 //!    that a suffix shorter than k sorts before the longer ones it is a prefix of, plus i itself.
+//! 2b. **predict**: a sample of 2^12 keys, counted over all keys, estimates how many suffixes share
+//!    their key with another one (runs of one character not counted); above the hand-over fraction
+//!    (90 %) doubling would take log(longest repeat) rounds over nearly all suffixes, and pDC3 builds the
+//!    suffix array from the start instead of after a wasted sort.
 //! 3. **sort keys**: one distributed sample sort of these 128-bit records (the position makes
 //!    them unique, so runs of equal keys spread over all pes: aⁿ stays balanced).
 //! 4. **names**: the name of a suffix is the global index of the first suffix with the same key

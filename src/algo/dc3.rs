@@ -17,8 +17,8 @@
 //! libsais (see [`super::seq`]); larger ones recurse in parallel, so no pe ever holds more than
 //! its share of any level.
 //!
-//! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 48 B each, with up
-//! to three copies alive during an exchange.
+//! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 24 B each (48 B when
+//! a level's positions do not fit 32 bits), with up to three copies alive during an exchange.
 
 use std::cmp::Ordering;
 
