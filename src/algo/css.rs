@@ -6,10 +6,10 @@
 //! 2. **keys**: for each position i, the next k characters packed big-endian (so integer order is
 //!    lexicographic order), padded with the smallest code, plus the clamped length min(n−i, k) so
 //!    that a suffix shorter than k sorts before the longer ones it is a prefix of, plus i itself.
-//! 2b. **predict**: a sample of 2^12 keys, counted over all keys, estimates how many suffixes share
-//!    their key with another one (runs of one character not counted); above the hand-over fraction
-//!    (90 %) doubling would take log(longest repeat) rounds over nearly all suffixes, and pDC3 builds the
-//!    suffix array from the start instead of after a wasted sort.
+//!    Then **predict**: a sample of 2^12 keys, counted over all keys, estimates how many suffixes
+//!    share their key with another one (runs of one character not counted); above the hand-over
+//!    fraction (90 %) doubling would take log(longest repeat) rounds over nearly all suffixes, and
+//!    pDC3 builds the suffix array from the start instead of after a wasted sort.
 //! 3. **sort keys**: one distributed sample sort of these 128-bit records (the position makes
 //!    them unique, so runs of equal keys spread over all pes: aⁿ stays balanced).
 //! 4. **names**: the name of a suffix is the global index of the first suffix with the same key
@@ -279,19 +279,12 @@ fn shared_key_fraction(
     let id = |r: &HiKey| r.0 >> 56;
     // This pe's share of the draws, proportional to its slice.
     let want = (recs.len() as u128 * SAMPLES as u128).div_ceil(n.max(1) as u128) as usize;
-    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ (me as u64).wrapping_mul(0xd1b5_4a32_d192_ed03);
-    let mut draw = || {
-        // xorshift64*
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    };
+    let mut rng = crate::dist::sample_sort::SplitMix::new(0x9e37_79b9 ^ ((me as u64) << 32));
     let local: Vec<u128> = if recs.is_empty() {
         Vec::new()
     } else {
         (0..want.min(recs.len()))
-            .map(|_| id(&recs[(draw() % recs.len() as u64) as usize]))
+            .map(|_| id(&recs[(rng.next() % recs.len() as u64) as usize]))
             .collect()
     };
     let drawn = comm.all_gather_v(&local);
