@@ -7,7 +7,9 @@ set -euo pipefail
 need=()
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 [ -e /usr/include/x86_64-linux-gnu/openmpi/mpi.h ] || [ -e /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] || need+=(libopenmpi-dev)
-ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || need+=(libclang1-14 libclang-common-14-dev)
+# bindgen loads libclang.so* or libclang-<version>.so*; libclang-cpp (installed by other packages) is not it.
+ls /usr/lib/x86_64-linux-gnu/libclang.so* /usr/lib/x86_64-linux-gnu/libclang-[0-9]*.so* /usr/lib/llvm-*/lib/libclang.so* \
+    /usr/lib/llvm-*/lib/libclang-[0-9]*.so* >/dev/null 2>&1 || need+=(libclang1-14 libclang-common-14-dev)
 if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo=sudo
