@@ -84,6 +84,12 @@ pub struct Tunables {
     /// `PSA_CSS_PREDICT=0`: pCSS always runs its first sort, even when a sample of the keys
     /// predicts the DC3 hand-over (so tests reach the hand-over after the sort).
     pub css_predict: bool,
+    /// `PSA_CSS_FINISH=dc3`: pCSS's hand-over finishes with DC3 on the prefix names instead of
+    /// DC7 (the default, `dc7`).
+    pub css_finish_dc3: bool,
+    /// `PSA_CSS_PREDICTED=dc3`: when the sample predicts the hand-over, pCSS runs DC3 on the text
+    /// from the start instead of its first sort followed by the DC7 finish (`sort`, the default).
+    pub css_predicted_dc3: bool,
 }
 
 impl Tunables {
@@ -95,12 +101,22 @@ impl Tunables {
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.9);
         let predict = std::env::var_os("PSA_CSS_PREDICT").is_none_or(|v| v != "0");
-        let mut raw = [wide as u64, handover.to_bits(), predict as u64];
+        let finish_dc3 = std::env::var_os("PSA_CSS_FINISH").is_some_and(|v| v == "dc3");
+        let predicted_dc3 = std::env::var_os("PSA_CSS_PREDICTED").is_some_and(|v| v == "dc3");
+        let mut raw = [
+            wide as u64,
+            handover.to_bits(),
+            predict as u64,
+            finish_dc3 as u64,
+            predicted_dc3 as u64,
+        ];
         comm.broadcast(&mut raw, 0);
         Tunables {
             force_wide: raw[0] == 1,
             css_handover: f64::from_bits(raw[1]),
             css_predict: raw[2] == 1,
+            css_finish_dc3: raw[3] == 1,
+            css_predicted_dc3: raw[4] == 1,
         }
     }
 }

@@ -376,6 +376,11 @@ fn wide_record_paths() {
     let inputs: Vec<(&str, Vec<u8>)> = vec![
         ("random_sigma256_3001", gen::random(14, 3001, 256, 0)),
         ("a_n_700", gen::a_n(700)),
+        // Predicted repetitive: pCSS's DC7 finish with 64-bit records.
+        (
+            "repeated_block_29x61",
+            gen::repeated_block(17, 29, 29 * 61, 26),
+        ),
         ("dna_5000", gen::dna(15, 5000)),
         ("len5", b"abaab".to_vec()),
     ];
@@ -404,9 +409,10 @@ fn wide_record_paths() {
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
-/// pCSS's other ways to finish on repetitive texts, which the sample-based prediction (DC3 from
-/// the start) normally pre-empts: the hand-over to DC3 after the first sort
-/// (`PSA_CSS_PREDICT=0`) and plain prefix doubling to the end (`PSA_CSS_HANDOVER=2`).
+/// pCSS's other ways to finish on repetitive texts, which the sample-based prediction (first sort,
+/// then DC7) normally pre-empts: the hand-over to DC7 during doubling (`PSA_CSS_PREDICT=0`), the
+/// same with DC3 (`PSA_CSS_FINISH=dc3`), plain prefix doubling to the end
+/// (`PSA_CSS_HANDOVER=2`), and DC3 from the start when predicted (`PSA_CSS_PREDICTED=dc3`).
 #[test]
 fn css_finishes_without_prediction() {
     let inputs: Vec<(&str, Vec<u8>)> = vec![
@@ -423,9 +429,11 @@ fn css_finishes_without_prediction() {
         ("dna_20000", gen::dna(16, 20_000)),
         ("a_n_1000", gen::a_n(1000)),
     ];
-    let envs: [&[(&str, &str)]; 2] = [
+    let envs: [&[(&str, &str)]; 4] = [
         &[("PSA_CSS_PREDICT", "0")],
+        &[("PSA_CSS_PREDICT", "0"), ("PSA_CSS_FINISH", "dc3")],
         &[("PSA_CSS_PREDICT", "0"), ("PSA_CSS_HANDOVER", "2")],
+        &[("PSA_CSS_PREDICTED", "dc3")],
     ];
     let mut failures = Vec::new();
     let mut runs = 0;

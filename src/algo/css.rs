@@ -124,18 +124,28 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     let repunit: u64 = (0..k).fold(0u64, |acc, _| (acc << b) | 1);
     let is_run = |key: u64| key == (key >> (64 - b)).wrapping_mul(repunit) << align;
     let hand_over = ctx.tune.css_handover;
+    let mut finish_now = false;
     if hand_over < 1.0 && ctx.tune.css_predict {
         let shared = ctx.phase("predict", || shared_key_fraction(ctx, &recs, n, &is_run));
         if shared > hand_over {
+            if ctx.tune.css_predicted_dc3 {
+                if comm.rank() == 0 {
+                    log::info!(
+                        "css: about {:.0} % of the suffixes share their first {k} characters with another suffix; building with DC3",
+                        100.0 * shared
+                    );
+                }
+                drop(recs);
+                ctx.log.refine_rounds.set(0);
+                return super::dc3::dc3(ctx, text, layout);
+            }
             if comm.rank() == 0 {
                 log::info!(
-                    "css: about {:.0} % of the suffixes share their first {k} characters with another suffix; building with DC3",
+                    "css: about {:.0} % of the suffixes share their first {k} characters with another suffix; no doubling, DC7 after the first sort",
                     100.0 * shared
                 );
             }
-            drop(recs);
-            ctx.log.refine_rounds.set(0);
-            return super::dc3::dc3(ctx, text, layout);
+            finish_now = true;
         }
     }
 
@@ -147,15 +157,22 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     // 4. Names: group = equal key and clamped length; unresolved suffixes are copied out, every
     // suffix becomes a (name, position) pair (32+32 bits when n ≤ 2^32).
     let narrow = n <= 1 << 32 && !ctx.tune.force_wide;
-    let (names, mut unresolved) = ctx.phase("names", || {
+    let (names, mut unresolved, tied) = ctx.phase("names", || {
         let (names, alone, _) = group_names(ctx, &sorted, |a, b| a.0 >> 56 == b.0 >> 56);
         let pos = |r: &HiKey| (r.0 as u64) & ((1u64 << 56) - 1);
         // Unresolved suffixes, with the depth their group shares (k); those inside a run of one
         // character (key = that character k times) are marked with depth 0 for the run step.
-        let unresolved: Vec<[u64; 3]> = collect_kept(&sorted, &alone, |j, r| {
-            let run = is_run((r.0 >> 64) as u64);
-            [names[j], pos(r), if run { 0 } else { k as u64 }]
+        // (None when the hand-over is already decided: only their number matters then.)
+        let unresolved: Option<Vec<[u64; 3]>> = (!finish_now).then(|| {
+            collect_kept(&sorted, &alone, |j, r| {
+                let run = is_run((r.0 >> 64) as u64);
+                [names[j], pos(r), if run { 0 } else { k as u64 }]
+            })
         });
+        let tied = match &unresolved {
+            Some(v) => v.len(),
+            None => alone.iter().filter(|&&a| !a).count(),
+        };
         let names = if narrow {
             let v: Vec<u64> = sorted
                 .par_iter()
@@ -172,13 +189,13 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
             });
             Pairs::Wide(v)
         };
-        (names, unresolved)
+        (names, unresolved.unwrap_or_default(), tied)
     });
 
     // 5. Refine by prefix doubling.
     let mut h = k;
     let mut round = 0usize;
-    let total_unresolved = comm.all_reduce_sum(unresolved.len() as u64);
+    let total_unresolved = comm.all_reduce_sum(tied as u64);
     if comm.rank() == 0 {
         log::info!("css: {k} characters per key ({b} bits each); {total_unresolved} of {n} suffixes need refinement");
     }
@@ -195,6 +212,11 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         Pairs::Narrow(v) => to_text_order(comm, layout, v),
         Pairs::Wide(v) => to_text_order(comm, layout, v),
     });
+    if finish_now {
+        // Predicted: doubling would crawl. The first sort's names (depth k ≥ 8) go to DC7.
+        ctx.log.refine_rounds.set(0);
+        return finish(ctx, text, layout, &name_of);
+    }
     let mut depth_of = vec![k as u64; hi - lo];
     // Suffixes inside runs of one character: ordered at once by (run length, next character).
     if comm.any(unresolved.iter().any(|x| x[2] == 0)) {
@@ -213,11 +235,11 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
             // prefix names (h ≥ k ≥ 8), so DC3's recursion and merge finish the job in linear
             // work instead.
             if comm.rank() == 0 {
-                log::info!("css: {remaining} of {n} suffixes unresolved after {round} rounds (h = {h}); finishing with DC3 on the prefix names");
+                log::info!("css: {remaining} of {n} suffixes unresolved after {round} rounds (h = {h}); finishing with a difference cover on the prefix names");
             }
             ctx.log.refine_rounds.set(round);
             drop(unresolved);
-            return super::dc3::finish_from_names(ctx, text, layout, &name_of);
+            return finish(ctx, text, layout, &name_of);
         }
         round += 1;
         let (still, updates) = ctx.phase("refine", || {
@@ -241,11 +263,11 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         if remaining as f64 > 0.6 * before as f64 && remaining as usize > n / 8 {
             // Slow progress on a large remainder: hand over to DC3 as above.
             if comm.rank() == 0 {
-                log::info!("css: doubling resolves slowly ({before} → {remaining}); finishing with DC3 on the prefix names");
+                log::info!("css: doubling resolves slowly ({before} → {remaining}); finishing with a difference cover on the prefix names");
             }
             ctx.log.refine_rounds.set(round);
             drop(unresolved);
-            return super::dc3::finish_from_names(ctx, text, layout, &name_of);
+            return finish(ctx, text, layout, &name_of);
         }
     }
     ctx.log.refine_rounds.set(round);
@@ -258,6 +280,16 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
             place_names::<u128>(comm, layout, name_of)
         }
     })
+}
+
+/// The hand-over: the suffix array from the current prefix names (every group's depth is at least
+/// k ≥ 8), by DC7 ([`super::dc7`]) or, with `PSA_CSS_FINISH=dc3`, by DC3.
+fn finish(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64]) -> Vec<u64> {
+    if ctx.tune.css_finish_dc3 {
+        super::dc3::finish_from_names(ctx, text, layout, name_of)
+    } else {
+        super::dc7::finish_from_names(ctx, layout, name_of)
+    }
 }
 
 /// Estimates the fraction of suffixes whose key (first k characters and clamped length) some

@@ -67,9 +67,9 @@ pub fn dc3(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 
 /// A suffix array as a sequence sorted across pes (pe r's entries before pe r+1's) in some
 /// distribution: this pe's entries and the global SA index of the first of them.
-struct SortedPart {
-    sa: Vec<u64>,
-    first: u64,
+pub(super) struct SortedPart {
+    pub(super) sa: Vec<u64>,
+    pub(super) first: u64,
 }
 
 fn bits(x: u64) -> u32 {
@@ -433,7 +433,7 @@ impl<'a, C: Symbol> Chars<'a, C> {
 
 /// One DC3 level on a text of `layout.len()` characters; returns its suffix array, sorted across
 /// pes but not rebalanced (the caller decides whether it needs the input's layout).
-fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPart {
+pub(super) fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPart {
     let n = layout.len();
     if n <= ctx.config.base_case.max(4) {
         let sa = ctx.phase("base case", || base_case(ctx, t, layout));
@@ -692,8 +692,14 @@ fn merge<R: MergeRecord, K: RankWord, A: Fn(usize) -> u64 + Sync>(
 }
 
 /// p − 1 splitters of the final order of all n merge records, from a random sample of both
-/// kinds (each pe draws in proportion to its share). Collective; the same on every pe.
-fn merge_splitters<R: MergeRecord>(ctx: &Ctx, mod0: &[R], samples: &[R], n: usize) -> Vec<R> {
+/// kinds (each pe draws in proportion to its share; pass an empty slice for a single kind).
+/// Collective; the same on every pe.
+pub(super) fn merge_splitters<R: Pod + Ord + Send + Sync>(
+    ctx: &Ctx,
+    mod0: &[R],
+    samples: &[R],
+    n: usize,
+) -> Vec<R> {
     let comm = &ctx.comm;
     let p = comm.size();
     if p == 1 || n == 0 {

@@ -3,5 +3,6 @@
 pub mod check;
 pub mod css;
 pub mod dc3;
+pub mod dc7;
 pub mod oracle;
 pub mod seq;

@@ -1,0 +1,393 @@
+//! DC7 finish for pCSS: the suffix array from order-consistent prefix names of depth ≥ 8, with a
+//! recursion on 3/7 of the positions instead of DC3's 2/3.
+//!
+//! pCSS hands over to a difference-cover algorithm when prefix doubling would take
+//! log(longest repeat) rounds over nearly all suffixes. At that point it already holds, for every
+//! position i, a name: the number of suffixes whose first h characters are smaller, for a depth
+//! h ≥ k ≥ 8 of i's group, where a suffix shorter than its depth has a name of its own. Such names
+//! allow the difference cover D = {1, 2, 4} of Z_7 (Kärkkäinen–Sanders–Burkhardt's DCX with X = 7,
+//! as in Distributed DCX by Haag, Kurpicz, Sanders and Schimek):
+//!
+//! 1. **recursion**: the string of names of the positions i mod 7 = 1, then 2, then 4 (3n/7
+//!    characters) is solved by the distributed DC3 ([`super::dc3`]); its suffix array gives every
+//!    sample position its rank among the samples. Names cover ≥ 8 > 7 characters, so a sample's
+//!    name stands for its 7-character substring, and the last sample of each class (at most 7
+//!    characters before the end) is shorter than its depth, so its name is unique: no dummy
+//!    samples are needed.
+//! 2. **ranks to text order**, then one **merge record** per position: (name(i), the ranks of the
+//!    three sample positions among i..i+6, i).
+//! 3. **merge**: for i mod 7 = a and j mod 7 = b there is an l < 7 with a + l and b + l both in D
+//!    (mod 7); suffix i < suffix j iff (name(i), rank(i+l)) < (name(j), rank(j+l)) (equal names
+//!    mean equal first h > l characters). Splitters from a random sample of all records cut the
+//!    final order into p ranges; every record goes once to the pe of its range; there the samples
+//!    are placed by rank (their ranks form one interval), the other residues are radix-sorted in
+//!    two groups that share an offset l (0 and 3 by (name, rank(i+1)), 5 and 6 by
+//!    (name, rank(i+3))), and the three sorted lists are merged.
+//!
+//! Against DC3 on the same names ([`super::dc3::finish_from_names`]) the recursion is 3/7 n
+//! instead of 2/3 n characters (and with it every deeper level), for merge records of 20 instead
+//! of 24 bytes.
+
+use std::cmp::Ordering;
+
+use bytemuck::{Pod, Zeroable};
+
+use super::dc3::{level, merge_splitters};
+use crate::dist::{exchange, rebalance, right_halo, scatter, Layout, Pair};
+use crate::local::LocalSort;
+use crate::Ctx;
+
+/// The period of the difference cover.
+const X: usize = 7;
+/// The sample residues: every difference mod 7 is a difference of two of them.
+const D: [usize; 3] = [1, 2, 4];
+/// SLOT[r]: the index of residue r in `D`, or 3 when r is not a sample residue.
+const SLOT: [usize; X] = [3, 0, 1, 3, 2, 3, 3];
+
+/// `CMP[a][b] = (slot of a + l, slot of b + l)` for the smallest l ≥ 0 with both a + l and b + l in
+/// `D` (mod 7): the ranks that decide between a suffix at residue a and one at residue b once
+/// their names are equal.
+const CMP: [[(u8, u8); X]; X] = cover_table();
+
+const fn cover_table() -> [[(u8, u8); X]; X] {
+    let mut t = [[(0u8, 0u8); X]; X];
+    let mut a = 0;
+    while a < X {
+        let mut b = 0;
+        while b < X {
+            let mut l = 0;
+            while l < X {
+                let (x, y) = (SLOT[(a + l) % X], SLOT[(b + l) % X]);
+                if x < 3 && y < 3 {
+                    t[a][b] = (x as u8, y as u8);
+                    break;
+                }
+                l += 1;
+            }
+            assert!(l < X, "D is a difference cover of Z_7");
+            b += 1;
+        }
+        a += 1;
+    }
+    t
+}
+
+/// A merge record: the position, its prefix name, and the ranks of the sample positions
+/// i + ((d − i) mod 7) for d in `D` (0 past the end).
+trait Rec7: Pod + Ord + Send + Sync {
+    fn new(i: u64, name: u64, r: [u64; 3]) -> Self;
+    fn pos(&self) -> u64;
+    /// The rank of i itself (i a sample position).
+    fn own_rank(&self) -> u64;
+    /// Sorts the records of one group of non-sample residues (see `GROUP`) by (name, rank at the
+    /// group's offset).
+    fn sort_class(v: &mut [Self], sorter: &dyn LocalSort);
+}
+
+macro_rules! rec7 {
+    ($name:ident, $w:ty) => {
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+        struct $name {
+            name: $w,
+            r: [$w; 3],
+            i: $w,
+        }
+
+        impl Ord for $name {
+            #[inline]
+            fn cmp(&self, o: &Self) -> Ordering {
+                let (sa, sb) = CMP[(self.i % X as $w) as usize][(o.i % X as $w) as usize];
+                (self.name, self.r[sa as usize], self.i).cmp(&(o.name, o.r[sb as usize], o.i))
+            }
+        }
+
+        impl PartialOrd for $name {
+            fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+                Some(self.cmp(o))
+            }
+        }
+    };
+}
+
+rec7!(Rec32, u32);
+rec7!(Rec64, u64);
+
+impl Rec7 for Rec32 {
+    #[inline]
+    fn new(i: u64, name: u64, r: [u64; 3]) -> Self {
+        Rec32 {
+            name: name as u32,
+            r: [r[0] as u32, r[1] as u32, r[2] as u32],
+            i: i as u32,
+        }
+    }
+    fn pos(&self) -> u64 {
+        self.i as u64
+    }
+    fn own_rank(&self) -> u64 {
+        self.r[SLOT[self.i as usize % X]] as u64
+    }
+    fn sort_class(v: &mut [Self], sorter: &dyn LocalSort) {
+        // A pe's records lie in one range of the final order and a name is the SA index of its
+        // group's first member, so the names of one pe span little more than its share: a
+        // counting sort by name and a sort of each (small) group of equal names by rank beats a
+        // radix sort of 20-byte records (seven passes of moves).
+        let (lo, hi) = v
+            .iter()
+            .fold((u32::MAX, 0), |(a, b), r| (a.min(r.name), b.max(r.name)));
+        if v.len() < 2 || (hi - lo) as usize > 4 * v.len() {
+            use voracious_radix_sort::RadixSort;
+            let v: &mut [ClassRec32] = bytemuck::cast_slice_mut(v);
+            let threads = sorter.threads();
+            if threads > 1 && v.len() >= 1 << 16 {
+                v.voracious_mt_sort(threads);
+            } else {
+                v.voracious_sort();
+            }
+            return;
+        }
+        let mut start = vec![0u32; (hi - lo) as usize + 2];
+        for r in v.iter() {
+            start[(r.name - lo) as usize + 1] += 1;
+        }
+        for j in 1..start.len() {
+            start[j] += start[j - 1];
+        }
+        let mut out = vec![Rec32::zeroed(); v.len()];
+        let mut fill = start.clone();
+        for r in v.iter() {
+            let b = (r.name - lo) as usize;
+            out[fill[b] as usize] = *r;
+            fill[b] += 1;
+        }
+        let key = |r: &Rec32| r.r[KEY_SLOT[r.i as usize % X]];
+        for w in start.windows(2) {
+            let g = &mut out[w[0] as usize..w[1] as usize];
+            if g.len() > 1 {
+                g.sort_unstable_by_key(key);
+            }
+        }
+        v.copy_from_slice(&out);
+    }
+}
+
+impl Rec7 for Rec64 {
+    #[inline]
+    fn new(i: u64, name: u64, r: [u64; 3]) -> Self {
+        Rec64 { name, r, i }
+    }
+    fn pos(&self) -> u64 {
+        self.i
+    }
+    fn own_rank(&self) -> u64 {
+        self.r[SLOT[self.i as usize % X]]
+    }
+    fn sort_class(v: &mut [Self], _sorter: &dyn LocalSort) {
+        crate::dist::sample_sort::par_sort(v);
+    }
+}
+
+/// The non-sample residues fall into two groups that share a deciding offset l (any l with both
+/// i + l and j + l sample positions decides, not only the smallest): residues 0 and 3 by
+/// (name, rank(i + 1)), residues 5 and 6 by (name, rank(i + 3)). `GROUP[r]`: the group of
+/// residue r (2 for samples); `KEY_SLOT[r]`: the slot of the rank its group's key uses.
+const GROUP: [usize; X] = [0, 2, 2, 0, 2, 1, 1];
+const KEY_SLOT: [usize; X] = [0, 3, 3, 2, 3, 0, 1];
+
+/// A narrow non-sample record, radix-sorted by its group's key (name, rank(i + l)): within a
+/// group that key orders exactly as the comparison does.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
+struct ClassRec32(Rec32);
+
+impl voracious_radix_sort::Radixable<u64> for ClassRec32 {
+    type Key = u64;
+    #[inline]
+    fn key(&self) -> u64 {
+        let s = KEY_SLOT[self.0.i as usize % X];
+        ((self.0.name as u64) << 32) | self.0.r[s] as u64
+    }
+}
+
+/// Builds the suffix array from prefix names (see the module doc for what `name_of` must hold:
+/// `name_of[j]` is the name of position `lo + j`, of depth ≥ 8). Collective; exit as
+/// [`super::dc3::dc3`].
+#[must_use]
+pub fn finish_from_names(ctx: &Ctx, layout: &Layout, name_of: &[u64]) -> Vec<u64> {
+    if (layout.len() as u64) + 2 < 1 << 32 && !ctx.tune.force_wide {
+        finish_with::<Rec32, u64>(ctx, layout, name_of)
+    } else {
+        finish_with::<Rec64, u128>(ctx, layout, name_of)
+    }
+}
+
+fn finish_with<R: Rec7, P: Pair>(ctx: &Ctx, layout: &Layout, name_of: &[u64]) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let p = comm.size();
+    let me = comm.rank();
+    let n = layout.len();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    // Class d holds the positions d, d + 7, … below n; the recursion string is class 1, then 2,
+    // then 4.
+    let count = |d: usize| if n > d { (n - d).div_ceil(X) } else { 0 };
+    let off = [0, count(D[0]), count(D[0]) + count(D[1])];
+    let m = off[2] + count(D[2]);
+    let rl = Layout::block(m, p);
+    let rpos = |i: usize| off[SLOT[i % X]] + i / X;
+    let r_text: Vec<u64> = ctx.phase("build recursion", || {
+        let pairs: Vec<P> = (lo..hi)
+            .filter(|&i| SLOT[i % X] < 3)
+            .map(|i| P::pack(name_of[i - lo] + 1, rpos(i) as u64))
+            .collect();
+        let got = exchange(comm, pairs, |x| rl.owner(x.b() as usize));
+        let mut r = vec![0u64; rl.local_len(me)];
+        let base = rl.start(me) as u64;
+        scatter(&got, &mut r, |x| ((x.b() - base) as usize, x.a()));
+        r
+    });
+    let sa_r = ctx.deeper(|| level::<u64>(ctx, &r_text, &rl));
+    drop(r_text);
+    let rank: Vec<u64> = ctx.phase("ranks to text", || {
+        let base = sa_r.first;
+        let pairs: Vec<P> = sa_r
+            .sa
+            .iter()
+            .enumerate()
+            .map(|(k, &q)| {
+                let q = q as usize;
+                let i = if q < off[1] {
+                    X * q + D[0]
+                } else if q < off[2] {
+                    X * (q - off[1]) + D[1]
+                } else {
+                    X * (q - off[2]) + D[2]
+                };
+                P::pack(base + k as u64 + 1, i as u64)
+            })
+            .collect();
+        let got = exchange(comm, pairs, |x| layout.owner(x.b() as usize));
+        let mut rank = vec![0u64; hi - lo];
+        scatter(&got, &mut rank, |x| (x.b() as usize - lo, x.a()));
+        rank
+    });
+    drop(sa_r);
+    let recs: Vec<R> = ctx.phase("merge records", || {
+        let halo = right_halo(comm, &rank, X - 1);
+        let ra = |i: usize| -> u64 {
+            if i < hi {
+                rank[i - lo]
+            } else {
+                halo.get(i - hi).copied().unwrap_or(0)
+            }
+        };
+        (lo..hi)
+            .map(|i| {
+                let a = i % X;
+                let r = D.map(|d| ra(i + (d + X - a) % X));
+                R::new(i as u64, name_of[i - lo], r)
+            })
+            .collect()
+    });
+    drop(rank);
+    let splitters = ctx.phase("merge splitters", || merge_splitters(ctx, &recs, &[], n));
+    let got = ctx.phase("merge exchange", || {
+        exchange(comm, recs, |r| splitters.partition_point(|s| s < r))
+    });
+    let sa = ctx.phase("merge", || merge_local(ctx, got));
+    ctx.note_imbalance(sa.len(), n);
+    ctx.phase("rebalance", || rebalance(comm, sa, layout))
+}
+
+/// This pe's range of the final order, from the records that fall into it: samples placed by
+/// rank, the two groups of other residues sorted, three sorted lists merged. Collective (one prefix sum).
+fn merge_local<R: Rec7>(ctx: &Ctx, got: Vec<R>) -> Vec<u64> {
+    let t0 = std::time::Instant::now();
+    let is_sample = |r: &R| SLOT[r.pos() as usize % X] < 3;
+    let samples_here = got.iter().filter(|r| is_sample(r)).count();
+    // The sample ranks received form the interval first..first + samples_here.
+    let first = ctx.comm.exscan_sum(samples_here as u64) + 1;
+    let mut samples = vec![R::zeroed(); samples_here];
+    let mut groups: [Vec<R>; 2] = Default::default();
+    for r in &got {
+        match GROUP[r.pos() as usize % X] {
+            2 => samples[(r.own_rank() - first) as usize] = *r,
+            g => groups[g].push(*r),
+        }
+    }
+    drop(got);
+    let t1 = t0.elapsed().as_secs_f64();
+    for g in groups.iter_mut() {
+        R::sort_class(g, ctx.sorter.as_ref());
+    }
+    let t2 = t0.elapsed().as_secs_f64();
+    let [a, b] = groups;
+    let rest = merge_two(&a, &b);
+    drop((a, b));
+    let t3 = t0.elapsed().as_secs_f64();
+    log::debug!("dc7 merge: partition {t1:.3} s, sort {:.3} s, merge {:.3} s", t2 - t1, t3 - t2);
+    let mut out = Vec::with_capacity(rest.len() + samples.len());
+    let (mut x, mut y) = (0, 0);
+    while x < rest.len() && y < samples.len() {
+        if rest[x] < samples[y] {
+            out.push(rest[x].pos());
+            x += 1;
+        } else {
+            out.push(samples[y].pos());
+            y += 1;
+        }
+    }
+    out.extend(rest[x..].iter().map(|r| r.pos()));
+    out.extend(samples[y..].iter().map(|r| r.pos()));
+    out
+}
+
+/// Merges two sorted lists.
+fn merge_two<R: Ord + Copy>(a: &[R], b: &[R]) -> Vec<R> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut x, mut y) = (0, 0);
+    while x < a.len() && y < b.len() {
+        if a[x] < b[y] {
+            out.push(a[x]);
+            x += 1;
+        } else {
+            out.push(b[y]);
+            y += 1;
+        }
+    }
+    out.extend_from_slice(&a[x..]);
+    out.extend_from_slice(&b[y..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cover_table_decides_every_pair() {
+        for a in 0..X {
+            for b in 0..X {
+                let (x, y) = CMP[a][b];
+                let l = (D[x as usize] + X - a) % X;
+                assert_eq!((D[y as usize] + X - b) % X, l, "same offset l for {a}, {b}");
+                // l is the smallest such offset.
+                for l2 in 0..l {
+                    assert!(SLOT[(a + l2) % X] == 3 || SLOT[(b + l2) % X] == 3);
+                }
+            }
+        }
+        // Every group of non-sample residues shares one offset to a sample position.
+        for g in 0..2 {
+            let members: Vec<usize> = (0..X).filter(|&r| GROUP[r] == g).collect();
+            let offsets: Vec<usize> = members
+                .iter()
+                .map(|&r| (D[KEY_SLOT[r]] + X - r) % X)
+                .collect();
+            assert!(offsets.iter().all(|&l| l == offsets[0]), "group {g}: {offsets:?}");
+        }
+        for r in 0..X {
+            assert_eq!(GROUP[r] == 2, SLOT[r] < 3);
+        }
+    }
+}
