@@ -87,9 +87,18 @@ pub struct Tunables {
     /// `PSA_CSS_FINISH=dc3`: pCSS's hand-over finishes with DC3 on the prefix names instead of
     /// DC7 (the default, `dc7`).
     pub css_finish_dc3: bool,
-    /// `PSA_CSS_PREDICTED=dc3`: when the sample predicts the hand-over, pCSS runs DC3 on the text
-    /// from the start instead of its first sort followed by the DC7 finish (`sort`, the default).
-    pub css_predicted_dc3: bool,
+    /// `PSA_CSS_PREDICTED`: what pCSS does when its sample predicts the hand-over: `dc7` (the
+    /// default) DC7 on the text from the start, `dc3` DC3 from the start, `sort` its first sort
+    /// and then the DC7 finish on the prefix names.
+    pub css_predicted: Predicted,
+}
+
+/// pCSS's path for inputs its sample predicts to be repetitive (see [`Tunables::css_predicted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Predicted {
+    Dc7 = 0,
+    Dc3 = 1,
+    SortThenDc7 = 2,
 }
 
 impl Tunables {
@@ -102,13 +111,17 @@ impl Tunables {
             .unwrap_or(0.9);
         let predict = std::env::var_os("PSA_CSS_PREDICT").is_none_or(|v| v != "0");
         let finish_dc3 = std::env::var_os("PSA_CSS_FINISH").is_some_and(|v| v == "dc3");
-        let predicted_dc3 = std::env::var_os("PSA_CSS_PREDICTED").is_some_and(|v| v == "dc3");
+        let predicted = match std::env::var("PSA_CSS_PREDICTED").as_deref() {
+            Ok("dc3") => Predicted::Dc3,
+            Ok("sort") => Predicted::SortThenDc7,
+            _ => Predicted::Dc7,
+        };
         let mut raw = [
             wide as u64,
             handover.to_bits(),
             predict as u64,
             finish_dc3 as u64,
-            predicted_dc3 as u64,
+            predicted as u64,
         ];
         comm.broadcast(&mut raw, 0);
         Tunables {
@@ -116,7 +129,11 @@ impl Tunables {
             css_handover: f64::from_bits(raw[1]),
             css_predict: raw[2] == 1,
             css_finish_dc3: raw[3] == 1,
-            css_predicted_dc3: raw[4] == 1,
+            css_predicted: match raw[4] {
+                1 => Predicted::Dc3,
+                2 => Predicted::SortThenDc7,
+                _ => Predicted::Dc7,
+            },
         }
     }
 }

@@ -94,6 +94,10 @@ table! {
     fibonacci_30000: || gen::fibonacci(30_000), DEEP;
     repeated_block_37x135: || gen::repeated_block(3, 37, 37 * 135, 26), DEEP;
     repeated_block_1000x20_binary: || gen::repeated_block(4, 1000, 20_000, 2), DEEP;
+    // n mod 7 = 1 and 2: pCSS's DC7 needs a dummy sample to end class 1 or 2 (as DC3 does when
+    // n mod 3 = 1); 20000 above is also 1 mod 7.
+    repeated_block_64_n_1_mod_7: || gen::repeated_block(12, 64, 7 * 3000 + 1, 26), &[Base::Small(4), Base::Small(100)];
+    repeated_block_64_n_2_mod_7: || gen::repeated_block(13, 64, 7 * 3000 + 2, 26), DEEP;
     // Random text over 2, 4 and 256 letters, lengths ≡ 0, 1, 2 (mod 3).
     random_sigma2_5001: || gen::random(5, 5001, 2, b'0'), DEEP;
     random_sigma4_4999: || gen::random(6, 4999, 4, b'a'), DEEP;

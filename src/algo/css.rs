@@ -40,7 +40,7 @@ use crate::dist::{
     SortKey,
 };
 use crate::local::LocalSort;
-use crate::Ctx;
+use crate::{Ctx, Predicted};
 
 fn bits(x: u64) -> u32 {
     64 - x.leading_zeros()
@@ -128,22 +128,26 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     if hand_over < 1.0 && ctx.tune.css_predict {
         let shared = ctx.phase("predict", || shared_key_fraction(ctx, &recs, n, &is_run));
         if shared > hand_over {
-            if ctx.tune.css_predicted_dc3 {
-                if comm.rank() == 0 {
-                    log::info!(
-                        "css: about {:.0} % of the suffixes share their first {k} characters with another suffix; building with DC3",
-                        100.0 * shared
-                    );
-                }
-                drop(recs);
-                ctx.log.refine_rounds.set(0);
-                return super::dc3::dc3(ctx, text, layout);
-            }
+            let how = ctx.tune.css_predicted;
             if comm.rank() == 0 {
                 log::info!(
-                    "css: about {:.0} % of the suffixes share their first {k} characters with another suffix; no doubling, DC7 after the first sort",
-                    100.0 * shared
+                    "css: about {:.0} % of the suffixes share their first {k} characters with another suffix; {}",
+                    100.0 * shared,
+                    match how {
+                        Predicted::Dc7 => "building with DC7",
+                        Predicted::Dc3 => "building with DC3",
+                        Predicted::SortThenDc7 => "no doubling, DC7 after the first sort",
+                    }
                 );
+            }
+            if how != Predicted::SortThenDc7 {
+                drop(recs);
+                ctx.log.refine_rounds.set(0);
+                return if how == Predicted::Dc7 {
+                    super::dc7::dc7(ctx, text, layout)
+                } else {
+                    super::dc3::dc3(ctx, text, layout)
+                };
             }
             finish_now = true;
         }

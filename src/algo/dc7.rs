@@ -33,7 +33,9 @@ use std::cmp::Ordering;
 use bytemuck::{Pod, Zeroable};
 
 use super::dc3::{level, merge_splitters};
-use crate::dist::{exchange, rebalance, right_halo, scatter, Layout, Pair};
+use crate::dist::{
+    exchange, name_sorted, rebalance, right_halo, sample_sort, scatter, Layout, Pair,
+};
 use crate::local::LocalSort;
 use crate::Ctx;
 
@@ -48,6 +50,27 @@ const SLOT: [usize; X] = [3, 0, 1, 3, 2, 3, 3];
 /// `D` (mod 7): the ranks that decide between a suffix at residue a and one at residue b once
 /// their names are equal.
 const CMP: [[(u8, u8); X]; X] = cover_table();
+
+/// `LEN[a][b]`: that smallest l.
+const LEN: [[u8; X]; X] = cover_len();
+
+const fn cover_len() -> [[u8; X]; X] {
+    let mut t = [[0u8; X]; X];
+    let mut a = 0;
+    while a < X {
+        let mut b = 0;
+        while b < X {
+            let mut l = 0;
+            while SLOT[(a + l) % X] == 3 || SLOT[(b + l) % X] == 3 {
+                l += 1;
+            }
+            t[a][b] = l as u8;
+            b += 1;
+        }
+        a += 1;
+    }
+    t
+}
 
 const fn cover_table() -> [[(u8, u8); X]; X] {
     let mut t = [[(0u8, 0u8); X]; X];
@@ -75,7 +98,8 @@ const fn cover_table() -> [[(u8, u8); X]; X] {
 /// A merge record: the position, its prefix name, and the ranks of the sample positions
 /// i + ((d − i) mod 7) for d in `D` (0 past the end).
 trait Rec7: Pod + Ord + Send + Sync {
-    fn new(i: u64, name: u64, r: [u64; 3]) -> Self;
+    /// `head`: the name of i (names-based finish) or t[i..i+6) packed ([`dc7`]).
+    fn new(i: u64, head: u64, r: [u64; 3]) -> Self;
     fn pos(&self) -> u64;
     /// The rank of i itself (i a sample position).
     fn own_rank(&self) -> u64;
@@ -112,6 +136,97 @@ macro_rules! rec7 {
 
 rec7!(Rec32, u32);
 rec7!(Rec64, u64);
+
+/// A merge record of [`dc7`]: `c` holds t[i..i+6) (`CB` bits per character, big-endian), so the
+/// first l characters are `c >> (CB·(6 − l))`.
+macro_rules! crec7 {
+    ($name:ident, $w:ty) => {
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+        struct $name {
+            c: u64,
+            r: [$w; 3],
+            i: $w,
+        }
+
+        impl Ord for $name {
+            #[inline]
+            fn cmp(&self, o: &Self) -> Ordering {
+                let (a, b) = ((self.i % X as $w) as usize, (o.i % X as $w) as usize);
+                let (sa, sb) = CMP[a][b];
+                let sh = CB * (X as u32 - 1 - LEN[a][b] as u32);
+                (self.c >> sh, self.r[sa as usize], self.i).cmp(&(o.c >> sh, o.r[sb as usize], o.i))
+            }
+        }
+
+        impl PartialOrd for $name {
+            fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+                Some(self.cmp(o))
+            }
+        }
+    };
+}
+
+crec7!(CRec32, u32);
+crec7!(CRec64, u64);
+
+impl Rec7 for CRec32 {
+    #[inline]
+    fn new(i: u64, c: u64, r: [u64; 3]) -> Self {
+        CRec32 {
+            c,
+            r: [r[0] as u32, r[1] as u32, r[2] as u32],
+            i: i as u32,
+        }
+    }
+    fn pos(&self) -> u64 {
+        self.i as u64
+    }
+    fn own_rank(&self) -> u64 {
+        self.r[SLOT[self.i as usize % X]] as u64
+    }
+    fn sort_class(v: &mut [Self], sorter: &dyn LocalSort) {
+        // (key, index) in one u128 sorted by the key half, then a gather: several times faster
+        // than radix-sorting the 24-byte records themselves by a computed key.
+        let mut keyed: Vec<u128> = v
+            .iter()
+            .enumerate()
+            .map(|(j, r)| ((r.group_key() as u128) << 64) | j as u128)
+            .collect();
+        sorter.sort_u128_by_high(&mut keyed);
+        let sorted: Vec<CRec32> = keyed.iter().map(|&k| v[k as u64 as usize]).collect();
+        drop(keyed);
+        v.copy_from_slice(&sorted);
+    }
+}
+
+impl CRec32 {
+    /// (first l characters, rank at i + l) for the record's group's offset l (1 or 3): within a
+    /// group this orders exactly as the comparison does (27 + 32 bits at most; ranks are unique).
+    #[inline]
+    fn group_key(&self) -> u64 {
+        let a = self.i as usize % X;
+        let s = KEY_SLOT[a];
+        let l = (D[s] + X - a) % X;
+        ((self.c >> (CB as usize * (X - 1 - l))) << 32) | self.r[s] as u64
+    }
+}
+
+impl Rec7 for CRec64 {
+    #[inline]
+    fn new(i: u64, c: u64, r: [u64; 3]) -> Self {
+        CRec64 { c, r, i }
+    }
+    fn pos(&self) -> u64 {
+        self.i
+    }
+    fn own_rank(&self) -> u64 {
+        self.r[SLOT[self.i as usize % X]]
+    }
+    fn sort_class(v: &mut [Self], _sorter: &dyn LocalSort) {
+        crate::dist::sample_sort::par_sort(v);
+    }
+}
 
 impl Rec7 for Rec32 {
     #[inline]
@@ -215,63 +330,212 @@ impl voracious_radix_sort::Radixable<u64> for ClassRec32 {
 /// [`super::dc3::dc3`].
 #[must_use]
 pub fn finish_from_names(ctx: &Ctx, layout: &Layout, name_of: &[u64]) -> Vec<u64> {
-    if (layout.len() as u64) + 2 < 1 << 32 && !ctx.tune.force_wide {
+    if fits_narrow(ctx, layout.len()) {
         finish_with::<Rec32, u64>(ctx, layout, name_of)
     } else {
         finish_with::<Rec64, u128>(ctx, layout, name_of)
     }
 }
 
+fn fits_narrow(ctx: &Ctx, n: usize) -> bool {
+    (n as u64) + 2 < 1 << 32 && !ctx.tune.force_wide
+}
+
+/// Where the samples go in the recursion string: class d holds the positions d, d + 7, … below n,
+/// and the string is class 1, then 2, then 4.
+struct Samples {
+    /// Offsets of the three classes in the recursion string.
+    off: [usize; 3],
+    /// Length of the recursion string.
+    m: usize,
+    /// Whether the string holds a dummy sample at position n (see [`Samples::new`]).
+    dummy: bool,
+}
+
+impl Samples {
+    /// With `dummy_if_needed` (samples named by their 7-character windows): when n mod 7 is 1 or
+    /// 2, the last sample of that class is n − 7, whose window lies inside the text and need not
+    /// be unique; a dummy sample at n (empty window, the smallest name) then ends the class, as
+    /// DC3's dummy does. Prefix names of depth ≥ 8 need none: n − 7's is unique.
+    fn new(n: usize, dummy_if_needed: bool) -> Self {
+        let dummy = dummy_if_needed && (n % X == D[0] || n % X == D[1]);
+        let count = |d: usize| {
+            (if n > d { (n - d).div_ceil(X) } else { 0 }) + usize::from(dummy && n % X == d)
+        };
+        let off = [0, count(D[0]), count(D[0]) + count(D[1])];
+        Samples {
+            off,
+            m: off[2] + count(D[2]),
+            dummy,
+        }
+    }
+
+    #[inline]
+    fn rpos(&self, i: usize) -> usize {
+        self.off[SLOT[i % X]] + i / X
+    }
+
+    #[inline]
+    fn text_pos(&self, q: usize) -> usize {
+        if q < self.off[1] {
+            X * q + D[0]
+        } else if q < self.off[2] {
+            X * (q - self.off[1]) + D[1]
+        } else {
+            X * (q - self.off[2]) + D[2]
+        }
+    }
+}
+
 fn finish_with<R: Rec7, P: Pair>(ctx: &Ctx, layout: &Layout, name_of: &[u64]) -> Vec<u64> {
+    let me = ctx.comm.rank();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    let smp = Samples::new(layout.len(), false);
+    let pairs: Vec<P> = (lo..hi)
+        .filter(|&i| SLOT[i % X] < 3)
+        .map(|i| P::pack(name_of[i - lo] + 1, smp.rpos(i) as u64))
+        .collect();
+    let rank = sample_ranks(ctx, layout, &smp, pairs, false);
+    merge_all::<R>(ctx, layout, rank, |i| name_of[i - lo])
+}
+
+/// Builds the suffix array of a byte text with DC7 from the start: the samples are named by their
+/// first 7 characters (one sample sort of 3n/7 records), and the merge compares up to 6
+/// characters and a rank. For texts where most suffixes share long prefixes (pCSS predicts these);
+/// on others its merge is heavier than DC3's. Collective; same contract as [`super::dc3::dc3`].
+#[must_use]
+pub fn dc7(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+    if layout.len() <= ctx.config.base_case.max(X + 1) {
+        return super::dc3::dc3(ctx, text, layout);
+    }
+    if fits_narrow(ctx, layout.len()) {
+        dc7_with::<CRec32, u64>(ctx, text, layout)
+    } else {
+        dc7_with::<CRec64, u128>(ctx, text, layout)
+    }
+}
+
+/// Bits per character in packed windows: byte + 1, 0 past the end.
+const CB: u32 = 9;
+
+fn dc7_with<R: Rec7, P: Pair>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     let comm = &ctx.comm;
-    let p = comm.size();
     let me = comm.rank();
     let n = layout.len();
     let (lo, hi) = (layout.start(me), layout.end(me));
-    // Class d holds the positions d, d + 7, … below n; the recursion string is class 1, then 2,
-    // then 4.
-    let count = |d: usize| if n > d { (n - d).div_ceil(X) } else { 0 };
-    let off = [0, count(D[0]), count(D[0]) + count(D[1])];
-    let m = off[2] + count(D[2]);
-    let rl = Layout::block(m, p);
-    let rpos = |i: usize| off[SLOT[i % X]] + i / X;
-    let r_text: Vec<u64> = ctx.phase("build recursion", || {
-        let pairs: Vec<P> = (lo..hi)
-            .filter(|&i| SLOT[i % X] < 3)
-            .map(|i| P::pack(name_of[i - lo] + 1, rpos(i) as u64))
+    let smp = Samples::new(n, true);
+    let halo = ctx.phase("halo", || right_halo(comm, text, X - 1));
+    let at = |i: usize| -> u64 {
+        if i < hi {
+            text[i - lo] as u64 + 1
+        } else {
+            halo.get(i - hi).map_or(0, |&c| c as u64 + 1)
+        }
+    };
+    // Every position's window t[i..i+7), CB bits per character, big-endian: rolled forward one
+    // character per position.
+    let windows = |w: usize| {
+        let mask = (1u64 << (CB as usize * w)) - 1;
+        let mut c = (0..w - 1).fold(0u64, |acc, j| (acc << CB) | at(lo + j));
+        (lo..hi).map(move |i| {
+            c = ((c << CB) | at(i + w - 1)) & mask;
+            c
+        })
+    };
+    let keys: Vec<u128> = ctx.phase("sample keys", || {
+        let mut v: Vec<u128> = (lo..hi)
+            .zip(windows(X))
+            .filter(|&(i, _)| SLOT[i % X] < 3)
+            .map(|(i, c)| ((c as u128) << 64) | i as u128)
             .collect();
-        let got = exchange(comm, pairs, |x| rl.owner(x.b() as usize));
-        let mut r = vec![0u64; rl.local_len(me)];
-        let base = rl.start(me) as u64;
-        scatter(&got, &mut r, |x| ((x.b() - base) as usize, x.a()));
-        r
+        if smp.dummy && me == comm.size() - 1 {
+            v.push(n as u128);
+        }
+        v
     });
-    let sa_r = ctx.deeper(|| level::<u64>(ctx, &r_text, &rl));
-    drop(r_text);
-    let rank: Vec<u64> = ctx.phase("ranks to text", || {
+    let sorted = ctx.phase("sort samples", || sample_sort(ctx, keys));
+    let (names, distinct) = ctx.phase("name samples", || {
+        name_sorted(comm, &sorted, |a, b| a >> 64 == b >> 64)
+    });
+    // The last sample of each class (the dummy, if any, included) reaches past the end: its
+    // window is unique, so it separates the classes.
+    let pairs: Vec<P> = sorted
+        .iter()
+        .zip(&names)
+        .map(|(&k, &nm)| P::pack(nm, smp.rpos(k as u64 as usize) as u64))
+        .collect();
+    drop((sorted, names));
+    let unique = distinct as usize == smp.m;
+    let rank = sample_ranks(ctx, layout, &smp, pairs, unique);
+    let heads: Vec<u64> = windows(X - 1).collect();
+    merge_all::<R>(ctx, layout, rank, |i| heads[i - lo])
+}
+
+/// From (name ≥ 1, recursion position) pairs of all samples to the rank of every sample position
+/// this pe owns, in text order (0 elsewhere). With `unique` the names are the ranks; otherwise the
+/// recursion string is solved by DC3. Collective.
+fn sample_ranks<P: Pair>(
+    ctx: &Ctx,
+    layout: &Layout,
+    smp: &Samples,
+    pairs: Vec<P>,
+    unique: bool,
+) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let p = comm.size();
+    let me = comm.rank();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    let n = layout.len();
+    // The dummy (position n) has the smallest name and rank 1: real ranks are shifted down by one.
+    let shift = u64::from(smp.dummy);
+    let pairs: Vec<P> = if unique {
+        pairs
+            .into_iter()
+            .map(|x| (x.a(), smp.text_pos(x.b() as usize)))
+            .filter(|&(_, i)| i < n)
+            .map(|(r, i)| P::pack(r - shift, i as u64))
+            .collect()
+    } else {
+        let rl = Layout::block(smp.m, p);
+        let r_text: Vec<u64> = ctx.phase("build recursion", || {
+            let got = exchange(comm, pairs, |x| rl.owner(x.b() as usize));
+            let mut r = vec![0u64; rl.local_len(me)];
+            let base = rl.start(me) as u64;
+            scatter(&got, &mut r, |x| ((x.b() - base) as usize, x.a()));
+            r
+        });
+        let sa_r = ctx.deeper(|| level::<u64>(ctx, &r_text, &rl));
+        drop(r_text);
         let base = sa_r.first;
-        let pairs: Vec<P> = sa_r
-            .sa
+        sa_r.sa
             .iter()
             .enumerate()
-            .map(|(k, &q)| {
-                let q = q as usize;
-                let i = if q < off[1] {
-                    X * q + D[0]
-                } else if q < off[2] {
-                    X * (q - off[1]) + D[1]
-                } else {
-                    X * (q - off[2]) + D[2]
-                };
-                P::pack(base + k as u64 + 1, i as u64)
-            })
-            .collect();
+            .map(|(k, &q)| (base + k as u64 + 1, smp.text_pos(q as usize)))
+            .filter(|&(_, i)| i < n)
+            .map(|(r, i)| P::pack(r - shift, i as u64))
+            .collect()
+    };
+    ctx.phase("ranks to text", || {
         let got = exchange(comm, pairs, |x| layout.owner(x.b() as usize));
         let mut rank = vec![0u64; hi - lo];
         scatter(&got, &mut rank, |x| (x.b() as usize - lo, x.a()));
         rank
-    });
-    drop(sa_r);
+    })
+}
+
+/// The merge: one record per position (its `head`, the ranks of the three samples among
+/// i..i+6), splitters, one exchange, [`merge_local`], and the result rebalanced to `layout`.
+/// Collective.
+fn merge_all<R: Rec7>(
+    ctx: &Ctx,
+    layout: &Layout,
+    rank: Vec<u64>,
+    head: impl Fn(usize) -> u64,
+) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let me = comm.rank();
+    let n = layout.len();
+    let (lo, hi) = (layout.start(me), layout.end(me));
     let recs: Vec<R> = ctx.phase("merge records", || {
         let halo = right_halo(comm, &rank, X - 1);
         let ra = |i: usize| -> u64 {
@@ -285,7 +549,7 @@ fn finish_with<R: Rec7, P: Pair>(ctx: &Ctx, layout: &Layout, name_of: &[u64]) ->
             .map(|i| {
                 let a = i % X;
                 let r = D.map(|d| ra(i + (d + X - a) % X));
-                R::new(i as u64, name_of[i - lo], r)
+                R::new(i as u64, head(i), r)
             })
             .collect()
     });
@@ -308,7 +572,10 @@ fn merge_local<R: Rec7>(ctx: &Ctx, got: Vec<R>) -> Vec<u64> {
     // The sample ranks received form the interval first..first + samples_here.
     let first = ctx.comm.exscan_sum(samples_here as u64) + 1;
     let mut samples = vec![R::zeroed(); samples_here];
-    let mut groups: [Vec<R>; 2] = Default::default();
+    let mut groups: [Vec<R>; 2] = [
+        Vec::with_capacity(got.len() * 2 / 7 + 2),
+        Vec::with_capacity(got.len() * 2 / 7 + 2),
+    ];
     for r in &got {
         match GROUP[r.pos() as usize % X] {
             2 => samples[(r.own_rank() - first) as usize] = *r,
@@ -325,7 +592,11 @@ fn merge_local<R: Rec7>(ctx: &Ctx, got: Vec<R>) -> Vec<u64> {
     let rest = merge_two(&a, &b);
     drop((a, b));
     let t3 = t0.elapsed().as_secs_f64();
-    log::debug!("dc7 merge: partition {t1:.3} s, sort {:.3} s, merge {:.3} s", t2 - t1, t3 - t2);
+    log::debug!(
+        "dc7 merge: partition {t1:.3} s, sort {:.3} s, merge {:.3} s",
+        t2 - t1,
+        t3 - t2
+    );
     let mut out = Vec::with_capacity(rest.len() + samples.len());
     let (mut x, mut y) = (0, 0);
     while x < rest.len() && y < samples.len() {
@@ -370,6 +641,7 @@ mod tests {
             for b in 0..X {
                 let (x, y) = CMP[a][b];
                 let l = (D[x as usize] + X - a) % X;
+                assert_eq!(l, LEN[a][b] as usize);
                 assert_eq!((D[y as usize] + X - b) % X, l, "same offset l for {a}, {b}");
                 // l is the smallest such offset.
                 for l2 in 0..l {
@@ -384,7 +656,10 @@ mod tests {
                 .iter()
                 .map(|&r| (D[KEY_SLOT[r]] + X - r) % X)
                 .collect();
-            assert!(offsets.iter().all(|&l| l == offsets[0]), "group {g}: {offsets:?}");
+            assert!(
+                offsets.iter().all(|&l| l == offsets[0]),
+                "group {g}: {offsets:?}"
+            );
         }
         for r in 0..X {
             assert_eq!(GROUP[r] == 2, SLOT[r] < 3);
