@@ -532,14 +532,24 @@ fn sigterm_mid_run_keeps_existing_output() {
             eprintln!("{ctx}: NOTE: the run had already finished; the output is the new SA");
             continue;
         }
+        let now = fs::read(&out).unwrap();
+        if now != SENTINEL {
+            // The run can finish between the check above and the signal (its output, checked
+            // with --check, is renamed into place at the very end): then the file must be the
+            // whole new suffix array, never part of one.
+            assert_eq!(
+                now.len(),
+                4 * 12_000_000,
+                "{ctx}: the output file was changed but is not a whole suffix array"
+            );
+            eprintln!(
+                "{ctx}: NOTE: the run finished just before the signal; the output is the new SA"
+            );
+            continue;
+        }
         assert!(
             !status.success(),
             "{ctx}: mpirun reported success after SIGTERM"
-        );
-        assert_eq!(
-            fs::read(&out).unwrap(),
-            SENTINEL,
-            "{ctx}: the existing output file was changed"
         );
         // The pes must go as well.
         let t1 = Instant::now();

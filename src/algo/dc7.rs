@@ -415,6 +415,19 @@ pub fn dc7(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     }
 }
 
+/// A sample's sort record: [7-character window | position]. Sample sort splits by the whole
+/// integer (equal windows spread over pes), the local sort looks at the window only (half the
+/// radix passes): naming needs equal windows together, not in position order.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
+struct WindowKey(u128);
+
+impl crate::dist::SortKey for WindowKey {
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
+        sorter.sort_u128_by_high(bytemuck::cast_slice_mut(v));
+    }
+}
+
 /// Bits per character in packed windows: byte + 1, 0 past the end.
 const CB: u32 = 9;
 
@@ -442,27 +455,27 @@ fn dc7_with<R: Rec7, P: Pair>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u6
             c
         })
     };
-    let keys: Vec<u128> = ctx.phase("sample keys", || {
-        let mut v: Vec<u128> = (lo..hi)
+    let keys: Vec<WindowKey> = ctx.phase("sample keys", || {
+        let mut v: Vec<WindowKey> = (lo..hi)
             .zip(windows(X))
             .filter(|&(i, _)| SLOT[i % X] < 3)
-            .map(|(i, c)| ((c as u128) << 64) | i as u128)
+            .map(|(i, c)| WindowKey(((c as u128) << 64) | i as u128))
             .collect();
         if smp.dummy && me == comm.size() - 1 {
-            v.push(n as u128);
+            v.push(WindowKey(n as u128));
         }
         v
     });
     let sorted = ctx.phase("sort samples", || sample_sort(ctx, keys));
     let (names, distinct) = ctx.phase("name samples", || {
-        name_sorted(comm, &sorted, |a, b| a >> 64 == b >> 64)
+        name_sorted(comm, &sorted, |a, b| a.0 >> 64 == b.0 >> 64)
     });
     // The last sample of each class (the dummy, if any, included) reaches past the end: its
     // window is unique, so it separates the classes.
     let pairs: Vec<P> = sorted
         .iter()
         .zip(&names)
-        .map(|(&k, &nm)| P::pack(nm, smp.rpos(k as u64 as usize) as u64))
+        .map(|(&k, &nm)| P::pack(nm, smp.rpos(k.0 as u64 as usize) as u64))
         .collect();
     drop((sorted, names));
     let unique = distinct as usize == smp.m;
