@@ -9,7 +9,8 @@
 //!    Then **predict**: a sample of 2^12 keys, counted over all keys, estimates how many suffixes
 //!    share their key with another one (runs of one character not counted); above the hand-over
 //!    fraction (90 %) doubling would take log(longest repeat) rounds over nearly all suffixes, and
-//!    pDC3 builds the suffix array from the start instead of after a wasted sort.
+//!    DC7 ([`super::dc7::dc7`]) builds the suffix array from the start instead of after a wasted
+//!    sort (`PSA_CSS_PREDICTED=dc3`: pDC3; `sort`: the first sort, then the DC7 finish).
 //! 3. **sort keys**: one distributed sample sort of these 128-bit records (the position makes
 //!    them unique, so runs of equal keys spread over all pes: aⁿ stays balanced).
 //! 4. **names**: the name of a suffix is the global index of the first suffix with the same key
@@ -22,7 +23,8 @@
 //!    i is (name(i), name(i+d)), name(i+d) and the depth of its group fetched from the pe owning
 //!    i+d. Sorting these keys splits each group; new names are group start + offset of the
 //!    subgroup, new depths d + depth(i+d). Resolved suffixes drop out of later rounds; when most
-//!    stay unresolved, DC3 finishes from the names ([`super::dc3::finish_from_names`]).
+//!    stay unresolved, DC7 finishes from the names ([`super::dc7::finish_from_names`]; with
+//!    `PSA_CSS_FINISH=dc3`, [`super::dc3::finish_from_names`]).
 //! 6. **place**: every suffix's final name is its SA index: (name, i) goes to the owner of that
 //!    index.
 //!
@@ -118,8 +120,8 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     });
 
     // 2b. When nearly every suffix shares its key with another one (long repeats, Fibonacci-like
-    // texts), doubling would take about log(longest repeat) rounds and the DC3 hand-over after the
-    // first sort would waste that sort: a sample predicts it, and DC3 runs from the start.
+    // texts), doubling would take about log(longest repeat) rounds and the hand-over after the
+    // first sort would waste that sort: a sample predicts it, and DC7 runs from the start.
     let align = 64 - b * k as u32;
     let repunit: u64 = (0..k).fold(0u64, |acc, _| (acc << b) | 1);
     let is_run = |key: u64| key == (key >> (64 - b)).wrapping_mul(repunit) << align;
@@ -236,7 +238,7 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         if remaining as f64 > hand_over * n as f64 {
             // Most suffixes share long prefixes (aⁿ, long repeats): doubling would take about
             // log(longest repeat) rounds over nearly all of them. The current names are valid
-            // prefix names (h ≥ k ≥ 8), so DC3's recursion and merge finish the job in linear
+            // prefix names (h ≥ k ≥ 8), so DC7's recursion and merge finish the job in linear
             // work instead.
             if comm.rank() == 0 {
                 log::info!("css: {remaining} of {n} suffixes unresolved after {round} rounds (h = {h}); finishing with a difference cover on the prefix names");
@@ -265,7 +267,7 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         }
         h *= 2;
         if remaining as f64 > 0.6 * before as f64 && remaining as usize > n / 8 {
-            // Slow progress on a large remainder: hand over to DC3 as above.
+            // Slow progress on a large remainder: hand over as above.
             if comm.rank() == 0 {
                 log::info!("css: doubling resolves slowly ({before} → {remaining}); finishing with a difference cover on the prefix names");
             }
