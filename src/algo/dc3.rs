@@ -648,7 +648,7 @@ fn merge<R: MergeRecord, K: RankWord, A: Fn(usize) -> u64 + Sync>(
     });
     drop(rank);
     let splitters = ctx.phase("merge splitters", || {
-        merge_splitters(ctx, &mod0, &samples, n)
+        merge_splitters(ctx, &[&mod0, &samples], n)
     });
     let dest = |r: &R| splitters.partition_point(|s| s < r);
     let mod0 = ctx.phase("sort mod-0", || {
@@ -692,12 +692,11 @@ fn merge<R: MergeRecord, K: RankWord, A: Fn(usize) -> u64 + Sync>(
 }
 
 /// p − 1 splitters of the final order of all n merge records, from a random sample of both
-/// kinds (each pe draws in proportion to its share; pass an empty slice for a single kind).
+/// kinds of records (each pe draws from each in proportion to its share).
 /// Collective; the same on every pe.
 pub(super) fn merge_splitters<R: Pod + Ord + Send + Sync>(
     ctx: &Ctx,
-    mod0: &[R],
-    samples: &[R],
+    kinds: &[&[R]],
     n: usize,
 ) -> Vec<R> {
     let comm = &ctx.comm;
@@ -715,8 +714,10 @@ pub(super) fn merge_splitters<R: Pod + Ord + Send + Sync>(
             .map(|_| v[(rng.next() % v.len() as u64) as usize])
             .collect()
     };
-    let mut local = draw(mod0);
-    local.extend(draw(samples));
+    let mut local = Vec::new();
+    for v in kinds {
+        local.extend(draw(v));
+    }
     let mut all = comm.all_gather_v(&local);
     all.sort_unstable();
     if all.is_empty() {

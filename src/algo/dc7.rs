@@ -188,14 +188,34 @@ impl Rec7 for CRec32 {
     fn sort_class(v: &mut [Self], sorter: &dyn LocalSort) {
         // (key, index) in one u128 sorted by the key half, then a gather: several times faster
         // than radix-sorting the 24-byte records themselves by a computed key.
-        let mut keyed: Vec<u128> = v
-            .iter()
-            .enumerate()
-            .map(|(j, r)| ((r.group_key() as u128) << 64) | j as u128)
-            .collect();
-        sorter.sort_u128_by_high(&mut keyed);
-        let sorted: Vec<CRec32> = keyed.iter().map(|&k| v[k as u64 as usize]).collect();
-        drop(keyed);
+        if v.is_empty() {
+            return;
+        }
+        let max_key = v.iter().map(|r| r.group_key()).max().unwrap_or(0);
+        let (kb, ib) = (
+            64 - max_key.leading_zeros(),
+            64 - (v.len() as u64).leading_zeros(),
+        );
+        let sorted: Vec<CRec32> = if kb + ib <= 64 {
+            // Key and index fit one u64 (residues 0 and 3 below ~2^40 characters): a sort of
+            // 8-byte integers.
+            let mut keyed: Vec<u64> = v
+                .iter()
+                .enumerate()
+                .map(|(j, r)| (r.group_key() << ib) | j as u64)
+                .collect();
+            sorter.sort_u64(&mut keyed);
+            let mask = (1u64 << ib) - 1;
+            keyed.iter().map(|&k| v[(k & mask) as usize]).collect()
+        } else {
+            let mut keyed: Vec<u128> = v
+                .iter()
+                .enumerate()
+                .map(|(j, r)| ((r.group_key() as u128) << 64) | j as u128)
+                .collect();
+            sorter.sort_u128_by_high(&mut keyed);
+            keyed.iter().map(|&k| v[k as u64 as usize]).collect()
+        };
         v.copy_from_slice(&sorted);
     }
 }
@@ -537,8 +557,10 @@ fn sample_ranks<P: Pair>(
 }
 
 /// The merge: one record per position (its `head`, the ranks of the three samples among
-/// i..i+6), splitters, one exchange, [`merge_local`], and the result rebalanced to `layout`.
-/// Collective.
+/// i..i+6); splitters from a sample of all of them cut the final order into p ranges; samples go
+/// to their range's pe and are placed by rank there (their ranks form one interval per pe), the
+/// two groups of other residues are sent and sorted one after the other and merged, and one last
+/// merge with the samples gives the pe's part, rebalanced to `layout`. Collective.
 fn merge_all<R: Rec7>(
     ctx: &Ctx,
     layout: &Layout,
@@ -549,7 +571,9 @@ fn merge_all<R: Rec7>(
     let me = comm.rank();
     let n = layout.len();
     let (lo, hi) = (layout.start(me), layout.end(me));
-    let recs: Vec<R> = ctx.phase("merge records", || {
+    // Built already split into the samples and the two groups of other residues: each kind goes
+    // in its own exchange, so the receiver needs no partition pass.
+    let [samples, ga, gb]: [Vec<R>; 3] = ctx.phase("merge records", || {
         let halo = right_halo(comm, &rank, X - 1);
         let ra = |i: usize| -> u64 {
             if i < hi {
@@ -558,72 +582,71 @@ fn merge_all<R: Rec7>(
                 halo.get(i - hi).copied().unwrap_or(0)
             }
         };
-        (lo..hi)
-            .map(|i| {
-                let a = i % X;
-                let r = D.map(|d| ra(i + (d + X - a) % X));
-                R::new(i as u64, head(i), r)
-            })
-            .collect()
+        let len = hi - lo;
+        let mut out: [Vec<R>; 3] = [
+            Vec::with_capacity(len * 3 / 7 + 2),
+            Vec::with_capacity(len * 2 / 7 + 2),
+            Vec::with_capacity(len * 2 / 7 + 2),
+        ];
+        for i in lo..hi {
+            let a = i % X;
+            let r = D.map(|d| ra(i + (d + X - a) % X));
+            // Samples (group 2) first, then groups 0 and 1.
+            out[(GROUP[a] + 1) % 3].push(R::new(i as u64, head(i), r));
+        }
+        out
     });
     drop(rank);
-    let splitters = ctx.phase("merge splitters", || merge_splitters(ctx, &recs, &[], n));
-    let got = ctx.phase("merge exchange", || {
-        exchange(comm, recs, |r| splitters.partition_point(|s| s < r))
+    let splitters = ctx.phase("merge splitters", || {
+        merge_splitters(ctx, &[&samples, &ga, &gb], n)
     });
-    let sa = ctx.phase("merge", || merge_local(ctx, got));
+    let dest = |r: &R| splitters.partition_point(|s| s < r);
+    let samples = ctx.phase("place samples", || {
+        let got = exchange(comm, samples, dest);
+        // The sample ranks received form the interval first..first + got.len().
+        let first = comm.exscan_sum(got.len() as u64) + 1;
+        let mut out = vec![R::zeroed(); got.len()];
+        scatter(&got, &mut out, |r| ((r.own_rank() - first) as usize, *r));
+        out
+    });
+    let rest = ctx.phase("sort others", || {
+        let t0 = std::time::Instant::now();
+        let mut ga = exchange(comm, ga, dest);
+        let t1 = t0.elapsed().as_secs_f64();
+        R::sort_class(&mut ga, ctx.sorter.as_ref());
+        let t2 = t0.elapsed().as_secs_f64();
+        let mut gb = exchange(comm, gb, dest);
+        let t3 = t0.elapsed().as_secs_f64();
+        R::sort_class(&mut gb, ctx.sorter.as_ref());
+        let t4 = t0.elapsed().as_secs_f64();
+        let m = merge_two(&ga, &gb);
+        log::debug!(
+            "dc7 others: exchange {t1:.3} + {:.3} s, sort {:.3} + {:.3} s, merge {:.3} s",
+            t3 - t2,
+            t2 - t1,
+            t4 - t3,
+            t0.elapsed().as_secs_f64() - t4
+        );
+        m
+    });
+    let sa = ctx.phase("merge", || {
+        let mut out = Vec::with_capacity(rest.len() + samples.len());
+        let (mut x, mut y) = (0, 0);
+        while x < rest.len() && y < samples.len() {
+            if rest[x] < samples[y] {
+                out.push(rest[x].pos());
+                x += 1;
+            } else {
+                out.push(samples[y].pos());
+                y += 1;
+            }
+        }
+        out.extend(rest[x..].iter().map(|r| r.pos()));
+        out.extend(samples[y..].iter().map(|r| r.pos()));
+        out
+    });
     ctx.note_imbalance(sa.len(), n);
     ctx.phase("rebalance", || rebalance(comm, sa, layout))
-}
-
-/// This pe's range of the final order, from the records that fall into it: samples placed by
-/// rank, the two groups of other residues sorted, three sorted lists merged. Collective (one prefix sum).
-fn merge_local<R: Rec7>(ctx: &Ctx, got: Vec<R>) -> Vec<u64> {
-    let t0 = std::time::Instant::now();
-    let is_sample = |r: &R| SLOT[r.pos() as usize % X] < 3;
-    let samples_here = got.iter().filter(|r| is_sample(r)).count();
-    // The sample ranks received form the interval first..first + samples_here.
-    let first = ctx.comm.exscan_sum(samples_here as u64) + 1;
-    let mut samples = vec![R::zeroed(); samples_here];
-    let mut groups: [Vec<R>; 2] = [
-        Vec::with_capacity(got.len() * 2 / 7 + 2),
-        Vec::with_capacity(got.len() * 2 / 7 + 2),
-    ];
-    for r in &got {
-        match GROUP[r.pos() as usize % X] {
-            2 => samples[(r.own_rank() - first) as usize] = *r,
-            g => groups[g].push(*r),
-        }
-    }
-    drop(got);
-    let t1 = t0.elapsed().as_secs_f64();
-    for g in groups.iter_mut() {
-        R::sort_class(g, ctx.sorter.as_ref());
-    }
-    let t2 = t0.elapsed().as_secs_f64();
-    let [a, b] = groups;
-    let rest = merge_two(&a, &b);
-    drop((a, b));
-    let t3 = t0.elapsed().as_secs_f64();
-    log::debug!(
-        "dc7 merge: partition {t1:.3} s, sort {:.3} s, merge {:.3} s",
-        t2 - t1,
-        t3 - t2
-    );
-    let mut out = Vec::with_capacity(rest.len() + samples.len());
-    let (mut x, mut y) = (0, 0);
-    while x < rest.len() && y < samples.len() {
-        if rest[x] < samples[y] {
-            out.push(rest[x].pos());
-            x += 1;
-        } else {
-            out.push(samples[y].pos());
-            y += 1;
-        }
-    }
-    out.extend(rest[x..].iter().map(|r| r.pos()));
-    out.extend(samples[y..].iter().map(|r| r.pos()));
-    out
 }
 
 /// Merges two sorted lists.
