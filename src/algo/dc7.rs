@@ -105,7 +105,7 @@ trait Rec7: Pod + Ord + Send + Sync {
     fn own_rank(&self) -> u64;
     /// Sorts the records of one group of non-sample residues (see `GROUP`) by (name, rank at the
     /// group's offset).
-    fn sort_class(v: &mut [Self], sorter: &dyn LocalSort);
+    fn sort_class(v: Vec<Self>, sorter: &dyn LocalSort) -> Vec<Self>;
 }
 
 macro_rules! rec7 {
@@ -185,18 +185,18 @@ impl Rec7 for CRec32 {
     fn own_rank(&self) -> u64 {
         self.r[SLOT[self.i as usize % X]] as u64
     }
-    fn sort_class(v: &mut [Self], sorter: &dyn LocalSort) {
+    fn sort_class(v: Vec<Self>, sorter: &dyn LocalSort) -> Vec<Self> {
         // (key, index) in one u128 sorted by the key half, then a gather: several times faster
         // than radix-sorting the 24-byte records themselves by a computed key.
         if v.is_empty() {
-            return;
+            return v;
         }
         let max_key = v.iter().map(|r| r.group_key()).max().unwrap_or(0);
         let (kb, ib) = (
             64 - max_key.leading_zeros(),
             64 - (v.len() as u64).leading_zeros(),
         );
-        let sorted: Vec<CRec32> = if kb + ib <= 64 {
+        if kb + ib <= 64 {
             // Key and index fit one u64 (residues 0 and 3 below ~2^40 characters): a sort of
             // 8-byte integers.
             let mut keyed: Vec<u64> = v
@@ -215,8 +215,7 @@ impl Rec7 for CRec32 {
                 .collect();
             sorter.sort_u128_by_high(&mut keyed);
             keyed.iter().map(|&k| v[k as u64 as usize]).collect()
-        };
-        v.copy_from_slice(&sorted);
+        }
     }
 }
 
@@ -243,8 +242,9 @@ impl Rec7 for CRec64 {
     fn own_rank(&self) -> u64 {
         self.r[SLOT[self.i as usize % X]]
     }
-    fn sort_class(v: &mut [Self], _sorter: &dyn LocalSort) {
-        crate::dist::sample_sort::par_sort(v);
+    fn sort_class(mut v: Vec<Self>, _sorter: &dyn LocalSort) -> Vec<Self> {
+        crate::dist::sample_sort::par_sort(&mut v);
+        v
     }
 }
 
@@ -263,7 +263,7 @@ impl Rec7 for Rec32 {
     fn own_rank(&self) -> u64 {
         self.r[SLOT[self.i as usize % X]] as u64
     }
-    fn sort_class(v: &mut [Self], sorter: &dyn LocalSort) {
+    fn sort_class(mut v: Vec<Self>, sorter: &dyn LocalSort) -> Vec<Self> {
         // A pe's records lie in one range of the final order and a name is the SA index of its
         // group's first member, so the names of one pe span little more than its share: a
         // counting sort by name and a sort of each (small) group of equal names by rank beats a
@@ -273,14 +273,14 @@ impl Rec7 for Rec32 {
             .fold((u32::MAX, 0), |(a, b), r| (a.min(r.name), b.max(r.name)));
         if v.len() < 2 || (hi - lo) as usize > 4 * v.len() {
             use voracious_radix_sort::RadixSort;
-            let v: &mut [ClassRec32] = bytemuck::cast_slice_mut(v);
+            let w: &mut [ClassRec32] = bytemuck::cast_slice_mut(&mut v);
             let threads = sorter.threads();
-            if threads > 1 && v.len() >= 1 << 16 {
-                v.voracious_mt_sort(threads);
+            if threads > 1 && w.len() >= 1 << 16 {
+                w.voracious_mt_sort(threads);
             } else {
-                v.voracious_sort();
+                w.voracious_sort();
             }
-            return;
+            return v;
         }
         let mut start = vec![0u32; (hi - lo) as usize + 2];
         for r in v.iter() {
@@ -303,7 +303,7 @@ impl Rec7 for Rec32 {
                 g.sort_unstable_by_key(key);
             }
         }
-        v.copy_from_slice(&out);
+        out
     }
 }
 
@@ -318,8 +318,9 @@ impl Rec7 for Rec64 {
     fn own_rank(&self) -> u64 {
         self.r[SLOT[self.i as usize % X]]
     }
-    fn sort_class(v: &mut [Self], _sorter: &dyn LocalSort) {
-        crate::dist::sample_sort::par_sort(v);
+    fn sort_class(mut v: Vec<Self>, _sorter: &dyn LocalSort) -> Vec<Self> {
+        crate::dist::sample_sort::par_sort(&mut v);
+        v
     }
 }
 
@@ -559,8 +560,8 @@ fn sample_ranks<P: Pair>(
 /// The merge: one record per position (its `head`, the ranks of the three samples among
 /// i..i+6); splitters from a sample of all of them cut the final order into p ranges; samples go
 /// to their range's pe and are placed by rank there (their ranks form one interval per pe), the
-/// two groups of other residues are sent and sorted one after the other and merged, and one last
-/// merge with the samples gives the pe's part, rebalanced to `layout`. Collective.
+/// two groups of other residues are sent and sorted one after the other, and a three-way merge
+/// gives the pe's part, rebalanced to `layout`. Collective.
 fn merge_all<R: Rec7>(
     ctx: &Ctx,
     layout: &Layout,
@@ -609,61 +610,66 @@ fn merge_all<R: Rec7>(
         scatter(&got, &mut out, |r| ((r.own_rank() - first) as usize, *r));
         out
     });
-    let rest = ctx.phase("sort others", || {
+    let [ga, gb] = ctx.phase("sort others", || {
         let t0 = std::time::Instant::now();
-        let mut ga = exchange(comm, ga, dest);
+        let ga = R::sort_class(exchange(comm, ga, dest), ctx.sorter.as_ref());
         let t1 = t0.elapsed().as_secs_f64();
-        R::sort_class(&mut ga, ctx.sorter.as_ref());
-        let t2 = t0.elapsed().as_secs_f64();
-        let mut gb = exchange(comm, gb, dest);
-        let t3 = t0.elapsed().as_secs_f64();
-        R::sort_class(&mut gb, ctx.sorter.as_ref());
-        let t4 = t0.elapsed().as_secs_f64();
-        let m = merge_two(&ga, &gb);
+        let gb = R::sort_class(exchange(comm, gb, dest), ctx.sorter.as_ref());
         log::debug!(
-            "dc7 others: exchange {t1:.3} + {:.3} s, sort {:.3} + {:.3} s, merge {:.3} s",
-            t3 - t2,
-            t2 - t1,
-            t4 - t3,
-            t0.elapsed().as_secs_f64() - t4
+            "dc7 others: exchange and sort {t1:.3} + {:.3} s",
+            t0.elapsed().as_secs_f64() - t1
         );
-        m
+        [ga, gb]
     });
-    let sa = ctx.phase("merge", || {
-        let mut out = Vec::with_capacity(rest.len() + samples.len());
-        let (mut x, mut y) = (0, 0);
-        while x < rest.len() && y < samples.len() {
-            if rest[x] < samples[y] {
-                out.push(rest[x].pos());
-                x += 1;
-            } else {
-                out.push(samples[y].pos());
-                y += 1;
-            }
-        }
-        out.extend(rest[x..].iter().map(|r| r.pos()));
-        out.extend(samples[y..].iter().map(|r| r.pos()));
-        out
-    });
+    let sa = ctx.phase("merge", || merge_three(&ga, &gb, &samples));
     ctx.note_imbalance(sa.len(), n);
     ctx.phase("rebalance", || rebalance(comm, sa, layout))
 }
 
-/// Merges two sorted lists.
-fn merge_two<R: Ord + Copy>(a: &[R], b: &[R]) -> Vec<R> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut x, mut y) = (0, 0);
-    while x < a.len() && y < b.len() {
-        if a[x] < b[y] {
-            out.push(a[x]);
-            x += 1;
-        } else {
-            out.push(b[y]);
+/// The positions of three sorted lists, merged (each record's position once).
+fn merge_three<R: Rec7>(a: &[R], b: &[R], c: &[R]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(a.len() + b.len() + c.len());
+    let (mut x, mut y, mut z) = (0, 0, 0);
+    // Three-way while all three have records, then two-way, then the rest.
+    while x < a.len() && y < b.len() && z < c.len() {
+        let (ra, rb, rc) = (&a[x], &b[y], &c[z]);
+        if ra < rb {
+            if ra < rc {
+                out.push(ra.pos());
+                x += 1;
+            } else {
+                out.push(rc.pos());
+                z += 1;
+            }
+        } else if rb < rc {
+            out.push(rb.pos());
             y += 1;
+        } else {
+            out.push(rc.pos());
+            z += 1;
         }
     }
-    out.extend_from_slice(&a[x..]);
-    out.extend_from_slice(&b[y..]);
+    let two = |out: &mut Vec<u64>, p: &[R], q: &[R]| {
+        let (mut i, mut j) = (0, 0);
+        while i < p.len() && j < q.len() {
+            if p[i] < q[j] {
+                out.push(p[i].pos());
+                i += 1;
+            } else {
+                out.push(q[j].pos());
+                j += 1;
+            }
+        }
+        out.extend(p[i..].iter().map(|r| r.pos()));
+        out.extend(q[j..].iter().map(|r| r.pos()));
+    };
+    if x == a.len() {
+        two(&mut out, &b[y..], &c[z..]);
+    } else if y == b.len() {
+        two(&mut out, &a[x..], &c[z..]);
+    } else {
+        two(&mut out, &a[x..], &b[y..]);
+    }
     out
 }
 
