@@ -13,7 +13,8 @@ use psa::{Algo, Backend, Config, Ctx, Error};
 enum AlgoArg {
     /// parallel DC3 (Kulla & Sanders): sample sorts, prefix-sum naming, distributed recursion
     Dc3,
-    /// parallel CSS: 8-character keys, one sample sort, prefix doubling on equal runs
+    /// parallel CSS: 8-character keys, one sample sort, prefix doubling on equal runs; texts
+    /// that a sample shows to be repetitive go to DC7 (difference cover mod 7)
     Css,
 }
 

@@ -672,23 +672,33 @@ fn merge<R: MergeRecord, K: RankWord, A: Fn(usize) -> u64 + Sync>(
     });
     let sa = ctx.phase("merge", || {
         let mut out = Vec::with_capacity(mod0.len() + samples.len());
-        let (mut x, mut y) = (0, 0);
-        while x < mod0.len() && y < samples.len() {
-            if mod0[x] < samples[y] {
-                out.push(mod0[x].pos());
-                x += 1;
-            } else {
-                out.push(samples[y].pos());
-                y += 1;
-            }
-        }
-        out.extend(mod0[x..].iter().map(|r| r.pos()));
-        out.extend(samples[y..].iter().map(|r| r.pos()));
+        merge_positions(&mut out, &mod0, &samples, |r| r.pos());
         out
     });
     ctx.note_imbalance(sa.len(), n);
     let first = comm.exscan_sum(sa.len() as u64);
     SortedPart { sa, first }
+}
+
+/// Appends the positions of two sorted lists to `out` in merged order.
+pub(super) fn merge_positions<R: Ord>(
+    out: &mut Vec<u64>,
+    a: &[R],
+    b: &[R],
+    pos: impl Fn(&R) -> u64,
+) {
+    let (mut x, mut y) = (0, 0);
+    while x < a.len() && y < b.len() {
+        if a[x] < b[y] {
+            out.push(pos(&a[x]));
+            x += 1;
+        } else {
+            out.push(pos(&b[y]));
+            y += 1;
+        }
+    }
+    out.extend(a[x..].iter().map(&pos));
+    out.extend(b[y..].iter().map(&pos));
 }
 
 /// p − 1 splitters of the final order of all n merge records, from a random sample of both

@@ -32,7 +32,7 @@ use std::cmp::Ordering;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::dc3::{level, merge_splitters};
+use super::dc3::{level, merge_positions, merge_splitters};
 use crate::dist::{
     exchange, name_sorted, rebalance, right_halo, sample_sort, scatter, Layout, Pair,
 };
@@ -649,26 +649,13 @@ fn merge_three<R: Rec7>(a: &[R], b: &[R], c: &[R]) -> Vec<u64> {
             z += 1;
         }
     }
-    let two = |out: &mut Vec<u64>, p: &[R], q: &[R]| {
-        let (mut i, mut j) = (0, 0);
-        while i < p.len() && j < q.len() {
-            if p[i] < q[j] {
-                out.push(p[i].pos());
-                i += 1;
-            } else {
-                out.push(q[j].pos());
-                j += 1;
-            }
-        }
-        out.extend(p[i..].iter().map(|r| r.pos()));
-        out.extend(q[j..].iter().map(|r| r.pos()));
-    };
+    let pos = |r: &R| r.pos();
     if x == a.len() {
-        two(&mut out, &b[y..], &c[z..]);
+        merge_positions(&mut out, &b[y..], &c[z..], pos);
     } else if y == b.len() {
-        two(&mut out, &a[x..], &c[z..]);
+        merge_positions(&mut out, &a[x..], &c[z..], pos);
     } else {
-        two(&mut out, &a[x..], &b[y..]);
+        merge_positions(&mut out, &a[x..], &b[y..], pos);
     }
     out
 }

@@ -164,9 +164,18 @@ fn tail(s: &str, n: usize) -> &str {
 
 /// A command under `mpirun -n p --bind-to none` with the environment Open MPI needs here (root,
 /// oversubscription of 2 cores by up to 7 pes).
+///
+/// Each call gets its own Open MPI session directory base: the tests start many jobs at once, and
+/// with one shared tree a job ending can remove a directory another is creating ("orte_init failed
+/// … orte_session_dir failed", seen once in CI before psa even started).
 pub fn mpirun(p: usize, exe: &str) -> Command {
+    let session = std::env::temp_dir()
+        .join(format!("psa-tests-ompi-{}", std::process::id()))
+        .join(COUNTER.fetch_add(1, Ordering::SeqCst).to_string());
+    fs::create_dir_all(&session).expect("create an Open MPI session directory base");
     let mut c = Command::new("mpirun");
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    c.env("OMPI_MCA_orte_tmpdir_base", &session)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
         // Quiet Open MPI's "help message aggregation" chatter and keep runs short on a busy box.
