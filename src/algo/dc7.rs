@@ -31,6 +31,7 @@
 use std::cmp::Ordering;
 
 use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
 
 use super::dc3::{level, merge_positions, merge_splitters};
 use crate::dist::{
@@ -199,22 +200,15 @@ impl Rec7 for CRec32 {
         if kb + ib <= 64 {
             // Key and index fit one u64 (residues 0 and 3 below ~2^40 characters): a sort of
             // 8-byte integers.
-            let mut keyed: Vec<u64> = v
-                .iter()
-                .enumerate()
-                .map(|(j, r)| (r.group_key() << ib) | j as u64)
-                .collect();
+            let mut keyed: Vec<u64> = map_maybe_par(&v, |j, r| (r.group_key() << ib) | j as u64);
             sorter.sort_u64(&mut keyed);
             let mask = (1u64 << ib) - 1;
-            keyed.iter().map(|&k| v[(k & mask) as usize]).collect()
+            map_maybe_par(&keyed, |_, &k| v[(k & mask) as usize])
         } else {
-            let mut keyed: Vec<u128> = v
-                .iter()
-                .enumerate()
-                .map(|(j, r)| ((r.group_key() as u128) << 64) | j as u128)
-                .collect();
+            let mut keyed: Vec<u128> =
+                map_maybe_par(&v, |j, r| ((r.group_key() as u128) << 64) | j as u128);
             sorter.sort_u128_by_high(&mut keyed);
-            keyed.iter().map(|&k| v[k as u64 as usize]).collect()
+            map_maybe_par(&keyed, |_, &k| v[k as u64 as usize])
         }
     }
 }
@@ -321,6 +315,23 @@ impl Rec7 for Rec64 {
     fn sort_class(mut v: Vec<Self>, _sorter: &dyn LocalSort) -> Vec<Self> {
         crate::dist::sample_sort::par_sort(&mut v);
         v
+    }
+}
+
+/// Positions per chunk of the per-position loops.
+const CHUNK: usize = 1 << 16;
+
+/// Whether this pe's loops run on several threads (rayon's pool is the pe's threads).
+fn parallel() -> bool {
+    rayon::current_num_threads() > 1
+}
+
+/// `v.iter().enumerate().map(f).collect()`, on the pe's threads when it has several.
+fn map_maybe_par<T: Sync, U: Send>(v: &[T], f: impl Fn(usize, &T) -> U + Sync) -> Vec<U> {
+    if parallel() && v.len() >= CHUNK {
+        v.par_iter().enumerate().map(|(j, x)| f(j, x)).collect()
+    } else {
+        v.iter().enumerate().map(|(j, x)| f(j, x)).collect()
     }
 }
 
@@ -468,20 +479,50 @@ fn dc7_with<R: Rec7, P: Pair>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u6
     };
     // Every position's window t[i..i+7), CB bits per character, big-endian: rolled forward one
     // character per position.
-    let windows = |w: usize| {
+    // Windows t[i..i+w), CB bits per character, big-endian, rolled forward one character per
+    // position; in chunks of positions, in parallel when the pe has threads.
+    let windows = |a: usize, b: usize, w: usize| {
         let mask = (1u64 << (CB as usize * w)) - 1;
-        let mut c = (0..w - 1).fold(0u64, |acc, j| (acc << CB) | at(lo + j));
-        (lo..hi).map(move |i| {
+        let mut c = (0..w - 1).fold(0u64, |acc, j| (acc << CB) | at(a + j));
+        (a..b).map(move |i| {
             c = ((c << CB) | at(i + w - 1)) & mask;
-            c
+            (i, c)
         })
     };
+    let chunks = (hi - lo).div_ceil(CHUNK);
+    let chunk = |c: usize| (lo + c * CHUNK, (lo + (c + 1) * CHUNK).min(hi));
     let keys: Vec<WindowKey> = ctx.phase("sample keys", || {
-        let mut v: Vec<WindowKey> = (lo..hi)
-            .zip(windows(X))
-            .filter(|&(i, _)| SLOT[i % X] < 3)
-            .map(|(i, c)| WindowKey(((c as u128) << 64) | i as u128))
-            .collect();
+        let sample_keys = |c: usize| {
+            let (a, b) = chunk(c);
+            windows(a, b, X)
+                .filter(|&(i, _)| SLOT[i % X] < 3)
+                .map(|(i, c)| WindowKey(((c as u128) << 64) | i as u128))
+        };
+        let mut v: Vec<WindowKey> = if parallel() {
+            // Samples per chunk follow from the residues: each chunk fills its own slice.
+            let per: Vec<usize> = (0..chunks)
+                .map(|c| {
+                    let (a, b) = chunk(c);
+                    (a..b).filter(|&i| SLOT[i % X] < 3).count()
+                })
+                .collect();
+            let mut v = vec![WindowKey(0); per.iter().sum()];
+            let mut parts: Vec<&mut [WindowKey]> = Vec::with_capacity(chunks);
+            let mut rest = &mut v[..];
+            for &k in &per {
+                let (a, b) = std::mem::take(&mut rest).split_at_mut(k);
+                parts.push(a);
+                rest = b;
+            }
+            parts.into_par_iter().enumerate().for_each(|(c, dst)| {
+                for (slot, key) in dst.iter_mut().zip(sample_keys(c)) {
+                    *slot = key;
+                }
+            });
+            v
+        } else {
+            (0..chunks).flat_map(sample_keys).collect()
+        };
         if smp.dummy && me == comm.size() - 1 {
             v.push(WindowKey(n as u128));
         }
@@ -501,7 +542,18 @@ fn dc7_with<R: Rec7, P: Pair>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u6
     drop((sorted, names));
     let unique = distinct as usize == smp.m;
     let rank = sample_ranks(ctx, layout, &smp, pairs, unique);
-    let heads: Vec<u64> = windows(X - 1).collect();
+    let mut heads = vec![0u64; hi - lo];
+    let fill_heads = |(c, dst): (usize, &mut [u64])| {
+        let (a, b) = chunk(c);
+        for (slot, (_, w)) in dst.iter_mut().zip(windows(a, b, X - 1)) {
+            *slot = w;
+        }
+    };
+    if parallel() {
+        heads.par_chunks_mut(CHUNK).enumerate().for_each(fill_heads);
+    } else {
+        heads.chunks_mut(CHUNK).enumerate().for_each(fill_heads);
+    }
     merge_all::<R>(ctx, layout, rank, |i| heads[i - lo])
 }
 
@@ -566,7 +618,7 @@ fn merge_all<R: Rec7>(
     ctx: &Ctx,
     layout: &Layout,
     rank: Vec<u64>,
-    head: impl Fn(usize) -> u64,
+    head: impl Fn(usize) -> u64 + Sync,
 ) -> Vec<u64> {
     let comm = &ctx.comm;
     let me = comm.rank();
@@ -583,18 +635,64 @@ fn merge_all<R: Rec7>(
                 halo.get(i - hi).copied().unwrap_or(0)
             }
         };
-        let len = hi - lo;
-        let mut out: [Vec<R>; 3] = [
-            Vec::with_capacity(len * 3 / 7 + 2),
-            Vec::with_capacity(len * 2 / 7 + 2),
-            Vec::with_capacity(len * 2 / 7 + 2),
-        ];
-        for i in lo..hi {
+        // Kind of a position: samples (group 2) first, then groups 0 and 1.
+        let kind = |i: usize| (GROUP[i % X] + 1) % 3;
+        let rec = |i: usize| {
             let a = i % X;
-            let r = D.map(|d| ra(i + (d + X - a) % X));
-            // Samples (group 2) first, then groups 0 and 1.
-            out[(GROUP[a] + 1) % 3].push(R::new(i as u64, head(i), r));
+            R::new(i as u64, head(i), D.map(|d| ra(i + (d + X - a) % X)))
+        };
+        if !parallel() {
+            let len = hi - lo;
+            let mut out: [Vec<R>; 3] = [
+                Vec::with_capacity(len * 3 / 7 + 2),
+                Vec::with_capacity(len * 2 / 7 + 2),
+                Vec::with_capacity(len * 2 / 7 + 2),
+            ];
+            for i in lo..hi {
+                out[kind(i)].push(rec(i));
+            }
+            return out;
         }
+        // In parallel without a second copy: how many records of each kind a chunk of positions
+        // holds follows from the residues, so every chunk writes its own slices of the outputs.
+        let chunks = (hi - lo).div_ceil(CHUNK);
+        let counts: Vec<[usize; 3]> = (0..chunks)
+            .map(|c| {
+                let (a, b) = (lo + c * CHUNK, (lo + (c + 1) * CHUNK).min(hi));
+                let mut k = [0usize; 3];
+                let full = (b - a) / X;
+                for r in 0..X {
+                    k[(GROUP[r] + 1) % 3] += full;
+                }
+                for i in a + full * X..b {
+                    k[kind(i)] += 1;
+                }
+                k
+            })
+            .collect();
+        let mut out: [Vec<R>; 3] =
+            [0, 1, 2].map(|k| vec![R::zeroed(); counts.iter().map(|c| c[k]).sum()]);
+        let mut parts: Vec<[&mut [R]; 3]> = Vec::with_capacity(chunks);
+        {
+            let [o0, o1, o2] = &mut out;
+            let (mut r0, mut r1, mut r2) = (&mut o0[..], &mut o1[..], &mut o2[..]);
+            for k in &counts {
+                let (a0, b0) = std::mem::take(&mut r0).split_at_mut(k[0]);
+                let (a1, b1) = std::mem::take(&mut r1).split_at_mut(k[1]);
+                let (a2, b2) = std::mem::take(&mut r2).split_at_mut(k[2]);
+                parts.push([a0, a1, a2]);
+                (r0, r1, r2) = (b0, b1, b2);
+            }
+        }
+        parts.into_par_iter().enumerate().for_each(|(c, dst)| {
+            let (a, b) = (lo + c * CHUNK, (lo + (c + 1) * CHUNK).min(hi));
+            let mut fill = [0usize; 3];
+            for i in a..b {
+                let k = kind(i);
+                dst[k][fill[k]] = rec(i);
+                fill[k] += 1;
+            }
+        });
         out
     });
     drop(rank);
