@@ -323,7 +323,7 @@ impl voracious_radix_sort::Radixable<u64> for Mod0Rec32 {
     }
 }
 
-fn radix_sort_local<T: voracious_radix_sort::Radixable<u64> + Copy + Send + Sync>(
+pub(super) fn radix_sort_local<T: voracious_radix_sort::Radixable<u64> + Copy + Send + Sync>(
     v: &mut [T],
     sorter: &dyn LocalSort,
 ) {

@@ -33,7 +33,7 @@ use std::cmp::Ordering;
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
-use super::dc3::{level, merge_positions, merge_splitters};
+use super::dc3::{level, merge_positions, merge_splitters, radix_sort_local};
 use crate::dist::{
     exchange, name_sorted, rebalance, right_halo, sample_sort, scatter, Layout, Pair,
 };
@@ -266,14 +266,7 @@ impl Rec7 for Rec32 {
             .iter()
             .fold((u32::MAX, 0), |(a, b), r| (a.min(r.name), b.max(r.name)));
         if v.len() < 2 || (hi - lo) as usize > 4 * v.len() {
-            use voracious_radix_sort::RadixSort;
-            let w: &mut [ClassRec32] = bytemuck::cast_slice_mut(&mut v);
-            let threads = sorter.threads();
-            if threads > 1 && w.len() >= 1 << 16 {
-                w.voracious_mt_sort(threads);
-            } else {
-                w.voracious_sort();
-            }
+            radix_sort_local(bytemuck::cast_slice_mut::<_, ClassRec32>(&mut v), sorter);
             return v;
         }
         let mut start = vec![0u32; (hi - lo) as usize + 2];
