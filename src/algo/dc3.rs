@@ -25,7 +25,8 @@ use std::cmp::Ordering;
 use bytemuck::{Pod, Zeroable};
 
 use crate::dist::{
-    exchange, name_sorted, rebalance, right_halo, sample_sort, scatter, Layout, Pair, SortKey,
+    build_by_kind, exchange, name_sorted, rebalance, right_halo, sample_sort, scatter, Layout,
+    Pair, SortKey,
 };
 use crate::local::LocalSort;
 use crate::Ctx;
@@ -523,10 +524,12 @@ fn name_triples<K: TripleKey, P: Pair, A: Fn(usize) -> u64 + Sync>(
     let (lo, hi) = (layout.start(me), layout.end(me));
     let m = (n_ext + 1) / 3 + n_ext / 3;
     let triples: Vec<K> = ctx.phase("triples", || {
-        let mut v: Vec<K> = (lo..hi)
-            .filter(|i| i % 3 != 0)
-            .map(|i| K::pack([at(i), at(i + 1), at(i + 2)], i as u64, bc, bi))
-            .collect();
+        let [mut v] = build_by_kind::<K, 1>(
+            lo,
+            hi,
+            |i| usize::from(i % 3 == 0),
+            |i| K::pack([at(i), at(i + 1), at(i + 2)], i as u64, bc, bi),
+        );
         if n_ext > n && me == p - 1 {
             v.push(K::pack([0, 0, 0], n as u64, bc, bi));
         }
@@ -634,16 +637,12 @@ fn merge<R: MergeRecord, K: RankWord, A: Fn(usize) -> u64 + Sync>(
                 rhalo.get(i - hi).map_or(0, |r| r.get())
             }
         };
-        let mut mod0 = Vec::with_capacity((hi - lo) / 3 + 1);
-        let mut samples = Vec::with_capacity((hi - lo) * 2 / 3 + 1);
-        for i in lo..hi {
-            let r = R::new(i as u64, at(i), at(i + 1), [ra(i), ra(i + 1), ra(i + 2)]);
-            if i % 3 == 0 {
-                mod0.push(r);
-            } else {
-                samples.push(r);
-            }
-        }
+        let [mod0, samples] = build_by_kind::<R, 2>(
+            lo,
+            hi,
+            |i| usize::from(i % 3 != 0),
+            |i| R::new(i as u64, at(i), at(i + 1), [ra(i), ra(i + 1), ra(i + 2)]),
+        );
         (mod0, samples)
     });
     drop(rank);

@@ -35,7 +35,7 @@ use rayon::prelude::*;
 
 use super::dc3::{level, merge_positions, merge_splitters, radix_sort_local};
 use crate::dist::{
-    exchange, name_sorted, rebalance, right_halo, sample_sort, scatter, Layout, Pair,
+    build_by_kind, exchange, name_sorted, rebalance, right_halo, sample_sort, scatter, Layout, Pair,
 };
 use crate::local::LocalSort;
 use crate::Ctx;
@@ -628,65 +628,16 @@ fn merge_all<R: Rec7>(
                 halo.get(i - hi).copied().unwrap_or(0)
             }
         };
-        // Kind of a position: samples (group 2) first, then groups 0 and 1.
-        let kind = |i: usize| (GROUP[i % X] + 1) % 3;
-        let rec = |i: usize| {
-            let a = i % X;
-            R::new(i as u64, head(i), D.map(|d| ra(i + (d + X - a) % X)))
-        };
-        if !parallel() {
-            let len = hi - lo;
-            let mut out: [Vec<R>; 3] = [
-                Vec::with_capacity(len * 3 / 7 + 2),
-                Vec::with_capacity(len * 2 / 7 + 2),
-                Vec::with_capacity(len * 2 / 7 + 2),
-            ];
-            for i in lo..hi {
-                out[kind(i)].push(rec(i));
-            }
-            return out;
-        }
-        // In parallel without a second copy: how many records of each kind a chunk of positions
-        // holds follows from the residues, so every chunk writes its own slices of the outputs.
-        let chunks = (hi - lo).div_ceil(CHUNK);
-        let counts: Vec<[usize; 3]> = (0..chunks)
-            .map(|c| {
-                let (a, b) = (lo + c * CHUNK, (lo + (c + 1) * CHUNK).min(hi));
-                let mut k = [0usize; 3];
-                let full = (b - a) / X;
-                for r in 0..X {
-                    k[(GROUP[r] + 1) % 3] += full;
-                }
-                for i in a + full * X..b {
-                    k[kind(i)] += 1;
-                }
-                k
-            })
-            .collect();
-        let mut out: [Vec<R>; 3] =
-            [0, 1, 2].map(|k| vec![R::zeroed(); counts.iter().map(|c| c[k]).sum()]);
-        let mut parts: Vec<[&mut [R]; 3]> = Vec::with_capacity(chunks);
-        {
-            let [o0, o1, o2] = &mut out;
-            let (mut r0, mut r1, mut r2) = (&mut o0[..], &mut o1[..], &mut o2[..]);
-            for k in &counts {
-                let (a0, b0) = std::mem::take(&mut r0).split_at_mut(k[0]);
-                let (a1, b1) = std::mem::take(&mut r1).split_at_mut(k[1]);
-                let (a2, b2) = std::mem::take(&mut r2).split_at_mut(k[2]);
-                parts.push([a0, a1, a2]);
-                (r0, r1, r2) = (b0, b1, b2);
-            }
-        }
-        parts.into_par_iter().enumerate().for_each(|(c, dst)| {
-            let (a, b) = (lo + c * CHUNK, (lo + (c + 1) * CHUNK).min(hi));
-            let mut fill = [0usize; 3];
-            for i in a..b {
-                let k = kind(i);
-                dst[k][fill[k]] = rec(i);
-                fill[k] += 1;
-            }
-        });
-        out
+        // Samples (group 2) first, then groups 0 and 1.
+        build_by_kind(
+            lo,
+            hi,
+            |i| (GROUP[i % X] + 1) % 3,
+            |i| {
+                let a = i % X;
+                R::new(i as u64, head(i), D.map(|d| ra(i + (d + X - a) % X)))
+            },
+        )
     });
     drop(rank);
     let splitters = ctx.phase("merge splitters", || {

@@ -228,6 +228,83 @@ where
     out
 }
 
+/// The records `make(i)` of the positions `lo..hi`, each into the output of its kind `kind(i)`
+/// (positions of kind ≥ K are skipped), in position order within a kind. On the pe's threads in
+/// chunks: the records of each kind per chunk are counted first (`kind` should be cheap), then
+/// every chunk writes its own range of each output, so nothing is held twice.
+pub fn build_by_kind<R, const K: usize>(
+    lo: usize,
+    hi: usize,
+    kind: impl Fn(usize) -> usize + Sync,
+    make: impl Fn(usize) -> R + Sync,
+) -> [Vec<R>; K]
+where
+    R: Send + Sync,
+{
+    let count = |a: usize, b: usize| {
+        let mut k = [0usize; K];
+        for i in a..b {
+            let t = kind(i);
+            if t < K {
+                k[t] += 1;
+            }
+        }
+        k
+    };
+    if serial(hi.saturating_sub(lo)) {
+        let k = count(lo, hi);
+        let mut out: [Vec<R>; K] = std::array::from_fn(|t| Vec::with_capacity(k[t]));
+        for i in lo..hi {
+            let t = kind(i);
+            if t < K {
+                out[t].push(make(i));
+            }
+        }
+        return out;
+    }
+    let range = |c: usize| (lo + c * CHUNK, (lo + (c + 1) * CHUNK).min(hi));
+    let counts: Vec<[usize; K]> = (0..(hi - lo).div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let (a, b) = range(c);
+            count(a, b)
+        })
+        .collect();
+    let mut total = [0usize; K];
+    let starts: Vec<[usize; K]> = counts
+        .iter()
+        .map(|k| {
+            let s = total;
+            for t in 0..K {
+                total[t] += k[t];
+            }
+            s
+        })
+        .collect();
+    let mut out: [Vec<R>; K] = std::array::from_fn(|t| Vec::with_capacity(total[t]));
+    let ptrs: [SyncPtr<R>; K] = std::array::from_fn(|t| SyncPtr(out[t].as_mut_ptr()));
+    starts
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(c, mut slot)| {
+            let (a, b) = range(c);
+            for i in a..b {
+                let t = kind(i);
+                if t < K {
+                    // SAFETY: chunk c owns slots [starts[c][t], starts[c][t] + counts[c][t]) of
+                    // output t, all below total[t].
+                    unsafe { ptrs[t].write(slot[t], make(i)) };
+                    slot[t] += 1;
+                }
+            }
+        });
+    for (t, v) in out.iter_mut().enumerate() {
+        // SAFETY: the chunks' ranges cover 0..total[t] exactly once.
+        unsafe { v.set_len(total[t]) };
+    }
+    out
+}
+
 /// [`scatter`] into two arrays at once: `a[i] = x`, `b[i] = y` for `(i, x, y) = f(item)`.
 pub fn scatter2<T, U, V, F>(items: &[T], a: &mut [U], b: &mut [V], f: F)
 where

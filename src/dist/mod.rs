@@ -8,7 +8,9 @@ pub mod pair;
 pub mod sample_sort;
 pub mod shift;
 
-pub use exchange::{collect_kept, exchange, exchange_by, fetch, rebalance, scatter, scatter2};
+pub use exchange::{
+    build_by_kind, collect_kept, exchange, exchange_by, fetch, rebalance, scatter, scatter2,
+};
 pub use layout::{Layout, OwnerCursor};
 pub use naming::name_sorted;
 pub use pair::Pair;
