@@ -225,22 +225,31 @@ impl CRec32 {
     }
 }
 
-impl Rec7 for CRec64 {
-    #[inline]
-    fn new(i: u64, c: u64, r: [u64; 3]) -> Self {
-        CRec64 { c, r, i }
-    }
-    fn pos(&self) -> u64 {
-        self.i
-    }
-    fn own_rank(&self) -> u64 {
-        self.r[SLOT[self.i as usize % X]]
-    }
-    fn sort_class(mut v: Vec<Self>, _sorter: &dyn LocalSort) -> Vec<Self> {
-        crate::dist::sample_sort::par_sort(&mut v);
-        v
-    }
+/// The 64-bit records (positions from 2^32 on): fields as wide as the level needs, and a
+/// comparison sort for the residue groups. `$head` names the record's head field.
+macro_rules! wide_rec7 {
+    ($name:ident, $head:ident) => {
+        impl Rec7 for $name {
+            #[inline]
+            fn new(i: u64, head: u64, r: [u64; 3]) -> Self {
+                $name { $head: head, r, i }
+            }
+            fn pos(&self) -> u64 {
+                self.i
+            }
+            fn own_rank(&self) -> u64 {
+                self.r[SLOT[self.i as usize % X]]
+            }
+            fn sort_class(mut v: Vec<Self>, _sorter: &dyn LocalSort) -> Vec<Self> {
+                crate::dist::sample_sort::par_sort(&mut v);
+                v
+            }
+        }
+    };
 }
+
+wide_rec7!(CRec64, c);
+wide_rec7!(Rec64, name);
 
 impl Rec7 for Rec32 {
     #[inline]
@@ -291,23 +300,6 @@ impl Rec7 for Rec32 {
             }
         }
         out
-    }
-}
-
-impl Rec7 for Rec64 {
-    #[inline]
-    fn new(i: u64, name: u64, r: [u64; 3]) -> Self {
-        Rec64 { name, r, i }
-    }
-    fn pos(&self) -> u64 {
-        self.i
-    }
-    fn own_rank(&self) -> u64 {
-        self.r[SLOT[self.i as usize % X]]
-    }
-    fn sort_class(mut v: Vec<Self>, _sorter: &dyn LocalSort) -> Vec<Self> {
-        crate::dist::sample_sort::par_sort(&mut v);
-        v
     }
 }
 
