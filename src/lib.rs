@@ -239,6 +239,14 @@ pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
         ))));
     }
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
+    if ctx.comm.size() == 1 && ctx.config.backend == Backend::Gpu {
+        // One pe holds the whole text: a backend that builds suffix arrays itself does it all.
+        if let Some(sa) = ctx.phase("device suffix array", || {
+            ctx.sorter.suffix_array_bytes(text)
+        }) {
+            return Ok(sa);
+        }
+    }
     Ok(match ctx.config.algo {
         Algo::Dc3 => algo::dc3::dc3(ctx, text, &layout),
         Algo::Css => algo::css::css(ctx, text, &layout),

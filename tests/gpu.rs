@@ -260,3 +260,129 @@ fn u128_by_high_sorts_by_high_half() {
         g.device()
     ));
 }
+
+/// Texts for the device suffix array: the hard inputs of the CPU tests (tests/algorithms.rs).
+fn sa_texts(n: usize, seed: u64) -> Vec<(&'static str, Vec<u8>)> {
+    let r = |i: usize| splitmix(seed ^ (i as u64).wrapping_mul(0x9e37_79b9));
+    let mut fib = vec![b'a'];
+    let mut prev = vec![b'b'];
+    while fib.len() < n {
+        let next = [fib.clone(), prev].concat();
+        prev = fib;
+        fib = next;
+    }
+    fib.truncate(n);
+    let block: Vec<u8> = (0..(n / 5).max(1)).map(|i| r(i) as u8).collect();
+    vec![
+        ("random bytes", (0..n).map(|i| r(i) as u8).collect()),
+        (
+            "random ACGT",
+            (0..n).map(|i| b"ACGT"[(r(i) % 4) as usize]).collect(),
+        ),
+        (
+            "DNA with N runs",
+            (0..n)
+                .map(|i| {
+                    if (i / 1000) % 7 == 3 {
+                        b'N'
+                    } else {
+                        b"ACGT"[(r(i) % 4) as usize]
+                    }
+                })
+                .collect(),
+        ),
+        ("a^n", vec![b'a'; n]),
+        ("(ab)^n", (0..n).map(|i| b"ab"[i % 2]).collect()),
+        ("(abc)^n", (0..n).map(|i| b"abc"[i % 3]).collect()),
+        ("Fibonacci", fib),
+        (
+            "repeated block",
+            (0..n).map(|i| block[i % block.len()]).collect(),
+        ),
+        ("0x00", vec![0u8; n]),
+        ("0xFF", vec![0xffu8; n]),
+        (
+            "0x00/0xFF random",
+            (0..n)
+                .map(|i| if r(i) % 3 == 0 { 0xff } else { 0 })
+                .collect(),
+        ),
+        (
+            "ends in zeros",
+            (0..n)
+                .map(|i| {
+                    if i + 20 >= n {
+                        0
+                    } else {
+                        b"ab"[(r(i) % 2) as usize]
+                    }
+                })
+                .collect(),
+        ),
+        (
+            "two letters",
+            (0..n).map(|i| b"xy"[(r(i) % 2) as usize]).collect(),
+        ),
+    ]
+}
+
+#[test]
+fn device_suffix_array_equals_libsais() {
+    use psa::algo::{oracle::naive_sa, seq};
+    use psa::local::gpu::SacaText;
+    let Some(g) = gpu("device_suffix_array_equals_libsais") else {
+        return;
+    };
+    let mut cases = 0;
+    for n in [
+        1usize, 2, 3, 7, 8, 9, 22, 100, 1000, 4097, 300_000, 2_000_003,
+    ] {
+        for (name, t) in sa_texts(n, n as u64) {
+            let want = if n <= 1000 {
+                naive_sa(&t)
+            } else {
+                seq::sa_bytes(&t, 4)
+            };
+            let got = g
+                .suffix_array_on_device(SacaText::Bytes(&t))
+                .unwrap_or_else(|e| panic!("bytes {name} n={n}: device failed: {e}"));
+            if let Some(i) = (0..n).find(|&i| want[i] != got[i]) {
+                panic!(
+                    "bytes {name} n={n}: device SA differs at {i}: want {} got {}",
+                    want[i], got[i]
+                );
+            }
+            // The same text as integers (values ≥ 1, as psa's names are).
+            let ints: Vec<u64> = t.iter().map(|&c| c as u64 * 3 + 1).collect();
+            let got = g
+                .suffix_array_on_device(SacaText::Ints(&ints))
+                .unwrap_or_else(|e| panic!("ints {name} n={n}: device failed: {e}"));
+            assert!(want == got, "ints {name} n={n}: device SA differs");
+            cases += 2;
+        }
+    }
+    // Integer texts with large alphabets (recursion names up to n).
+    for n in [5000usize, 1_000_000] {
+        for m in [2u64, 1000, n as u64] {
+            let ints: Vec<u64> = (0..n).map(|i| 1 + splitmix(i as u64 ^ m) % m).collect();
+            let want = seq::sa_ints(&ints, 4);
+            let got = g
+                .suffix_array_on_device(SacaText::Ints(&ints))
+                .unwrap_or_else(|e| panic!("ints n={n} m={m}: device failed: {e}"));
+            assert!(want == got, "ints n={n} values 1..={m}: device SA differs");
+            cases += 1;
+        }
+    }
+    // Through the trait, as the algorithms call it (above the size where the device is used).
+    let t = &sa_texts(1 << 20, 99)[2].1;
+    let got = g
+        .suffix_array_bytes(t)
+        .expect("2^20 characters go to the device");
+    assert!(got == seq::sa_bytes(t, 4), "trait path differs");
+    let (_, fallbacks) = g.counters();
+    assert_eq!(fallbacks, 0, "a device suffix array fell back to the CPU");
+    say(&format!(
+        "device_suffix_array_equals_libsais: ran on {}: {cases} texts",
+        g.device()
+    ));
+}

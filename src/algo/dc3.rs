@@ -36,6 +36,8 @@ pub trait Symbol: Pod + Send + Sync {
     fn val(self) -> u64;
     /// Sequential suffix array of a gathered text.
     fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64>;
+    /// The backend's own suffix array of a gathered text, if it builds one (the GPU).
+    fn backend_sa(text: &[Self], sorter: &dyn LocalSort) -> Option<Vec<u64>>;
 }
 
 impl Symbol for u8 {
@@ -46,6 +48,9 @@ impl Symbol for u8 {
     fn sequential_sa(text: &[u8], threads: usize) -> Vec<u64> {
         super::seq::sa_bytes(text, threads)
     }
+    fn backend_sa(text: &[u8], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
+        sorter.suffix_array_bytes(text)
+    }
 }
 
 impl Symbol for u64 {
@@ -55,6 +60,9 @@ impl Symbol for u64 {
     }
     fn sequential_sa(text: &[u64], threads: usize) -> Vec<u64> {
         super::seq::sa_ints(text, threads)
+    }
+    fn backend_sa(text: &[u64], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
+        sorter.suffix_array_ints(text)
     }
 }
 
@@ -89,15 +97,25 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
         let _wide = crate::affinity::widen(&ctx.node_cpus);
         let threads = crate::affinity::count(&ctx.node_cpus).max(ctx.config.threads);
         let t0 = std::time::Instant::now();
-        let sa = C::sequential_sa(&all, threads);
-        log::debug!(
-            "base case: {} characters (largest {}), libsais with {threads} threads on {} CPUs: {:.3} s",
-            all.len(),
-            all.iter().map(|c| c.val()).max().unwrap_or(0),
-            crate::affinity::count(&crate::affinity::current()),
-            t0.elapsed().as_secs_f64()
-        );
-        sa
+        if let Some(sa) = C::backend_sa(&all, ctx.sorter.as_ref()) {
+            log::debug!(
+                "base case: {} characters on the {} backend: {:.3} s",
+                all.len(),
+                ctx.sorter.name(),
+                t0.elapsed().as_secs_f64()
+            );
+            sa
+        } else {
+            let sa = C::sequential_sa(&all, threads);
+            log::debug!(
+                "base case: {} characters (largest {}), libsais with {threads} threads on {} CPUs: {:.3} s",
+                all.len(),
+                all.iter().map(|c| c.val()).max().unwrap_or(0),
+                crate::affinity::count(&crate::affinity::current()),
+                t0.elapsed().as_secs_f64()
+            );
+            sa
+        }
     } else {
         Vec::new()
     };

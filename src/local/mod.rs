@@ -23,4 +23,14 @@ pub trait LocalSort: Send + Sync {
     fn sort_u128_by_high(&self, v: &mut [u128]) {
         self.sort_u128(v);
     }
+    /// The suffix array of a whole byte text that this pe holds, if the backend builds suffix
+    /// arrays itself (the GPU does, for texts of 2^18 to 2^31 characters); None: the caller uses
+    /// the sequential CPU algorithm (libsais).
+    fn suffix_array_bytes(&self, _text: &[u8]) -> Option<Vec<u64>> {
+        None
+    }
+    /// The same for a text of integers (values below 2^32).
+    fn suffix_array_ints(&self, _text: &[u64]) -> Option<Vec<u64>> {
+        None
+    }
 }

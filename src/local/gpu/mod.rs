@@ -37,11 +37,14 @@ macro_rules! params {
     ($($a:ident),*) => { [$(&$a as *const _ as *mut c_void),*] };
 }
 
+pub mod saca;
+pub use saca::{SacaProfile, SacaText, MIN_GPU_SA};
+
 /// Inputs with fewer keys than this are sorted on the CPU: the transfers and launches cost more.
 pub const MIN_GPU_KEYS: usize = 1 << 16;
 
 /// The CUDA C source of the kernels.
-const KERNELS: &str = include_str!("kernels.cu");
+const KERNELS: &str = concat!(include_str!("kernels.cu"), include_str!("saca.cu"));
 
 /// Threads per block of the hist and scatter kernels (`BLOCK` in kernels.cu).
 const BLOCK: u32 = 256;
@@ -102,6 +105,7 @@ struct Kernels {
     hist: [CudaFunction; 2],
     scatter: [CudaFunction; 2],
     scan: CudaFunction,
+    saca: saca::SacaKernels,
     /// Blocks of the hist/scatter grid: one full wave of scatter blocks.
     max_blocks: [u32; 2],
 }
@@ -142,6 +146,7 @@ pub struct GpuSort {
     /// Sorts done on the GPU, and GPU sorts that failed and were redone on the CPU.
     gpu_sorts: AtomicU64,
     fallbacks: AtomicU64,
+    saca_profile: Mutex<SacaProfile>,
 }
 
 /// Compiled PTX per architecture, so that NVRTC runs once per process.
@@ -223,6 +228,7 @@ impl GpuSort {
             kernels: OnceLock::new(),
             gpu_sorts: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
+            saca_profile: Mutex::new(SacaProfile::default()),
             state: Mutex::new(State {
                 bufs: [0, 0],
                 buf_bytes: 0,
@@ -293,6 +299,9 @@ impl GpuSort {
             cache
                 .entry(self.arch)
                 .or_insert_with(|| {
+                    if let Some(ptx) = disk_cache::load(self.arch) {
+                        return Ok(ptx);
+                    }
                     let t0 = Instant::now();
                     let opts = nvrtc::CompileOptions {
                         options: vec![
@@ -315,6 +324,9 @@ impl GpuSort {
                         "gpu: NVRTC compiled the kernels in {:.3}s",
                         t0.elapsed().as_secs_f64()
                     );
+                    if let Ok(ptx) = &r {
+                        disk_cache::store(self.arch, ptx);
+                    }
                     r
                 })
                 .clone()?
@@ -332,6 +344,7 @@ impl GpuSort {
         let hist = [f("hist_u64")?, f("hist_u128")?];
         let scatter = [f("scatter_u64")?, f("scatter_u128")?];
         let scan = f("scan_counts")?;
+        let saca = saca::SacaKernels::load(&f)?;
         let mut max_blocks = [0u32; 2];
         for (i, s) in scatter.iter().enumerate() {
             let occ = s
@@ -357,6 +370,7 @@ impl GpuSort {
             hist,
             scatter,
             scan,
+            saca,
             max_blocks,
         })
     }
@@ -740,6 +754,57 @@ fn par_copy(dst: &mut [u8], src: &[u8]) {
         .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
+/// Compiled kernels kept on disk between runs, so that NVRTC (about 0.4 s) runs once per machine
+/// and source version: `$PSA_CACHE_DIR`, else `$XDG_CACHE_HOME/psa`, else `~/.cache/psa`. Any
+/// failure to read or write it only means compiling again.
+mod disk_cache {
+    use std::hash::{Hash, Hasher};
+    use std::path::PathBuf;
+
+    use cudarc::nvrtc::Ptx;
+
+    fn path(arch: (i32, i32)) -> Option<PathBuf> {
+        let dir = std::env::var_os("PSA_CACHE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("psa")))
+            .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/psa")))?;
+        // A hash of the source, the architecture and the NVRTC version.
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: called after the library was found present; writes two ints.
+        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        super::KERNELS.hash(&mut h);
+        (arch, major, minor).hash(&mut h);
+        Some(dir.join(format!(
+            "kernels-sm{}{}-{:016x}.ptx",
+            arch.0,
+            arch.1,
+            h.finish()
+        )))
+    }
+
+    pub(super) fn load(arch: (i32, i32)) -> Option<Ptx> {
+        let p = path(arch)?;
+        let src = std::fs::read_to_string(&p).ok()?;
+        log::debug!("gpu: kernels from the cache {}", p.display());
+        Some(Ptx::from_src(src))
+    }
+
+    pub(super) fn store(arch: (i32, i32), ptx: &Ptx) {
+        let Some(p) = path(arch) else { return };
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(p.parent().unwrap_or(&p))?;
+            // Written under a name of this process, then renamed: concurrent pes never see half a file.
+            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+            std::fs::write(&tmp, ptx.to_src())?;
+            std::fs::rename(&tmp, &p)
+        };
+        if let Err(e) = write() {
+            log::debug!("gpu: cannot cache the kernels in {}: {e}", p.display());
+        }
+    }
+}
+
 /// How a GPU sort failed: before or after it started writing into the caller's slice.
 enum Failure {
     Untouched(String),
@@ -788,5 +853,32 @@ impl LocalSort for GpuSort {
 
     fn sort_u128_by_high(&self, v: &mut [u128]) {
         self.sort_keys(v, true, |c, v| c.sort_u128_by_high(v));
+    }
+
+    fn suffix_array_bytes(&self, text: &[u8]) -> Option<Vec<u64>> {
+        self.suffix_array_or_cpu(SacaText::Bytes(text))
+    }
+
+    fn suffix_array_ints(&self, text: &[u64]) -> Option<Vec<u64>> {
+        self.suffix_array_or_cpu(SacaText::Ints(text))
+    }
+}
+
+impl GpuSort {
+    /// The device suffix array for texts in the device path's range; None (with a warning when
+    /// the device failed) otherwise.
+    fn suffix_array_or_cpu(&self, text: SacaText) -> Option<Vec<u64>> {
+        let n = text.len();
+        if !(MIN_GPU_SA..=saca::MAX_GPU_SA).contains(&n) {
+            return None;
+        }
+        match self.suffix_array_on_device(text) {
+            Ok(sa) => Some(sa),
+            Err(e) => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                log::warn!("gpu suffix array of {n} characters failed, building it on the CPU instead: {e}");
+                None
+            }
+        }
     }
 }
