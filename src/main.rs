@@ -57,7 +57,8 @@ struct Cli {
     /// Write per-phase times, bytes sent, peak memory per pe as JSON to FILE
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
-    /// Sort locally on the GPU (pe r uses device r mod device count); needs a build with --features gpu
+    /// Use the GPU (pe r uses device r mod device count): at p = 1 the whole suffix array is built on
+    /// it, at p > 1 the local sorts and gathered base cases; needs a build with --features gpu
     #[arg(long)]
     gpu: bool,
     /// Subproblems of at most this many characters are solved sequentially on one pe

@@ -265,6 +265,17 @@ impl GpuSort {
         let k = (64 / cbits).min(64);
         prof.k = k;
 
+        // Device memory: two sort buffers of 16 bytes a suffix, six arrays of 4, the text.
+        let need = n * (2 * 16 + 6 * 4 + 4) + (64 << 20);
+        let (free, _) =
+            result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
+        if need > free + st.buf_bytes * 2 {
+            return Err(format!(
+                "a suffix array of {n} characters needs about {} MiB of device memory, {} MiB are free",
+                need >> 20,
+                free >> 20
+            ));
+        }
         let mut dev = DeviceBufs(Vec::new());
         let chunk = self.reserve::<u128>(st, n)?;
         if chunk < n {
@@ -291,14 +302,23 @@ impl GpuSort {
         let t = Instant::now();
         match text {
             SacaText::Bytes(t) => {
-                self.upload(st, t, d_text)?;
+                // A direct (pageable) copy: one text-sized transfer does not pay for staging.
+                unsafe { result::memcpy_htod_async(d_text, t, cu_stream) }
+                    .map_err(drv("host-to-device copy"))?;
                 let code = code.expect("bytes have a code table");
                 unsafe { result::memcpy_htod_async(d_code, &code[..], cu_stream) }
+                    .map_err(drv("host-to-device copy"))?;
+                self.stream
+                    .synchronize()
                     .map_err(drv("host-to-device copy"))?;
             }
             SacaText::Ints(t) => {
                 let v: Vec<u32> = t.par_iter().map(|&x| x as u32).collect();
-                self.upload(st, bytemuck::cast_slice(&v), d_text)?;
+                unsafe { result::memcpy_htod_async(d_text, &v[..], cu_stream) }
+                    .map_err(drv("host-to-device copy"))?;
+                self.stream
+                    .synchronize()
+                    .map_err(drv("host-to-device copy"))?;
             }
         }
         prof.h2d_s = t.elapsed().as_secs_f64();
