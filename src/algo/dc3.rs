@@ -131,6 +131,22 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     comm.all_to_all_v(&sa, &counts)
 }
 
+/// Whether a recursion level (a string of names, below the top level) goes whole to pe 0's device:
+/// with a backend that builds suffix arrays (--gpu), one that fits the device is gathered there
+/// instead of recursing further. Collective: pe 0's capacity decides for all.
+fn fits_device(ctx: &Ctx, n: usize) -> bool {
+    if ctx.log.level.get() == 0 || ctx.config.backend != crate::Backend::Gpu {
+        return false;
+    }
+    let mut cap = if ctx.comm.rank() == 0 {
+        ctx.sorter.suffix_array_max_len() as u64
+    } else {
+        0
+    };
+    ctx.comm.broadcast(&mut cap, 0);
+    n as u64 <= cap
+}
+
 /// A sort record for a triple of characters and its position, packed so that integer order is
 /// (c0, c1, c2, i) order.
 trait TripleKey: SortKey {
@@ -454,7 +470,7 @@ impl<'a, C: Symbol> Chars<'a, C> {
 /// pes but not rebalanced (the caller decides whether it needs the input's layout).
 pub(super) fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPart {
     let n = layout.len();
-    if n <= ctx.config.base_case.max(4) {
+    if n <= ctx.config.base_case.max(4) || fits_device(ctx, n) {
         let sa = ctx.phase("base case", || base_case(ctx, t, layout));
         let first = layout.start(ctx.comm.rank()) as u64;
         return SortedPart { sa, first };

@@ -33,4 +33,8 @@ pub trait LocalSort: Send + Sync {
     fn suffix_array_ints(&self, _text: &[u64]) -> Option<Vec<u64>> {
         None
     }
+    /// The longest text [`Self::suffix_array_ints`] would take now (0: none).
+    fn suffix_array_max_len(&self) -> usize {
+        0
+    }
 }

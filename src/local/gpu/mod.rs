@@ -862,6 +862,18 @@ impl LocalSort for GpuSort {
     fn suffix_array_ints(&self, text: &[u64]) -> Option<Vec<u64>> {
         self.suffix_array_or_cpu(SacaText::Ints(text))
     }
+
+    fn suffix_array_max_len(&self) -> usize {
+        if self.ctx.bind_to_thread().is_err() {
+            return 0;
+        }
+        match result::mem_get_info() {
+            // The free memory now, plus what this backend's own sort buffers would give back.
+            Ok((free, _)) => ((free + 2 * self.lock().buf_bytes) / saca::DEVICE_BYTES_PER_CHAR)
+                .min(saca::MAX_GPU_SA),
+            Err(_) => 0,
+        }
+    }
 }
 
 impl GpuSort {

@@ -214,7 +214,3 @@ extern "C" __global__ void __launch_bounds__(BLOCK) sa_compact(const u32* __rest
     }
 }
 
-// out[q] = sa[q] as 64 bits (the result the host receives).
-extern "C" __global__ void __launch_bounds__(BLOCK) sa_widen(const u32* __restrict__ sa, u64 n, u64* __restrict__ out) {
-    for (u64 q = (u64)blockIdx.x * BLOCK + threadIdx.x; q < n; q += (u64)gridDim.x * BLOCK) out[q] = sa[q];
-}

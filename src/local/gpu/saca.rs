@@ -27,6 +27,10 @@ pub const MIN_GPU_SA: usize = 1 << 18;
 /// Longest text the device path takes (32-bit positions and ranks, one sort chunk).
 pub const MAX_GPU_SA: usize = (1 << 31) - 128;
 
+/// Device memory a suffix array needs per character (two 16-byte sort records, six 4-byte arrays,
+/// the text), rounded up for the fixed part.
+pub const DEVICE_BYTES_PER_CHAR: usize = 2 * 16 + 6 * 4 + 4 + 2;
+
 /// Elements each block of the scan kernels covers (so that the partials fit one block's loop).
 const SCAN_PER: usize = 1 << 16;
 
@@ -38,7 +42,6 @@ pub(super) struct SacaKernels {
     heads: CudaFunction,
     ranks: CudaFunction,
     compact: CudaFunction,
-    widen: CudaFunction,
     /// [add, max] for each of the three scan steps.
     reduce: [CudaFunction; 2],
     part: [CudaFunction; 2],
@@ -56,7 +59,6 @@ impl SacaKernels {
             heads: f("sa_heads")?,
             ranks: f("sa_ranks")?,
             compact: f("sa_compact")?,
-            widen: f("sa_widen")?,
             reduce: [f("scan_reduce_add")?, f("scan_reduce_max")?],
             part: [f("scan_part_add")?, f("scan_part_max")?],
             apply: [f("scan_apply_add")?, f("scan_apply_max")?],
@@ -115,6 +117,35 @@ impl Drop for DeviceBufs {
         for &p in &self.0 {
             unsafe { result::free_sync(p).ok() };
         }
+    }
+}
+
+/// Turns n u32 values at the start of a buffer of n u64 into those n u64, in parallel.
+///
+/// u64 number q covers u32 slots 2q and 2q+1. Indices [lo, hi) with 2·lo ≥ hi read slots [lo, hi)
+/// and write slots [2·lo, 2·hi): disjoint, and every slot written there held a value of index ≥ hi,
+/// already widened. So the ranges [n/2, n), [n/4, n/2), … go one after the other, each in parallel,
+/// and the last few indices one by one from the top.
+///
+/// # Safety
+/// `p` points to a buffer of at least n u64 whose first n u32 slots are initialised.
+unsafe fn widen_in_place(p: *mut u64, n: usize) {
+    let base = p as usize;
+    let mut hi = n;
+    while hi >= 1 << 16 {
+        let lo = hi.div_ceil(2);
+        (lo..hi)
+            .into_par_iter()
+            .with_min_len(1 << 14)
+            .for_each(|q| {
+                let v = unsafe { *(base as *const u32).add(q) };
+                unsafe { *(base as *mut u64).add(q) = v as u64 };
+            });
+        hi = lo;
+    }
+    for q in (0..hi).rev() {
+        let v = unsafe { *(base as *const u32).add(q) };
+        unsafe { *(base as *mut u64).add(q) = v as u64 };
     }
 }
 
@@ -266,7 +297,7 @@ impl GpuSort {
         prof.k = k;
 
         // Device memory: two sort buffers of 16 bytes a suffix, six arrays of 4, the text.
-        let need = n * (2 * 16 + 6 * 4 + 4) + (64 << 20);
+        let need = n * DEVICE_BYTES_PER_CHAR + (64 << 20);
         let (free, _) =
             result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
         if need > free + st.buf_bytes * 2 {
@@ -391,14 +422,26 @@ impl GpuSort {
         prof.rounds_s = t.elapsed().as_secs_f64();
 
         let t = Instant::now();
-        // Widened to 64 bits on the device (into the free sort buffer) and copied straight into
-        // the result: no 32-bit copy on the host.
-        let wide = st.bufs[0];
-        launch(&k_.widen, n, &mut params!(d_sa, n64, wide))?;
+        // 32-bit entries come over (half the bytes of 64-bit ones) into the front of the result's
+        // buffer and are widened there in place: no second host array.
         let mut sa: Vec<u64> = Vec::with_capacity(n);
-        self.download(st, wide, sa.as_mut_ptr() as *mut u8, n * 8)?;
-        // SAFETY: the download wrote all n * 8 bytes, and any bytes are a valid u64.
-        unsafe { sa.set_len(n) };
+        if st.stage.is_some() {
+            self.download(st, d_sa, sa.as_mut_ptr() as *mut u8, n * word)?;
+        } else {
+            // No pinned staging yet: allocating it would cost more than a direct pageable copy.
+            // SAFETY: the buffer has room for n u64, so for the n u32 written here.
+            let dst = unsafe { std::slice::from_raw_parts_mut(sa.as_mut_ptr() as *mut u32, n) };
+            unsafe { result::memcpy_dtoh_async(dst, d_sa, cu_stream) }
+                .map_err(drv("device-to-host copy"))?;
+            self.stream
+                .synchronize()
+                .map_err(drv("device-to-host copy"))?;
+        }
+        // SAFETY: the buffer holds n u64 and its first n u32 slots were just written.
+        unsafe {
+            widen_in_place(sa.as_mut_ptr(), n);
+            sa.set_len(n);
+        }
         prof.d2h_s = t.elapsed().as_secs_f64();
         Ok((sa, prof))
     }
@@ -457,5 +500,36 @@ impl GpuSort {
             .synchronize()
             .map_err(drv("a suffix array kernel failed"))?;
         Ok(total[0] as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::widen_in_place;
+
+    #[test]
+    fn widen_in_place_keeps_every_value() {
+        for n in [
+            0usize,
+            1,
+            2,
+            3,
+            1000,
+            (1 << 16) - 1,
+            1 << 16,
+            1 << 17,
+            300_001,
+        ] {
+            let want: Vec<u32> = (0..n as u32)
+                .map(|x| x.wrapping_mul(2_654_435_761))
+                .collect();
+            let mut v: Vec<u64> = Vec::with_capacity(n);
+            unsafe {
+                std::ptr::copy_nonoverlapping(want.as_ptr(), v.as_mut_ptr() as *mut u32, n);
+                widen_in_place(v.as_mut_ptr(), n);
+                v.set_len(n);
+            }
+            assert!(v.iter().zip(&want).all(|(&a, &b)| a == b as u64), "n = {n}");
+        }
     }
 }
