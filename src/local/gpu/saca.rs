@@ -333,9 +333,9 @@ impl GpuSort {
         let t = Instant::now();
         match text {
             SacaText::Bytes(t) => {
-                // A direct (pageable) copy: one text-sized transfer does not pay for staging.
-                unsafe { result::memcpy_htod_async(d_text, t, cu_stream) }
-                    .map_err(drv("host-to-device copy"))?;
+                // Through the pinned staging buffers (allocated here on first use): the result
+                // comes back through them too, and pinned copies are several times faster.
+                self.upload(st, t, d_text)?;
                 let code = code.expect("bytes have a code table");
                 unsafe { result::memcpy_htod_async(d_code, &code[..], cu_stream) }
                     .map_err(drv("host-to-device copy"))?;
@@ -345,11 +345,7 @@ impl GpuSort {
             }
             SacaText::Ints(t) => {
                 let v: Vec<u32> = t.par_iter().map(|&x| x as u32).collect();
-                unsafe { result::memcpy_htod_async(d_text, &v[..], cu_stream) }
-                    .map_err(drv("host-to-device copy"))?;
-                self.stream
-                    .synchronize()
-                    .map_err(drv("host-to-device copy"))?;
+                self.upload(st, bytemuck::cast_slice(&v), d_text)?;
             }
         }
         prof.h2d_s = t.elapsed().as_secs_f64();
@@ -425,18 +421,7 @@ impl GpuSort {
         // 32-bit entries come over (half the bytes of 64-bit ones) into the front of the result's
         // buffer and are widened there in place: no second host array.
         let mut sa: Vec<u64> = Vec::with_capacity(n);
-        if st.stage.is_some() {
-            self.download(st, d_sa, sa.as_mut_ptr() as *mut u8, n * word)?;
-        } else {
-            // No pinned staging yet: allocating it would cost more than a direct pageable copy.
-            // SAFETY: the buffer has room for n u64, so for the n u32 written here.
-            let dst = unsafe { std::slice::from_raw_parts_mut(sa.as_mut_ptr() as *mut u32, n) };
-            unsafe { result::memcpy_dtoh_async(dst, d_sa, cu_stream) }
-                .map_err(drv("device-to-host copy"))?;
-            self.stream
-                .synchronize()
-                .map_err(drv("device-to-host copy"))?;
-        }
+        self.download(st, d_sa, sa.as_mut_ptr() as *mut u8, n * word)?;
         // SAFETY: the buffer holds n u64 and its first n u32 slots were just written.
         unsafe {
             widen_in_place(sa.as_mut_ptr(), n);
