@@ -121,6 +121,9 @@ struct State {
     orand: sys::CUdeviceptr,
     /// Two pinned staging buffers of STAGE_BYTES and their events, once allocated.
     stage: Option<([*mut u8; 2], [sys::CUevent; 2])>,
+    /// The staging buffers being allocated in the background since `open` (pinning 128 MiB takes
+    /// ~50 ms, which then overlaps reading the input).
+    stage_pending: Option<std::thread::JoinHandle<Option<StageAddrs>>>,
     /// Whether pinned staging could not be had (then pageable copies are used).
     stage_failed: bool,
     profile: Profile,
@@ -214,6 +217,7 @@ impl GpuSort {
             arch.0,
             arch.1
         );
+        let ctx_bg = ctx.clone();
         Ok(GpuSort {
             ctx,
             stream,
@@ -236,6 +240,10 @@ impl GpuSort {
                 counts_bytes: 0,
                 orand: 0,
                 stage: None,
+                stage_pending: Some(std::thread::spawn(move || {
+                    ctx_bg.bind_to_thread().ok()?;
+                    alloc_staging().ok().map(StageAddrs::from)
+                })),
                 stage_failed: false,
                 profile: Profile::default(),
             }),
@@ -638,21 +646,12 @@ impl GpuSort {
             return None;
         }
         if st.stage.is_none() {
-            let alloc = || -> std::result::Result<_, DriverError> {
-                let a = unsafe { result::malloc_host(STAGE_BYTES, 0)? } as *mut u8;
-                let b = match unsafe { result::malloc_host(STAGE_BYTES, 0) } {
-                    Ok(b) => b as *mut u8,
-                    Err(e) => {
-                        unsafe { result::free_host(a as _).ok() };
-                        return Err(e);
-                    }
-                };
-                let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
-                let e0 = result::event::create(flags)?;
-                let e1 = result::event::create(flags)?;
-                Ok(([a, b], [e0, e1]))
-            };
-            match alloc() {
+            if let Some(h) = st.stage_pending.take() {
+                st.stage = h.join().ok().flatten().map(StageAddrs::into_parts);
+            }
+        }
+        if st.stage.is_none() {
+            match alloc_staging() {
                 Ok(s) => st.stage = Some(s),
                 Err(e) => {
                     log::warn!("gpu: no pinned staging buffers ({e}); using pageable copies");
@@ -746,6 +745,41 @@ impl GpuSort {
     }
 }
 
+/// Two pinned staging buffers of STAGE_BYTES and an event for each (the context must be bound).
+fn alloc_staging() -> std::result::Result<([*mut u8; 2], [sys::CUevent; 2]), DriverError> {
+    let a = unsafe { result::malloc_host(STAGE_BYTES, 0)? } as *mut u8;
+    let b = match unsafe { result::malloc_host(STAGE_BYTES, 0) } {
+        Ok(b) => b as *mut u8,
+        Err(e) => {
+            unsafe { result::free_host(a as _).ok() };
+            return Err(e);
+        }
+    };
+    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
+    let e0 = result::event::create(flags)?;
+    let e1 = result::event::create(flags)?;
+    Ok(([a, b], [e0, e1]))
+}
+
+/// Staging buffers and events as plain addresses, to come back from the allocating thread.
+struct StageAddrs([usize; 4]);
+
+impl From<([*mut u8; 2], [sys::CUevent; 2])> for StageAddrs {
+    fn from((p, e): ([*mut u8; 2], [sys::CUevent; 2])) -> Self {
+        StageAddrs([p[0] as usize, p[1] as usize, e[0] as usize, e[1] as usize])
+    }
+}
+
+impl StageAddrs {
+    fn into_parts(self) -> ([*mut u8; 2], [sys::CUevent; 2]) {
+        let [a, b, e0, e1] = self.0;
+        (
+            [a as *mut u8, b as *mut u8],
+            [e0 as sys::CUevent, e1 as sys::CUevent],
+        )
+    }
+}
+
 /// Copies `src` into `dst` (same length) with the rayon pool.
 fn par_copy(dst: &mut [u8], src: &[u8]) {
     const PIECE: usize = 1 << 20;
@@ -822,6 +856,9 @@ impl Drop for GpuSort {
             if p != 0 {
                 unsafe { result::free_sync(p).ok() };
             }
+        }
+        if let Some(h) = st.stage_pending.take() {
+            st.stage = h.join().ok().flatten().map(StageAddrs::into_parts);
         }
         if let Some((pins, events)) = st.stage.take() {
             for p in pins {
