@@ -567,21 +567,8 @@ impl GpuSort {
         let ki = K::WORDS - 1;
         let stream = &self.stream;
         let n64 = n as u64;
-        let cu_stream = stream.cu_stream();
         let launch = |f: &CudaFunction, grid: u32, block: u32, params: &mut [*mut c_void]| {
-            // SAFETY: params point at locals of the argument types the kernel declares; all
-            // device pointers are live allocations of this context.
-            unsafe {
-                result::launch_kernel(
-                    f.cu_function(),
-                    (grid, 1, 1),
-                    (block, 1, 1),
-                    0,
-                    cu_stream,
-                    params,
-                )
-            }
-            .map_err(drv("kernel launch failed"))
+            self.launch(f, grid, block, params)
         };
         // Constant digits: OR and AND of all keys.
         let mut words = [0u64, !0, 0, !0];
@@ -638,6 +625,29 @@ impl GpuSort {
         }
         stream.synchronize().map_err(drv("a sort kernel failed"))?;
         Ok((cur, shifts.len()))
+    }
+
+    /// Launches `f` on this backend's stream with a 1-D grid.
+    fn launch(
+        &self,
+        f: &CudaFunction,
+        grid: u32,
+        block: u32,
+        params: &mut [*mut c_void],
+    ) -> std::result::Result<(), String> {
+        // SAFETY: callers pass params pointing at locals of the argument types the kernel
+        // declares; all device pointers are live allocations of this context.
+        unsafe {
+            result::launch_kernel(
+                f.cu_function(),
+                (grid, 1, 1),
+                (block, 1, 1),
+                0,
+                self.stream.cu_stream(),
+                params,
+            )
+        }
+        .map_err(drv("kernel launch failed"))
     }
 
     /// Pinned staging buffers, allocated on first use; None when they cannot be had or are off.

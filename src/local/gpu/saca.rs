@@ -195,6 +195,12 @@ impl GpuSort {
         })
     }
 
+    /// Blocks for a grid-stride kernel over `items` elements: one per BLOCK items, at most 16 a
+    /// multiprocessor.
+    fn grid_for(&self, items: usize) -> u32 {
+        (items.div_ceil(BLOCK as usize) as u32).clamp(1, self.sms * 16)
+    }
+
     /// Profile of the last device suffix array.
     pub fn last_saca_profile(&self) -> SacaProfile {
         self.saca_profile
@@ -218,20 +224,7 @@ impl GpuSort {
         };
         let cu_stream = self.stream.cu_stream();
         let launch = |f: &CudaFunction, items: usize, params: &mut [*mut c_void]| {
-            let grid = (items.div_ceil(BLOCK as usize) as u32).clamp(1, self.sms * 16);
-            // SAFETY: params point at locals of the argument types the kernel declares; all
-            // device pointers are live allocations of this context.
-            unsafe {
-                result::launch_kernel(
-                    f.cu_function(),
-                    (grid, 1, 1),
-                    (BLOCK, 1, 1),
-                    0,
-                    cu_stream,
-                    params,
-                )
-            }
-            .map_err(drv("kernel launch failed"))
+            self.launch(f, self.grid_for(items), BLOCK, params)
         };
         // Inclusive scan of a[0..m) in place; op 0 = add, 1 = max.
         let part_cap = n.div_ceil(SCAN_PER).max(1);
@@ -239,16 +232,8 @@ impl GpuSort {
             let nb = m.div_ceil(SCAN_PER).max(1);
             let (m64, per) = (m as u64, SCAN_PER as u64);
             let nb32 = nb as u32;
-            let run = |f: &CudaFunction, grid: u32, params: &mut [*mut c_void]| unsafe {
-                result::launch_kernel(
-                    f.cu_function(),
-                    (grid, 1, 1),
-                    (BLOCK, 1, 1),
-                    0,
-                    cu_stream,
-                    params,
-                )
-                .map_err(drv("kernel launch failed"))
+            let run = |f: &CudaFunction, grid: u32, params: &mut [*mut c_void]| {
+                self.launch(f, grid, BLOCK, params)
             };
             run(&k_.reduce[op], nb32, &mut params!(a, m64, per, part))?;
             run(&k_.part[op], 1, &mut params!(part, nb32))?;
@@ -459,18 +444,9 @@ impl GpuSort {
     ) -> std::result::Result<usize, String> {
         let k_ = &kernels.saca;
         let cu_stream = self.stream.cu_stream();
-        let grid = (m.div_ceil(BLOCK as usize) as u32).clamp(1, self.sms * 16);
-        let launch = |f: &CudaFunction, params: &mut [*mut c_void]| unsafe {
-            result::launch_kernel(
-                f.cu_function(),
-                (grid, 1, 1),
-                (BLOCK, 1, 1),
-                0,
-                cu_stream,
-                params,
-            )
-            .map_err(drv("kernel launch failed"))
-        };
+        let grid = self.grid_for(m);
+        let launch =
+            |f: &CudaFunction, params: &mut [*mut c_void]| self.launch(f, grid, BLOCK, params);
         let rec = st.bufs[at];
         let m64 = m as u64;
         launch(&k_.heads, &mut params!(rec, m64, act, d_sa, d_hp))?;
