@@ -106,15 +106,23 @@ extern "C" __global__ void __launch_bounds__(BLOCK) hist_u128(const k128* keys, 
     hist<k128>(keys, n, per, shift, counts);
 }
 
-// Inclusive scan over a block of BLOCK threads (or SCAN_BLOCK for scan_counts); `tmp` holds one
-// slot per warp.
-template <int NT>
+#define OP_ADD 0
+#define OP_MAX 1
+
+template <int OP>
+__device__ __forceinline__ u32 op2(u32 a, u32 b) {
+    return OP == OP_ADD ? a + b : (a > b ? a : b);
+}
+
+// Inclusive scan with OP (sum by default, or max) over a block of NT threads; `tmp` holds one
+// slot per warp. 0 is the identity of both operations (values are unsigned).
+template <int NT, int OP = OP_ADD>
 __device__ __forceinline__ u32 block_inclusive_scan(u32 x, u32* tmp) {
     u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
         u32 y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= (u32)o) x += y;
+        if (lane >= (u32)o) x = op2<OP>(x, y);
     }
     if (lane == 31) tmp[warp] = x;
     __syncthreads();
@@ -123,12 +131,12 @@ __device__ __forceinline__ u32 block_inclusive_scan(u32 x, u32* tmp) {
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
             u32 y = __shfl_up_sync(0xffffffffu, t, o);
-            if (lane >= (u32)o) t += y;
+            if (lane >= (u32)o) t = op2<OP>(t, y);
         }
         if (lane < NT / 32) tmp[lane] = t;
     }
     __syncthreads();
-    if (warp > 0) x += tmp[warp - 1];
+    if (warp > 0) x = op2<OP>(x, tmp[warp - 1]);
     __syncthreads();
     return x;
 }

@@ -38,7 +38,7 @@ macro_rules! params {
 }
 
 pub mod saca;
-pub use saca::{SacaProfile, SacaText, MIN_GPU_SA};
+pub use saca::{SacaText, MIN_GPU_SA};
 
 /// Inputs with fewer keys than this are sorted on the CPU: the transfers and launches cost more.
 pub const MIN_GPU_KEYS: usize = 1 << 16;
@@ -149,7 +149,6 @@ pub struct GpuSort {
     /// Sorts done on the GPU, and GPU sorts that failed and were redone on the CPU.
     gpu_sorts: AtomicU64,
     fallbacks: AtomicU64,
-    saca_profile: Mutex<SacaProfile>,
 }
 
 /// Compiled PTX per architecture, so that NVRTC runs once per process.
@@ -232,7 +231,6 @@ impl GpuSort {
             kernels: OnceLock::new(),
             gpu_sorts: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
-            saca_profile: Mutex::new(SacaProfile::default()),
             state: Mutex::new(State {
                 bufs: [0, 0],
                 buf_bytes: 0,

@@ -1,5 +1,5 @@
 // Suffix array construction on the device by prefix doubling (driven by saca.rs). Appended to
-// kernels.cu by mod.rs, so it uses u64/u32/k128, BLOCK and NWARPS from there.
+// kernels.cu by mod.rs, so it uses u64/u32/k128, BLOCK, NWARPS and block_inclusive_scan from there.
 //
 // State between rounds, for a text of n characters (n < 2^31):
 //   sa[q]     the suffix at sorted position q (suffixes of one group in any order);
@@ -13,41 +13,6 @@
 
 typedef unsigned char u8;
 
-#define OP_ADD 0
-#define OP_MAX 1
-
-template <int OP>
-__device__ __forceinline__ u32 op2(u32 a, u32 b) {
-    return OP == OP_ADD ? a + b : (a > b ? a : b);
-}
-
-// Inclusive scan with OP over a block of BLOCK threads; `tmp` holds one slot per warp. 0 is the
-// identity of both operations (values are unsigned).
-template <int OP>
-__device__ __forceinline__ u32 block_scan_op(u32 x, u32* tmp) {
-    u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        u32 y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= (u32)o) x = op2<OP>(x, y);
-    }
-    if (lane == 31) tmp[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-        u32 t = lane < NWARPS ? tmp[lane] : 0;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            u32 y = __shfl_up_sync(0xffffffffu, t, o);
-            if (lane >= (u32)o) t = op2<OP>(t, y);
-        }
-        if (lane < NWARPS) tmp[lane] = t;
-    }
-    __syncthreads();
-    if (warp > 0) x = op2<OP>(x, tmp[warp - 1]);
-    __syncthreads();
-    return x;
-}
-
 // Device-wide inclusive scan of a[0..m) in place, three launches: scan_reduce (block b's range
 // [b*per, (b+1)*per) into part[b]), scan_part (exclusive scan of part[0..nb) in one block),
 // scan_apply (every block scans its range starting from part[b]).
@@ -58,7 +23,7 @@ __device__ __forceinline__ void scan_reduce(const u32* __restrict__ a, u64 m, u6
     u64 end = begin + per < m ? begin + per : m;
     u32 acc = 0;
     for (u64 i = begin + threadIdx.x; i < end; i += BLOCK) acc = op2<OP>(acc, a[i]);
-    u32 incl = block_scan_op<OP>(acc, tmp);
+    u32 incl = block_inclusive_scan<BLOCK, OP>(acc, tmp);
     if (threadIdx.x == BLOCK - 1) part[blockIdx.x] = incl;
 }
 
@@ -70,7 +35,7 @@ __device__ __forceinline__ void scan_part(u32* part, u32 nb) {
     for (u32 base = 0; base < nb; base += BLOCK) {
         u32 i = base + threadIdx.x;
         u32 v = i < nb ? part[i] : 0;
-        u32 incl = block_scan_op<OP>(v, tmp);
+        u32 incl = block_inclusive_scan<BLOCK, OP>(v, tmp);
         sh[threadIdx.x] = incl;
         __syncthreads();
         if (i < nb) part[i] = op2<OP>(carry, threadIdx.x > 0 ? sh[threadIdx.x - 1] : 0);
@@ -92,7 +57,7 @@ __device__ __forceinline__ void scan_apply(u32* __restrict__ a, u64 m, u64 per, 
 #pragma unroll
         for (int j = 0; j < 4; j++) v[j] = idx + j < end ? a[idx + j] : 0;
         u32 s = op2<OP>(op2<OP>(v[0], v[1]), op2<OP>(v[2], v[3]));
-        u32 incl = block_scan_op<OP>(s, tmp);
+        u32 incl = block_inclusive_scan<BLOCK, OP>(s, tmp);
         sh[threadIdx.x] = incl;
         __syncthreads();
         u32 run = op2<OP>(carry, threadIdx.x > 0 ? sh[threadIdx.x - 1] : 0);

@@ -85,19 +85,18 @@ impl SacaText<'_> {
     }
 }
 
-/// Where the time of the last device suffix array went.
+/// Where the time of one device suffix array went (logged at debug level).
 #[derive(Clone, Debug, Default)]
-pub struct SacaProfile {
-    pub n: usize,
+struct SacaProfile {
     /// Characters per first-round key.
-    pub k: u32,
+    k: u32,
     /// Doubling rounds after the first sort.
-    pub rounds: usize,
-    pub alloc_s: f64,
-    pub h2d_s: f64,
-    pub first_s: f64,
-    pub rounds_s: f64,
-    pub d2h_s: f64,
+    rounds: usize,
+    alloc_s: f64,
+    h2d_s: f64,
+    first_s: f64,
+    rounds_s: f64,
+    d2h_s: f64,
 }
 
 /// Device allocations of one run, freed on drop.
@@ -189,24 +188,13 @@ impl GpuSort {
         }
         // The sort buffers were sized for this text: give them back for other processes.
         self.free_bufs(st);
-        r.map(|(sa, prof)| {
-            *self.saca_profile.lock().unwrap_or_else(|p| p.into_inner()) = prof;
-            sa
-        })
+        r.map(|(sa, _)| sa)
     }
 
     /// Blocks for a grid-stride kernel over `items` elements: one per BLOCK items, at most 16 a
     /// multiprocessor.
     fn grid_for(&self, items: usize) -> u32 {
         (items.div_ceil(BLOCK as usize) as u32).clamp(1, self.sms * 16)
-    }
-
-    /// Profile of the last device suffix array.
-    pub fn last_saca_profile(&self) -> SacaProfile {
-        self.saca_profile
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
     }
 
     fn saca(
@@ -218,10 +206,7 @@ impl GpuSort {
         let k_ = &kernels.saca;
         let n = text.len();
         let n64 = n as u64;
-        let mut prof = SacaProfile {
-            n,
-            ..Default::default()
-        };
+        let mut prof = SacaProfile::default();
         let cu_stream = self.stream.cu_stream();
         let launch = |f: &CudaFunction, items: usize, params: &mut [*mut c_void]| {
             self.launch(f, self.grid_for(items), BLOCK, params)
