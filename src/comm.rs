@@ -399,6 +399,95 @@ impl Comm {
         (out, rc)
     }
 
+    /// Hands every pe's `local` records to `root`, in pe order, in pieces of at most `piece`
+    /// records: on `root`, `f(src, piece)` runs for each piece of pe `src` (its own included, in
+    /// its place). The other pes only send. Memory on `root`: one piece; nothing is gathered.
+    pub fn stream_to_root<T: Pod>(
+        &self,
+        local: &[T],
+        root: usize,
+        piece: usize,
+        mut f: impl FnMut(usize, &[T]),
+    ) {
+        let piece = piece.clamp(1, self.max_count.min(MPI_COUNT_MAX));
+        let lens = self.all_gather(local.len() as u64);
+        let dt = record_type::<T>();
+        let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
+        if self.rank != root {
+            for c in local.chunks(piece) {
+                let buf = unsafe { DynBuffer::from_raw(c.as_ptr(), count(c.len()), dref) };
+                self.world.process_at_rank(root as i32).send(&buf);
+                self.add_sent(std::mem::size_of_val(c) as u64);
+            }
+            return;
+        }
+        let mut stage: Vec<T> = Vec::new();
+        for (src, &len) in lens.iter().enumerate() {
+            if src == root {
+                local.chunks(piece).for_each(|c| f(src, c));
+                continue;
+            }
+            let mut left = len as usize;
+            while left > 0 {
+                let m = left.min(piece);
+                stage.resize(m, T::zeroed());
+                let mut buf = unsafe { DynBufferMut::from_raw(stage.as_mut_ptr(), count(m), dref) };
+                self.world
+                    .process_at_rank(src as i32)
+                    .receive_into(&mut buf);
+                f(src, &stage[..m]);
+                left -= m;
+            }
+        }
+    }
+
+    /// The reverse of [`Comm::stream_to_root`]: every pe receives `out.len()` records from
+    /// `root`, which produces them in pe order, in pieces of at most `piece` records:
+    /// `fill(dst, offset, buf)` writes records `offset..offset + buf.len()` of pe `dst`'s part
+    /// (for `root` itself, straight into its `out`). Memory on `root`: one piece.
+    pub fn stream_from_root<T: Pod>(
+        &self,
+        out: &mut [T],
+        root: usize,
+        piece: usize,
+        mut fill: impl FnMut(usize, usize, &mut [T]),
+    ) {
+        let piece = piece.clamp(1, self.max_count.min(MPI_COUNT_MAX));
+        let lens = self.all_gather(out.len() as u64);
+        let dt = record_type::<T>();
+        let dref = unsafe { DatatypeRef::from_raw(dt.as_raw()) };
+        if self.rank != root {
+            for c in out.chunks_mut(piece) {
+                let mut buf =
+                    unsafe { DynBufferMut::from_raw(c.as_mut_ptr(), count(c.len()), dref) };
+                self.world
+                    .process_at_rank(root as i32)
+                    .receive_into(&mut buf);
+            }
+            return;
+        }
+        let mut stage: Vec<T> = Vec::new();
+        for (dst, &len) in lens.iter().enumerate() {
+            if dst == root {
+                for (i, c) in out.chunks_mut(piece).enumerate() {
+                    fill(dst, i * piece, c);
+                }
+                continue;
+            }
+            let len = len as usize;
+            let mut off = 0;
+            while off < len {
+                let m = (len - off).min(piece);
+                stage.resize(m, T::zeroed());
+                fill(dst, off, &mut stage[..m]);
+                let buf = unsafe { DynBuffer::from_raw(stage.as_ptr(), count(m), dref) };
+                self.world.process_at_rank(dst as i32).send(&buf);
+                self.add_sent(std::mem::size_of_val(&stage[..m]) as u64);
+                off += m;
+            }
+        }
+    }
+
     /// Transposes per-destination counts: returns how many records each pe sends to this one.
     pub fn all_to_all_counts(&self, counts: &[u64]) -> Vec<usize> {
         let mut out = vec![0u64; self.size];

@@ -91,6 +91,9 @@ pub struct Tunables {
     /// default) DC7 on the text from the start, `dc3` DC3 from the start, `sort` its first sort
     /// and then the DC7 finish on the prefix names.
     pub css_predicted: Predicted,
+    /// `PSA_GPU_POOL=0`: with --gpu at p > 1, never build a text that fits pe 0's device there
+    /// (see [`algo::pooled`]); run the distributed algorithm with device sorts instead.
+    pub gpu_pool: bool,
 }
 
 /// pCSS's path for inputs its sample predicts to be repetitive (see [`Tunables::css_predicted`]).
@@ -116,12 +119,14 @@ impl Tunables {
             Ok("sort") => Predicted::SortThenDc7,
             _ => Predicted::Dc7,
         };
+        let pool = std::env::var_os("PSA_GPU_POOL").is_none_or(|v| v != "0");
         let mut raw = [
             wide as u64,
             handover.to_bits(),
             predict as u64,
             finish_dc3 as u64,
             predicted as u64,
+            pool as u64,
         ];
         comm.broadcast(&mut raw, 0);
         Tunables {
@@ -134,6 +139,7 @@ impl Tunables {
                 2 => Predicted::SortThenDc7,
                 _ => Predicted::Dc7,
             },
+            gpu_pool: raw[5] == 1,
         }
     }
 }
@@ -239,11 +245,21 @@ pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
         ))));
     }
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
-    if ctx.comm.size() == 1 && ctx.config.backend == Backend::Gpu {
-        // One pe holds the whole text: a backend that builds suffix arrays itself does it all.
-        if let Some(sa) = ctx.phase("device suffix array", || {
-            ctx.sorter.suffix_array_bytes(text)
-        }) {
+    if ctx.config.backend == Backend::Gpu {
+        // A backend that builds suffix arrays itself does it all when the text fits: at p = 1
+        // from the one slice, at p > 1 streamed through pe 0 to its device (algo::pooled).
+        let sa = if ctx.comm.size() == 1 {
+            ctx.phase("device suffix array", || {
+                ctx.sorter.suffix_array_bytes(text)
+            })
+        } else if ctx.tune.gpu_pool {
+            ctx.phase("device suffix array", || {
+                algo::pooled::pooled_sa(ctx, text, &layout)
+            })
+        } else {
+            None
+        };
+        if let Some(sa) = sa {
             return Ok(sa);
         }
     }

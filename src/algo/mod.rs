@@ -5,4 +5,5 @@ pub mod css;
 pub mod dc3;
 pub mod dc7;
 pub mod oracle;
+pub mod pooled;
 pub mod seq;

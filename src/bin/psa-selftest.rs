@@ -509,6 +509,54 @@ fn check_all_to_all(comm: &Comm) -> CheckResult {
     Ok(())
 }
 
+/// stream_to_root and stream_from_root: every record arrives once, in pe order and in pieces of
+/// the given size, for every root, for empty pes and pieces of 1 record up to whole slices.
+fn check_streams(comm: &Comm) -> CheckResult {
+    let p = comm.size();
+    let me = comm.rank();
+    for (shape, lens) in length_patterns(p) {
+        let offs = offsets(&lens);
+        let value = |i: usize| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xff;
+        let mine: Vec<u64> = (offs[me]..offs[me + 1]).map(value).collect();
+        for root in [0, p - 1, p / 2] {
+            for piece in [1usize, 3, 64] {
+                let mut got: Vec<(usize, u64)> = Vec::new();
+                let mut longest = 0;
+                comm.stream_to_root(&mine, root, piece, |src, c| {
+                    longest = longest.max(c.len());
+                    got.extend(c.iter().map(|&v| (src, v)));
+                });
+                if me == root {
+                    let want: Vec<(usize, u64)> = (0..p)
+                        .flat_map(|r| (offs[r]..offs[r + 1]).map(move |i| (r, value(i))))
+                        .collect();
+                    ensure!(
+                        got == want,
+                        "{shape}: stream_to_root (root {root}, piece {piece}) delivered {} records, {} expected, or out of order",
+                        got.len(),
+                        want.len()
+                    );
+                    ensure!(longest <= piece, "{shape}: a piece of {longest} > {piece}");
+                } else {
+                    ensure!(got.is_empty(), "{shape}: a non-root pe was handed records");
+                }
+                let mut back = vec![u64::MAX; lens[me]];
+                comm.stream_from_root(&mut back, root, piece, |dst, off, out| {
+                    for (j, o) in out.iter_mut().enumerate() {
+                        *o = value(offs[dst] + off + j) ^ 1;
+                    }
+                });
+                let want: Vec<u64> = mine.iter().map(|v| v ^ 1).collect();
+                ensure!(
+                    back == want,
+                    "{shape}: stream_from_root (root {root}, piece {piece}) gave pe {me} the wrong records"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// An all-to-all of bytes in which this pe sends or receives nothing (an empty `Vec<u8>`).
 fn check_all_to_all_empty_bytes(comm: &Comm) -> CheckResult {
     let p = comm.size();
@@ -1083,6 +1131,9 @@ fn main() {
         check_gathers(&world)
     });
     t.check("comm: agree", || check_agree(&world));
+    t.check("comm: stream_to_root, stream_from_root", || {
+        check_streams(&world)
+    });
     t.check(
         "comm: all_to_all_v (empty parts, u8/[u8;3]/u64/u128)",
         || check_all_to_all(&world),

@@ -37,4 +37,83 @@ pub trait LocalSort: Send + Sync {
     fn suffix_array_max_len(&self) -> usize {
         0
     }
+    /// Starts a suffix array of a byte text of `n` characters whose byte values are those marked
+    /// in `used`, handed to the backend in pieces (the pes of a distributed run stream their
+    /// slices to the device through one pe: see `psa::pooled`). None: the backend does not
+    /// build it (not a GPU, too short, no room on the device; the reason is logged).
+    fn pooled_sa(&self, _n: usize, _used: &[bool; 256]) -> Option<Box<dyn PooledSa + '_>> {
+        None
+    }
+}
+
+/// A suffix array that a backend builds from a text handed over in pieces; see
+/// [`LocalSort::pooled_sa`]. The backend's resources are held until it is dropped.
+pub trait PooledSa {
+    /// The next piece of the text, in text order.
+    fn upload(&mut self, piece: &[u8]) -> Result<(), String>;
+    /// Sorts the suffixes (after the whole text has been uploaded).
+    fn build(&mut self) -> Result<(), String>;
+    /// Copies SA[offset .. offset + out.len()) into `out` (after [`Self::build`]).
+    fn download(&mut self, offset: usize, out: &mut [u32]) -> Result<(), String>;
+}
+
+/// Turns n u32 values at the start of a buffer of n u64 into those n u64, in parallel.
+///
+/// u64 number q covers u32 slots 2q and 2q+1. Indices [lo, hi) with 2·lo ≥ hi read slots [lo, hi)
+/// and write slots [2·lo, 2·hi): disjoint, and every slot written there held a value of index ≥ hi,
+/// already widened. So the ranges [n/2, n), [n/4, n/2), … go one after the other, each in parallel,
+/// and the last few indices one by one from the top.
+///
+/// # Safety
+/// `p` points to a buffer of at least n u64 whose first n u32 slots are initialised.
+pub unsafe fn widen_in_place(p: *mut u64, n: usize) {
+    use rayon::prelude::*;
+    let base = p as usize;
+    let mut hi = n;
+    while hi >= 1 << 16 {
+        let lo = hi.div_ceil(2);
+        (lo..hi)
+            .into_par_iter()
+            .with_min_len(1 << 14)
+            .for_each(|q| {
+                let v = unsafe { *(base as *const u32).add(q) };
+                unsafe { *(base as *mut u64).add(q) = v as u64 };
+            });
+        hi = lo;
+    }
+    for q in (0..hi).rev() {
+        let v = unsafe { *(base as *const u32).add(q) };
+        unsafe { *(base as *mut u64).add(q) = v as u64 };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::widen_in_place;
+
+    #[test]
+    fn widen_in_place_keeps_every_value() {
+        for n in [
+            0usize,
+            1,
+            2,
+            3,
+            1000,
+            (1 << 16) - 1,
+            1 << 16,
+            1 << 17,
+            300_001,
+        ] {
+            let want: Vec<u32> = (0..n as u32)
+                .map(|x| x.wrapping_mul(2_654_435_761))
+                .collect();
+            let mut v: Vec<u64> = Vec::with_capacity(n);
+            unsafe {
+                std::ptr::copy_nonoverlapping(want.as_ptr(), v.as_mut_ptr() as *mut u32, n);
+                widen_in_place(v.as_mut_ptr(), n);
+                v.set_len(n);
+            }
+            assert!(v.iter().zip(&want).all(|(&a, &b)| a == b as u64), "n = {n}");
+        }
+    }
 }

@@ -27,7 +27,7 @@ use cudarc::nvrtc;
 use rayon::prelude::*;
 
 use super::cpu::CpuSort;
-use super::LocalSort;
+use super::{LocalSort, PooledSa};
 use crate::{Error, Result};
 
 mod merge;
@@ -906,6 +906,20 @@ impl LocalSort for GpuSort {
 
     fn suffix_array_ints(&self, text: &[u64]) -> Option<Vec<u64>> {
         self.suffix_array_or_cpu(SacaText::Ints(text))
+    }
+
+    fn pooled_sa(&self, n: usize, used: &[bool; 256]) -> Option<Box<dyn PooledSa + '_>> {
+        if !(MIN_GPU_SA..=saca::MAX_GPU_SA).contains(&n) {
+            return None;
+        }
+        match self.device_sa(n, saca::Alphabet::Bytes(*used)) {
+            Ok(s) => Some(Box::new(s)),
+            Err(e) => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                log::warn!("gpu suffix array of {n} characters cannot start, building it on the CPU instead: {e}");
+                None
+            }
+        }
     }
 
     fn suffix_array_max_len(&self) -> usize {

@@ -21,6 +21,7 @@ use cudarc::driver::{result, sys, CudaFunction};
 use rayon::prelude::*;
 
 use super::{drv, GpuSort, Kernels, State, BLOCK};
+use crate::local::{widen_in_place, PooledSa};
 
 /// Texts shorter than this are left to libsais: launches and transfers cost more than they save.
 pub const MIN_GPU_SA: usize = 1 << 18;
@@ -119,37 +120,84 @@ impl Drop for DeviceBufs {
     }
 }
 
-/// Turns n u32 values at the start of a buffer of n u64 into those n u64, in parallel.
-///
-/// u64 number q covers u32 slots 2q and 2q+1. Indices [lo, hi) with 2·lo ≥ hi read slots [lo, hi)
-/// and write slots [2·lo, 2·hi): disjoint, and every slot written there held a value of index ≥ hi,
-/// already widened. So the ranges [n/2, n), [n/4, n/2), … go one after the other, each in parallel,
-/// and the last few indices one by one from the top.
-///
-/// # Safety
-/// `p` points to a buffer of at least n u64 whose first n u32 slots are initialised.
-unsafe fn widen_in_place(p: *mut u64, n: usize) {
-    let base = p as usize;
-    let mut hi = n;
-    while hi >= 1 << 16 {
-        let lo = hi.div_ceil(2);
-        (lo..hi)
-            .into_par_iter()
-            .with_min_len(1 << 14)
-            .for_each(|q| {
-                let v = unsafe { *(base as *const u32).add(q) };
-                unsafe { *(base as *mut u64).add(q) = v as u64 };
-            });
-        hi = lo;
+fn bits(x: u64) -> u32 {
+    64 - x.leading_zeros()
+}
+
+/// The alphabet of a device suffix array: for bytes, the dense renumbering of the byte values
+/// that occur; for integers, the largest value.
+#[derive(Clone, Copy)]
+pub enum Alphabet {
+    Bytes([bool; 256]),
+    Ints(u64),
+}
+
+impl Alphabet {
+    /// The byte values that occur in `t`.
+    pub fn of_bytes(t: &[u8]) -> Alphabet {
+        Alphabet::Bytes(
+            t.par_chunks(1 << 20)
+                .map(|c| {
+                    let mut h = [false; 256];
+                    for &b in c {
+                        h[b as usize] = true;
+                    }
+                    h
+                })
+                .reduce(
+                    || [false; 256],
+                    |mut a, b| {
+                        for i in 0..256 {
+                            a[i] |= b[i];
+                        }
+                        a
+                    },
+                ),
+        )
     }
-    for q in (0..hi).rev() {
-        let v = unsafe { *(base as *const u32).add(q) };
-        unsafe { *(base as *mut u64).add(q) = v as u64 };
+
+    /// (largest code, the byte → code table for bytes).
+    fn codes(&self) -> (u64, Option<[u8; 256]>) {
+        match self {
+            Alphabet::Bytes(used) => {
+                let mut code = [0u8; 256];
+                let mut next = 0u32;
+                for c in 0..256 {
+                    if used[c] {
+                        code[c] = next as u8;
+                        next += 1;
+                    }
+                }
+                (next.saturating_sub(1) as u64, Some(code))
+            }
+            Alphabet::Ints(max) => (*max, None),
+        }
     }
 }
 
-fn bits(x: u64) -> u32 {
-    64 - x.leading_zeros()
+/// One device suffix array in the making: its buffers on the device, filled by
+/// [`GpuSort::saca_upload`], built by [`GpuSort::saca_build`], read by [`GpuSort::saca_download`].
+pub(super) struct SacaRun {
+    n: usize,
+    /// Bytes per character on the device (1 for bytes, 4 for integers).
+    word: usize,
+    ints: bool,
+    cbits: u32,
+    k: u32,
+    /// Characters uploaded so far.
+    filled: usize,
+    d_text: sys::CUdeviceptr,
+    d_code: sys::CUdeviceptr,
+    d_isa: sys::CUdeviceptr,
+    d_sa: sys::CUdeviceptr,
+    d_act: [sys::CUdeviceptr; 2],
+    d_hp: sys::CUdeviceptr,
+    d_keep: sys::CUdeviceptr,
+    d_part: sys::CUdeviceptr,
+    d_total: sys::CUdeviceptr,
+    prof: SacaProfile,
+    /// Freed last (after the fields above stop being used).
+    _dev: DeviceBufs,
 }
 
 impl GpuSort {
@@ -157,38 +205,73 @@ impl GpuSort {
     /// CPU). Suffixes compare as strings of their values; a proper prefix sorts first.
     pub fn suffix_array_on_device(&self, text: SacaText) -> std::result::Result<Vec<u64>, String> {
         let n = text.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let alphabet = match text {
+            SacaText::Bytes(t) => Alphabet::of_bytes(t),
+            SacaText::Ints(t) => Alphabet::Ints(t.par_iter().copied().max().unwrap_or(0)),
+        };
+        let mut session = self.device_sa(n, alphabet)?;
+        match text {
+            SacaText::Bytes(t) => session.upload(t)?,
+            SacaText::Ints(t) => {
+                let v: Vec<u32> = t.par_iter().map(|&x| x as u32).collect();
+                session.upload(bytemuck::cast_slice(&v))?;
+            }
+        }
+        session.build()?;
+        let t = Instant::now();
+        // 32-bit entries come over (half the bytes of 64-bit ones) into the front of the result's
+        // buffer and are widened there in place: no second host array.
+        let mut sa: Vec<u64> = Vec::with_capacity(n);
+        // SAFETY: the buffer has room for n u64, so for 2n u32; the first n are written here.
+        let front = unsafe { std::slice::from_raw_parts_mut(sa.as_mut_ptr() as *mut u32, n) };
+        session.download(0, front)?;
+        // SAFETY: the buffer holds n u64 and its first n u32 slots were just written.
+        unsafe {
+            widen_in_place(sa.as_mut_ptr(), n);
+            sa.set_len(n);
+        }
+        session.run.prof.d2h_s += t.elapsed().as_secs_f64();
+        Ok(sa)
+    }
+
+    /// Starts a device suffix array of `n` characters over `alphabet`: checks the device memory
+    /// and allocates everything, holding the device until the session is dropped. The text then
+    /// goes up in consecutive pieces ([`DeviceSa::upload`]), [`DeviceSa::build`] sorts, and the
+    /// suffix array comes back in any pieces ([`DeviceSa::download`]). Device memory ≈
+    /// [`DEVICE_BYTES_PER_CHAR`] per character; host memory only the staging buffers.
+    pub fn device_sa(
+        &self,
+        n: usize,
+        alphabet: Alphabet,
+    ) -> std::result::Result<DeviceSa<'_>, String> {
         if n > MAX_GPU_SA {
             return Err(format!(
                 "{n} characters is more than the device path takes ({MAX_GPU_SA})"
             ));
         }
-        if n == 0 {
-            return Ok(Vec::new());
-        }
         let kernels = self.kernels()?;
         let mut st = self.lock();
-        let st = &mut *st;
         self.ctx
             .bind_to_thread()
             .map_err(drv("cannot bind the context"))?;
-        let t0 = Instant::now();
-        let r = self.saca(kernels, st, &text);
-        if let Ok((_, prof)) = &r {
-            log::debug!(
-                "gpu: suffix array of {n} characters (k = {}): {} rounds, alloc {:.3}s, h2d {:.3}s, first sort {:.3}s, rounds {:.3}s, d2h {:.3}s, total {:.3}s",
-                prof.k,
-                prof.rounds,
-                prof.alloc_s,
-                prof.h2d_s,
-                prof.first_s,
-                prof.rounds_s,
-                prof.d2h_s,
-                t0.elapsed().as_secs_f64()
-            );
+        let started = Instant::now();
+        let run = self.saca_begin(&mut st, n, alphabet);
+        match run {
+            Ok(run) => Ok(DeviceSa {
+                gpu: self,
+                kernels,
+                st,
+                run,
+                started,
+            }),
+            Err(e) => {
+                self.free_bufs(&mut st);
+                Err(e)
+            }
         }
-        // The sort buffers were sized for this text: give them back for other processes.
-        self.free_bufs(st);
-        r.map(|(sa, _)| sa)
     }
 
     /// Blocks for a grid-stride kernel over `items` elements: one per BLOCK items, at most 16 a
@@ -197,68 +280,15 @@ impl GpuSort {
         (items.div_ceil(BLOCK as usize) as u32).clamp(1, self.sms * 16)
     }
 
-    fn saca(
+    fn saca_begin(
         &self,
-        kernels: &Kernels,
         st: &mut State,
-        text: &SacaText,
-    ) -> std::result::Result<(Vec<u64>, SacaProfile), String> {
-        let k_ = &kernels.saca;
-        let n = text.len();
-        let n64 = n as u64;
+        n: usize,
+        alphabet: Alphabet,
+    ) -> std::result::Result<SacaRun, String> {
         let mut prof = SacaProfile::default();
-        let cu_stream = self.stream.cu_stream();
-        let launch = |f: &CudaFunction, items: usize, params: &mut [*mut c_void]| {
-            self.launch(f, self.grid_for(items), BLOCK, params)
-        };
-        // Inclusive scan of a[0..m) in place; op 0 = add, 1 = max.
-        let part_cap = n.div_ceil(SCAN_PER).max(1);
-        let scan = |a: sys::CUdeviceptr, m: usize, op: usize, part: sys::CUdeviceptr| {
-            let nb = m.div_ceil(SCAN_PER).max(1);
-            let (m64, per) = (m as u64, SCAN_PER as u64);
-            let nb32 = nb as u32;
-            let run = |f: &CudaFunction, grid: u32, params: &mut [*mut c_void]| {
-                self.launch(f, grid, BLOCK, params)
-            };
-            run(&k_.reduce[op], nb32, &mut params!(a, m64, per, part))?;
-            run(&k_.part[op], 1, &mut params!(part, nb32))?;
-            run(&k_.apply[op], nb32, &mut params!(a, m64, per, part))
-        };
-
-        // The alphabet and the packing of the first keys.
         let t = Instant::now();
-        let (max_code, code) = match text {
-            SacaText::Bytes(t) => {
-                let hist = t
-                    .par_chunks(1 << 20)
-                    .map(|c| {
-                        let mut h = [false; 256];
-                        for &b in c {
-                            h[b as usize] = true;
-                        }
-                        h
-                    })
-                    .reduce(
-                        || [false; 256],
-                        |mut a, b| {
-                            for i in 0..256 {
-                                a[i] |= b[i];
-                            }
-                            a
-                        },
-                    );
-                let mut code = [0u8; 256];
-                let mut next = 0u32;
-                for c in 0..256 {
-                    if hist[c] {
-                        code[c] = next as u8;
-                        next += 1;
-                    }
-                }
-                (next.saturating_sub(1) as u64, Some(code))
-            }
-            SacaText::Ints(t) => (t.par_iter().copied().max().unwrap_or(0), None),
-        };
+        let (max_code, code) = alphabet.codes();
         if max_code >= 1 << 32 {
             return Err("values of 2^32 or more".into());
         }
@@ -284,54 +314,94 @@ impl GpuSort {
                 "the device holds {chunk} of the {n} sort records a suffix array needs"
             ));
         }
-        let word = 4usize;
-        let text_bytes = match text {
-            SacaText::Bytes(_) => n,
-            SacaText::Ints(_) => n * word,
-        };
-        let d_text = dev.alloc(text_bytes + 8)?;
+        let ints = code.is_none();
+        let word = if ints { 4 } else { 1 };
+        let w = 4usize;
+        let part_cap = n.div_ceil(SCAN_PER).max(1);
+        let d_text = dev.alloc(n * word + 8)?;
         let d_code = dev.alloc(256)?;
-        let d_isa = dev.alloc(n * word)?;
-        let d_sa = dev.alloc(n * word)?;
-        let d_act = [dev.alloc(n * word)?, dev.alloc(n * word)?];
-        let d_hp = dev.alloc(n * word)?;
-        let d_keep = dev.alloc(n * word)?;
-        let d_part = dev.alloc(part_cap * word)?;
+        let d_isa = dev.alloc(n * w)?;
+        let d_sa = dev.alloc(n * w)?;
+        let d_act = [dev.alloc(n * w)?, dev.alloc(n * w)?];
+        let d_hp = dev.alloc(n * w)?;
+        let d_keep = dev.alloc(n * w)?;
+        let d_part = dev.alloc(part_cap * w)?;
         let d_total = dev.alloc(8)?;
-        prof.alloc_s = t.elapsed().as_secs_f64();
-
-        let t = Instant::now();
-        match text {
-            SacaText::Bytes(t) => {
-                // Through the pinned staging buffers (allocated here on first use): the result
-                // comes back through them too, and pinned copies are several times faster.
-                self.upload(st, t, d_text)?;
-                let code = code.expect("bytes have a code table");
-                unsafe { result::memcpy_htod_async(d_code, &code[..], cu_stream) }
-                    .map_err(drv("host-to-device copy"))?;
-                self.stream
-                    .synchronize()
-                    .map_err(drv("host-to-device copy"))?;
-            }
-            SacaText::Ints(t) => {
-                let v: Vec<u32> = t.par_iter().map(|&x| x as u32).collect();
-                self.upload(st, bytemuck::cast_slice(&v), d_text)?;
-            }
+        if let Some(code) = code {
+            unsafe { result::memcpy_htod_async(d_code, &code[..], self.stream.cu_stream()) }
+                .map_err(drv("host-to-device copy"))?;
+            self.stream
+                .synchronize()
+                .map_err(drv("host-to-device copy"))?;
         }
-        prof.h2d_s = t.elapsed().as_secs_f64();
+        prof.alloc_s = t.elapsed().as_secs_f64();
+        Ok(SacaRun {
+            n,
+            word,
+            ints,
+            cbits,
+            k,
+            filled: 0,
+            d_text,
+            d_code,
+            d_isa,
+            d_sa,
+            d_act,
+            d_hp,
+            d_keep,
+            d_part,
+            d_total,
+            prof,
+            _dev: dev,
+        })
+    }
+
+    fn saca_build(
+        &self,
+        kernels: &Kernels,
+        st: &mut State,
+        run: &mut SacaRun,
+    ) -> std::result::Result<(), String> {
+        let k_ = &kernels.saca;
+        let n = run.n;
+        if run.filled != n {
+            return Err(format!(
+                "internal error: {} of {n} characters uploaded",
+                run.filled
+            ));
+        }
+        let n64 = n as u64;
+        let (cbits, k) = (run.cbits, run.k);
+        let (d_text, d_code, d_sa, d_isa) = (run.d_text, run.d_code, run.d_sa, run.d_isa);
+        let (d_hp, d_keep, d_part, d_total, d_act) =
+            (run.d_hp, run.d_keep, run.d_part, run.d_total, run.d_act);
+        let launch = |f: &CudaFunction, items: usize, params: &mut [*mut c_void]| {
+            self.launch(f, self.grid_for(items), BLOCK, params)
+        };
+        // Inclusive scan of a[0..m) in place; op 0 = add, 1 = max.
+        let scan = |a: sys::CUdeviceptr, m: usize, op: usize, part: sys::CUdeviceptr| {
+            let nb = m.div_ceil(SCAN_PER).max(1);
+            let (m64, per) = (m as u64, SCAN_PER as u64);
+            let nb32 = nb as u32;
+            let run = |f: &CudaFunction, grid: u32, params: &mut [*mut c_void]| {
+                self.launch(f, grid, BLOCK, params)
+            };
+            run(&k_.reduce[op], nb32, &mut params!(a, m64, per, part))?;
+            run(&k_.part[op], 1, &mut params!(part, nb32))?;
+            run(&k_.apply[op], nb32, &mut params!(a, m64, per, part))
+        };
 
         // First round: all suffixes by their first k characters.
         let t = Instant::now();
         let rec0 = st.bufs[0];
-        match text {
-            SacaText::Bytes(_) => launch(
+        if run.ints {
+            launch(&k_.keys_u32, n, &mut params!(d_text, n64, cbits, k, rec0))?
+        } else {
+            launch(
                 &k_.keys_u8,
                 n,
                 &mut params!(d_text, n64, d_code, cbits, k, rec0),
-            )?,
-            SacaText::Ints(_) => {
-                launch(&k_.keys_u32, n, &mut params!(d_text, n64, cbits, k, rec0))?
-            }
+            )?
         }
         let (at, _) = self.sort_on_device::<u128>(kernels, st, n, true)?;
         let null: sys::CUdeviceptr = 0;
@@ -339,7 +409,7 @@ impl GpuSort {
             kernels, st, at, n, null, d_sa, d_isa, d_hp, d_keep, d_part, d_act[0], d_total, k,
             &scan,
         )?;
-        prof.first_s = t.elapsed().as_secs_f64();
+        run.prof.first_s = t.elapsed().as_secs_f64();
 
         // Doubling rounds over the suffixes still in groups.
         let t = Instant::now();
@@ -347,7 +417,7 @@ impl GpuSort {
         let mut h = k as u64;
         let mut cur = 0usize;
         while m > 0 {
-            if prof.rounds > 0 && h / 2 >= n64 {
+            if run.prof.rounds > 0 && h / 2 >= n64 {
                 // The previous round compared 2·(h/2) ≥ n characters: no two suffixes can tie.
                 return Err(format!(
                     "internal error: {m} suffixes unresolved at offset {h} of {n}"
@@ -379,26 +449,14 @@ impl GpuSort {
             )?;
             cur = 1 - cur;
             h *= 2;
-            prof.rounds += 1;
+            run.prof.rounds += 1;
             log::trace!(
                 "gpu sa: round {} (offset {h}): {m} suffixes left in groups",
-                prof.rounds
+                run.prof.rounds
             );
         }
-        prof.rounds_s = t.elapsed().as_secs_f64();
-
-        let t = Instant::now();
-        // 32-bit entries come over (half the bytes of 64-bit ones) into the front of the result's
-        // buffer and are widened there in place: no second host array.
-        let mut sa: Vec<u64> = Vec::with_capacity(n);
-        self.download(st, d_sa, sa.as_mut_ptr() as *mut u8, n * word)?;
-        // SAFETY: the buffer holds n u64 and its first n u32 slots were just written.
-        unsafe {
-            widen_in_place(sa.as_mut_ptr(), n);
-            sa.set_len(n);
-        }
-        prof.d2h_s = t.elapsed().as_secs_f64();
-        Ok((sa, prof))
+        run.prof.rounds_s = t.elapsed().as_secs_f64();
+        Ok(())
     }
 
     /// After a sort of m records (in bufs[at]) of the suffixes at sorted positions `act` (null:
@@ -449,33 +507,96 @@ impl GpuSort {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::widen_in_place;
+/// A device suffix array in the making (see [`GpuSort::device_sa`]); holds the device (its
+/// lock) until dropped, and frees every buffer then.
+pub struct DeviceSa<'a> {
+    gpu: &'a GpuSort,
+    kernels: &'a Kernels,
+    st: std::sync::MutexGuard<'a, State>,
+    run: SacaRun,
+    started: Instant,
+}
 
-    #[test]
-    fn widen_in_place_keeps_every_value() {
-        for n in [
-            0usize,
-            1,
-            2,
-            3,
-            1000,
-            (1 << 16) - 1,
-            1 << 16,
-            1 << 17,
-            300_001,
-        ] {
-            let want: Vec<u32> = (0..n as u32)
-                .map(|x| x.wrapping_mul(2_654_435_761))
-                .collect();
-            let mut v: Vec<u64> = Vec::with_capacity(n);
-            unsafe {
-                std::ptr::copy_nonoverlapping(want.as_ptr(), v.as_mut_ptr() as *mut u32, n);
-                widen_in_place(v.as_mut_ptr(), n);
-                v.set_len(n);
-            }
-            assert!(v.iter().zip(&want).all(|(&a, &b)| a == b as u64), "n = {n}");
+impl DeviceSa<'_> {
+    /// Copies the next piece of the text to the device: pieces come in text order, as raw
+    /// characters (bytes; for an integer text, little-endian u32).
+    pub fn upload(&mut self, piece: &[u8]) -> std::result::Result<(), String> {
+        let run = &mut self.run;
+        let chars = piece.len() / run.word;
+        if piece.len() % run.word != 0 || run.filled + chars > run.n {
+            return Err(format!(
+                "internal error: a piece of {} bytes after {} of {} characters",
+                piece.len(),
+                run.filled,
+                run.n
+            ));
         }
+        let t = Instant::now();
+        let dst = run.d_text + (run.filled * run.word) as u64;
+        self.gpu.upload(&mut self.st, piece, dst)?;
+        run.filled += chars;
+        run.prof.h2d_s += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// Sorts the suffixes of the uploaded text (all of it must be there).
+    pub fn build(&mut self) -> std::result::Result<(), String> {
+        self.gpu
+            .saca_build(self.kernels, &mut self.st, &mut self.run)
+    }
+
+    /// Copies SA[offset .. offset + out.len()) (after [`Self::build`]) into `out`.
+    pub fn download(&mut self, offset: usize, out: &mut [u32]) -> std::result::Result<(), String> {
+        let run = &mut self.run;
+        if offset + out.len() > run.n {
+            return Err(format!(
+                "internal error: SA[{offset}..{}) of {}",
+                offset + out.len(),
+                run.n
+            ));
+        }
+        let t = Instant::now();
+        let src = run.d_sa + (offset * 4) as u64;
+        self.gpu.download(
+            &mut self.st,
+            src,
+            out.as_mut_ptr() as *mut u8,
+            std::mem::size_of_val(out),
+        )?;
+        run.prof.d2h_s += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+}
+
+impl Drop for DeviceSa<'_> {
+    fn drop(&mut self) {
+        let prof = &self.run.prof;
+        log::debug!(
+            "gpu: suffix array of {} characters (k = {}): {} rounds, alloc {:.3}s, h2d {:.3}s, first sort {:.3}s, rounds {:.3}s, d2h {:.3}s, total {:.3}s",
+            self.run.n,
+            prof.k,
+            prof.rounds,
+            prof.alloc_s,
+            prof.h2d_s,
+            prof.first_s,
+            prof.rounds_s,
+            prof.d2h_s,
+            self.started.elapsed().as_secs_f64()
+        );
+        // The sort buffers were sized for this text: give them back for other processes. (The
+        // run's own buffers go with it, after this.)
+        self.gpu.free_bufs(&mut self.st);
+    }
+}
+
+impl PooledSa for DeviceSa<'_> {
+    fn upload(&mut self, piece: &[u8]) -> std::result::Result<(), String> {
+        DeviceSa::upload(self, piece)
+    }
+    fn build(&mut self) -> std::result::Result<(), String> {
+        DeviceSa::build(self)
+    }
+    fn download(&mut self, offset: usize, out: &mut [u32]) -> std::result::Result<(), String> {
+        DeviceSa::download(self, offset, out)
     }
 }

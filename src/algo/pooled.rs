@@ -1,0 +1,97 @@
+//! The whole suffix array on one device, for a distributed text that fits it (`--gpu`, p > 1).
+//!
+//! One GPU builds the suffix array of 70 MB of DNA in about 0.1 s; the distributed algorithms
+//! need seconds for it on the pes of one node, most of it in all-to-all exchanges. So when the
+//! whole text fits pe 0's device, the pes stream their slices to it through pe 0, the device
+//! builds the suffix array, and pe 0 streams each pe its part back. Pe 0 relays in pieces of
+//! [`PIECE`] characters: no pe's memory ever holds the whole text or the whole suffix array (the
+//! device does). Texts that do not fit, or any failure on the device, leave the work to the
+//! distributed algorithm, decided together by every pe. `PSA_GPU_POOL=0` turns this off (to
+//! measure the distributed algorithm with device sorts).
+//!
+//! Traffic: every character once to pe 0 (1 byte) and every SA entry once from it (4 bytes:
+//! 32-bit entries, widened by their owner). Memory: pe 0 two pieces; each pe its SA part.
+
+use crate::dist::Layout;
+use crate::local::widen_in_place;
+use crate::Ctx;
+
+/// Characters (and SA entries) pe 0 relays per message.
+pub const PIECE: usize = 1 << 24;
+
+/// The suffix array part of this pe, built on pe 0's device; None (on every pe) when the device
+/// does not take the text. Collective.
+pub fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
+    let comm = &ctx.comm;
+    let root = 0;
+    let n = layout.len();
+    // The byte values that occur anywhere: the device packs its first keys by them.
+    let mut seen = [0u64; 256];
+    for &b in text {
+        seen[b as usize] = 1;
+    }
+    let seen = comm.all_reduce_sum_vec(&seen);
+    let mut used = [false; 256];
+    for (u, &s) in used.iter_mut().zip(&seen) {
+        *u = s > 0;
+    }
+    let mut session = if comm.rank() == root {
+        ctx.sorter.pooled_sa(n, &used)
+    } else {
+        None
+    };
+    let mut go = session.is_some() as u64;
+    comm.broadcast(&mut go, root);
+    if go == 0 {
+        return None;
+    }
+
+    let mut failed: Option<String> = None;
+    comm.stream_to_root(text, root, PIECE, |_, piece| {
+        if failed.is_none() {
+            if let Some(s) = session.as_mut() {
+                failed = s.upload(piece).err();
+            }
+        }
+    });
+    if let (None, Some(s)) = (&failed, session.as_mut()) {
+        failed = s.build().err();
+    }
+    // The other pes sleep while the device works.
+    comm.quiet_barrier();
+    if !agreed_ok(ctx, &failed) {
+        return None;
+    }
+
+    let me = comm.rank();
+    let len = layout.local_len(me);
+    let mut sa: Vec<u64> = Vec::with_capacity(len);
+    {
+        // SAFETY: room for `len` u64 is room for 2·len u32; the first `len` are received here.
+        let front = unsafe { std::slice::from_raw_parts_mut(sa.as_mut_ptr() as *mut u32, len) };
+        comm.stream_from_root(front, root, PIECE, |dst, off, out| {
+            match (&failed, session.as_mut()) {
+                (None, Some(s)) => failed = s.download(layout.start(dst) + off, out).err(),
+                _ => out.fill(0),
+            }
+        });
+        // SAFETY: the first `len` u32 slots of the buffer were just written.
+        unsafe {
+            widen_in_place(sa.as_mut_ptr(), len);
+            sa.set_len(len);
+        }
+    }
+    drop(session);
+    agreed_ok(ctx, &failed).then_some(sa)
+}
+
+/// Whether pe 0's device work went well, on every pe; a failure is logged on pe 0 and the
+/// distributed algorithm takes over.
+fn agreed_ok(ctx: &Ctx, failed: &Option<String>) -> bool {
+    let mut ok = failed.is_none() as u64;
+    ctx.comm.broadcast(&mut ok, 0);
+    if let Some(e) = failed {
+        log::warn!("the device suffix array failed, building it with the distributed algorithm instead: {e}");
+    }
+    ok == 1
+}
