@@ -127,6 +127,7 @@ fn bits(x: u64) -> u32 {
 /// The alphabet of a device suffix array: for bytes, the dense renumbering of the byte values
 /// that occur; for integers, the largest value.
 #[derive(Clone, Copy)]
+#[allow(clippy::large_enum_variant)] // made once per suffix array
 pub enum Alphabet {
     Bytes([bool; 256]),
     Ints(u64),
@@ -523,7 +524,7 @@ impl DeviceSa<'_> {
     pub fn upload(&mut self, piece: &[u8]) -> std::result::Result<(), String> {
         let run = &mut self.run;
         let chars = piece.len() / run.word;
-        if piece.len() % run.word != 0 || run.filled + chars > run.n {
+        if !piece.len().is_multiple_of(run.word) || run.filled + chars > run.n {
             return Err(format!(
                 "internal error: a piece of {} bytes after {} of {} characters",
                 piece.len(),
