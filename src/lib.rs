@@ -274,9 +274,18 @@ pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
 pub fn backend_for(ctx: &Ctx) -> Result<Box<dyn LocalSort>> {
     match ctx.config.backend {
         Backend::Cpu => Ok(Box::new(local::cpu::CpuSort::new(ctx.config.threads))),
+        // Pe 0 opens its device now (it builds whatever fits there, and its errors should stop
+        // the job at the start); the others check theirs now and open it when first used.
         #[cfg(feature = "gpu")]
-        Backend::Gpu => local::gpu::GpuSort::open(ctx.comm.rank(), ctx.config.threads)
+        Backend::Gpu if ctx.comm.rank() == 0 => local::gpu::GpuSort::open(0, ctx.config.threads)
             .map(|g| Box::new(g) as Box<dyn LocalSort>),
+        #[cfg(feature = "gpu")]
+        Backend::Gpu => local::gpu::GpuSort::probe(ctx.comm.rank()).map(|_| {
+            Box::new(local::gpu::LazyGpu::new(
+                ctx.comm.rank(),
+                ctx.config.threads,
+            )) as Box<dyn LocalSort>
+        }),
         #[cfg(not(feature = "gpu"))]
         Backend::Gpu => Err(Error::Unsupported(
             "--gpu needs a build with GPU support: cargo build --release --features gpu".into(),

@@ -164,9 +164,10 @@ fn drv(what: &str) -> impl Fn(DriverError) -> String + '_ {
 }
 
 impl GpuSort {
-    /// Opens device `rank mod device count`. Errors (never panics) when there is no CUDA driver,
-    /// no NVRTC or no device.
-    pub fn open(rank: usize, threads: usize) -> Result<GpuSort> {
+    /// Checks, without creating a context, that pe `rank` could open its device (`rank mod device
+    /// count`): the CUDA driver and NVRTC load, a device is there, and it is new enough. Returns
+    /// the device's ordinal. Errors (never panics) with what is missing.
+    pub fn probe(rank: usize) -> Result<usize> {
         // With dynamic loading the first CUDA call panics when the library is missing: probe first.
         if !unsafe { sys::is_culib_present() } {
             return Err(unsupported(
@@ -194,6 +195,29 @@ impl GpuSort {
         let fail = |what: &str, e: DriverError| {
             unsupported(format!("--gpu: device {ordinal}: {what}: {e}"))
         };
+        let dev = result::device::get(ordinal as i32).map_err(|e| fail("cannot open", e))?;
+        let attr = |a| unsafe { result::device::get_attribute(dev, a) };
+        let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+            .map_err(|e| fail("cannot read the compute capability", e))?;
+        let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+            .map_err(|e| fail("cannot read the compute capability", e))?;
+        if major < 7 {
+            return Err(unsupported(format!(
+                "--gpu: device {ordinal} has compute capability {major}.{minor}; the kernels need 7.0 or newer"
+            )));
+        }
+        Ok(ordinal)
+    }
+
+    /// Opens device `rank mod device count` (a context, a stream; pinned staging buffers are
+    /// allocated in the background). Errors (never panics) when there is no CUDA driver, no
+    /// NVRTC or no usable device.
+    pub fn open(rank: usize, threads: usize) -> Result<GpuSort> {
+        let ordinal = Self::probe(rank)?;
+        let count = result::device::get_count().unwrap_or(0);
+        let fail = |what: &str, e: DriverError| {
+            unsupported(format!("--gpu: device {ordinal}: {what}: {e}"))
+        };
         let ctx = CudaContext::new(ordinal).map_err(|e| fail("cannot create a context", e))?;
         let stream = ctx
             .new_stream()
@@ -202,12 +226,6 @@ impl GpuSort {
         let arch = ctx
             .compute_capability()
             .map_err(|e| fail("cannot read the compute capability", e))?;
-        if arch.0 < 7 {
-            return Err(unsupported(format!(
-                "--gpu: device {ordinal} ({name}) has compute capability {}.{}; the kernels need 7.0 or newer",
-                arch.0, arch.1
-            )));
-        }
         let sms = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(|e| fail("cannot read the multiprocessor count", e))? as u32;
@@ -932,6 +950,88 @@ impl LocalSort for GpuSort {
                 .min(saca::MAX_GPU_SA),
             Err(_) => 0,
         }
+    }
+}
+
+/// A GPU backend whose device is opened at its first use (after [`GpuSort::probe`] checked that
+/// it can be). With --gpu at p > 1 a text that fits pe 0's device never needs the others' devices
+/// (`algo::pooled`); opening them anyway costs each pe a CUDA context (~0.3 s, ~280 MB of host
+/// memory). If the opening fails after all, this pe sorts on the CPU, with a warning.
+pub struct LazyGpu {
+    rank: usize,
+    threads: usize,
+    cpu: CpuSort,
+    gpu: OnceLock<Option<GpuSort>>,
+}
+
+impl LazyGpu {
+    /// A backend for pe `rank`, whose device `probe` has accepted.
+    pub fn new(rank: usize, threads: usize) -> LazyGpu {
+        LazyGpu {
+            rank,
+            threads,
+            cpu: CpuSort::new(threads),
+            gpu: OnceLock::new(),
+        }
+    }
+
+    fn gpu(&self) -> Option<&GpuSort> {
+        self.gpu
+            .get_or_init(|| match GpuSort::open(self.rank, self.threads) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    log::warn!("[pe {}] {e}; this pe sorts on the CPU", self.rank);
+                    None
+                }
+            })
+            .as_ref()
+    }
+}
+
+impl LocalSort for LazyGpu {
+    fn name(&self) -> &'static str {
+        "gpu"
+    }
+
+    fn threads(&self) -> usize {
+        self.threads.max(1)
+    }
+
+    fn sort_u64(&self, v: &mut [u64]) {
+        match self.gpu() {
+            Some(g) => g.sort_u64(v),
+            None => self.cpu.sort_u64(v),
+        }
+    }
+
+    fn sort_u128(&self, v: &mut [u128]) {
+        match self.gpu() {
+            Some(g) => g.sort_u128(v),
+            None => self.cpu.sort_u128(v),
+        }
+    }
+
+    fn sort_u128_by_high(&self, v: &mut [u128]) {
+        match self.gpu() {
+            Some(g) => g.sort_u128_by_high(v),
+            None => self.cpu.sort_u128_by_high(v),
+        }
+    }
+
+    fn suffix_array_bytes(&self, text: &[u8]) -> Option<Vec<u64>> {
+        self.gpu()?.suffix_array_bytes(text)
+    }
+
+    fn suffix_array_ints(&self, text: &[u64]) -> Option<Vec<u64>> {
+        self.gpu()?.suffix_array_ints(text)
+    }
+
+    fn pooled_sa(&self, n: usize, used: &[bool; 256]) -> Option<Box<dyn PooledSa + '_>> {
+        self.gpu()?.pooled_sa(n, used)
+    }
+
+    fn suffix_array_max_len(&self) -> usize {
+        self.gpu().map_or(0, |g| g.suffix_array_max_len())
     }
 }
 
