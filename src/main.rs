@@ -57,8 +57,10 @@ struct Cli {
     /// Write per-phase times, bytes sent, peak memory per pe as JSON to FILE
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
-    /// Use the GPU (pe r uses device r mod device count): at p = 1 the whole suffix array is built on
-    /// it, at p > 1 the local sorts and gathered base cases; needs a build with --features gpu
+    /// Use the GPU (pe r uses device r mod device count; build with --features gpu): a text that
+    /// fits pe 0's device (about free memory / 62 characters) is built whole there, at p > 1
+    /// streamed through pe 0 and back; larger texts run the distributed algorithm with local sorts,
+    /// base cases and recursion levels that fit on the GPU
     #[arg(long)]
     gpu: bool,
     /// Subproblems of at most this many characters are solved sequentially on one pe
