@@ -38,6 +38,9 @@ pub trait Symbol: Pod + Send + Sync {
     fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64>;
     /// The backend's own suffix array of a gathered text, if it builds one (the GPU).
     fn backend_sa(text: &[Self], sorter: &dyn LocalSort) -> Option<Vec<u64>>;
+    /// This pe's part of the suffix array of a distributed text, built whole on pe 0's device
+    /// if it takes it ([`super::pooled`]). Collective.
+    fn pooled_sa(ctx: &Ctx, text: &[Self], layout: &Layout) -> Option<Vec<u64>>;
 }
 
 impl Symbol for u8 {
@@ -51,6 +54,9 @@ impl Symbol for u8 {
     fn backend_sa(text: &[u8], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
         sorter.suffix_array_bytes(text)
     }
+    fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
+        super::pooled::pooled_sa(ctx, text, layout)
+    }
 }
 
 impl Symbol for u64 {
@@ -63,6 +69,9 @@ impl Symbol for u64 {
     }
     fn backend_sa(text: &[u64], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
         sorter.suffix_array_ints(text)
+    }
+    fn pooled_sa(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u64>> {
+        super::pooled::pooled_sa_ints(ctx, text, layout)
     }
 }
 
@@ -131,9 +140,9 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     comm.all_to_all_v(&sa, &counts)
 }
 
-/// Whether a recursion level (a string of names, below the top level) goes whole to pe 0's device:
-/// with a backend that builds suffix arrays (--gpu), one that fits the device is gathered there
-/// instead of recursing further. Collective: pe 0's capacity decides for all.
+/// Whether a recursion level (a string of names, below the top level) should go whole to pe 0's
+/// device: with a backend that builds suffix arrays (--gpu), one that fits the device is streamed
+/// there (`pooled`) instead of recursing further. Collective: pe 0's capacity decides for all.
 fn fits_device(ctx: &Ctx, n: usize) -> bool {
     if ctx.log.level.get() == 0 || ctx.config.backend != crate::Backend::Gpu {
         return false;
@@ -470,10 +479,17 @@ impl<'a, C: Symbol> Chars<'a, C> {
 /// pes but not rebalanced (the caller decides whether it needs the input's layout).
 pub(super) fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPart {
     let n = layout.len();
-    if n <= ctx.config.base_case.max(4) || fits_device(ctx, n) {
+    let first = layout.start(ctx.comm.rank()) as u64;
+    if n <= ctx.config.base_case.max(4) {
         let sa = ctx.phase("base case", || base_case(ctx, t, layout));
-        let first = layout.start(ctx.comm.rank()) as u64;
         return SortedPart { sa, first };
+    }
+    if fits_device(ctx, n) {
+        // No pe gathers the level: its names stream through pe 0 to the device and back. If the
+        // device does not take it after all, the level recurses as without a GPU.
+        if let Some(sa) = ctx.phase("device suffix array", || C::pooled_sa(ctx, t, layout)) {
+            return SortedPart { sa, first };
+        }
     }
     let chars = ctx.phase("halo", || Chars::new(ctx, t, layout));
     let n_ext = n + usize::from(n % 3 == 1);

@@ -9,34 +9,67 @@
 //! distributed algorithm, decided together by every pe. `PSA_GPU_POOL=0` turns this off (to
 //! measure the distributed algorithm with device sorts).
 //!
-//! Traffic: every character once to pe 0 (1 byte) and every SA entry once from it (4 bytes:
-//! 32-bit entries, widened by their owner). Memory: pe 0 two pieces; each pe its SA part.
+//! The same relay serves a recursion level of pDC3 (integer names) that fits the device when the
+//! whole text did not (`pooled_sa_ints`, from `dc3::level`).
+//!
+//! Traffic: every character once to pe 0 (1 byte, or its 8-byte name) and every SA entry once from
+//! it (4 bytes: 32-bit entries, widened by their owner). Memory: pe 0 two pieces (and their 4-byte
+//! encoding for names); each pe its SA part.
+
+use bytemuck::Pod;
 
 use crate::dist::Layout;
-use crate::local::widen_in_place;
+use crate::local::{widen_in_place, Alphabet};
 use crate::Ctx;
 
 /// Characters (and SA entries) pe 0 relays per message.
 pub const PIECE: usize = 1 << 24;
 
-/// The suffix array part of this pe, built on pe 0's device; None (on every pe) when the device
-/// does not take the text. Collective.
+/// The suffix array part of this pe for a byte text, built on pe 0's device; None (on every pe)
+/// when the device does not take the text. Collective.
 pub fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
-    let comm = &ctx.comm;
-    let root = 0;
-    let n = layout.len();
     // The byte values that occur anywhere: the device packs its first keys by them.
     let mut seen = [0u64; 256];
     for &b in text {
         seen[b as usize] = 1;
     }
-    let seen = comm.all_reduce_sum_vec(&seen);
+    let seen = ctx.comm.all_reduce_sum_vec(&seen);
     let mut used = [false; 256];
     for (u, &s) in used.iter_mut().zip(&seen) {
         *u = s > 0;
     }
+    relay(ctx, text, layout, Alphabet::Bytes(used), |piece, out| {
+        out.extend_from_slice(piece)
+    })
+}
+
+/// The same for a text of integers (names; the device takes values below 2^32).
+pub fn pooled_sa_ints(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u64>> {
+    let max = ctx
+        .comm
+        .all_reduce_max(text.iter().copied().max().unwrap_or(0));
+    if max >= 1 << 32 {
+        return None;
+    }
+    relay(ctx, text, layout, Alphabet::Ints(max), |piece, out| {
+        out.extend(piece.iter().flat_map(|&v| (v as u32).to_le_bytes()))
+    })
+}
+
+/// Streams `text` through pe 0 to its backend, which builds the suffix array, and each pe its
+/// part back. `encode` appends a piece in the backend's format for `alphabet`.
+fn relay<T: Pod>(
+    ctx: &Ctx,
+    text: &[T],
+    layout: &Layout,
+    alphabet: Alphabet,
+    encode: impl Fn(&[T], &mut Vec<u8>),
+) -> Option<Vec<u64>> {
+    let comm = &ctx.comm;
+    let root = 0;
+    let n = layout.len();
     let mut session = if comm.rank() == root {
-        ctx.sorter.pooled_sa(n, &used)
+        ctx.sorter.pooled_sa(n, &alphabet)
     } else {
         None
     };
@@ -47,13 +80,17 @@ pub fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
     }
 
     let mut failed: Option<String> = None;
+    let mut bytes: Vec<u8> = Vec::new();
     comm.stream_to_root(text, root, PIECE, |_, piece| {
         if failed.is_none() {
             if let Some(s) = session.as_mut() {
-                failed = s.upload(piece).err();
+                bytes.clear();
+                encode(piece, &mut bytes);
+                failed = s.upload(&bytes).err();
             }
         }
     });
+    drop(bytes);
     if let (None, Some(s)) = (&failed, session.as_mut()) {
         failed = s.build().err();
     }

@@ -15,16 +15,22 @@
 //! `selftest: N passed, M failed`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-use psa::algo::{check::check, seq::sa_bytes};
+use psa::algo::{
+    check::check,
+    seq::{sa_bytes, sa_ints},
+};
 use psa::comm::Comm;
 use psa::dist::{
     exchange_by, last_of_left, name_sorted, rebalance, right_halo, sample_sort, Layout,
     OwnerCursor, SortKey,
 };
 use psa::local::cpu::CpuSort;
+use psa::local::{Alphabet, LocalSort, PooledSa};
 use psa::stats::PhaseLog;
-use psa::{Algo, Config, Ctx, Error};
+use psa::{Algo, Backend, Config, Ctx, Error};
 
 type CheckResult = Result<(), String>;
 
@@ -996,6 +1002,231 @@ fn check_suffix_array_uneven(world: &Comm) -> CheckResult {
 }
 
 // ------------------------------------------------------------------------------------------------
+// The relay of a whole text to one pe's device (psa::algo::pooled), with the device played by the
+// CPU: the GPU's own part is tested on the GPU host (tests/gpu.rs, scripts/gpu-pool-test.sh); this
+// tests the streaming, the alphabet, the widening and every failure's fall-back on any machine.
+
+/// Which step of the stand-in device fails.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum PoolFail {
+    Never,
+    Start,
+    Upload,
+    Build,
+    Download,
+}
+
+/// A backend whose pooled suffix array collects the pieces and runs libsais (a test may hold the
+/// whole text on one pe; psa itself never does).
+struct CpuPool {
+    cpu: CpuSort,
+    fail: PoolFail,
+    /// false: take integer texts only (a DC3 recursion level), not the byte text.
+    bytes_too: bool,
+    /// Set when the failure was injected (a text too short for the failing step has none).
+    injected: Arc<AtomicBool>,
+}
+
+struct CpuPoolSa {
+    n: usize,
+    alphabet: Alphabet,
+    text: Vec<u64>,
+    sa: Vec<u64>,
+    fail: PoolFail,
+    injected: Arc<AtomicBool>,
+}
+
+impl LocalSort for CpuPool {
+    fn name(&self) -> &'static str {
+        "cpu-pool"
+    }
+    fn sort_u64(&self, v: &mut [u64]) {
+        self.cpu.sort_u64(v)
+    }
+    fn sort_u128(&self, v: &mut [u128]) {
+        self.cpu.sort_u128(v)
+    }
+    fn suffix_array_max_len(&self) -> usize {
+        1 << 40
+    }
+    fn pooled_sa(&self, n: usize, alphabet: &Alphabet) -> Option<Box<dyn PooledSa + '_>> {
+        if matches!(alphabet, Alphabet::Bytes(_)) && !self.bytes_too {
+            return None;
+        }
+        if self.fail == PoolFail::Start {
+            self.injected.store(true, Ordering::Relaxed);
+        }
+        (self.fail != PoolFail::Start).then(|| {
+            Box::new(CpuPoolSa {
+                n,
+                alphabet: *alphabet,
+                text: Vec::new(),
+                sa: Vec::new(),
+                fail: self.fail,
+                injected: self.injected.clone(),
+            }) as Box<dyn PooledSa>
+        })
+    }
+}
+
+impl PooledSa for CpuPoolSa {
+    fn upload(&mut self, piece: &[u8]) -> Result<(), String> {
+        if self.fail == PoolFail::Upload {
+            self.injected.store(true, Ordering::Relaxed);
+            return Err("injected upload failure".into());
+        }
+        match self.alphabet {
+            Alphabet::Bytes(used) => {
+                if let Some(&b) = piece.iter().find(|&&b| !used[b as usize]) {
+                    return Err(format!("byte {b} is missing from the alphabet"));
+                }
+                self.text.extend(piece.iter().map(|&b| b as u64));
+            }
+            Alphabet::Ints(max) => {
+                for w in piece.chunks(4) {
+                    let v = u32::from_le_bytes(w.try_into().map_err(|_| "a partial u32")?) as u64;
+                    if v > max {
+                        return Err(format!("{v} is above the alphabet's largest value {max}"));
+                    }
+                    self.text.push(v);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn build(&mut self) -> Result<(), String> {
+        if self.text.len() != self.n {
+            return Err(format!(
+                "{} of {} characters arrived",
+                self.text.len(),
+                self.n
+            ));
+        }
+        if self.fail == PoolFail::Build {
+            self.injected.store(true, Ordering::Relaxed);
+            return Err("injected build failure".into());
+        }
+        self.sa = match self.alphabet {
+            Alphabet::Bytes(_) => {
+                sa_bytes(&self.text.iter().map(|&b| b as u8).collect::<Vec<u8>>(), 1)
+            }
+            Alphabet::Ints(_) => sa_ints(&self.text, 1),
+        };
+        Ok(())
+    }
+    fn download(&mut self, offset: usize, out: &mut [u32]) -> Result<(), String> {
+        if self.fail == PoolFail::Download {
+            self.injected.store(true, Ordering::Relaxed);
+            return Err("injected download failure".into());
+        }
+        let len = out.len();
+        for (o, &v) in out.iter_mut().zip(&self.sa[offset..offset + len]) {
+            *o = v as u32;
+        }
+        Ok(())
+    }
+}
+
+fn check_pooled(world: &Comm) -> CheckResult {
+    let p = world.size();
+    let me = world.rank();
+    let mut texts: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", Vec::new()),
+        ("1 byte", b"x".to_vec()),
+        ("0x00/0xff", b"\0\xff\0\xff\xff\0\0\0\xff\0".repeat(7)),
+        ("a^n", vec![b'a'; 301]),
+        ("periodic", b"abcab".repeat(61)),
+        ("mississippi", b"mississippi$banana\0".repeat(9)),
+    ];
+    let mut rng = Rng::new(99);
+    texts.push(("random", (0..500).map(|_| rng.below(256) as u8).collect()));
+    for (tname, text) in &texts {
+        let want = sa_bytes(text, 1);
+        let n = text.len();
+        for (lname, lens) in length_patterns(p) {
+            let total: usize = lens.iter().sum();
+            let cuts: Vec<usize> = if total == 0 {
+                (0..=p).map(|r| if r == p { n } else { 0 }).collect()
+            } else {
+                offsets(&lens).iter().map(|&o| o * n / total).collect()
+            };
+            for (level, fail) in [0usize, 1].into_iter().flat_map(|l| {
+                [
+                    PoolFail::Never,
+                    PoolFail::Start,
+                    PoolFail::Upload,
+                    PoolFail::Build,
+                    PoolFail::Download,
+                ]
+                .map(|f| (l, f))
+            }) {
+                // Level 0: the byte text (css); level 1: DC3's first recursion level (names),
+                // with the stand-in refusing the byte text and a base case of 4.
+                let (algo, base) = if level == 0 {
+                    (Algo::Css, 1 << 20)
+                } else {
+                    (Algo::Dc3, 4)
+                };
+                let mut ctx = ctx_with(
+                    Comm::new(mpi::topology::SimpleCommunicator::world()),
+                    algo,
+                    base,
+                );
+                ctx.config.backend = Backend::Gpu;
+                let injected = Arc::new(AtomicBool::new(false));
+                ctx.sorter = Box::new(CpuPool {
+                    cpu: CpuSort::new(1),
+                    fail,
+                    bytes_too: level == 0,
+                    injected: injected.clone(),
+                });
+                let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
+                    .map_err(|e| format!("{e}"))?;
+                ensure!(
+                    got == want[cuts[me]..cuts[me + 1]],
+                    "{tname}, split {lname} {cuts:?}, level {level}, failing {fail:?}: pe {me} got {got:?}, want {:?}",
+                    &want[cuts[me]..cuts[me + 1]]
+                );
+                // Without a failure (p > 1), the stand-in device built it all.
+                let phases = ctx.log.phases.borrow();
+                let at = |l: usize| -> Vec<&str> {
+                    phases
+                        .iter()
+                        .filter(|r| r.level == l)
+                        .map(|r| r.name.as_str())
+                        .collect()
+                };
+                let (top, next, deeper) = (at(level), at(level + 1), at(level + 2));
+                let mut f = injected.load(Ordering::Relaxed) as u64;
+                world.broadcast(&mut f, 0);
+                let injected = f == 1;
+                if level == 1 && (*tname == "a^n" || *tname == "periodic") {
+                    ensure!(
+                        !top.is_empty(),
+                        "{tname}, split {lname}: DC3 did not recurse (level 0: {:?})",
+                        at(0)
+                    );
+                }
+                if top.is_empty() || (level == 1 && top == ["base case"]) {
+                    // Solved before reaching this level.
+                } else if p > 1 && fail == PoolFail::Never {
+                    ensure!(
+                        top == ["device suffix array"] && next.is_empty(),
+                        "{tname}, split {lname}, level {level}: not built by the pooled device: phases {top:?}, then {next:?}"
+                    );
+                } else if p > 1 && injected {
+                    ensure!(
+                        top.len() > 1 && (level == 0 || !next.is_empty() || !deeper.is_empty()),
+                        "{tname}, split {lname}, level {level}, failing {fail:?}: no fall-back ran: phases {top:?}, then {next:?}"
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------
 // random-sa mode
 
 fn random_sa(world: &Comm, count: usize, max_len: usize, seed: u64) -> usize {
@@ -1134,6 +1365,10 @@ fn main() {
     t.check("comm: stream_to_root, stream_from_root", || {
         check_streams(&world)
     });
+    t.check(
+        "pooled: whole text through pe 0 to a (CPU stand-in) device, and every failure's fall-back",
+        || check_pooled(&world),
+    );
     t.check(
         "comm: all_to_all_v (empty parts, u8/[u8;3]/u64/u128)",
         || check_all_to_all(&world),

@@ -37,19 +37,29 @@ pub trait LocalSort: Send + Sync {
     fn suffix_array_max_len(&self) -> usize {
         0
     }
-    /// Starts a suffix array of a byte text of `n` characters whose byte values are those marked
-    /// in `used`, handed to the backend in pieces (the pes of a distributed run stream their
-    /// slices to the device through one pe: see `psa::pooled`). None: the backend does not
-    /// build it (not a GPU, too short, no room on the device; the reason is logged).
-    fn pooled_sa(&self, _n: usize, _used: &[bool; 256]) -> Option<Box<dyn PooledSa + '_>> {
+    /// Starts a suffix array of a text of `n` characters over `alphabet`, handed to the backend
+    /// in pieces (the pes of a distributed run stream their slices to the device through one pe:
+    /// see `psa::algo::pooled`). None: the backend does not build it (not a GPU, too short, no
+    /// room on the device; the reason is logged).
+    fn pooled_sa(&self, _n: usize, _alphabet: &Alphabet) -> Option<Box<dyn PooledSa + '_>> {
         None
     }
+}
+
+/// The alphabet of a text handed to a backend's suffix array.
+#[derive(Clone, Copy, Debug)]
+#[allow(clippy::large_enum_variant)] // made once per suffix array
+pub enum Alphabet {
+    /// Bytes; `used[b]`: byte value b occurs. Pieces are the bytes themselves.
+    Bytes([bool; 256]),
+    /// Integers up to this largest value (below 2^32 for the GPU). Pieces are little-endian u32.
+    Ints(u64),
 }
 
 /// A suffix array that a backend builds from a text handed over in pieces; see
 /// [`LocalSort::pooled_sa`]. The backend's resources are held until it is dropped.
 pub trait PooledSa {
-    /// The next piece of the text, in text order.
+    /// The next piece of the text, in text order, encoded as [`Alphabet`] says.
     fn upload(&mut self, piece: &[u8]) -> Result<(), String>;
     /// Sorts the suffixes (after the whole text has been uploaded).
     fn build(&mut self) -> Result<(), String>;

@@ -27,7 +27,7 @@ use cudarc::nvrtc;
 use rayon::prelude::*;
 
 use super::cpu::CpuSort;
-use super::{LocalSort, PooledSa};
+use super::{Alphabet, LocalSort, PooledSa};
 use crate::{Error, Result};
 
 mod merge;
@@ -926,11 +926,11 @@ impl LocalSort for GpuSort {
         self.suffix_array_or_cpu(SacaText::Ints(text))
     }
 
-    fn pooled_sa(&self, n: usize, used: &[bool; 256]) -> Option<Box<dyn PooledSa + '_>> {
+    fn pooled_sa(&self, n: usize, alphabet: &Alphabet) -> Option<Box<dyn PooledSa + '_>> {
         if !(MIN_GPU_SA..=saca::MAX_GPU_SA).contains(&n) {
             return None;
         }
-        match self.device_sa(n, saca::Alphabet::Bytes(*used)) {
+        match self.device_sa(n, *alphabet) {
             Ok(s) => Some(Box::new(s)),
             Err(e) => {
                 self.fallbacks.fetch_add(1, Ordering::Relaxed);
@@ -1026,8 +1026,8 @@ impl LocalSort for LazyGpu {
         self.gpu()?.suffix_array_ints(text)
     }
 
-    fn pooled_sa(&self, n: usize, used: &[bool; 256]) -> Option<Box<dyn PooledSa + '_>> {
-        self.gpu()?.pooled_sa(n, used)
+    fn pooled_sa(&self, n: usize, alphabet: &Alphabet) -> Option<Box<dyn PooledSa + '_>> {
+        self.gpu()?.pooled_sa(n, alphabet)
     }
 
     fn suffix_array_max_len(&self) -> usize {

@@ -21,7 +21,7 @@ use cudarc::driver::{result, sys, CudaFunction};
 use rayon::prelude::*;
 
 use super::{drv, GpuSort, Kernels, State, BLOCK};
-use crate::local::{widen_in_place, PooledSa};
+use crate::local::{widen_in_place, Alphabet, PooledSa};
 
 /// Texts shorter than this are left to libsais: launches and transfers cost more than they save.
 pub const MIN_GPU_SA: usize = 1 << 18;
@@ -122,15 +122,6 @@ impl Drop for DeviceBufs {
 
 fn bits(x: u64) -> u32 {
     64 - x.leading_zeros()
-}
-
-/// The alphabet of a device suffix array: for bytes, the dense renumbering of the byte values
-/// that occur; for integers, the largest value.
-#[derive(Clone, Copy)]
-#[allow(clippy::large_enum_variant)] // made once per suffix array
-pub enum Alphabet {
-    Bytes([bool; 256]),
-    Ints(u64),
 }
 
 impl Alphabet {
