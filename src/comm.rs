@@ -22,6 +22,16 @@ use crate::error::{Error, Result};
 /// Largest element count used in one MPI call (MPI counts and displacements are `i32`).
 const MPI_COUNT_MAX: usize = i32::MAX as usize;
 
+/// The tag of [`Comm::stream_to_root`] and [`Comm::stream_from_root`] messages (the only
+/// point-to-point traffic; a tag of their own keeps any later traffic from matching them).
+const STREAM_TAG: i32 = 0x5053;
+
+/// Ends every process of the job (MPI_Abort on the world communicator) without any collective
+/// call first: safe from a panic hook on any pe and any thread.
+pub fn abort_world(code: i32) -> ! {
+    SimpleCommunicator::world().abort(code)
+}
+
 /// A communicator with byte accounting. All methods are collective unless said otherwise:
 /// every pe of the communicator must call them in the same order.
 pub struct Comm {
@@ -416,7 +426,9 @@ impl Comm {
         if self.rank != root {
             for c in local.chunks(piece) {
                 let buf = unsafe { DynBuffer::from_raw(c.as_ptr(), count(c.len()), dref) };
-                self.world.process_at_rank(root as i32).send(&buf);
+                self.world
+                    .process_at_rank(root as i32)
+                    .send_with_tag(&buf, STREAM_TAG);
                 self.add_sent(std::mem::size_of_val(c) as u64);
             }
             return;
@@ -434,7 +446,7 @@ impl Comm {
                 let mut buf = unsafe { DynBufferMut::from_raw(stage.as_mut_ptr(), count(m), dref) };
                 self.world
                     .process_at_rank(src as i32)
-                    .receive_into(&mut buf);
+                    .receive_into_with_tag(&mut buf, STREAM_TAG);
                 f(src, &stage[..m]);
                 left -= m;
             }
@@ -462,7 +474,7 @@ impl Comm {
                     unsafe { DynBufferMut::from_raw(c.as_mut_ptr(), count(c.len()), dref) };
                 self.world
                     .process_at_rank(root as i32)
-                    .receive_into(&mut buf);
+                    .receive_into_with_tag(&mut buf, STREAM_TAG);
             }
             return;
         }
@@ -481,7 +493,9 @@ impl Comm {
                 stage.resize(m, T::zeroed());
                 fill(dst, off, &mut stage[..m]);
                 let buf = unsafe { DynBuffer::from_raw(stage.as_ptr(), count(m), dref) };
-                self.world.process_at_rank(dst as i32).send(&buf);
+                self.world
+                    .process_at_rank(dst as i32)
+                    .send_with_tag(&buf, STREAM_TAG);
                 self.add_sent(std::mem::size_of_val(&stage[..m]) as u64);
                 off += m;
             }

@@ -91,9 +91,12 @@ pub struct Tunables {
     /// default) DC7 on the text from the start, `dc3` DC3 from the start, `sort` its first sort
     /// and then the DC7 finish on the prefix names.
     pub css_predicted: Predicted,
-    /// `PSA_GPU_POOL=0`: with --gpu at p > 1, never build a text that fits pe 0's device there
-    /// (see [`algo::pooled`]); run the distributed algorithm with device sorts instead.
+    /// `PSA_GPU_POOL=0`: with --gpu at p > 1, never build a whole text that fits pe 0's device
+    /// there (see [`algo::pooled`]); run the distributed algorithm with device sorts instead (its
+    /// recursion levels still go to the device when they fit).
     pub gpu_pool: bool,
+    /// `PSA_POOL_PIECE`: records per message of that relay (default [`algo::pooled::PIECE`]).
+    pub pool_piece: usize,
 }
 
 /// pCSS's path for inputs its sample predicts to be repetitive (see [`Tunables::css_predicted`]).
@@ -120,6 +123,11 @@ impl Tunables {
             _ => Predicted::Dc7,
         };
         let pool = std::env::var_os("PSA_GPU_POOL").is_none_or(|v| v != "0");
+        let piece = std::env::var("PSA_POOL_PIECE")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(algo::pooled::PIECE as u64)
+            .max(1);
         let mut raw = [
             wide as u64,
             handover.to_bits(),
@@ -127,6 +135,7 @@ impl Tunables {
             finish_dc3 as u64,
             predicted as u64,
             pool as u64,
+            piece,
         ];
         comm.broadcast(&mut raw, 0);
         Tunables {
@@ -140,6 +149,7 @@ impl Tunables {
                 _ => Predicted::Dc7,
             },
             gpu_pool: raw[5] == 1,
+            pool_piece: raw[6] as usize,
         }
     }
 }

@@ -126,7 +126,8 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(move |info| {
         eprintln!("psa: internal error on pe {rank}: {info}");
         psa::io::remove_partial_now();
-        psa::comm::Comm::new(mpi::topology::SimpleCommunicator::world()).abort(101);
+        // No collective here (Comm::new broadcasts): the other pes may be anywhere.
+        psa::comm::abort_world(101);
     }));
 
     let threads = cli

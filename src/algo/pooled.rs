@@ -6,8 +6,9 @@
 //! builds the suffix array, and pe 0 streams each pe its part back. Pe 0 relays in pieces of
 //! [`PIECE`] characters: no pe's memory ever holds the whole text or the whole suffix array (the
 //! device does). Texts that do not fit, or any failure on the device, leave the work to the
-//! distributed algorithm, decided together by every pe. `PSA_GPU_POOL=0` turns this off (to
-//! measure the distributed algorithm with device sorts).
+//! distributed algorithm, decided together by every pe. `PSA_GPU_POOL=0` turns this off for the
+//! whole text (to measure the distributed algorithm with device sorts); recursion levels still
+//! go to the device when they fit.
 //!
 //! The same relay serves a recursion level of pDC3 (integer names) that fits the device when the
 //! whole text did not (`pooled_sa_ints`, from `dc3::level`).
@@ -22,7 +23,8 @@ use crate::dist::Layout;
 use crate::local::{widen_in_place, Alphabet};
 use crate::Ctx;
 
-/// Characters (and SA entries) pe 0 relays per message.
+/// Characters (and SA entries) pe 0 relays per message, unless `PSA_POOL_PIECE` says otherwise
+/// (tests use tiny pieces).
 pub const PIECE: usize = 1 << 24;
 
 /// The suffix array part of this pe for a byte text, built on pe 0's device; None (on every pe)
@@ -79,9 +81,10 @@ fn relay<T: Pod>(
         return None;
     }
 
+    let piece = ctx.tune.pool_piece;
     let mut failed: Option<String> = None;
     let mut bytes: Vec<u8> = Vec::new();
-    comm.stream_to_root(text, root, PIECE, |_, piece| {
+    comm.stream_to_root(text, root, piece, |_, piece| {
         if failed.is_none() {
             if let Some(s) = session.as_mut() {
                 bytes.clear();
@@ -102,21 +105,22 @@ fn relay<T: Pod>(
 
     let me = comm.rank();
     let len = layout.local_len(me);
-    let mut sa: Vec<u64> = Vec::with_capacity(len);
+    // Zeroed (fresh pages from the allocator: no extra pass); the 32-bit entries land in its
+    // first half and are widened in place.
+    let mut sa: Vec<u64> = vec![0; len];
     {
-        // SAFETY: room for `len` u64 is room for 2·len u32; the first `len` are received here.
-        let front = unsafe { std::slice::from_raw_parts_mut(sa.as_mut_ptr() as *mut u32, len) };
-        comm.stream_from_root(front, root, PIECE, |dst, off, out| {
-            match (&failed, session.as_mut()) {
-                (None, Some(s)) => failed = s.download(layout.start(dst) + off, out).err(),
-                _ => out.fill(0),
+        let front: &mut [u32] = &mut bytemuck::cast_slice_mut(&mut sa[..])[..len];
+        comm.stream_from_root(front, root, piece, |dst, off, out| {
+            if let (None, Some(s)) = (&failed, session.as_mut()) {
+                failed = s.download(layout.start(dst) + off, out).err();
+            }
+            if failed.is_some() {
+                // Never leave a piece half written (all is discarded after the agreement).
+                out.fill(0);
             }
         });
-        // SAFETY: the first `len` u32 slots of the buffer were just written.
-        unsafe {
-            widen_in_place(sa.as_mut_ptr(), len);
-            sa.set_len(len);
-        }
+        // SAFETY: `sa` holds len u64, and its first len u32 slots are initialised.
+        unsafe { widen_in_place(sa.as_mut_ptr(), len) };
     }
     drop(session);
     agreed_ok(ctx, &failed).then_some(sa)

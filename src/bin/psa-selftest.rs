@@ -515,6 +515,16 @@ fn check_all_to_all(comm: &Comm) -> CheckResult {
     Ok(())
 }
 
+/// Ends a step of a check on every pe together: an error on any pe is an error on all (so no pe
+/// leaves for the next collective while another still waits in this one).
+fn agreed(comm: &Comm, r: CheckResult) -> CheckResult {
+    if comm.any(r.is_err()) {
+        Err(r.err().unwrap_or_else(|| "failed on another pe".into()))
+    } else {
+        Ok(())
+    }
+}
+
 /// stream_to_root and stream_from_root: every record arrives once, in pe order and in pieces of
 /// the given size, for every root, for empty pes and pieces of 1 record up to whole slices.
 fn check_streams(comm: &Comm) -> CheckResult {
@@ -532,20 +542,24 @@ fn check_streams(comm: &Comm) -> CheckResult {
                     longest = longest.max(c.len());
                     got.extend(c.iter().map(|&v| (src, v)));
                 });
-                if me == root {
-                    let want: Vec<(usize, u64)> = (0..p)
-                        .flat_map(|r| (offs[r]..offs[r + 1]).map(move |i| (r, value(i))))
-                        .collect();
-                    ensure!(
-                        got == want,
-                        "{shape}: stream_to_root (root {root}, piece {piece}) delivered {} records, {} expected, or out of order",
-                        got.len(),
-                        want.len()
-                    );
-                    ensure!(longest <= piece, "{shape}: a piece of {longest} > {piece}");
-                } else {
-                    ensure!(got.is_empty(), "{shape}: a non-root pe was handed records");
-                }
+                let to_root = (|| {
+                    if me == root {
+                        let want: Vec<(usize, u64)> = (0..p)
+                            .flat_map(|r| (offs[r]..offs[r + 1]).map(move |i| (r, value(i))))
+                            .collect();
+                        ensure!(
+                            got == want,
+                            "{shape}: stream_to_root (root {root}, piece {piece}) delivered {} records, {} expected, or out of order",
+                            got.len(),
+                            want.len()
+                        );
+                        ensure!(longest <= piece, "{shape}: a piece of {longest} > {piece}");
+                    } else {
+                        ensure!(got.is_empty(), "{shape}: a non-root pe was handed records");
+                    }
+                    Ok(())
+                })();
+                agreed(comm, to_root)?;
                 let mut back = vec![u64::MAX; lens[me]];
                 comm.stream_from_root(&mut back, root, piece, |dst, off, out| {
                     for (j, o) in out.iter_mut().enumerate() {
@@ -553,10 +567,16 @@ fn check_streams(comm: &Comm) -> CheckResult {
                     }
                 });
                 let want: Vec<u64> = mine.iter().map(|v| v ^ 1).collect();
-                ensure!(
-                    back == want,
-                    "{shape}: stream_from_root (root {root}, piece {piece}) gave pe {me} the wrong records"
-                );
+                agreed(
+                    comm,
+                    (|| {
+                        ensure!(
+                            back == want,
+                            "{shape}: stream_from_root (root {root}, piece {piece}) gave pe {me} the wrong records"
+                        );
+                        Ok(())
+                    })(),
+                )?;
             }
         }
     }
@@ -1150,7 +1170,7 @@ fn check_pooled(world: &Comm) -> CheckResult {
             } else {
                 offsets(&lens).iter().map(|&o| o * n / total).collect()
             };
-            for (level, fail) in [0usize, 1].into_iter().flat_map(|l| {
+            for (level, fail, piece) in [0usize, 1].into_iter().flat_map(|l| {
                 [
                     PoolFail::Never,
                     PoolFail::Start,
@@ -1158,7 +1178,9 @@ fn check_pooled(world: &Comm) -> CheckResult {
                     PoolFail::Build,
                     PoolFail::Download,
                 ]
-                .map(|f| (l, f))
+                .into_iter()
+                // Pieces of 3 records: many messages per pe (the default sends one here).
+                .flat_map(move |f| [(l, f, None), (l, f, Some(3usize))])
             }) {
                 // Level 0: the byte text (css); level 1: DC3's first recursion level (names),
                 // with the stand-in refusing the byte text and a base case of 4.
@@ -1167,11 +1189,16 @@ fn check_pooled(world: &Comm) -> CheckResult {
                 } else {
                     (Algo::Dc3, 4)
                 };
+                // Tunables are read (on pe 0) when the context is made: set the piece just for it.
+                if let Some(k) = piece {
+                    std::env::set_var("PSA_POOL_PIECE", k.to_string());
+                }
                 let mut ctx = ctx_with(
                     Comm::new(mpi::topology::SimpleCommunicator::world()),
                     algo,
                     base,
                 );
+                std::env::remove_var("PSA_POOL_PIECE");
                 ctx.config.backend = Backend::Gpu;
                 let injected = Arc::new(AtomicBool::new(false));
                 ctx.sorter = Box::new(CpuPool {
@@ -1180,46 +1207,57 @@ fn check_pooled(world: &Comm) -> CheckResult {
                     bytes_too: level == 0,
                     injected: injected.clone(),
                 });
+                // (An error from suffix_array is agreed by every pe, so `?` leaves on all.)
                 let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
                     .map_err(|e| format!("{e}"))?;
-                ensure!(
-                    got == want[cuts[me]..cuts[me + 1]],
-                    "{tname}, split {lname} {cuts:?}, level {level}, failing {fail:?}: pe {me} got {got:?}, want {:?}",
-                    &want[cuts[me]..cuts[me + 1]]
-                );
-                // Without a failure (p > 1), the stand-in device built it all.
-                let phases = ctx.log.phases.borrow();
-                let at = |l: usize| -> Vec<&str> {
-                    phases
-                        .iter()
-                        .filter(|r| r.level == l)
-                        .map(|r| r.name.as_str())
-                        .collect()
-                };
-                let (top, next, deeper) = (at(level), at(level + 1), at(level + 2));
                 let mut f = injected.load(Ordering::Relaxed) as u64;
                 world.broadcast(&mut f, 0);
                 let injected = f == 1;
-                if level == 1 && (*tname == "a^n" || *tname == "periodic") {
-                    ensure!(
-                        !top.is_empty(),
-                        "{tname}, split {lname}: DC3 did not recurse (level 0: {:?})",
-                        at(0)
-                    );
-                }
-                if top.is_empty() || (level == 1 && top == ["base case"]) {
-                    // Solved before reaching this level.
-                } else if p > 1 && fail == PoolFail::Never {
-                    ensure!(
+                let case = format!(
+                    "{tname}, split {lname} {cuts:?}, level {level}, failing {fail:?}, piece {piece:?}"
+                );
+                agreed(
+                    world,
+                    (|| {
+                        ensure!(
+                            got == want[cuts[me]..cuts[me + 1]],
+                            "{case}: pe {me} got {got:?}, want {:?}",
+                            &want[cuts[me]..cuts[me + 1]]
+                        );
+                        // Without a failure (p > 1), the stand-in device built it all.
+                        let phases = ctx.log.phases.borrow();
+                        let at = |l: usize| -> Vec<&str> {
+                            phases
+                                .iter()
+                                .filter(|r| r.level == l)
+                                .map(|r| r.name.as_str())
+                                .collect()
+                        };
+                        let (top, next, deeper) = (at(level), at(level + 1), at(level + 2));
+                        if level == 1 && (*tname == "a^n" || *tname == "periodic") {
+                            ensure!(
+                                !top.is_empty(),
+                                "{case}: DC3 did not recurse (level 0: {:?})",
+                                at(0)
+                            );
+                        }
+                        if top.is_empty() || (level == 1 && top == ["base case"]) {
+                            // Solved before reaching this level.
+                        } else if p > 1 && fail == PoolFail::Never {
+                            ensure!(
                         top == ["device suffix array"] && next.is_empty(),
-                        "{tname}, split {lname}, level {level}: not built by the pooled device: phases {top:?}, then {next:?}"
+                        "{case}: not built by the pooled device: phases {top:?}, then {next:?}"
                     );
-                } else if p > 1 && injected {
-                    ensure!(
-                        top.len() > 1 && (level == 0 || !next.is_empty() || !deeper.is_empty()),
-                        "{tname}, split {lname}, level {level}, failing {fail:?}: no fall-back ran: phases {top:?}, then {next:?}"
-                    );
-                }
+                        } else if p > 1 && injected {
+                            ensure!(
+                                top.len() > 1
+                                    && (level == 0 || !next.is_empty() || !deeper.is_empty()),
+                                "{case}: no fall-back ran: phases {top:?}, then {next:?}"
+                            );
+                        }
+                        Ok(())
+                    })(),
+                )?;
             }
         }
     }

@@ -934,7 +934,7 @@ impl LocalSort for GpuSort {
             Ok(s) => Some(Box::new(s)),
             Err(e) => {
                 self.fallbacks.fetch_add(1, Ordering::Relaxed);
-                log::warn!("gpu suffix array of {n} characters cannot start, building it on the CPU instead: {e}");
+                log::warn!("gpu suffix array of {n} characters cannot start on the device, the distributed algorithm builds it instead: {e}");
                 None
             }
         }
@@ -946,7 +946,9 @@ impl LocalSort for GpuSort {
         }
         match result::mem_get_info() {
             // The free memory now, plus what this backend's own sort buffers would give back.
-            Ok((free, _)) => ((free + 2 * self.lock().buf_bytes) / saca::DEVICE_BYTES_PER_CHAR)
+            // The same margin as the check before a suffix array starts.
+            Ok((free, _)) => ((free + 2 * self.lock().buf_bytes).saturating_sub(64 << 20)
+                / saca::DEVICE_BYTES_PER_CHAR)
                 .min(saca::MAX_GPU_SA),
             Err(_) => 0,
         }

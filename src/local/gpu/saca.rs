@@ -289,6 +289,7 @@ impl GpuSort {
         prof.k = k;
 
         // Device memory: two sort buffers of 16 bytes a suffix, six arrays of 4, the text.
+        // (GpuSort::suffix_array_max_len promises what this check accepts: keep them together.)
         let need = n * DEVICE_BYTES_PER_CHAR + (64 << 20);
         let (free, _) =
             result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
@@ -504,8 +505,9 @@ impl GpuSort {
 pub struct DeviceSa<'a> {
     gpu: &'a GpuSort,
     kernels: &'a Kernels,
-    st: std::sync::MutexGuard<'a, State>,
+    /// Declared before `st`: fields drop in order, so the buffers are freed before the lock goes.
     run: SacaRun,
+    st: std::sync::MutexGuard<'a, State>,
     started: Instant,
 }
 
