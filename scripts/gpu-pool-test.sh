@@ -9,7 +9,8 @@
 # with N runs, words) at 2^18 + 13 and 2.5·10^6 characters, and for every P: `psa --gpu` under
 # `mpirun -n P` (css; dc3 at one P) must write libsais' SA byte for byte, and its --stats must show
 # that the device built it (no distributed phase at level 0). Then the cases that must not take the
-# device path and still be right: a text below the device minimum (10^5) and PSA_GPU_POOL=0.
+# device path and still be right: a text below the device minimum (10^5) and PSA_GPU_POOL=0; and with
+# PSA_GPU_POOL=0 and a small --base-case, a pDC3 recursion level relayed to the device (names).
 # Prints one line per run and `gpu-pool-test: N passed, M failed`; exit 1 on any failure. Without a
 # GPU every --gpu run fails with a clear error, so this script fails too (it never passes silently).
 set -euo pipefail
@@ -72,6 +73,18 @@ open(out, "wb").write(t)
 EOF
 }
 
+# level_built STATS: whether a recursion level (level >= 1) was built on the device through the relay
+# (a "device suffix array" phase below the top level, and nothing deeper than it).
+level_built() {
+  python3 - "$1" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+dev = [p["level"] for p in d["phases"] if p["level"] >= 1 and p["name"] == "device suffix array"]
+deepest = max((p["level"] for p in d["phases"]), default=0)
+sys.exit(0 if dev and deepest == max(dev) else 1)
+EOF
+}
+
 # device_built STATS: whether the run's level-0 phases are only the device's (and I/O).
 device_built() {
   python3 - "$1" <<'EOF'
@@ -96,8 +109,10 @@ one() {
     status="differs from libsais"
   elif [[ $want == yes ]] && ! device_built "$W/s.json"; then
     status="right, but not built on the device"
-  elif [[ $want == no ]] && device_built "$W/s.json"; then
+  elif [[ $want == no || $want == level ]] && device_built "$W/s.json"; then
     status="built on the device, which it must not be here"
+  elif [[ $want == level ]] && ! level_built "$W/s.json"; then
+    status="right, but no recursion level was built on the device"
   fi
   if [[ $status == ok ]]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
   echo "RUN $label p=$p $* status=$status"
@@ -124,6 +139,15 @@ make_text fib 2500001 "$W/in.txt"
 reference
 one "fib n=2500001 PSA_GPU_POOL=0" 3 no PSA_GPU_POOL=0 --
 one "fib n=2500001 PSA_GPU_POOL=0" 4 no PSA_GPU_POOL=0 -- --algo dc3
+# A recursion level relayed to the device (integer names): the top level is distributed
+# (PSA_GPU_POOL=0) and larger than the base case, its first recursion level fits the device.
+for kind in fib repblock an dna; do
+  make_text "$kind" 2500001 "$W/in.txt"
+  reference
+  for p in 2 3 5; do
+    one "$kind n=2500001 PSA_GPU_POOL=0 level relay" "$p" level PSA_GPU_POOL=0 -- --algo dc3 --base-case 300000
+  done
+done
 
 echo "gpu-pool-test: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
