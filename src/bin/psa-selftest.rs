@@ -210,6 +210,18 @@ fn offsets(lens: &[usize]) -> Vec<usize> {
     o
 }
 
+/// Cut points of n characters over the pes in the proportions of a length pattern (empty pes stay
+/// empty where possible; an all-empty pattern puts everything on the last pe).
+fn scaled_cuts(lens: &[usize], n: usize) -> Vec<usize> {
+    let p = lens.len();
+    let total: usize = lens.iter().sum();
+    if total == 0 {
+        (0..=p).map(|r| if r == p { n } else { 0 }).collect()
+    } else {
+        offsets(lens).iter().map(|&o| o * n / total).collect()
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Layout
 
@@ -984,13 +996,7 @@ fn check_suffix_array_uneven(world: &Comm) -> CheckResult {
     let want = sa_bytes(&text, 1);
     let n = text.len();
     for (name, lens) in length_patterns(p) {
-        // Scale the pattern to n characters (empties stay empty where possible).
-        let total: usize = lens.iter().sum();
-        let cuts: Vec<usize> = if total == 0 {
-            (0..=p).map(|r| if r == p { n } else { 0 }).collect()
-        } else {
-            offsets(&lens).iter().map(|&o| o * n / total).collect()
-        };
+        let cuts = scaled_cuts(&lens, n);
         for algo in [Algo::Dc3, Algo::Css] {
             for base in [4usize, 5, 1 << 20] {
                 let ctx = ctx_with(
@@ -1164,12 +1170,7 @@ fn check_pooled(world: &Comm) -> CheckResult {
         let want = sa_bytes(text, 1);
         let n = text.len();
         for (lname, lens) in length_patterns(p) {
-            let total: usize = lens.iter().sum();
-            let cuts: Vec<usize> = if total == 0 {
-                (0..=p).map(|r| if r == p { n } else { 0 }).collect()
-            } else {
-                offsets(&lens).iter().map(|&o| o * n / total).collect()
-            };
+            let cuts = scaled_cuts(&lens, n);
             for (level, fail, piece) in [0usize, 1].into_iter().flat_map(|l| {
                 [
                     PoolFail::Never,
