@@ -20,7 +20,7 @@
 use bytemuck::Pod;
 
 use crate::dist::Layout;
-use crate::local::{widen_in_place, Alphabet};
+use crate::local::{used_bytes, widen_in_place, Alphabet};
 use crate::Ctx;
 
 /// Characters (and SA entries) pe 0 relays per message, unless `PSA_POOL_PIECE` says otherwise
@@ -31,11 +31,9 @@ pub const PIECE: usize = 1 << 24;
 /// when the device does not take the text. Collective.
 pub fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
     // The byte values that occur anywhere: the device packs its first keys by them.
-    let mut seen = [0u64; 256];
-    for &b in text {
-        seen[b as usize] = 1;
-    }
-    let seen = ctx.comm.all_reduce_sum_vec(&seen);
+    let seen = ctx
+        .comm
+        .all_reduce_sum_vec(&used_bytes(text).map(u64::from));
     let mut used = [false; 256];
     for (u, &s) in used.iter_mut().zip(&seen) {
         *u = s > 0;

@@ -56,6 +56,28 @@ pub enum Alphabet {
     Ints(u64),
 }
 
+/// The byte values that occur in `t` (in parallel).
+pub fn used_bytes(t: &[u8]) -> [bool; 256] {
+    use rayon::prelude::*;
+    t.par_chunks(1 << 20)
+        .map(|c| {
+            let mut h = [false; 256];
+            for &b in c {
+                h[b as usize] = true;
+            }
+            h
+        })
+        .reduce(
+            || [false; 256],
+            |mut a, b| {
+                for i in 0..256 {
+                    a[i] |= b[i];
+                }
+                a
+            },
+        )
+}
+
 /// A suffix array that a backend builds from a text handed over in pieces; see
 /// [`LocalSort::pooled_sa`]. The backend's resources are held until it is dropped.
 pub trait PooledSa {

@@ -21,7 +21,7 @@ use cudarc::driver::{result, sys, CudaFunction};
 use rayon::prelude::*;
 
 use super::{drv, GpuSort, Kernels, State, BLOCK};
-use crate::local::{widen_in_place, Alphabet, PooledSa};
+use crate::local::{used_bytes, widen_in_place, Alphabet, PooledSa};
 
 /// Texts shorter than this are left to libsais: launches and transfers cost more than they save.
 pub const MIN_GPU_SA: usize = 1 << 18;
@@ -125,29 +125,6 @@ fn bits(x: u64) -> u32 {
 }
 
 impl Alphabet {
-    /// The byte values that occur in `t`.
-    pub fn of_bytes(t: &[u8]) -> Alphabet {
-        Alphabet::Bytes(
-            t.par_chunks(1 << 20)
-                .map(|c| {
-                    let mut h = [false; 256];
-                    for &b in c {
-                        h[b as usize] = true;
-                    }
-                    h
-                })
-                .reduce(
-                    || [false; 256],
-                    |mut a, b| {
-                        for i in 0..256 {
-                            a[i] |= b[i];
-                        }
-                        a
-                    },
-                ),
-        )
-    }
-
     /// (largest code, the byte → code table for bytes).
     fn codes(&self) -> (u64, Option<[u8; 256]>) {
         match self {
@@ -201,7 +178,7 @@ impl GpuSort {
             return Ok(Vec::new());
         }
         let alphabet = match text {
-            SacaText::Bytes(t) => Alphabet::of_bytes(t),
+            SacaText::Bytes(t) => Alphabet::Bytes(used_bytes(t)),
             SacaText::Ints(t) => Alphabet::Ints(t.par_iter().copied().max().unwrap_or(0)),
         };
         let mut session = self.device_sa(n, alphabet)?;
