@@ -229,6 +229,58 @@ fn chunked_sort_merges_on_cpu() {
 }
 
 #[test]
+fn grouped_sort_equals_cpu() {
+    // The grouped sort (split by the top varying digit, each group's copy home overlapping the
+    // next group's sort) forced on inputs that would not use it by size, down to the minimum.
+    let Some(shared) = gpu("grouped_sort_equals_cpu") else {
+        return;
+    };
+    let mut g = GpuSort::open(0, 4).expect("a second handle on the same device");
+    let mut ran = 0;
+    for groups in [2, 5, 16] {
+        g.set_overlap_groups(Some(groups));
+        for n in [MIN_GPU_KEYS, 1_000_003, 3_000_001] {
+            for p in PATTERNS {
+                check_u64(&g, n, p);
+                let u64_groups = g.last_profile().groups;
+                check_u128(&g, n, p);
+                let prof = g.last_profile();
+                assert!(
+                    prof.groups <= groups && u64_groups <= groups,
+                    "n={n} {p:?}: {} / {u64_groups} groups, at most {groups} asked",
+                    prof.groups
+                );
+                ran += usize::from(prof.groups > 1);
+            }
+            // By the high word: sorted by it, and stable (the low word holds the input index).
+            let mut a = keys_u128(n, Pattern::Random, n as u64 + 5);
+            for (i, x) in a.iter_mut().enumerate() {
+                *x = (((*x >> 64) % 3000) << 64) | i as u128;
+            }
+            g.sort_u128_by_high(&mut a);
+            assert!(
+                a.windows(2).all(|w| w[0] >> 64 < w[1] >> 64
+                    || (w[0] >> 64 == w[1] >> 64 && w[0] as u64 <= w[1] as u64)),
+                "u128 by high n={n} groups={groups}: not sorted by high, stably"
+            );
+            let mut idx: Vec<u64> = a.iter().map(|&x| x as u64).collect();
+            idx.sort_unstable();
+            assert!(
+                idx.iter().enumerate().all(|(i, &x)| x == i as u64),
+                "u128 by high n={n} groups={groups}: not a permutation of the input"
+            );
+        }
+    }
+    // Random and the other multi-digit patterns must really have been split.
+    assert!(ran >= 3 * 3 * 3, "the grouped sort ran only {ran} times");
+    assert_no_fallback(&g, "grouped_sort_equals_cpu");
+    say(&format!(
+        "grouped_sort_equals_cpu: ran on {}",
+        shared.device()
+    ));
+}
+
+#[test]
 fn u128_by_high_sorts_by_high_half() {
     let Some(g) = gpu("u128_by_high_sorts_by_high_half") else {
         return;

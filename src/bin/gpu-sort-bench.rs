@@ -2,11 +2,14 @@
 //! on random u64 and u128 keys. Build with `cargo build --release --features gpu --bins`.
 //!
 //! Usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable]
+//!                       [--groups auto,1]
 //!
 //! For every size and key type: one input of random keys (fixed seed), sorted by the CPU
 //! (voracious_mt_sort, `--threads` threads) and by the GPU backend; the results must be equal.
 //! GPU time is the median of `--reps` sorts, each on a fresh copy of the input, the first sort of
-//! the process (NVRTC compile, buffer allocation) excluded by a warm-up. Prints a markdown table.
+//! the process (NVRTC compile, buffer allocation) excluded by a warm-up. `--groups` lists the
+//! overlap settings to time on the same input (auto: by size as psa does; 1: the copy home
+//! after the whole sort; N: N groups). Prints a markdown table.
 
 #[cfg(not(feature = "gpu"))]
 fn main() {
@@ -35,6 +38,8 @@ mod bench {
         cpu_reps: usize,
         pageable: bool,
         bits128: Vec<u32>,
+        /// Overlap groups to time (None: by size).
+        groups: Vec<Option<usize>>,
     }
 
     fn parse_size(s: &str) -> usize {
@@ -55,6 +60,7 @@ mod bench {
             cpu_reps: 1,
             pageable: false,
             bits128: vec![128],
+            groups: vec![None],
         };
         let mut it = std::env::args().skip(1);
         while let Some(x) = it.next() {
@@ -65,12 +71,21 @@ mod bench {
                 "--reps" => a.reps = val().parse().expect("reps"),
                 "--cpu-reps" => a.cpu_reps = val().parse().expect("cpu reps"),
                 "--pageable" => a.pageable = true,
+                "--groups" => {
+                    a.groups = val()
+                        .split(',')
+                        .map(|g| match g {
+                            "auto" => None,
+                            g => Some(g.parse().expect("groups: auto or a number")),
+                        })
+                        .collect()
+                }
                 // Significant low bits of the u128 keys (psa's keys have constant high bits).
                 "--u128-bits" => {
                     a.bits128 = val().split(',').map(|b| b.parse().expect("bits")).collect()
                 }
                 "-h" | "--help" => {
-                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--u128-bits 128,80]");
+                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--u128-bits 128,80] [--groups auto,1]");
                     std::process::exit(0);
                 }
                 _ => panic!("unknown argument {x}"),
@@ -115,6 +130,7 @@ mod bench {
     struct Row {
         what: String,
         n: usize,
+        groups: Option<usize>,
         cpu_s: f64,
         gpu_s: f64,
         prof: Profile,
@@ -126,7 +142,7 @@ mod bench {
         v[v.len() / 2]
     }
 
-    fn run<K: BenchKey>(gpu: &GpuSort, a: &Args, n: usize, bits: u32) -> Row {
+    fn run<K: BenchKey>(gpu: &mut GpuSort, a: &Args, n: usize, bits: u32) -> Vec<Row> {
         let seed = (n as u64).wrapping_mul(0x1000193) ^ K::WORDS as u64 ^ ((bits as u64) << 32);
         let t = Instant::now();
         let input: Vec<K> = (0..n as u64)
@@ -147,41 +163,51 @@ mod bench {
             cpu_times.push(t.elapsed().as_secs_f64());
         }
         eprintln!("  cpu: {:?}", cpu_times);
-        let mut gpu_times = Vec::new();
-        let mut equal = true;
-        let mut prof = Profile::default();
-        let mut buf: Vec<K> = input.clone();
-        for r in 0..a.reps.max(1) {
-            if r > 0 {
-                buf.par_iter_mut()
-                    .zip(input.par_iter())
-                    .for_each(|(d, s)| *d = *s);
-            }
-            let t = Instant::now();
-            if K::WORDS == 1 {
-                gpu.sort_u64(bytemuck::cast_slice_mut(&mut buf));
-            } else {
-                gpu.sort_u128(bytemuck::cast_slice_mut(&mut buf));
-            }
-            gpu_times.push(t.elapsed().as_secs_f64());
-            prof = gpu.last_profile();
-            let eq = buf.par_iter().zip(cpu_out.par_iter()).all(|(x, y)| x == y);
-            equal &= eq;
-            eprintln!("  gpu rep {r}: {:.4}s equal={eq} {:?}", gpu_times[r], prof);
-        }
         let what = if K::WORDS == 2 && bits < 128 {
             format!("u128 ({bits} bits)")
         } else {
             K::NAME.to_string()
         };
-        Row {
-            what,
-            n,
-            cpu_s: median(cpu_times),
-            gpu_s: median(gpu_times),
-            prof,
-            equal,
+        let mut rows = Vec::new();
+        for &groups in &a.groups {
+            gpu.set_overlap_groups(groups);
+            let mut gpu_times = Vec::new();
+            let mut equal = true;
+            let mut prof = Profile::default();
+            let mut buf: Vec<K> = input.clone();
+            for r in 0..a.reps.max(1) {
+                if r > 0 {
+                    buf.par_iter_mut()
+                        .zip(input.par_iter())
+                        .for_each(|(d, s)| *d = *s);
+                }
+                let t = Instant::now();
+                if K::WORDS == 1 {
+                    gpu.sort_u64(bytemuck::cast_slice_mut(&mut buf));
+                } else {
+                    gpu.sort_u128(bytemuck::cast_slice_mut(&mut buf));
+                }
+                gpu_times.push(t.elapsed().as_secs_f64());
+                prof = gpu.last_profile();
+                let eq = buf.par_iter().zip(cpu_out.par_iter()).all(|(x, y)| x == y);
+                equal &= eq;
+                eprintln!(
+                    "  gpu rep {r} (groups {groups:?}): {:.4}s equal={eq} {:?}",
+                    gpu_times[r], prof
+                );
+            }
+            rows.push(Row {
+                what: what.clone(),
+                n,
+                groups,
+                cpu_s: median(cpu_times.clone()),
+                gpu_s: median(gpu_times),
+                prof,
+                equal,
+            });
         }
+        gpu.set_overlap_groups(None);
+        rows
     }
 
     pub fn main() {
@@ -219,10 +245,10 @@ mod bench {
         let mut rows = Vec::new();
         for &n in &a.sizes {
             eprintln!("n = {n}: u64");
-            rows.push(run::<u64>(&gpu, &a, n, 64));
+            rows.extend(run::<u64>(&mut gpu, &a, n, 64));
             for &bits in &a.bits128 {
                 eprintln!("n = {n}: u128 ({bits} bits)");
-                rows.push(run::<u128>(&gpu, &a, n, bits));
+                rows.extend(run::<u128>(&mut gpu, &a, n, bits));
             }
         }
         println!();
@@ -236,15 +262,23 @@ mod bench {
             }
         );
         println!();
-        println!("| keys | n | passes | voracious {}T (s) | GPU total (s) | H2D | kernels | D2H | alloc | CPU/GPU | GPU Mkeys/s | equal |", a.threads);
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        println!("*groups*: the sort split into groups, each copied home while the next is sorted");
+        println!("(then *kernels* runs until the last group is sorted, the other groups' copies");
+        println!(
+            "included, and *D2H* is the last group's copy); 0: the copy follows the whole sort."
+        );
+        println!();
+        println!("| keys | n | groups | passes | voracious {}T (s) | GPU total (s) | H2D | kernels | D2H | alloc | CPU/GPU | GPU Mkeys/s | equal |", a.threads);
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
         let mut all = true;
         for r in &rows {
             all &= r.equal;
             println!(
-                "| {} | {:.0e} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.0} | {} |",
+                "| {} | {:.0e} | {}{} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.0} | {} |",
                 r.what,
                 r.n as f64,
+                r.prof.groups,
+                if r.groups.is_none() { " (auto)" } else { "" },
                 r.prof.passes,
                 r.cpu_s,
                 r.gpu_s,

@@ -8,7 +8,9 @@
 //! One sort: the keys are copied to the device through two pinned staging buffers (the CPU copies
 //! into one while the other is in flight), the digits that are constant over the input are found
 //! (OR and AND of all keys), every other 8-bit digit gets one stable counting pass (histogram,
-//! scan, scatter), and the result comes back the same way. Inputs larger than what fits on the
+//! scan, scatter), and the result comes back the same way. A large input is first split by its
+//! highest varying digit into groups that are sorted one after another, each copied home on a
+//! second stream while the next is sorted. Inputs larger than what fits on the
 //! device are sorted in chunks whose sorted runs are merged on the CPU. Inputs of fewer than
 //! [`MIN_GPU_KEYS`] keys are sorted by the CPU backend.
 //!
@@ -52,6 +54,16 @@ const BLOCK: u32 = 256;
 const STAGE_BYTES: usize = 64 << 20;
 /// Device memory left free for the driver, the count table and other processes' headroom.
 const RESERVE_BYTES: usize = 512 << 20;
+/// Keys per overlap group of a large sort (see [`GpuSort::sort_grouped`]), and the most groups:
+/// smaller groups would leave the device idle between launches.
+const GROUP_KEYS: usize = 1 << 21;
+const MAX_GROUPS: usize = 16;
+
+/// Groups for a one-chunk sort of `n` keys: 1 (no overlap) below 2 × [`GROUP_KEYS`].
+fn overlap_groups(n: usize) -> usize {
+    (n / GROUP_KEYS).clamp(1, MAX_GROUPS)
+}
+
 /// Chunks stay below this many keys so that the kernels' 32-bit offsets cannot overflow.
 const MAX_CHUNK_KEYS: usize = 1 << 31;
 
@@ -96,6 +108,10 @@ pub struct Profile {
     pub merge_s: f64,
     /// Seconds allocating device buffers.
     pub alloc_s: f64,
+    /// Groups whose copy home overlapped the sort of the next (0: the copy followed the sort;
+    /// then `sort_s` is the kernels and `d2h_s` the copy, else `sort_s` runs until the last
+    /// group is sorted, copies of the others included, and `d2h_s` is the last group's copy).
+    pub groups: usize,
 }
 
 /// The compiled kernels of one context.
@@ -132,10 +148,13 @@ struct State {
 // The raw pointers are only used under the mutex with the context bound.
 unsafe impl Send for State {}
 
-/// GPU radix sort backend. Every sort is serialized on the device's one stream.
+/// GPU radix sort backend. Every sort is serialized on the device's sort stream (a second stream
+/// only copies results home while the sort goes on).
 pub struct GpuSort {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// Device-to-host copies that overlap the sort ([`GpuSort::sort_grouped`]).
+    copy_stream: Arc<CudaStream>,
     ordinal: usize,
     name: String,
     arch: (i32, i32),
@@ -143,6 +162,8 @@ pub struct GpuSort {
     cpu: CpuSort,
     threads: usize,
     max_chunk: Option<usize>,
+    /// Overlap groups forced by a test (None: by size, see [`overlap_groups`]).
+    groups: Option<usize>,
     pinned: bool,
     kernels: OnceLock<std::result::Result<Kernels, String>>,
     state: Mutex<State>,
@@ -222,6 +243,9 @@ impl GpuSort {
         let stream = ctx
             .new_stream()
             .map_err(|e| fail("cannot create a stream", e))?;
+        let copy_stream = ctx
+            .new_stream()
+            .map_err(|e| fail("cannot create a stream", e))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let arch = ctx
             .compute_capability()
@@ -238,6 +262,7 @@ impl GpuSort {
         Ok(GpuSort {
             ctx,
             stream,
+            copy_stream,
             ordinal,
             name,
             arch,
@@ -245,6 +270,7 @@ impl GpuSort {
             cpu: CpuSort::new(threads),
             threads: threads.max(1),
             max_chunk: None,
+            groups: None,
             pinned: true,
             kernels: OnceLock::new(),
             gpu_sorts: AtomicU64::new(0),
@@ -277,6 +303,12 @@ impl GpuSort {
     /// Caps the keys per device chunk (tests use this to exercise the chunk merge).
     pub fn set_max_chunk(&mut self, keys: Option<usize>) {
         self.max_chunk = keys.map(|k| k.max(1));
+    }
+
+    /// Forces the number of groups whose copy home overlaps the sort (1: no overlap); None
+    /// chooses by size. Tests use this to run the grouped sort on small inputs.
+    pub fn set_overlap_groups(&mut self, groups: Option<usize>) {
+        self.groups = groups.map(|g| g.max(1));
     }
 
     /// Chooses pinned staging buffers (default) or plain pageable copies for the transfers.
@@ -457,19 +489,24 @@ impl GpuSort {
             let buf0 = st.bufs[0];
             self.upload(st, bytes, buf0).map_err(Failure::Untouched)?;
             prof.h2d_s = t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let (at, passes) = self
-                .sort_on_device::<K>(kernels, st, n, high_only)
-                .map_err(Failure::Untouched)?;
-            prof.sort_s = t.elapsed().as_secs_f64();
-            prof.passes = passes;
-            let t = Instant::now();
-            if passes > 0 {
-                let src = st.bufs[at];
-                self.download(st, src, bytes.as_mut_ptr(), bytes.len())
-                    .map_err(Failure::Clobbered)?;
+            let groups = self.groups.unwrap_or_else(|| overlap_groups(n));
+            if groups > 1 {
+                self.sort_grouped::<K>(kernels, st, n, high_only, groups, bytes, &mut prof)?;
+            } else {
+                let t = Instant::now();
+                let (at, passes) = self
+                    .sort_on_device::<K>(kernels, st, n, high_only)
+                    .map_err(Failure::Untouched)?;
+                prof.sort_s = t.elapsed().as_secs_f64();
+                prof.passes = passes;
+                let t = Instant::now();
+                if passes > 0 {
+                    let src = st.bufs[at];
+                    self.download(st, src, bytes.as_mut_ptr(), bytes.len())
+                        .map_err(Failure::Clobbered)?;
+                }
+                prof.d2h_s = t.elapsed().as_secs_f64();
             }
-            prof.d2h_s = t.elapsed().as_secs_f64();
         } else {
             // Balanced chunks; each sorted run lands in `runs`, then they are merged into `v`.
             let k = n.div_ceil(chunk);
@@ -580,20 +617,38 @@ impl GpuSort {
         n: usize,
         high_only: bool,
     ) -> std::result::Result<(usize, usize), String> {
+        let shifts = self.varying_shifts::<K>(k, st, n, high_only)?;
+        let mut cur = 0usize;
+        for &shift in &shifts {
+            let (src, dst) = (st.bufs[cur], st.bufs[1 - cur]);
+            self.pass::<K>(k, st, src, dst, n, shift)?;
+            cur = 1 - cur;
+        }
+        self.stream
+            .synchronize()
+            .map_err(drv("a sort kernel failed"))?;
+        Ok((cur, shifts.len()))
+    }
+
+    /// The bit shifts of the 8-bit digits that are not constant over the `n` keys in `bufs[0]`
+    /// (OR and AND of all keys), ascending; with `high_only` only those of the high word.
+    fn varying_shifts<K: GpuKey>(
+        &self,
+        k: &Kernels,
+        st: &mut State,
+        n: usize,
+        high_only: bool,
+    ) -> std::result::Result<Vec<u32>, String> {
         let ki = K::WORDS - 1;
         let stream = &self.stream;
         let n64 = n as u64;
-        let launch = |f: &CudaFunction, grid: u32, block: u32, params: &mut [*mut c_void]| {
-            self.launch(f, grid, block, params)
-        };
-        // Constant digits: OR and AND of all keys.
         let mut words = [0u64, !0, 0, !0];
         unsafe {
             result::memcpy_htod_async(st.orand, &words, stream.cu_stream()).map_err(drv("copy"))?;
         }
         let grid = (n.div_ceil(BLOCK as usize) as u32).min(self.sms * 8);
         let (buf0, orand) = (st.bufs[0], st.orand);
-        launch(&k.orand[ki], grid, BLOCK, &mut params!(buf0, n64, orand))?;
+        self.launch(&k.orand[ki], grid, BLOCK, &mut params!(buf0, n64, orand))?;
         unsafe {
             result::memcpy_dtoh_async(&mut words, st.orand, stream.cu_stream())
                 .map_err(drv("copy"))?;
@@ -602,45 +657,169 @@ impl GpuSort {
             .synchronize()
             .map_err(drv("the OR/AND kernel failed"))?;
         let varying = [words[0] ^ words[1], words[2] ^ words[3]];
-        let shifts: Vec<u32> = (0..8 * K::WORDS as u32)
-            .filter(|&d| (varying[d as usize / 8] >> (8 * (d % 8))) & 0xff != 0)
-            .map(|d| 8 * d)
-            .collect();
         let first = if high_only {
             64 * (K::WORDS as u32 - 1)
         } else {
             0
         };
-        let shifts: Vec<u32> = shifts.into_iter().filter(|&s| s >= first).collect();
+        Ok((0..8 * K::WORDS as u32)
+            .filter(|&d| (varying[d as usize / 8] >> (8 * (d % 8))) & 0xff != 0)
+            .map(|d| 8 * d)
+            .filter(|&s| s >= first)
+            .collect())
+    }
 
+    /// Enqueues one stable counting pass (histogram, scan, scatter) of the `n` keys at device
+    /// address `src` by the digit at `shift`, into `dst`. Returns the number of blocks, so that
+    /// the scanned count table (digit-major, `256 × blocks`) can be read: digit d starts at
+    /// `counts[d * blocks]`.
+    fn pass<K: GpuKey>(
+        &self,
+        k: &Kernels,
+        st: &State,
+        src: sys::CUdeviceptr,
+        dst: sys::CUdeviceptr,
+        n: usize,
+        shift: u32,
+    ) -> std::result::Result<u32, String> {
+        let ki = K::WORDS - 1;
         let tiles = n.div_ceil(K::TILE);
         let blocks = tiles.min(k.max_blocks[ki] as usize).max(1);
         let per = tiles.div_ceil(blocks) * K::TILE;
-        let blocks = n.div_ceil(per) as u32;
-        let per64 = per as u64;
+        let blocks = n.div_ceil(per).max(1) as u32;
+        let (n64, per64) = (n as u64, per as u64);
         let m = 256 * blocks;
         debug_assert!(m as usize * 4 <= st.counts_bytes);
         let counts = st.counts;
-        let mut cur = 0usize;
-        for &shift in &shifts {
-            let (src, dst) = (st.bufs[cur], st.bufs[1 - cur]);
-            launch(
-                &k.hist[ki],
-                blocks,
-                BLOCK,
-                &mut params!(src, n64, per64, shift, counts),
-            )?;
-            launch(&k.scan, 1, 1024, &mut params!(counts, m))?;
-            launch(
-                &k.scatter[ki],
-                blocks,
-                BLOCK,
-                &mut params!(src, dst, n64, per64, shift, counts),
-            )?;
-            cur = 1 - cur;
+        self.launch(
+            &k.hist[ki],
+            blocks,
+            BLOCK,
+            &mut params!(src, n64, per64, shift, counts),
+        )?;
+        self.launch(&k.scan, 1, 1024, &mut params!(counts, m))?;
+        self.launch(
+            &k.scatter[ki],
+            blocks,
+            BLOCK,
+            &mut params!(src, dst, n64, per64, shift, counts),
+        )?;
+        Ok(blocks)
+    }
+
+    /// Sorts the `n` keys in `bufs[0]` and copies them into `host` (`n` keys' bytes), the copy
+    /// overlapping the sort: one pass by the highest varying digit splits the keys into
+    /// contiguous groups of whole digit values (about `n / groups` keys each); each group is then
+    /// radix-sorted on its own, and while the device sorts group g + 1 the copy stream brings
+    /// group g home. Without this the device-to-host copy (a third of a u128 sort) would start
+    /// only after the last pass. Returns the passes run per key (the split pass included).
+    /// Errors: `Untouched` while `host` has not been written, else `Clobbered`.
+    fn sort_grouped<K: GpuKey>(
+        &self,
+        k: &Kernels,
+        st: &mut State,
+        n: usize,
+        high_only: bool,
+        groups: usize,
+        host: &mut [u8],
+        prof: &mut Profile,
+    ) -> std::result::Result<(), Failure> {
+        let size = std::mem::size_of::<K>();
+        let untouched = Failure::Untouched;
+        let t = Instant::now();
+        let shifts = self
+            .varying_shifts::<K>(k, st, n, high_only)
+            .map_err(untouched)?;
+        let Some(&top) = shifts.last() else {
+            // Nothing to sort: the keys are all equal (in the digits that count).
+            prof.sort_s = t.elapsed().as_secs_f64();
+            return Ok(());
+        };
+        // The split: a stable pass by the top varying digit into bufs[1], then the bucket starts.
+        let blocks = self
+            .pass::<K>(k, st, st.bufs[0], st.bufs[1], n, top)
+            .map_err(untouched)?;
+        let mut table = vec![0u32; 256 * blocks as usize];
+        unsafe {
+            result::memcpy_dtoh_async(&mut table, st.counts, self.stream.cu_stream())
+                .map_err(drv("copy"))
+                .map_err(untouched)?;
         }
-        stream.synchronize().map_err(drv("a sort kernel failed"))?;
-        Ok((cur, shifts.len()))
+        self.stream
+            .synchronize()
+            .map_err(drv("a sort kernel failed"))
+            .map_err(untouched)?;
+        let mut starts: Vec<usize> = (0..256)
+            .map(|d| table[d * blocks as usize] as usize)
+            .collect();
+        starts.push(n);
+        // Groups of whole buckets, each closed once it holds n / groups keys.
+        let target = n.div_ceil(groups.max(1));
+        let mut spans: Vec<(usize, usize, bool)> = Vec::new(); // (begin, end, one digit value)
+        let (mut begin, mut digits) = (0usize, 0usize);
+        for d in 0..256 {
+            if starts[d + 1] > starts[d] {
+                digits += 1;
+            }
+            if starts[d + 1] - begin >= target || d == 255 {
+                if starts[d + 1] > begin {
+                    spans.push((begin, starts[d + 1], digits <= 1));
+                }
+                begin = starts[d + 1];
+                digits = 0;
+            }
+        }
+        // Enqueue every group's passes on the sort stream, an event after each.
+        let events = Events::new(spans.len()).map_err(untouched)?;
+        let mut at = Vec::with_capacity(spans.len());
+        for (g, &(b, e, single)) in spans.iter().enumerate() {
+            let mut cur = 1usize;
+            // Within one digit value the split digit is constant: its pass can be left out.
+            let own: Vec<u32> = shifts
+                .iter()
+                .copied()
+                .filter(|&s| !(single && s == top))
+                .collect();
+            for &shift in &own {
+                let (src, dst) = (st.bufs[cur], st.bufs[1 - cur]);
+                let off = (b * size) as u64;
+                self.pass::<K>(k, st, src + off, dst + off, e - b, shift)
+                    .map_err(untouched)?;
+                cur = 1 - cur;
+            }
+            unsafe { result::event::record(events.0[g], self.stream.cu_stream()) }
+                .map_err(drv("cannot record an event"))
+                .map_err(untouched)?;
+            at.push(cur);
+        }
+        prof.passes = 1 + shifts.len();
+        prof.groups = spans.len();
+        // Bring each group home once its sort is done (the copy stream waits for its event).
+        let copy = self.copy_stream.cu_stream();
+        let last = spans.len() - 1;
+        for (g, &(b, e, _)) in spans.iter().enumerate() {
+            let fail = |e: String| match g {
+                0 => Failure::Untouched(e),
+                _ => Failure::Clobbered(e),
+            };
+            if g == last {
+                // Everything before this point overlapped the sort; what follows is the tail.
+                unsafe { result::event::synchronize(events.0[g]) }
+                    .map_err(drv("a sort kernel failed"))
+                    .map_err(fail)?;
+                prof.sort_s = t.elapsed().as_secs_f64();
+            }
+            let wait = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+            unsafe { result::stream::wait_event(copy, events.0[g], wait) }
+                .map_err(drv("cannot order the copy after the sort"))
+                .map_err(fail)?;
+            let src = st.bufs[at[g]] + (b * size) as u64;
+            let dst = &mut host[b * size..e * size];
+            self.download_on(st, copy, src, dst.as_mut_ptr(), dst.len())
+                .map_err(Failure::Clobbered)?;
+        }
+        prof.d2h_s = t.elapsed().as_secs_f64() - prof.sort_s;
+        Ok(())
     }
 
     /// Launches `f` on this backend's stream with a 1-D grid.
@@ -729,7 +908,18 @@ impl GpuSort {
         host: *mut u8,
         len: usize,
     ) -> std::result::Result<(), String> {
-        let stream = self.stream.cu_stream();
+        self.download_on(st, self.stream.cu_stream(), src, host, len)
+    }
+
+    /// [`Self::download`] on `stream` (after whatever that stream waits for); complete on return.
+    fn download_on(
+        &self,
+        st: &mut State,
+        stream: sys::CUstream,
+        src: sys::CUdeviceptr,
+        host: *mut u8,
+        len: usize,
+    ) -> std::result::Result<(), String> {
         // SAFETY: callers pass `len` writable bytes at `host`.
         let host = unsafe { std::slice::from_raw_parts_mut(host, len) };
         match self.staging(st) {
@@ -763,10 +953,30 @@ impl GpuSort {
             }
             None => unsafe {
                 result::memcpy_dtoh_async(host, src, stream).map_err(drv("device-to-host copy"))?;
-                self.stream
-                    .synchronize()
-                    .map_err(drv("device-to-host copy"))
+                result::stream::synchronize(stream).map_err(drv("device-to-host copy"))
             },
+        }
+    }
+}
+
+/// Events that are destroyed with their owner (the context must be bound).
+struct Events(Vec<sys::CUevent>);
+
+impl Events {
+    fn new(count: usize) -> std::result::Result<Events, String> {
+        let mut ev = Events(Vec::with_capacity(count));
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
+        for _ in 0..count {
+            ev.0.push(result::event::create(flags).map_err(drv("cannot create an event"))?);
+        }
+        Ok(ev)
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        for &e in &self.0 {
+            unsafe { result::event::destroy(e).ok() };
         }
     }
 }
@@ -877,6 +1087,7 @@ impl Drop for GpuSort {
             return;
         }
         self.stream.synchronize().ok();
+        self.copy_stream.synchronize().ok();
         let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         for p in [st.bufs[0], st.bufs[1], st.counts, st.orand] {
             if p != 0 {
