@@ -263,10 +263,8 @@ mod bench {
         );
         println!();
         println!("*groups*: the sort split into groups, each copied home while the next is sorted");
-        println!("(then *kernels* runs until the last group is sorted, the other groups' copies");
-        println!(
-            "included, and *D2H* is the last group's copy); 0: the copy follows the whole sort."
-        );
+        println!("(then *kernels* is the split and the group sorts by the device clock, and *D2H*");
+        println!("what the copies added after them); 0: the copy follows the whole sort.");
         println!();
         println!("| keys | n | groups | passes | voracious {}T (s) | GPU total (s) | H2D | kernels | D2H | alloc | CPU/GPU | GPU Mkeys/s | equal |", a.threads);
         println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");

@@ -108,9 +108,9 @@ pub struct Profile {
     pub merge_s: f64,
     /// Seconds allocating device buffers.
     pub alloc_s: f64,
-    /// Groups whose copy home overlapped the sort of the next (0: the copy followed the sort;
-    /// then `sort_s` is the kernels and `d2h_s` the copy, else `sort_s` runs until the last
-    /// group is sorted, copies of the others included, and `d2h_s` is the last group's copy).
+    /// Groups whose copy home overlapped the sort of the next (0: the copy followed the sort).
+    /// With groups, `sort_s` is the kernels (the split and the group sorts by the device clock;
+    /// the copies of earlier groups ran meanwhile) and `d2h_s` what the copies added after them.
     pub groups: usize,
 }
 
@@ -730,11 +730,16 @@ impl GpuSort {
         let shifts = self
             .varying_shifts::<K>(k, st, n, high_only)
             .map_err(untouched)?;
+        let shifts_s = t.elapsed().as_secs_f64();
         let Some(&top) = shifts.last() else {
             // Nothing to sort: the keys are all equal (in the digits that count).
-            prof.sort_s = t.elapsed().as_secs_f64();
+            prof.sort_s = shifts_s;
             return Ok(());
         };
+        let timing = Events::new(2, true).map_err(untouched)?;
+        unsafe { result::event::record(timing.0[0], self.stream.cu_stream()) }
+            .map_err(drv("cannot record an event"))
+            .map_err(untouched)?;
         // The split: a stable pass by the top varying digit into bufs[1], then the bucket starts.
         let blocks = self
             .pass::<K>(k, st, st.bufs[0], st.bufs[1], n, top)
@@ -770,7 +775,7 @@ impl GpuSort {
             }
         }
         // Enqueue every group's passes on the sort stream, an event after each.
-        let events = Events::new(spans.len()).map_err(untouched)?;
+        let events = Events::new(spans.len(), false).map_err(untouched)?;
         let mut at = Vec::with_capacity(spans.len());
         for (g, &(b, e, single)) in spans.iter().enumerate() {
             let mut cur = 1usize;
@@ -794,31 +799,34 @@ impl GpuSort {
         }
         prof.passes = 1 + shifts.len();
         prof.groups = spans.len();
+        unsafe { result::event::record(timing.0[1], self.stream.cu_stream()) }
+            .map_err(drv("cannot record an event"))
+            .map_err(untouched)?;
         // Bring each group home once its sort is done (the copy stream waits for its event).
+        let host = host.as_mut_ptr();
+        let copies: Vec<_> = spans
+            .iter()
+            .enumerate()
+            .map(|(g, &(b, e, _))| {
+                let src = st.bufs[at[g]] + (b * size) as u64;
+                // SAFETY: host holds n keys' bytes and b <= e <= n.
+                (
+                    src,
+                    unsafe { host.add(b * size) },
+                    (e - b) * size,
+                    Some(events.0[g]),
+                )
+            })
+            .collect();
         let copy = self.copy_stream.cu_stream();
-        let last = spans.len() - 1;
-        for (g, &(b, e, _)) in spans.iter().enumerate() {
-            let fail = |e: String| match g {
-                0 => Failure::Untouched(e),
-                _ => Failure::Clobbered(e),
-            };
-            if g == last {
-                // Everything before this point overlapped the sort; what follows is the tail.
-                unsafe { result::event::synchronize(events.0[g]) }
-                    .map_err(drv("a sort kernel failed"))
-                    .map_err(fail)?;
-                prof.sort_s = t.elapsed().as_secs_f64();
-            }
-            let wait = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
-            unsafe { result::stream::wait_event(copy, events.0[g], wait) }
-                .map_err(drv("cannot order the copy after the sort"))
-                .map_err(fail)?;
-            let src = st.bufs[at[g]] + (b * size) as u64;
-            let dst = &mut host[b * size..e * size];
-            self.download_on(st, copy, src, dst.as_mut_ptr(), dst.len())
-                .map_err(Failure::Clobbered)?;
-        }
-        prof.d2h_s = t.elapsed().as_secs_f64() - prof.sort_s;
+        self.download_spans(st, copy, &copies)
+            .map_err(Failure::Clobbered)?;
+        // Split and group sorts by the device clock; what the copies added after them is D2H.
+        let total = t.elapsed().as_secs_f64();
+        let kernels_ms =
+            unsafe { result::event::elapsed(timing.0[0], timing.0[1]) }.unwrap_or(f32::NAN);
+        prof.sort_s = shifts_s + kernels_ms as f64 / 1e3;
+        prof.d2h_s = (total - prof.sort_s).max(0.0);
         Ok(())
     }
 
@@ -920,41 +928,84 @@ impl GpuSort {
         host: *mut u8,
         len: usize,
     ) -> std::result::Result<(), String> {
-        // SAFETY: callers pass `len` writable bytes at `host`.
-        let host = unsafe { std::slice::from_raw_parts_mut(host, len) };
+        self.download_spans(st, stream, &[(src, host, len, None)])
+    }
+
+    /// Copies each span `(src, host, len, after)` — `len` bytes from device address `src` to
+    /// `host`, once event `after` (if any) has completed — on `stream`, in order, as one pipeline:
+    /// the staging copy of one piece overlaps the transfer of the next, across spans too.
+    /// Complete on return.
+    fn download_spans(
+        &self,
+        st: &mut State,
+        stream: sys::CUstream,
+        spans: &[(sys::CUdeviceptr, *mut u8, usize, Option<sys::CUevent>)],
+    ) -> std::result::Result<(), String> {
+        let wait = |after: Option<sys::CUevent>| -> std::result::Result<(), String> {
+            match after {
+                Some(e) => unsafe {
+                    result::stream::wait_event(
+                        stream,
+                        e,
+                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                    )
+                    .map_err(drv("cannot order a copy after the sort"))
+                },
+                None => Ok(()),
+            }
+        };
         match self.staging(st) {
             Some((pins, events)) => {
-                let parts: Vec<&mut [u8]> = host.chunks_mut(STAGE_BYTES).collect();
-                let issue = |i: usize, l: usize| -> std::result::Result<(), String> {
+                // Pieces of at most one staging buffer: (src, host, len, wait first).
+                let mut pieces = Vec::new();
+                for &(src, host, len, after) in spans {
+                    for off in (0..len).step_by(STAGE_BYTES) {
+                        let l = STAGE_BYTES.min(len - off);
+                        let first = if off == 0 { after } else { None };
+                        // SAFETY: callers pass `len` writable bytes at `host`.
+                        pieces.push((src + off as u64, unsafe { host.add(off) }, l, first));
+                    }
+                }
+                let issue = |i: usize| -> std::result::Result<(), String> {
+                    let (src, _, l, after) = pieces[i];
+                    wait(after)?;
                     let b = i % 2;
                     unsafe {
                         let pin = std::slice::from_raw_parts_mut(pins[b], l);
-                        result::memcpy_dtoh_async(pin, src + (i * STAGE_BYTES) as u64, stream)
+                        result::memcpy_dtoh_async(pin, src, stream)
                             .map_err(drv("device-to-host copy"))?;
                         result::event::record(events[b], stream).map_err(drv("device-to-host copy"))
                     }
                 };
-                if let Some(p) = parts.first() {
-                    issue(0, p.len())?;
+                if !pieces.is_empty() {
+                    issue(0)?;
                 }
-                let lens: Vec<usize> = parts.iter().map(|p| p.len()).collect();
-                for (i, part) in parts.into_iter().enumerate() {
-                    if i + 1 < lens.len() {
-                        issue(i + 1, lens[i + 1])?;
+                for i in 0..pieces.len() {
+                    if i + 1 < pieces.len() {
+                        issue(i + 1)?;
                     }
+                    let (_, host, l, _) = pieces[i];
                     unsafe {
                         result::event::synchronize(events[i % 2])
                             .map_err(drv("device-to-host copy"))?;
-                        let pin = std::slice::from_raw_parts(pins[i % 2], part.len());
-                        par_copy(part, pin);
+                        let pin = std::slice::from_raw_parts(pins[i % 2], l);
+                        par_copy(std::slice::from_raw_parts_mut(host, l), pin);
                     }
                 }
                 Ok(())
             }
-            None => unsafe {
-                result::memcpy_dtoh_async(host, src, stream).map_err(drv("device-to-host copy"))?;
-                result::stream::synchronize(stream).map_err(drv("device-to-host copy"))
-            },
+            None => {
+                for &(src, host, len, after) in spans {
+                    wait(after)?;
+                    unsafe {
+                        // SAFETY: callers pass `len` writable bytes at `host`.
+                        let host = std::slice::from_raw_parts_mut(host, len);
+                        result::memcpy_dtoh_async(host, src, stream)
+                            .map_err(drv("device-to-host copy"))?;
+                    }
+                }
+                unsafe { result::stream::synchronize(stream) }.map_err(drv("device-to-host copy"))
+            }
         }
     }
 }
@@ -963,9 +1014,13 @@ impl GpuSort {
 struct Events(Vec<sys::CUevent>);
 
 impl Events {
-    fn new(count: usize) -> std::result::Result<Events, String> {
+    /// `count` events; `timing`: they record times (for [`result::event::elapsed`]).
+    fn new(count: usize, timing: bool) -> std::result::Result<Events, String> {
         let mut ev = Events(Vec::with_capacity(count));
-        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
+        let flags = match timing {
+            true => sys::CUevent_flags::CU_EVENT_DEFAULT,
+            false => sys::CUevent_flags::CU_EVENT_DISABLE_TIMING,
+        };
         for _ in 0..count {
             ev.0.push(result::event::create(flags).map_err(drv("cannot create an event"))?);
         }
