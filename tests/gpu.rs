@@ -281,6 +281,31 @@ fn grouped_sort_equals_cpu() {
 }
 
 #[test]
+fn classic_passes_equal_cpu() {
+    // The classic passes (histogram, scan, scatter per digit): the fallback when the one-sweep
+    // pass state cannot be allocated; one-sweep is the default that the other tests run.
+    let Some(shared) = gpu("classic_passes_equal_cpu") else {
+        return;
+    };
+    let mut g = GpuSort::open(0, 4).expect("a second handle on the same device");
+    g.set_onesweep(false);
+    for groups in [None, Some(1), Some(5)] {
+        g.set_overlap_groups(groups);
+        for n in [MIN_GPU_KEYS, 1_000_003, 10_000_000] {
+            for p in PATTERNS {
+                check_u64(&g, n, p);
+                check_u128(&g, n, p);
+            }
+        }
+    }
+    assert_no_fallback(&g, "classic_passes_equal_cpu");
+    say(&format!(
+        "classic_passes_equal_cpu: ran on {}",
+        shared.device()
+    ));
+}
+
+#[test]
 fn u128_by_high_sorts_by_high_half() {
     let Some(g) = gpu("u128_by_high_sorts_by_high_half") else {
         return;

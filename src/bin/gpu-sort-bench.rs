@@ -2,7 +2,7 @@
 //! on random u64 and u128 keys. Build with `cargo build --release --features gpu --bins`.
 //!
 //! Usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable]
-//!                       [--groups auto,1]
+//!                       [--groups auto,1] [--passes onesweep,classic]
 //!
 //! For every size and key type: one input of random keys (fixed seed), sorted by the CPU
 //! (voracious_mt_sort, `--threads` threads) and by the GPU backend; the results must be equal.
@@ -40,6 +40,8 @@ mod bench {
         bits128: Vec<u32>,
         /// Overlap groups to time (None: by size).
         groups: Vec<Option<usize>>,
+        /// Pass kinds to time: true for one-sweep.
+        onesweep: Vec<bool>,
     }
 
     fn parse_size(s: &str) -> usize {
@@ -61,6 +63,7 @@ mod bench {
             pageable: false,
             bits128: vec![128],
             groups: vec![None],
+            onesweep: vec![true],
         };
         let mut it = std::env::args().skip(1);
         while let Some(x) = it.next() {
@@ -71,6 +74,16 @@ mod bench {
                 "--reps" => a.reps = val().parse().expect("reps"),
                 "--cpu-reps" => a.cpu_reps = val().parse().expect("cpu reps"),
                 "--pageable" => a.pageable = true,
+                "--passes" => {
+                    a.onesweep = val()
+                        .split(',')
+                        .map(|k| match k {
+                            "onesweep" => true,
+                            "classic" => false,
+                            k => panic!("--passes: onesweep or classic, not {k}"),
+                        })
+                        .collect()
+                }
                 "--groups" => {
                     a.groups = val()
                         .split(',')
@@ -85,7 +98,7 @@ mod bench {
                     a.bits128 = val().split(',').map(|b| b.parse().expect("bits")).collect()
                 }
                 "-h" | "--help" => {
-                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--u128-bits 128,80] [--groups auto,1]");
+                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--u128-bits 128,80] [--groups auto,1] [--passes onesweep,classic]");
                     std::process::exit(0);
                 }
                 _ => panic!("unknown argument {x}"),
@@ -131,6 +144,7 @@ mod bench {
         what: String,
         n: usize,
         groups: Option<usize>,
+        onesweep: bool,
         cpu_s: f64,
         gpu_s: f64,
         prof: Profile,
@@ -169,8 +183,13 @@ mod bench {
             K::NAME.to_string()
         };
         let mut rows = Vec::new();
-        for &groups in &a.groups {
+        for (&groups, &onesweep) in a
+            .groups
+            .iter()
+            .flat_map(|g| a.onesweep.iter().map(move |o| (g, o)))
+        {
             gpu.set_overlap_groups(groups);
+            gpu.set_onesweep(onesweep);
             let mut gpu_times = Vec::new();
             let mut equal = true;
             let mut prof = Profile::default();
@@ -192,7 +211,7 @@ mod bench {
                 let eq = buf.par_iter().zip(cpu_out.par_iter()).all(|(x, y)| x == y);
                 equal &= eq;
                 eprintln!(
-                    "  gpu rep {r} (groups {groups:?}): {:.4}s equal={eq} {:?}",
+                    "  gpu rep {r} (groups {groups:?}, onesweep {onesweep}): {:.4}s equal={eq} {:?}",
                     gpu_times[r], prof
                 );
             }
@@ -200,6 +219,7 @@ mod bench {
                 what: what.clone(),
                 n,
                 groups,
+                onesweep,
                 cpu_s: median(cpu_times.clone()),
                 gpu_s: median(gpu_times),
                 prof,
@@ -207,6 +227,7 @@ mod bench {
             });
         }
         gpu.set_overlap_groups(None);
+        gpu.set_onesweep(true);
         rows
     }
 
@@ -266,18 +287,19 @@ mod bench {
         println!("(then *kernels* is the split and the group sorts by the device clock, and *D2H*");
         println!("what the copies added after them); 0: the copy follows the whole sort.");
         println!();
-        println!("| keys | n | groups | passes | voracious {}T (s) | GPU total (s) | H2D | kernels | D2H | alloc | CPU/GPU | GPU Mkeys/s | equal |", a.threads);
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        println!("| keys | n | groups | passes | pass kind | voracious {}T (s) | GPU total (s) | H2D | kernels | D2H | alloc | CPU/GPU | GPU Mkeys/s | equal |", a.threads);
+        println!("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
         let mut all = true;
         for r in &rows {
             all &= r.equal;
             println!(
-                "| {} | {:.0e} | {}{} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.0} | {} |",
+                "| {} | {:.0e} | {}{} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.0} | {} |",
                 r.what,
                 r.n as f64,
                 r.prof.groups,
                 if r.groups.is_none() { " (auto)" } else { "" },
                 r.prof.passes,
+                if r.onesweep { "one-sweep" } else { "classic" },
                 r.cpu_s,
                 r.gpu_s,
                 r.prof.h2d_s,

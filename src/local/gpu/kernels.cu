@@ -264,3 +264,150 @@ extern "C" __global__ void __launch_bounds__(BLOCK) scatter_u128(const k128* in,
                                                               const u32* offsets) {
     scatter<k128, 8>(in, out, n, per, shift, offsets);
 }
+
+// ---- One-sweep passes: one read and one write of the keys per digit ----
+//
+// digit_hist_* counts, once per sort, every digit position whose bit is set in `mask` (bit p:
+// the digit at shift 8p) into hist[p * 256 + d] (zeroed by the host). Every pass then needs no
+// histogram of its own: onesweep_* blocks take tiles in launch order (an atomic counter), count
+// their tile's digits, publish the counts in status[tile * 256 + d] and add up the counts of the
+// tiles before them (decoupled look-back: a tile whose prefix is known publishes it, so the walk
+// stops there). Each block only waits for tiles taken before its own, which are running or done,
+// so the grid cannot deadlock. status and the counter are zeroed by the host before each pass.
+
+template <typename K, int WORDS>
+__device__ __forceinline__ void digit_hist(const K* __restrict__ keys, u64 n, u32 mask, u32* __restrict__ hist) {
+    __shared__ u32 h[8 * WORDS][RADIX];
+    for (u32 j = threadIdx.x; j < 8 * WORDS * RADIX; j += BLOCK) (&h[0][0])[j] = 0;
+    __syncthreads();
+    for (u64 i = (u64)blockIdx.x * BLOCK + threadIdx.x; i < n; i += (u64)gridDim.x * BLOCK) {
+        K k = keys[i];
+#pragma unroll
+        for (int p = 0; p < 8 * WORDS; p++)
+            if ((mask >> p) & 1u) atomicAdd(&h[p][digit_of(k, 8 * p)], 1u);
+    }
+    __syncthreads();
+    for (u32 j = threadIdx.x; j < 8 * WORDS * RADIX; j += BLOCK) {
+        u32 c = (&h[0][0])[j];
+        if (c) atomicAdd(&hist[j], c);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK) digit_hist_u64(const u64* keys, u64 n, u32 mask, u32* hist) {
+    digit_hist<u64, 1>(keys, n, mask, hist);
+}
+extern "C" __global__ void __launch_bounds__(BLOCK) digit_hist_u128(const k128* keys, u64 n, u32 mask, u32* hist) {
+    digit_hist<k128, 2>(keys, n, mask, hist);
+}
+
+#define FLAG_AGG (1ull << 62)
+#define FLAG_INC (1ull << 63)
+#define VAL_MASK (FLAG_AGG - 1ull)
+
+// Stable pass of in[0..n) by digit `shift` into out; hist_row[d] = keys of digit d. The first
+// word of `state` is the tile counter, the tiles' status words follow.
+template <typename K, int IPT>
+__device__ __forceinline__ void onesweep(const K* __restrict__ in, K* __restrict__ out, u64 n, u32 shift,
+                                         const u32* __restrict__ hist_row, u64* state) {
+    const u32 TILE = BLOCK * IPT;
+    __shared__ u32 warp_cnt[NWARPS][RADIX];
+    __shared__ u64 run_off[RADIX];
+    __shared__ u32 tile_start[RADIX];
+    __shared__ u32 scan_tmp[NWARPS];
+    __shared__ u32 tile_s;
+    __shared__ K buf[BLOCK * IPT];
+
+    const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const u32 lt_mask = (1u << lane) - 1u;
+    u32* wc = warp_cnt[warp];
+    if (tid == 0) tile_s = atomicAdd((u32*)state, 1u);
+#pragma unroll
+    for (u32 j = tid; j < NWARPS * RADIX; j += BLOCK) (&warp_cnt[0][0])[j] = 0;
+    // Where digit tid starts in the output: the exclusive prefix of the digit counts.
+    const u32 h = hist_row[tid];
+    const u32 digit_base = block_inclusive_scan<BLOCK>(h, scan_tmp) - h;  // synchronises
+    const u32 tile = tile_s;
+    const u64 tile_base = (u64)tile * TILE;
+    if (tile_base >= n) return;  // more blocks than tiles (uniform over the block)
+    const u32 tile_n = n - tile_base < (u64)TILE ? (u32)(n - tile_base) : TILE;
+
+    K keys[IPT];
+    u32 rank[IPT];
+    const u32 wbase = warp * IPT * 32 + lane;
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        u32 idx = wbase + i * 32;
+        if (idx < tile_n) keys[i] = in[tile_base + idx];
+    }
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        u32 idx = wbase + i * 32;
+        bool valid = idx < tile_n;
+        u32 d = valid ? digit_of(keys[i], shift) : RADIX;
+        u32 peers = __match_any_sync(0xffffffffu, d);
+        u32 base = 0;
+        if (valid) {
+            base = wc[d];
+            rank[i] = base + __popc(peers & lt_mask);
+        }
+        __syncwarp();
+        if (valid && lane == 31 - __clz(peers)) wc[d] = base + __popc(peers);
+        __syncwarp();
+    }
+    __syncthreads();
+    u32 total = 0;
+#pragma unroll
+    for (int w = 0; w < NWARPS; w++) {
+        u32 c = warp_cnt[w][tid];
+        warp_cnt[w][tid] = total;
+        total += c;
+    }
+    // Publish this tile's count of digit tid, then add up the tiles before it.
+    volatile u64* status = (volatile u64*)(state + 1);
+    u64 excl = 0;
+    if (tile == 0) {
+        status[tid] = FLAG_INC | (u64)total;
+    } else {
+        status[(u64)tile * RADIX + tid] = FLAG_AGG | (u64)total;
+        u64 t = tile - 1;
+        for (;;) {
+            u64 s = status[t * RADIX + tid];
+            if ((s & (FLAG_AGG | FLAG_INC)) == 0) continue;  // not published yet
+            excl += s & VAL_MASK;
+            if (s & FLAG_INC) break;
+            t--;
+        }
+        status[(u64)tile * RADIX + tid] = FLAG_INC | (excl + total);
+    }
+    run_off[tid] = (u64)digit_base + excl;
+    u32 incl = block_inclusive_scan<BLOCK>(total, scan_tmp);
+    tile_start[tid] = incl - total;
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        u32 idx = wbase + i * 32;
+        if (idx < tile_n) {
+            u32 d = digit_of(keys[i], shift);
+            buf[tile_start[d] + wc[d] + rank[i]] = keys[i];
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        u32 j = tid + i * BLOCK;
+        if (j < tile_n) {
+            K k = buf[j];
+            u32 d = digit_of(k, shift);
+            out[run_off[d] + (j - tile_start[d])] = k;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK) onesweep_u64(const u64* in, u64* out, u64 n, u32 shift,
+                                                              const u32* hist_row, u64* state) {
+    onesweep<u64, 16>(in, out, n, shift, hist_row, state);
+}
+extern "C" __global__ void __launch_bounds__(BLOCK) onesweep_u128(const k128* in, k128* out, u64 n, u32 shift,
+                                                               const u32* hist_row, u64* state) {
+    onesweep<k128, 8>(in, out, n, shift, hist_row, state);
+}

@@ -64,6 +64,11 @@ fn overlap_groups(n: usize) -> usize {
     (n / GROUP_KEYS).clamp(1, MAX_GROUPS)
 }
 
+/// One digit-count table of a one-sweep sort: 16 digit positions × 256 u32.
+const HIST_BYTES: usize = 16 * 256 * 4;
+/// The two tables: the whole input's (slot 0) and one group's (slot 1).
+const HISTS_BYTES: usize = 2 * HIST_BYTES;
+
 /// Chunks stay below this many keys so that the kernels' 32-bit offsets cannot overflow.
 const MAX_CHUNK_KEYS: usize = 1 << 31;
 
@@ -121,6 +126,8 @@ struct Kernels {
     hist: [CudaFunction; 2],
     scatter: [CudaFunction; 2],
     scan: CudaFunction,
+    digit_hist: [CudaFunction; 2],
+    onesweep: [CudaFunction; 2],
     saca: saca::SacaKernels,
     /// Blocks of the hist/scatter grid: one full wave of scatter blocks.
     max_blocks: [u32; 2],
@@ -135,6 +142,11 @@ struct State {
     counts: sys::CUdeviceptr,
     counts_bytes: usize,
     orand: sys::CUdeviceptr,
+    /// Two digit-count tables of a one-sweep sort (16 positions × 256 u32 each).
+    hists: sys::CUdeviceptr,
+    /// One-sweep pass state (tile counter and tile status words) for `status_bytes`, or 0.
+    status: sys::CUdeviceptr,
+    status_bytes: usize,
     /// Two pinned staging buffers of STAGE_BYTES and their events, once allocated.
     stage: Option<([*mut u8; 2], [sys::CUevent; 2])>,
     /// The staging buffers being allocated in the background since `open` (pinning 128 MiB takes
@@ -164,6 +176,8 @@ pub struct GpuSort {
     max_chunk: Option<usize>,
     /// Overlap groups forced by a test (None: by size, see [`overlap_groups`]).
     groups: Option<usize>,
+    /// One-sweep passes (default) or the classic histogram, scan and scatter per pass.
+    onesweep: bool,
     pinned: bool,
     kernels: OnceLock<std::result::Result<Kernels, String>>,
     state: Mutex<State>,
@@ -271,6 +285,7 @@ impl GpuSort {
             threads: threads.max(1),
             max_chunk: None,
             groups: None,
+            onesweep: true,
             pinned: true,
             kernels: OnceLock::new(),
             gpu_sorts: AtomicU64::new(0),
@@ -281,6 +296,9 @@ impl GpuSort {
                 counts: 0,
                 counts_bytes: 0,
                 orand: 0,
+                hists: 0,
+                status: 0,
+                status_bytes: 0,
                 stage: None,
                 stage_pending: Some(std::thread::spawn(move || {
                     ctx_bg.bind_to_thread().ok()?;
@@ -309,6 +327,13 @@ impl GpuSort {
     /// chooses by size. Tests use this to run the grouped sort on small inputs.
     pub fn set_overlap_groups(&mut self, groups: Option<usize>) {
         self.groups = groups.map(|g| g.max(1));
+    }
+
+    /// Chooses one-sweep passes (default: one read and one write of the keys per digit) or the
+    /// classic three launches per digit (histogram, scan, scatter), kept as the fallback when
+    /// the pass state cannot be allocated; tests and benchmarks compare the two.
+    pub fn set_onesweep(&mut self, on: bool) {
+        self.onesweep = on;
     }
 
     /// Chooses pinned staging buffers (default) or plain pageable copies for the transfers.
@@ -400,6 +425,8 @@ impl GpuSort {
         let hist = [f("hist_u64")?, f("hist_u128")?];
         let scatter = [f("scatter_u64")?, f("scatter_u128")?];
         let scan = f("scan_counts")?;
+        let digit_hist = [f("digit_hist_u64")?, f("digit_hist_u128")?];
+        let onesweep = [f("onesweep_u64")?, f("onesweep_u128")?];
         let saca = saca::SacaKernels::load(&f)?;
         let mut max_blocks = [0u32; 2];
         for (i, s) in scatter.iter().enumerate() {
@@ -418,6 +445,8 @@ impl GpuSort {
                 .map_err(drv("cannot allocate the count table"))?;
             st.counts_bytes = counts_bytes;
             st.orand = result::malloc_sync(32).map_err(drv("cannot allocate the OR/AND words"))?;
+            st.hists = result::malloc_sync(HISTS_BYTES)
+                .map_err(drv("cannot allocate the digit counts"))?;
         }
         log::debug!("gpu: scatter grid {max_blocks:?} blocks");
         Ok(Kernels {
@@ -426,6 +455,8 @@ impl GpuSort {
             hist,
             scatter,
             scan,
+            digit_hist,
+            onesweep,
             saca,
             max_blocks,
         })
@@ -570,7 +601,8 @@ impl GpuSort {
         self.free_bufs(st);
         let (free, _total) =
             result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
-        let fit = free.saturating_sub(RESERVE_BYTES) / (2 * size);
+        // Two key buffers and the one-sweep pass state (at most 1 byte per key).
+        let fit = free.saturating_sub(RESERVE_BYTES) / (2 * size + 1);
         let mut keys = want.min(fit);
         // Another process may take memory between the query and the allocation: halve and retry.
         loop {
@@ -606,6 +638,102 @@ impl GpuSort {
         }
         st.bufs = [0, 0];
         st.buf_bytes = 0;
+        if st.status != 0 {
+            unsafe { result::free_sync(st.status).ok() };
+        }
+        st.status = 0;
+        st.status_bytes = 0;
+    }
+
+    /// Whether one-sweep passes over `n` keys can run: on, and their state allocated (a failed
+    /// allocation leaves the classic passes, which need none).
+    fn ensure_status<K: GpuKey>(&self, st: &mut State, n: usize) -> bool {
+        if !self.onesweep {
+            return false;
+        }
+        let bytes = 8 + n.div_ceil(K::TILE) * 256 * 8;
+        if st.status_bytes >= bytes {
+            return true;
+        }
+        if st.status != 0 {
+            unsafe { result::free_sync(st.status).ok() };
+            st.status = 0;
+            st.status_bytes = 0;
+        }
+        match unsafe { result::malloc_sync(bytes) } {
+            Ok(p) => {
+                st.status = p;
+                st.status_bytes = bytes;
+                true
+            }
+            Err(e) => {
+                log::debug!("gpu: no one-sweep pass state for {n} keys ({e}); classic passes");
+                false
+            }
+        }
+    }
+
+    /// Enqueues the digit counts of the `n` keys at `src` for the digit positions of `shifts`
+    /// into table `slot` of `hists` (whose row for shift s starts at `hist_row(slot, s)`).
+    fn digit_hist<K: GpuKey>(
+        &self,
+        k: &Kernels,
+        st: &State,
+        src: sys::CUdeviceptr,
+        n: usize,
+        shifts: &[u32],
+        slot: usize,
+    ) -> std::result::Result<(), String> {
+        let ki = K::WORDS - 1;
+        let out = st.hists + (slot * HIST_BYTES) as u64;
+        let mask: u32 = shifts
+            .iter()
+            .map(|&s| 1u32 << (s / 8))
+            .fold(0, |a, b| a | b);
+        unsafe { result::memset_d8_async(out, 0, HIST_BYTES, self.stream.cu_stream()) }
+            .map_err(drv("cannot clear the digit counts"))?;
+        let grid = (n.div_ceil(BLOCK as usize) as u32).clamp(1, self.sms * 4);
+        let n64 = n as u64;
+        self.launch(
+            &k.digit_hist[ki],
+            grid,
+            BLOCK,
+            &mut params!(src, n64, mask, out),
+        )
+    }
+
+    /// Device address of the counts of digit `shift` in table `slot`.
+    fn hist_row(st: &State, slot: usize, shift: u32) -> sys::CUdeviceptr {
+        st.hists + (slot * HIST_BYTES + (shift as usize / 8) * 256 * 4) as u64
+    }
+
+    /// Enqueues one one-sweep pass of the `n` keys at `src` by digit `shift` into `dst`, with
+    /// the digit counts at `hist_row` (needs [`Self::ensure_status`] for at least `n` keys).
+    #[allow(clippy::too_many_arguments)]
+    fn pass_onesweep<K: GpuKey>(
+        &self,
+        k: &Kernels,
+        st: &State,
+        src: sys::CUdeviceptr,
+        dst: sys::CUdeviceptr,
+        n: usize,
+        shift: u32,
+        hist_row: sys::CUdeviceptr,
+    ) -> std::result::Result<(), String> {
+        let ki = K::WORDS - 1;
+        let tiles = n.div_ceil(K::TILE);
+        let bytes = 8 + tiles * 256 * 8;
+        debug_assert!(bytes <= st.status_bytes);
+        let state = st.status;
+        unsafe { result::memset_d8_async(state, 0, bytes, self.stream.cu_stream()) }
+            .map_err(drv("cannot clear the pass state"))?;
+        let n64 = n as u64;
+        self.launch(
+            &k.onesweep[ki],
+            tiles as u32,
+            BLOCK,
+            &mut params!(src, dst, n64, shift, hist_row, state),
+        )
     }
 
     /// Radix-sorts the `n` keys in `bufs[0]` (by the high word only when `high_only`); returns
@@ -618,10 +746,19 @@ impl GpuSort {
         high_only: bool,
     ) -> std::result::Result<(usize, usize), String> {
         let shifts = self.varying_shifts::<K>(k, st, n, high_only)?;
+        let onesweep = !shifts.is_empty() && self.ensure_status::<K>(st, n);
+        if onesweep {
+            self.digit_hist::<K>(k, st, st.bufs[0], n, &shifts, 0)?;
+        }
         let mut cur = 0usize;
         for &shift in &shifts {
             let (src, dst) = (st.bufs[cur], st.bufs[1 - cur]);
-            self.pass::<K>(k, st, src, dst, n, shift)?;
+            if onesweep {
+                let row = Self::hist_row(st, 0, shift);
+                self.pass_onesweep::<K>(k, st, src, dst, n, shift, row)?;
+            } else {
+                self.pass::<K>(k, st, src, dst, n, shift)?;
+            }
             cur = 1 - cur;
         }
         self.stream
@@ -741,22 +878,49 @@ impl GpuSort {
             .map_err(drv("cannot record an event"))
             .map_err(untouched)?;
         // The split: a stable pass by the top varying digit into bufs[1], then the bucket starts.
-        let blocks = self
-            .pass::<K>(k, st, st.bufs[0], st.bufs[1], n, top)
-            .map_err(untouched)?;
-        let mut table = vec![0u32; 256 * blocks as usize];
-        unsafe {
-            result::memcpy_dtoh_async(&mut table, st.counts, self.stream.cu_stream())
-                .map_err(drv("copy"))
+        let onesweep = self.ensure_status::<K>(st, n);
+        let mut starts: Vec<usize> = if onesweep {
+            self.digit_hist::<K>(k, st, st.bufs[0], n, &[top], 0)
                 .map_err(untouched)?;
-        }
-        self.stream
-            .synchronize()
-            .map_err(drv("a sort kernel failed"))
-            .map_err(untouched)?;
-        let mut starts: Vec<usize> = (0..256)
-            .map(|d| table[d * blocks as usize] as usize)
-            .collect();
+            let row = Self::hist_row(st, 0, top);
+            self.pass_onesweep::<K>(k, st, st.bufs[0], st.bufs[1], n, top, row)
+                .map_err(untouched)?;
+            let mut counts = [0u32; 256];
+            unsafe {
+                result::memcpy_dtoh_async(&mut counts, row, self.stream.cu_stream())
+                    .map_err(drv("copy"))
+                    .map_err(untouched)?;
+            }
+            self.stream
+                .synchronize()
+                .map_err(drv("a sort kernel failed"))
+                .map_err(untouched)?;
+            counts
+                .iter()
+                .scan(0usize, |acc, &c| {
+                    let start = *acc;
+                    *acc += c as usize;
+                    Some(start)
+                })
+                .collect()
+        } else {
+            let blocks = self
+                .pass::<K>(k, st, st.bufs[0], st.bufs[1], n, top)
+                .map_err(untouched)?;
+            let mut table = vec![0u32; 256 * blocks as usize];
+            unsafe {
+                result::memcpy_dtoh_async(&mut table, st.counts, self.stream.cu_stream())
+                    .map_err(drv("copy"))
+                    .map_err(untouched)?;
+            }
+            self.stream
+                .synchronize()
+                .map_err(drv("a sort kernel failed"))
+                .map_err(untouched)?;
+            (0..256)
+                .map(|d| table[d * blocks as usize] as usize)
+                .collect()
+        };
         starts.push(n);
         // Groups of whole buckets, each closed once it holds n / groups keys.
         let target = n.div_ceil(groups.max(1));
@@ -785,11 +949,20 @@ impl GpuSort {
                 .copied()
                 .filter(|&s| !(single && s == top))
                 .collect();
-            for &shift in &own {
-                let (src, dst) = (st.bufs[cur], st.bufs[1 - cur]);
-                let off = (b * size) as u64;
-                self.pass::<K>(k, st, src + off, dst + off, e - b, shift)
+            let off = (b * size) as u64;
+            if onesweep && !own.is_empty() {
+                self.digit_hist::<K>(k, st, st.bufs[1] + off, e - b, &own, 1)
                     .map_err(untouched)?;
+            }
+            for &shift in &own {
+                let (src, dst) = (st.bufs[cur] + off, st.bufs[1 - cur] + off);
+                if onesweep {
+                    let row = Self::hist_row(st, 1, shift);
+                    self.pass_onesweep::<K>(k, st, src, dst, e - b, shift, row)
+                } else {
+                    self.pass::<K>(k, st, src, dst, e - b, shift).map(|_| ())
+                }
+                .map_err(untouched)?;
                 cur = 1 - cur;
             }
             unsafe { result::event::record(events.0[g], self.stream.cu_stream()) }
@@ -1144,7 +1317,9 @@ impl Drop for GpuSort {
         self.stream.synchronize().ok();
         self.copy_stream.synchronize().ok();
         let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
-        for p in [st.bufs[0], st.bufs[1], st.counts, st.orand] {
+        for p in [
+            st.bufs[0], st.bufs[1], st.counts, st.orand, st.hists, st.status,
+        ] {
             if p != 0 {
                 unsafe { result::free_sync(p).ok() };
             }
