@@ -7,8 +7,11 @@
 //!
 //! One sort: the keys are copied to the device through two pinned staging buffers (the CPU copies
 //! into one while the other is in flight), the digits that are constant over the input are found
-//! (OR and AND of all keys), every other 8-bit digit gets one stable counting pass (histogram,
-//! scan, scatter), and the result comes back the same way. A large input is first split by its
+//! (OR and AND of all keys), and every other 8-bit digit gets one stable counting pass. A pass is
+//! one-sweep: the digit counts of all positions come from one kernel per sort, and each pass
+//! is one launch whose blocks take tiles in order and add up the counts of the tiles before them
+//! (decoupled look-back), so the keys are read once and written once per digit; the classic pass
+//! (histogram, scan, scatter) remains the fallback. The result comes back the same way. A large input is first split by its
 //! highest varying digit into groups that are sorted one after another, each copied home on a
 //! second stream while the next is sorted. Inputs larger than what fits on the
 //! device are sorted in chunks whose sorted runs are merged on the CPU. Inputs of fewer than
@@ -522,7 +525,7 @@ impl GpuSort {
             prof.h2d_s = t.elapsed().as_secs_f64();
             let groups = self.groups.unwrap_or_else(|| overlap_groups(n));
             if groups > 1 {
-                self.sort_grouped::<K>(kernels, st, n, high_only, groups, bytes, &mut prof)?;
+                self.sort_grouped::<K>(kernels, st, high_only, groups, bytes, &mut prof)?;
             } else {
                 let t = Instant::now();
                 let (at, passes) = self
@@ -844,24 +847,24 @@ impl GpuSort {
         Ok(blocks)
     }
 
-    /// Sorts the `n` keys in `bufs[0]` and copies them into `host` (`n` keys' bytes), the copy
+    /// Sorts the keys in `bufs[0]` and copies them into `host` (as many keys' bytes), the copy
     /// overlapping the sort: one pass by the highest varying digit splits the keys into
     /// contiguous groups of whole digit values (about `n / groups` keys each); each group is then
     /// radix-sorted on its own, and while the device sorts group g + 1 the copy stream brings
     /// group g home. Without this the device-to-host copy (a third of a u128 sort) would start
-    /// only after the last pass. Returns the passes run per key (the split pass included).
+    /// only after the last pass. Fills `prof`'s passes (the split included), groups and times.
     /// Errors: `Untouched` while `host` has not been written, else `Clobbered`.
     fn sort_grouped<K: GpuKey>(
         &self,
         k: &Kernels,
         st: &mut State,
-        n: usize,
         high_only: bool,
         groups: usize,
         host: &mut [u8],
         prof: &mut Profile,
     ) -> std::result::Result<(), Failure> {
         let size = std::mem::size_of::<K>();
+        let n = host.len() / size;
         let untouched = Failure::Untouched;
         let t = Instant::now();
         let shifts = self
