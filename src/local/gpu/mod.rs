@@ -1249,10 +1249,24 @@ impl StageAddrs {
 
 /// Copies `src` into `dst` (same length) with the rayon pool.
 fn par_copy(dst: &mut [u8], src: &[u8]) {
-    const PIECE: usize = 1 << 20;
-    dst.par_chunks_mut(PIECE)
-        .zip(src.par_chunks(PIECE))
+    let piece = copy_piece();
+    dst.par_chunks_mut(piece)
+        .zip(src.par_chunks(piece))
         .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
+/// Bytes per task of [`par_copy`]: 1 MiB, or `PSA_COPY_PIECE` (bytes) for measurements. On the
+/// H100 host (2026-11-23, `bench-results/2026-11-23-h100-sort-copy-piece.md`) 1 MiB beat one
+/// share per thread (4 MiB of a 64 MiB staging buffer) and 16 MiB: larger pieces balance worse.
+fn copy_piece() -> usize {
+    static PIECE: OnceLock<usize> = OnceLock::new();
+    *PIECE.get_or_init(|| {
+        std::env::var("PSA_COPY_PIECE")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&p| p > 0)
+            .map_or(1 << 20, |p| p.max(4096))
+    })
 }
 
 /// Compiled kernels kept on disk between runs, so that NVRTC (about 0.4 s) runs once per machine
