@@ -58,7 +58,7 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
     /// Use the GPU (pe r uses device r mod device count; build with --features gpu): a text that
-    /// fits pe 0's device (about free memory / 62 characters) is built whole there, at p > 1
+    /// fits pe 0's device (about free memory / 63 characters) is built whole there, at p > 1
     /// streamed through pe 0 and back; larger texts run the distributed algorithm with local sorts,
     /// base cases and recursion levels that fit on the GPU
     #[arg(long)]

@@ -12,7 +12,7 @@
 //! on the device between rounds; the host reads one count per round. kernels: `saca.cu`.
 //!
 //! Time is O(n log n) in the worst case (aⁿ: every suffix stays in a group until the offset
-//! reaches n/2), O(n log(LCP)) in general; device memory about 62 bytes per character.
+//! reaches n/2), O(n log(LCP)) in general; device memory about 63 bytes per character.
 
 use std::ffi::c_void;
 use std::time::Instant;
@@ -29,8 +29,9 @@ pub const MIN_GPU_SA: usize = 1 << 18;
 pub const MAX_GPU_SA: usize = (1 << 31) - 128;
 
 /// Device memory a suffix array needs per character (two 16-byte sort records, six 4-byte arrays,
-/// the text), rounded up for the fixed part.
-pub const DEVICE_BYTES_PER_CHAR: usize = 2 * 16 + 6 * 4 + 4 + 2;
+/// the text, the one-sweep sort passes' tile state of 1 byte per record), rounded up for the
+/// fixed part.
+pub const DEVICE_BYTES_PER_CHAR: usize = 2 * 16 + 6 * 4 + 4 + 1 + 2;
 
 /// Elements each block of the scan kernels covers (so that the partials fit one block's loop).
 const SCAN_PER: usize = 1 << 16;
