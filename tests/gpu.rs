@@ -271,6 +271,31 @@ fn grouped_sort_equals_cpu() {
             );
         }
     }
+    // A skewed top digit: a few small keys before one bucket holding all the others, which gets
+    // a group of its own (and leaves out the split digit's pass).
+    g.set_overlap_groups(Some(16));
+    for n in [MIN_GPU_KEYS, 2_000_001] {
+        let mut a: Vec<u64> = keys_u64(n, Pattern::Random, 11)
+            .into_iter()
+            .enumerate()
+            .map(|(i, x)| if i % 100_000 == 7 { x >> 60 } else { x | 0xff << 56 })
+            .collect();
+        let mut b = a.clone();
+        CpuSort::new(4).sort_u64(&mut a);
+        g.sort_u64(&mut b);
+        assert!(a == b, "skewed u64 n={n}: gpu differs from cpu");
+        assert_eq!(g.last_profile().groups, 2, "skewed u64 n={n}: groups");
+        let mut a: Vec<u128> = keys_u128(n, Pattern::Random, 12)
+            .into_iter()
+            .enumerate()
+            .map(|(i, x)| if i % 100_000 == 7 { x >> 124 } else { x | 0xff << 120 })
+            .collect();
+        let mut b = a.clone();
+        CpuSort::new(4).sort_u128(&mut a);
+        g.sort_u128(&mut b);
+        assert!(a == b, "skewed u128 n={n}: gpu differs from cpu");
+        assert_eq!(g.last_profile().groups, 2, "skewed u128 n={n}: groups");
+    }
     // Random and the other multi-digit patterns must really have been split.
     assert!(ran >= 3 * 3 * 3, "the grouped sort ran only {ran} times");
     assert_no_fallback(&g, "grouped_sort_equals_cpu");

@@ -1,7 +1,9 @@
 // LSD radix sort of 64- and 128-bit unsigned keys, 8-bit digits. Compiled at run time by NVRTC
 // (see mod.rs); no CUDA headers are included, so the program compiles without include paths.
 //
-// One pass over digit `shift` is three launches:
+// Two kinds of pass. One-sweep (the default; see "One-sweep passes" at the end): digit counts of
+// every position once per sort, then one launch per digit. Classic (the fallback when the
+// one-sweep state cannot be allocated): one pass over digit `shift` is three launches:
 //   hist_*     : every block counts the digits of its contiguous range of keys;
 //   scan_counts: one block turns the digit-major count table into exclusive offsets;
 //   scatter_*  : every block ranks its keys tile by tile (stable: warp match + per-warp counters),

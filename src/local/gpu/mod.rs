@@ -72,7 +72,7 @@ const HIST_BYTES: usize = 16 * 256 * 4;
 /// The two tables: the whole input's (slot 0) and one group's (slot 1).
 const HISTS_BYTES: usize = 2 * HIST_BYTES;
 
-/// Chunks stay below this many keys so that the kernels' 32-bit offsets cannot overflow.
+/// Chunks hold at most this many keys so that the kernels' 32-bit offsets cannot overflow.
 const MAX_CHUNK_KEYS: usize = 1 << 31;
 
 /// A key type the kernels sort: `u64` or `u128` (two little-endian 64-bit words).
@@ -104,11 +104,12 @@ pub struct Profile {
     pub keys: usize,
     /// Device chunks (1 when the input fit on the device).
     pub chunks: usize,
-    /// Counting passes run per chunk (digits that were not constant), summed over chunks.
+    /// Counting passes run per chunk (digits that were not constant), summed over chunks; for a
+    /// grouped sort the split pass plus those digits (a group of one top digit value skips one).
     pub passes: usize,
     /// Seconds copying host to device (staging copies included).
     pub h2d_s: f64,
-    /// Seconds of kernels (OR/AND, histogram, scan, scatter).
+    /// Seconds of kernels (OR/AND, digit counts, the passes).
     pub sort_s: f64,
     /// Seconds copying device to host.
     pub d2h_s: f64,
@@ -116,9 +117,10 @@ pub struct Profile {
     pub merge_s: f64,
     /// Seconds allocating device buffers.
     pub alloc_s: f64,
-    /// Groups whose copy home overlapped the sort of the next (0: the copy followed the sort).
-    /// With groups, `sort_s` is the kernels (the split and the group sorts by the device clock;
-    /// the copies of earlier groups ran meanwhile) and `d2h_s` what the copies added after them.
+    /// Groups of a grouped sort (0: not grouped, the copy followed the sort), each copied home
+    /// while the next was sorted. Then `sort_s` is the kernels (the split and the group sorts by
+    /// the device clock; the copies of earlier groups ran meanwhile) and `d2h_s` what the copies
+    /// added after them.
     pub groups: usize,
 }
 
@@ -158,6 +160,13 @@ struct State {
     /// Whether pinned staging could not be had (then pageable copies are used).
     stage_failed: bool,
     profile: Profile,
+}
+
+impl State {
+    /// Device memory of the sort buffers and pass state, which a suffix array may take over.
+    fn own_bytes(&self) -> usize {
+        2 * self.buf_bytes + self.status_bytes
+    }
 }
 
 // The raw pointers are only used under the mutex with the context bound.
@@ -448,8 +457,8 @@ impl GpuSort {
                 .map_err(drv("cannot allocate the count table"))?;
             st.counts_bytes = counts_bytes;
             st.orand = result::malloc_sync(32).map_err(drv("cannot allocate the OR/AND words"))?;
-            st.hists = result::malloc_sync(HISTS_BYTES)
-                .map_err(drv("cannot allocate the digit counts"))?;
+            // Without them the one-sweep passes are off (ensure_status); the classic ones need none.
+            st.hists = result::malloc_sync(HISTS_BYTES).unwrap_or(0);
         }
         log::debug!("gpu: scatter grid {max_blocks:?} blocks");
         Ok(Kernels {
@@ -525,7 +534,14 @@ impl GpuSort {
             prof.h2d_s = t.elapsed().as_secs_f64();
             let groups = self.groups.unwrap_or_else(|| overlap_groups(n));
             if groups > 1 {
-                self.sort_grouped::<K>(kernels, st, high_only, groups, bytes, &mut prof)?;
+                let r = self.sort_grouped::<K>(kernels, st, high_only, groups, bytes, &mut prof);
+                if r.is_err() {
+                    // Copies and passes may still be queued on either stream: let them end
+                    // before anything else uses the buffers.
+                    self.copy_stream.synchronize().ok();
+                    self.stream.synchronize().ok();
+                }
+                r?;
             } else {
                 let t = Instant::now();
                 let (at, passes) = self
@@ -651,7 +667,7 @@ impl GpuSort {
     /// Whether one-sweep passes over `n` keys can run: on, and their state allocated (a failed
     /// allocation leaves the classic passes, which need none).
     fn ensure_status<K: GpuKey>(&self, st: &mut State, n: usize) -> bool {
-        if !self.onesweep {
+        if !self.onesweep || st.hists == 0 {
             return false;
         }
         let bytes = 8 + n.div_ceil(K::TILE) * 256 * 8;
@@ -925,22 +941,7 @@ impl GpuSort {
                 .collect()
         };
         starts.push(n);
-        // Groups of whole buckets, each closed once it holds n / groups keys.
-        let target = n.div_ceil(groups.max(1));
-        let mut spans: Vec<(usize, usize, bool)> = Vec::new(); // (begin, end, one digit value)
-        let (mut begin, mut digits) = (0usize, 0usize);
-        for d in 0..256 {
-            if starts[d + 1] > starts[d] {
-                digits += 1;
-            }
-            if starts[d + 1] - begin >= target || d == 255 {
-                if starts[d + 1] > begin {
-                    spans.push((begin, starts[d + 1], digits <= 1));
-                }
-                begin = starts[d + 1];
-                digits = 0;
-            }
-        }
+        let spans = group_spans(&starts, groups);
         // Enqueue every group's passes on the sort stream, an event after each.
         let events = Events::new(spans.len(), false).map_err(untouched)?;
         let mut at = Vec::with_capacity(spans.len());
@@ -995,12 +996,14 @@ impl GpuSort {
             })
             .collect();
         let copy = self.copy_stream.cu_stream();
-        self.download_spans(st, copy, &copies)
-            .map_err(Failure::Clobbered)?;
+        self.download_spans(st, copy, &copies)?;
         // Split and group sorts by the device clock; what the copies added after them is D2H.
         let total = t.elapsed().as_secs_f64();
-        let kernels_ms =
-            unsafe { result::event::elapsed(timing.0[0], timing.0[1]) }.unwrap_or(f32::NAN);
+        let kernels_ms = unsafe {
+            result::event::synchronize(timing.0[1])
+                .and_then(|()| result::event::elapsed(timing.0[0], timing.0[1]))
+        }
+        .unwrap_or(f32::NAN);
         prof.sort_s = shifts_s + kernels_ms as f64 / 1e3;
         prof.d2h_s = (total - prof.sort_s).max(0.0);
         Ok(())
@@ -1105,27 +1108,33 @@ impl GpuSort {
         len: usize,
     ) -> std::result::Result<(), String> {
         self.download_spans(st, stream, &[(src, host, len, None)])
+            .map_err(|f| match f {
+                Failure::Untouched(e) | Failure::Clobbered(e) => e,
+            })
     }
 
     /// Copies each span `(src, host, len, after)` — `len` bytes from device address `src` to
     /// `host`, once event `after` (if any) has completed — on `stream`, in order, as one pipeline:
     /// the staging copy of one piece overlaps the transfer of the next, across spans too.
-    /// Complete on return.
+    /// Complete on return. An error is `Untouched` while no host byte has been written (a fault
+    /// of a kernel that `after` waits for shows up here first), else `Clobbered`.
     fn download_spans(
         &self,
         st: &mut State,
         stream: sys::CUstream,
         spans: &[(sys::CUdeviceptr, *mut u8, usize, Option<sys::CUevent>)],
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), Failure> {
+        let mut touched = false;
+        let fail = |touched: bool, e: String| match touched {
+            false => Failure::Untouched(e),
+            true => Failure::Clobbered(e),
+        };
         let wait = |after: Option<sys::CUevent>| -> std::result::Result<(), String> {
             match after {
                 Some(e) => unsafe {
-                    result::stream::wait_event(
-                        stream,
-                        e,
-                        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                    )
-                    .map_err(drv("cannot order a copy after the sort"))
+                    let flags = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+                    result::stream::wait_event(stream, e, flags)
+                        .map_err(drv("cannot order a copy after the sort"))
                 },
                 None => Ok(()),
             }
@@ -1154,16 +1163,18 @@ impl GpuSort {
                     }
                 };
                 if !pieces.is_empty() {
-                    issue(0)?;
+                    issue(0).map_err(|e| fail(touched, e))?;
                 }
                 for i in 0..pieces.len() {
                     if i + 1 < pieces.len() {
-                        issue(i + 1)?;
+                        issue(i + 1).map_err(|e| fail(touched, e))?;
                     }
                     let (_, host, l, _) = pieces[i];
+                    unsafe { result::event::synchronize(events[i % 2]) }
+                        .map_err(drv("device-to-host copy"))
+                        .map_err(|e| fail(touched, e))?;
+                    touched = true;
                     unsafe {
-                        result::event::synchronize(events[i % 2])
-                            .map_err(drv("device-to-host copy"))?;
                         let pin = std::slice::from_raw_parts(pins[i % 2], l);
                         par_copy(std::slice::from_raw_parts_mut(host, l), pin);
                     }
@@ -1172,18 +1183,53 @@ impl GpuSort {
             }
             None => {
                 for &(src, host, len, after) in spans {
-                    wait(after)?;
+                    wait(after).map_err(|e| fail(touched, e))?;
+                    touched = true;
                     unsafe {
                         // SAFETY: callers pass `len` writable bytes at `host`.
                         let host = std::slice::from_raw_parts_mut(host, len);
                         result::memcpy_dtoh_async(host, src, stream)
-                            .map_err(drv("device-to-host copy"))?;
+                            .map_err(drv("device-to-host copy"))
+                            .map_err(|e| fail(true, e))?;
                     }
                 }
-                unsafe { result::stream::synchronize(stream) }.map_err(drv("device-to-host copy"))
+                unsafe { result::stream::synchronize(stream) }
+                    .map_err(drv("device-to-host copy"))
+                    .map_err(|e| fail(touched, e))
             }
         }
     }
+}
+
+/// The groups of a grouped sort: `starts[d]` is where the keys of top digit d begin after the
+/// split (257 entries, the last = n). Returns `(begin, end, one digit value)` spans of whole
+/// buckets in order, none empty, each closed once it holds n / `groups` keys; a bucket that big
+/// on its own gets a span of its own (so a skewed digit does not merge a small bucket into it,
+/// which would cost the big one the split digit's pass again).
+fn group_spans(starts: &[usize], groups: usize) -> Vec<(usize, usize, bool)> {
+    let n = starts[starts.len() - 1];
+    let target = n.div_ceil(groups.max(1)).max(1);
+    let mut spans = Vec::new();
+    let (mut begin, mut digits) = (starts[0], 0usize);
+    for d in 0..starts.len() - 1 {
+        let (b, e) = (starts[d], starts[d + 1]);
+        if e - b >= target && b > begin {
+            spans.push((begin, b, digits <= 1));
+            begin = b;
+            digits = 0;
+        }
+        if e > b {
+            digits += 1;
+        }
+        if e - begin >= target || d + 2 == starts.len() {
+            if e > begin {
+                spans.push((begin, e, digits <= 1));
+            }
+            begin = e;
+            digits = 0;
+        }
+    }
+    spans
 }
 
 /// Events that are destroyed with their owner (the context must be bound).
@@ -1223,9 +1269,23 @@ fn alloc_staging() -> std::result::Result<([*mut u8; 2], [sys::CUevent; 2]), Dri
         }
     };
     let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
-    let e0 = result::event::create(flags)?;
-    let e1 = result::event::create(flags)?;
-    Ok(([a, b], [e0, e1]))
+    let events = result::event::create(flags).and_then(|e0| match result::event::create(flags) {
+        Ok(e1) => Ok([e0, e1]),
+        Err(e) => {
+            unsafe { result::event::destroy(e0).ok() };
+            Err(e)
+        }
+    });
+    match events {
+        Ok(ev) => Ok(([a, b], ev)),
+        Err(e) => {
+            unsafe {
+                result::free_host(a as _).ok();
+                result::free_host(b as _).ok();
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Staging buffers and events as plain addresses, to come back from the allocating thread.
@@ -1405,7 +1465,7 @@ impl LocalSort for GpuSort {
         match result::mem_get_info() {
             // The free memory now, plus what this backend's own sort buffers would give back.
             // The same margin as the check before a suffix array starts.
-            Ok((free, _)) => ((free + 2 * self.lock().buf_bytes).saturating_sub(64 << 20)
+            Ok((free, _)) => ((free + self.lock().own_bytes()).saturating_sub(64 << 20)
                 / saca::DEVICE_BYTES_PER_CHAR)
                 .min(saca::MAX_GPU_SA),
             Err(_) => 0,
@@ -1509,6 +1569,95 @@ impl GpuSort {
                 self.fallbacks.fetch_add(1, Ordering::Relaxed);
                 log::warn!("gpu suffix array of {n} characters failed, building it on the CPU instead: {e}");
                 None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::group_spans;
+
+    fn starts_of(counts: &[usize]) -> Vec<usize> {
+        let mut s = vec![0];
+        for c in counts {
+            s.push(s.last().unwrap() + c);
+        }
+        s
+    }
+
+    /// Spans cover [0, n) in order, are not empty, end on bucket boundaries, know whether they
+    /// hold one digit value, and never put a bucket of >= n / groups keys with another.
+    fn check(counts: &[usize], groups: usize) -> Vec<(usize, usize, bool)> {
+        let starts = starts_of(counts);
+        let n = *starts.last().unwrap();
+        let spans = group_spans(&starts, groups);
+        let target = n.div_ceil(groups.max(1)).max(1);
+        let mut at = 0;
+        for &(b, e, single) in &spans {
+            assert_eq!(b, at, "spans must be contiguous: {spans:?}");
+            assert!(e > b, "empty span: {spans:?}");
+            let inside: Vec<usize> = (0..counts.len())
+                .filter(|&d| counts[d] > 0 && starts[d] >= b && starts[d + 1] <= e)
+                .collect();
+            assert!(starts.contains(&e), "span end {e} is not a bucket boundary");
+            assert_eq!(single, inside.len() == 1, "one-value flag of ({b}, {e})");
+            if inside.len() > 1 {
+                assert!(
+                    inside.iter().all(|&d| counts[d] < target),
+                    "big bucket shared"
+                );
+            }
+            at = e;
+        }
+        assert_eq!(at, n, "spans must end at n: {spans:?}");
+        spans
+    }
+
+    #[test]
+    fn even_buckets_make_the_asked_groups() {
+        let spans = check(&[10; 256], 16);
+        assert_eq!(spans.len(), 16);
+        assert!(spans.iter().all(|&(b, e, single)| e - b == 160 && !single));
+    }
+
+    #[test]
+    fn a_dominant_bucket_gets_its_own_span() {
+        // One small key before a bucket holding all the others (u64 keys 0xFF<<56 | r, and 0).
+        let mut counts = vec![0; 256];
+        counts[0] = 1;
+        counts[255] = 999_999;
+        assert_eq!(check(&counts, 16), vec![(0, 1, true), (1, 1_000_000, true)]);
+        // Small buckets on both sides of a big one.
+        let mut counts = vec![1; 256];
+        counts[100] = 10_000;
+        let spans = check(&counts, 4);
+        assert!(spans.contains(&(100, 10_100, true)), "{spans:?}");
+    }
+
+    #[test]
+    fn one_bucket_and_sparse_buckets() {
+        let mut counts = vec![0; 256];
+        counts[7] = 5;
+        assert_eq!(check(&counts, 16), vec![(0, 5, true)]);
+        let mut x = 12345u64;
+        for groups in [1, 2, 5, 16, 300] {
+            for _ in 0..200 {
+                let counts: Vec<usize> = (0..256)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        match x % 10 {
+                            0..=5 => 0,
+                            6..=8 => (x >> 8) as usize % 50,
+                            _ => (x >> 8) as usize % 5000,
+                        }
+                    })
+                    .collect();
+                if counts.iter().sum::<usize>() > 0 {
+                    check(&counts, groups);
+                }
             }
         }
     }

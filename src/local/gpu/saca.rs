@@ -271,7 +271,7 @@ impl GpuSort {
         let need = n * DEVICE_BYTES_PER_CHAR + (64 << 20);
         let (free, _) =
             result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
-        if need > free + st.buf_bytes * 2 {
+        if need > free + st.own_bytes() {
             return Err(format!(
                 "a suffix array of {n} characters needs about {} MiB of device memory, {} MiB are free",
                 need >> 20,
