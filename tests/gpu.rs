@@ -278,7 +278,13 @@ fn grouped_sort_equals_cpu() {
         let mut a: Vec<u64> = keys_u64(n, Pattern::Random, 11)
             .into_iter()
             .enumerate()
-            .map(|(i, x)| if i % 100_000 == 7 { x >> 60 } else { x | 0xff << 56 })
+            .map(|(i, x)| {
+                if i % 100_000 == 7 {
+                    x >> 60
+                } else {
+                    x | 0xff << 56
+                }
+            })
             .collect();
         let mut b = a.clone();
         CpuSort::new(4).sort_u64(&mut a);
@@ -288,7 +294,13 @@ fn grouped_sort_equals_cpu() {
         let mut a: Vec<u128> = keys_u128(n, Pattern::Random, 12)
             .into_iter()
             .enumerate()
-            .map(|(i, x)| if i % 100_000 == 7 { x >> 124 } else { x | 0xff << 120 })
+            .map(|(i, x)| {
+                if i % 100_000 == 7 {
+                    x >> 124
+                } else {
+                    x | 0xff << 120
+                }
+            })
             .collect();
         let mut b = a.clone();
         CpuSort::new(4).sort_u128(&mut a);

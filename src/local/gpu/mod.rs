@@ -8,14 +8,14 @@
 //! One sort: the keys are copied to the device through two pinned staging buffers (the CPU copies
 //! into one while the other is in flight), the digits that are constant over the input are found
 //! (OR and AND of all keys), and every other 8-bit digit gets one stable counting pass. A pass is
-//! one-sweep: the digit counts of all positions come from one kernel per sort, and each pass
-//! is one launch whose blocks take tiles in order and add up the counts of the tiles before them
+//! one-sweep: the digit counts of all positions come from one kernel per sort, and each pass is
+//! one launch whose blocks take tiles in order and add up the counts of the tiles before them
 //! (decoupled look-back), so the keys are read once and written once per digit; the classic pass
-//! (histogram, scan, scatter) remains the fallback. The result comes back the same way. A large input is first split by its
-//! highest varying digit into groups that are sorted one after another, each copied home on a
-//! second stream while the next is sorted. Inputs larger than what fits on the
-//! device are sorted in chunks whose sorted runs are merged on the CPU. Inputs of fewer than
-//! [`MIN_GPU_KEYS`] keys are sorted by the CPU backend.
+//! (histogram, scan, scatter) remains the fallback. The result comes back the same way. A large
+//! input is first split by its highest varying digit into groups that are sorted one after
+//! another, each copied home on a second stream while the next is sorted. Inputs larger than
+//! what fits on the device are sorted in chunks whose sorted runs are merged on the CPU. Inputs
+//! of fewer than [`MIN_GPU_KEYS`] keys are sorted by the CPU backend.
 //!
 //! The result is exactly the ascending order of the CPU backend (keys are compared as whole
 //! unsigned integers).
