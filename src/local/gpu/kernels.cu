@@ -171,21 +171,105 @@ extern "C" __global__ void __launch_bounds__(SCAN_BLOCK) scan_counts(u32* counts
     }
 }
 
+// ---- Tile ranking, shared by the classic scatter and the one-sweep pass ----
+//
+// A tile is BLOCK * IPT consecutive keys. Warp w owns tile positions [w*IPT*32, (w+1)*IPT*32):
+// loads are coalesced per warp and the warp's keys come in input order (iteration, then lane).
+
+template <typename K, int IPT>
+struct TileShared {
+    u32 warp_cnt[NWARPS][RADIX];  // per warp and digit: keys, then keys in earlier warps
+    u32 tile_start[RADIX];        // the tile's first position of each digit once reordered
+    u32 scan_tmp[NWARPS];
+    K buf[BLOCK * IPT];
+};
+
+// Loads tile[0..tile_n) into registers; keys[i] is tile position wbase + 32 i.
+template <typename K, int IPT>
+__device__ __forceinline__ void tile_load(const K* __restrict__ tile, u32 tile_n, u32 wbase, K (&keys)[IPT]) {
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        u32 idx = wbase + i * 32;
+        if (idx < tile_n) keys[i] = tile[idx];
+    }
+}
+
+// Stable ranks by digit `shift`: rank[i] = keys of keys[i]'s digit before it in its warp. The
+// caller has zeroed s.warp_cnt and synchronised. Returns the tile's count of digit threadIdx.x
+// (BLOCK == RADIX) and leaves s.warp_cnt[w][d] = keys of digit d in the warps before w.
+template <typename K, int IPT>
+__device__ __forceinline__ u32 tile_rank(const K (&keys)[IPT], u32 (&rank)[IPT], u32 tile_n, u32 wbase,
+                                         u32 shift, TileShared<K, IPT>& s) {
+    const u32 tid = threadIdx.x, lane = tid & 31;
+    const u32 lt_mask = (1u << lane) - 1u;
+    u32* wc = s.warp_cnt[tid >> 5];
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        u32 idx = wbase + i * 32;
+        bool valid = idx < tile_n;
+        u32 d = valid ? digit_of(keys[i], shift) : RADIX;  // invalid lanes group among themselves
+        u32 peers = __match_any_sync(0xffffffffu, d);
+        u32 base = 0;
+        if (valid) {
+            base = wc[d];
+            rank[i] = base + __popc(peers & lt_mask);
+        }
+        __syncwarp();
+        if (valid && lane == 31 - __clz(peers)) wc[d] = base + __popc(peers);
+        __syncwarp();
+    }
+    __syncthreads();
+    u32 total = 0;
+#pragma unroll
+    for (int w = 0; w < NWARPS; w++) {
+        u32 c = s.warp_cnt[w][tid];
+        s.warp_cnt[w][tid] = total;
+        total += c;
+    }
+    return total;
+}
+
+// Reorders the tile by digit in shared memory and writes each digit's run to out: the tile's
+// keys of digit d go to out[run_off[d] ...] in order. The caller has set s.tile_start and
+// run_off (this synchronises before reading them).
+template <typename K, int IPT, typename Off>
+__device__ __forceinline__ void tile_write(const K (&keys)[IPT], const u32 (&rank)[IPT], u32 tile_n, u32 wbase,
+                                           u32 shift, TileShared<K, IPT>& s, const Off* run_off,
+                                           K* __restrict__ out) {
+    const u32 tid = threadIdx.x;
+    const u32* wc = s.warp_cnt[tid >> 5];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        u32 idx = wbase + i * 32;
+        if (idx < tile_n) {
+            u32 d = digit_of(keys[i], shift);
+            s.buf[s.tile_start[d] + wc[d] + rank[i]] = keys[i];
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        u32 j = tid + i * BLOCK;
+        if (j < tile_n) {
+            K k = s.buf[j];
+            u32 d = digit_of(k, shift);
+            out[(u64)run_off[d] + (j - s.tile_start[d])] = k;
+        }
+    }
+}
+
 // Stable scatter of block b's range by digit `shift`. offsets[d * nblocks + b] is where block b's
 // first key of digit d goes.
 template <typename K, int IPT>
 __device__ __forceinline__ void scatter(const K* __restrict__ in, K* __restrict__ out, u64 n, u64 per, u32 shift,
                                         const u32* __restrict__ offsets) {
     const u32 TILE = BLOCK * IPT;
-    __shared__ u32 warp_cnt[NWARPS][RADIX];
+    __shared__ TileShared<K, IPT> s;
     __shared__ u32 run_off[RADIX];
-    __shared__ u32 tile_start[RADIX];
-    __shared__ u32 scan_tmp[NWARPS];
-    __shared__ K buf[BLOCK * IPT];
 
-    const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const u32 lt_mask = (1u << lane) - 1u;
-    u32* wc = warp_cnt[warp];
+    const u32 tid = threadIdx.x;
+    const u32 wbase = (tid >> 5) * IPT * 32 + (tid & 31);
     // BLOCK == RADIX: thread d owns digit d's running offset.
     run_off[tid] = offsets[(u64)tid * gridDim.x + blockIdx.x];
     u64 begin = (u64)blockIdx.x * per;
@@ -194,64 +278,15 @@ __device__ __forceinline__ void scatter(const K* __restrict__ in, K* __restrict_
     for (u64 tile_base = begin; tile_base < end; tile_base += TILE) {
         u32 tile_n = end - tile_base < (u64)TILE ? (u32)(end - tile_base) : TILE;
 #pragma unroll
-        for (u32 j = tid; j < NWARPS * RADIX; j += BLOCK) (&warp_cnt[0][0])[j] = 0;
-
+        for (u32 j = tid; j < NWARPS * RADIX; j += BLOCK) (&s.warp_cnt[0][0])[j] = 0;
         K keys[IPT];
         u32 rank[IPT];
-        // Warp w owns tile positions [w*IPT*32, (w+1)*IPT*32): loads are coalesced per warp and
-        // the warp's keys come in input order (iteration, then lane).
-        const u32 wbase = warp * IPT * 32 + lane;
-#pragma unroll
-        for (int i = 0; i < IPT; i++) {
-            u32 idx = wbase + i * 32;
-            if (idx < tile_n) keys[i] = in[tile_base + idx];
-        }
+        tile_load(in + tile_base, tile_n, wbase, keys);
         __syncthreads();  // warp_cnt zeroed
-#pragma unroll
-        for (int i = 0; i < IPT; i++) {
-            u32 idx = wbase + i * 32;
-            bool valid = idx < tile_n;
-            u32 d = valid ? digit_of(keys[i], shift) : RADIX;  // invalid lanes group among themselves
-            u32 peers = __match_any_sync(0xffffffffu, d);
-            u32 base = 0;
-            if (valid) {
-                base = wc[d];
-                rank[i] = base + __popc(peers & lt_mask);
-            }
-            __syncwarp();
-            if (valid && lane == 31 - __clz(peers)) wc[d] = base + __popc(peers);
-            __syncwarp();
-        }
-        __syncthreads();
-        // Per digit (thread tid = digit): counts of earlier warps, and the tile's total.
-        u32 total = 0;
-#pragma unroll
-        for (int w = 0; w < NWARPS; w++) {
-            u32 c = warp_cnt[w][tid];
-            warp_cnt[w][tid] = total;
-            total += c;
-        }
-        u32 incl = block_inclusive_scan<BLOCK>(total, scan_tmp);
-        tile_start[tid] = incl - total;
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < IPT; i++) {
-            u32 idx = wbase + i * 32;
-            if (idx < tile_n) {
-                u32 d = digit_of(keys[i], shift);
-                buf[tile_start[d] + wc[d] + rank[i]] = keys[i];
-            }
-        }
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < IPT; i++) {
-            u32 j = tid + i * BLOCK;
-            if (j < tile_n) {
-                K k = buf[j];
-                u32 d = digit_of(k, shift);
-                out[(u64)run_off[d] + (j - tile_start[d])] = k;
-            }
-        }
+        u32 total = tile_rank(keys, rank, tile_n, wbase, shift, s);
+        u32 incl = block_inclusive_scan<BLOCK>(total, s.scan_tmp);
+        s.tile_start[tid] = incl - total;
+        tile_write(keys, rank, tile_n, wbase, shift, s, run_off, out);
         __syncthreads();
         run_off[tid] += total;
         // The next tile's first barrier orders this update before any read of run_off.
@@ -312,22 +347,18 @@ template <typename K, int IPT>
 __device__ __forceinline__ void onesweep(const K* __restrict__ in, K* __restrict__ out, u64 n, u32 shift,
                                          const u32* __restrict__ hist_row, u64* state) {
     const u32 TILE = BLOCK * IPT;
-    __shared__ u32 warp_cnt[NWARPS][RADIX];
+    __shared__ TileShared<K, IPT> s;
     __shared__ u64 run_off[RADIX];
-    __shared__ u32 tile_start[RADIX];
-    __shared__ u32 scan_tmp[NWARPS];
     __shared__ u32 tile_s;
-    __shared__ K buf[BLOCK * IPT];
 
-    const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const u32 lt_mask = (1u << lane) - 1u;
-    u32* wc = warp_cnt[warp];
+    const u32 tid = threadIdx.x;
+    const u32 wbase = (tid >> 5) * IPT * 32 + (tid & 31);
     if (tid == 0) tile_s = atomicAdd((u32*)state, 1u);
 #pragma unroll
-    for (u32 j = tid; j < NWARPS * RADIX; j += BLOCK) (&warp_cnt[0][0])[j] = 0;
+    for (u32 j = tid; j < NWARPS * RADIX; j += BLOCK) (&s.warp_cnt[0][0])[j] = 0;
     // Where digit tid starts in the output: the exclusive prefix of the digit counts.
     const u32 h = hist_row[tid];
-    const u32 digit_base = block_inclusive_scan<BLOCK>(h, scan_tmp) - h;  // synchronises
+    const u32 digit_base = block_inclusive_scan<BLOCK>(h, s.scan_tmp) - h;  // synchronises
     const u32 tile = tile_s;
     const u64 tile_base = (u64)tile * TILE;
     if (tile_base >= n) return;  // more blocks than tiles (uniform over the block)
@@ -335,35 +366,8 @@ __device__ __forceinline__ void onesweep(const K* __restrict__ in, K* __restrict
 
     K keys[IPT];
     u32 rank[IPT];
-    const u32 wbase = warp * IPT * 32 + lane;
-#pragma unroll
-    for (int i = 0; i < IPT; i++) {
-        u32 idx = wbase + i * 32;
-        if (idx < tile_n) keys[i] = in[tile_base + idx];
-    }
-#pragma unroll
-    for (int i = 0; i < IPT; i++) {
-        u32 idx = wbase + i * 32;
-        bool valid = idx < tile_n;
-        u32 d = valid ? digit_of(keys[i], shift) : RADIX;
-        u32 peers = __match_any_sync(0xffffffffu, d);
-        u32 base = 0;
-        if (valid) {
-            base = wc[d];
-            rank[i] = base + __popc(peers & lt_mask);
-        }
-        __syncwarp();
-        if (valid && lane == 31 - __clz(peers)) wc[d] = base + __popc(peers);
-        __syncwarp();
-    }
-    __syncthreads();
-    u32 total = 0;
-#pragma unroll
-    for (int w = 0; w < NWARPS; w++) {
-        u32 c = warp_cnt[w][tid];
-        warp_cnt[w][tid] = total;
-        total += c;
-    }
+    tile_load(in + tile_base, tile_n, wbase, keys);
+    const u32 total = tile_rank(keys, rank, tile_n, wbase, shift, s);
     // Publish this tile's count of digit tid, then add up the tiles before it.
     volatile u64* status = (volatile u64*)(state + 1);
     u64 excl = 0;
@@ -373,36 +377,18 @@ __device__ __forceinline__ void onesweep(const K* __restrict__ in, K* __restrict
         status[(u64)tile * RADIX + tid] = FLAG_AGG | (u64)total;
         u64 t = tile - 1;
         for (;;) {
-            u64 s = status[t * RADIX + tid];
-            if ((s & (FLAG_AGG | FLAG_INC)) == 0) continue;  // not published yet
-            excl += s & VAL_MASK;
-            if (s & FLAG_INC) break;
+            u64 v = status[t * RADIX + tid];
+            if ((v & (FLAG_AGG | FLAG_INC)) == 0) continue;  // not published yet
+            excl += v & VAL_MASK;
+            if (v & FLAG_INC) break;
             t--;
         }
         status[(u64)tile * RADIX + tid] = FLAG_INC | (excl + total);
     }
     run_off[tid] = (u64)digit_base + excl;
-    u32 incl = block_inclusive_scan<BLOCK>(total, scan_tmp);
-    tile_start[tid] = incl - total;
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < IPT; i++) {
-        u32 idx = wbase + i * 32;
-        if (idx < tile_n) {
-            u32 d = digit_of(keys[i], shift);
-            buf[tile_start[d] + wc[d] + rank[i]] = keys[i];
-        }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < IPT; i++) {
-        u32 j = tid + i * BLOCK;
-        if (j < tile_n) {
-            K k = buf[j];
-            u32 d = digit_of(k, shift);
-            out[run_off[d] + (j - tile_start[d])] = k;
-        }
-    }
+    u32 incl = block_inclusive_scan<BLOCK>(total, s.scan_tmp);
+    s.tile_start[tid] = incl - total;
+    tile_write(keys, rank, tile_n, wbase, shift, s, run_off, out);
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK) onesweep_u64(const u64* in, u64* out, u64 n, u32 shift,
