@@ -1,11 +1,15 @@
 //! `gpu-sort-bench`: the GPU backend's local sort (transfers included) against voracious_mt_sort
-//! on random u64 and u128 keys. Build with `cargo build --release --features gpu --bins`.
+//! on random u64 keys, (u64 key, u64 value) records and u128 keys. Build with
+//! `cargo build --release --features gpu --bins`.
 //!
 //! Usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable]
-//!                       [--groups auto,1] [--passes onesweep,classic]
+//!                       [--kinds u64,rec,u128] [--groups auto,1] [--passes onesweep,classic]
 //!
-//! For every size and key type: one input of random keys (fixed seed), sorted by the CPU
-//! (voracious_mt_sort, `--threads` threads) and by the GPU backend; the results must be equal.
+//! For every size and kind: one input (fixed seed), sorted by the CPU (voracious_mt_sort,
+//! `--threads` threads) and by the GPU backend. u64, u128: random keys, the results must be
+//! equal. rec: a random u64 key with its input index as the value, sorted by key (psa's
+//! `sort_u128_by_high`; the CPU side is psa's CPU backend, voracious_mt_sort keyed by the u64);
+//! the GPU result must be sorted, stable and a permutation of the input.
 //! GPU time is the median of `--reps` sorts, each on a fresh copy of the input, the first sort of
 //! the process (NVRTC compile, buffer allocation) excluded by a warm-up. `--groups` lists the
 //! overlap settings to time on the same input (auto: by size as psa does; 1: the copy home
@@ -26,7 +30,8 @@ fn main() {
 mod bench {
     use std::time::Instant;
 
-    use psa::local::gpu::{GpuKey, GpuSort, Profile};
+    use psa::local::cpu::CpuSort;
+    use psa::local::gpu::{GpuSort, Profile};
     use psa::local::LocalSort;
     use rayon::prelude::*;
     use voracious_radix_sort::RadixSort;
@@ -38,6 +43,8 @@ mod bench {
         cpu_reps: usize,
         pageable: bool,
         bits128: Vec<u32>,
+        /// Key kinds: "u64", "rec", "u128".
+        kinds: Vec<String>,
         /// Overlap groups to time (None: by size).
         groups: Vec<Option<usize>>,
         /// Pass kinds to time: true for one-sweep.
@@ -62,6 +69,7 @@ mod bench {
             cpu_reps: 1,
             pageable: false,
             bits128: vec![128],
+            kinds: vec!["u64".into(), "rec".into(), "u128".into()],
             groups: vec![None],
             onesweep: vec![true],
         };
@@ -74,6 +82,15 @@ mod bench {
                 "--reps" => a.reps = val().parse().expect("reps"),
                 "--cpu-reps" => a.cpu_reps = val().parse().expect("cpu reps"),
                 "--pageable" => a.pageable = true,
+                "--kinds" => {
+                    a.kinds = val().split(',').map(String::from).collect();
+                    for k in &a.kinds {
+                        assert!(
+                            ["u64", "rec", "u128"].contains(&k.as_str()),
+                            "--kinds: u64, rec or u128, not {k}"
+                        );
+                    }
+                }
                 "--passes" => {
                     a.onesweep = val()
                         .split(',')
@@ -98,7 +115,7 @@ mod bench {
                     a.bits128 = val().split(',').map(|b| b.parse().expect("bits")).collect()
                 }
                 "-h" | "--help" => {
-                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--u128-bits 128,80] [--groups auto,1] [--passes onesweep,classic]");
+                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--kinds u64,rec,u128] [--u128-bits 128,80] [--groups auto,1] [--passes onesweep,classic]");
                     std::process::exit(0);
                 }
                 _ => panic!("unknown argument {x}"),
@@ -114,20 +131,33 @@ mod bench {
         z ^ (z >> 31)
     }
 
-    trait BenchKey: GpuKey + Copy {
-        fn make(i: u64, bits: u32) -> Self;
+    trait BenchKey: bytemuck::Pod + Send + Sync + PartialEq {
+        const NAME: &'static str;
+        /// Key `idx` of the input with seed `seed`.
+        fn make(seed: u64, idx: u64, bits: u32) -> Self;
         fn cpu_sort(v: &mut [Self], threads: usize);
+        fn gpu_sort(gpu: &GpuSort, v: &mut [Self]);
+        /// Whether `out` (the GPU's) is right, given the CPU's result and the input.
+        fn check(out: &[Self], cpu_out: &[Self], _input: &[Self]) -> bool {
+            out.par_iter().zip(cpu_out.par_iter()).all(|(x, y)| x == y)
+        }
     }
     impl BenchKey for u64 {
-        fn make(i: u64, _bits: u32) -> Self {
-            splitmix(i)
+        const NAME: &'static str = "u64";
+        fn make(seed: u64, idx: u64, _bits: u32) -> Self {
+            splitmix(seed.wrapping_add(idx))
         }
         fn cpu_sort(v: &mut [Self], threads: usize) {
             v.voracious_mt_sort(threads);
         }
+        fn gpu_sort(gpu: &GpuSort, v: &mut [Self]) {
+            gpu.sort_u64(v);
+        }
     }
     impl BenchKey for u128 {
-        fn make(i: u64, bits: u32) -> Self {
+        const NAME: &'static str = "u128";
+        fn make(seed: u64, idx: u64, bits: u32) -> Self {
+            let i = seed.wrapping_add(idx);
             let k = (splitmix(i) as u128) << 64 | splitmix(i ^ 0x5555_5555_5555_5555) as u128;
             if bits >= 128 {
                 k
@@ -137,6 +167,39 @@ mod bench {
         }
         fn cpu_sort(v: &mut [Self], threads: usize) {
             v.voracious_mt_sort(threads);
+        }
+        fn gpu_sort(gpu: &GpuSort, v: &mut [Self]) {
+            gpu.sort_u128(v);
+        }
+    }
+
+    /// A record of a random u64 key (the high half) and its input index as the value (the low
+    /// half), sorted by key only: psa's `sort_u128_by_high`. The CPU sort is psa's CPU backend,
+    /// voracious_mt_sort of (value, key) structs keyed by the u64.
+    #[derive(Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+    #[repr(transparent)]
+    struct Rec(u128);
+    impl BenchKey for Rec {
+        const NAME: &'static str = "record (u64 key, u64 value)";
+        fn make(seed: u64, idx: u64, _bits: u32) -> Self {
+            Rec((splitmix(seed.wrapping_add(idx)) as u128) << 64 | idx as u128)
+        }
+        fn cpu_sort(v: &mut [Self], threads: usize) {
+            CpuSort::new(threads).sort_u128_by_high(bytemuck::cast_slice_mut(v));
+        }
+        fn gpu_sort(gpu: &GpuSort, v: &mut [Self]) {
+            gpu.sort_u128_by_high(bytemuck::cast_slice_mut(v));
+        }
+        /// Sorted by key, stable (the values, input indices, increase among equal keys) and a
+        /// permutation of the input (every record is the input's record at its index, and
+        /// strictly increasing (key, index) makes them distinct). The CPU sort need not be
+        /// stable, so it is not compared record by record.
+        fn check(out: &[Self], _cpu_out: &[Self], input: &[Self]) -> bool {
+            out.len() == input.len()
+                && out.par_iter().enumerate().all(|(j, r)| {
+                    let idx = r.0 as u64 as usize;
+                    idx < input.len() && input[idx] == *r && (j == 0 || out[j - 1].0 < r.0)
+                })
         }
     }
 
@@ -157,11 +220,13 @@ mod bench {
     }
 
     fn run<K: BenchKey>(gpu: &mut GpuSort, a: &Args, n: usize, bits: u32) -> Vec<Row> {
-        let seed = (n as u64).wrapping_mul(0x1000193) ^ K::WORDS as u64 ^ ((bits as u64) << 32);
+        let seed = (n as u64).wrapping_mul(0x1000193)
+            ^ (K::NAME.len() as u64) << 48
+            ^ ((bits as u64) << 32);
         let t = Instant::now();
         let input: Vec<K> = (0..n as u64)
             .into_par_iter()
-            .map(|i| K::make(seed.wrapping_add(i), bits))
+            .map(|i| K::make(seed, i, bits))
             .collect();
         eprintln!(
             "  generated {n} {} keys in {:.2}s",
@@ -177,7 +242,7 @@ mod bench {
             cpu_times.push(t.elapsed().as_secs_f64());
         }
         eprintln!("  cpu: {:?}", cpu_times);
-        let what = if K::WORDS == 2 && bits < 128 {
+        let what = if K::NAME == "u128" && bits < 128 {
             format!("u128 ({bits} bits)")
         } else {
             K::NAME.to_string()
@@ -201,14 +266,10 @@ mod bench {
                         .for_each(|(d, s)| *d = *s);
                 }
                 let t = Instant::now();
-                if K::WORDS == 1 {
-                    gpu.sort_u64(bytemuck::cast_slice_mut(&mut buf));
-                } else {
-                    gpu.sort_u128(bytemuck::cast_slice_mut(&mut buf));
-                }
+                K::gpu_sort(gpu, &mut buf);
                 gpu_times.push(t.elapsed().as_secs_f64());
                 let prof = gpu.last_profile();
-                let eq = buf.par_iter().zip(cpu_out.par_iter()).all(|(x, y)| x == y);
+                let eq = K::check(&buf, &cpu_out, &input);
                 equal &= eq;
                 eprintln!(
                     "  gpu rep {r} (groups {groups:?}, onesweep {onesweep}): {:.4}s equal={eq} {:?}",
@@ -270,11 +331,23 @@ mod bench {
 
         let mut rows = Vec::new();
         for &n in &a.sizes {
-            eprintln!("n = {n}: u64");
-            rows.extend(run::<u64>(&mut gpu, &a, n, 64));
-            for &bits in &a.bits128 {
-                eprintln!("n = {n}: u128 ({bits} bits)");
-                rows.extend(run::<u128>(&mut gpu, &a, n, bits));
+            for kind in &a.kinds {
+                match kind.as_str() {
+                    "u64" => {
+                        eprintln!("n = {n}: u64");
+                        rows.extend(run::<u64>(&mut gpu, &a, n, 64));
+                    }
+                    "rec" => {
+                        eprintln!("n = {n}: records");
+                        rows.extend(run::<Rec>(&mut gpu, &a, n, 128));
+                    }
+                    _ => {
+                        for &bits in &a.bits128 {
+                            eprintln!("n = {n}: u128 ({bits} bits)");
+                            rows.extend(run::<u128>(&mut gpu, &a, n, bits));
+                        }
+                    }
+                }
             }
         }
         println!();

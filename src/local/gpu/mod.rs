@@ -1324,60 +1324,9 @@ impl StageAddrs {
 /// Copies `src` into `dst` (same length) with the rayon pool.
 fn par_copy(dst: &mut [u8], src: &[u8]) {
     let piece = copy_piece();
-    let nt = copy_nt();
     dst.par_chunks_mut(piece)
         .zip(src.par_chunks(piece))
-        .for_each(|(d, s)| match nt {
-            true => copy_streaming(d, s),
-            false => d.copy_from_slice(s),
-        });
-}
-
-/// Whether [`par_copy`] uses non-temporal stores ([`copy_streaming`]): `PSA_COPY_NT=0` or `1`.
-fn copy_nt() -> bool {
-    static NT: OnceLock<bool> = OnceLock::new();
-    *NT.get_or_init(|| match std::env::var("PSA_COPY_NT").as_deref() {
-        Ok("0") => false,
-        Ok("1") => true,
-        _ => false,
-    })
-}
-
-/// `dst.copy_from_slice(src)` with non-temporal (streaming) stores on x86-64: the destination's
-/// lines are not read into the cache before they are overwritten, which saves a quarter of the
-/// memory traffic of a copy much larger than the cache. Fenced before it returns, so that the
-/// stores are visible to a DMA that the caller starts afterwards.
-fn copy_streaming(dst: &mut [u8], src: &[u8]) {
-    assert_eq!(dst.len(), src.len());
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-        let n = dst.len();
-        let head = dst.as_ptr().align_offset(16).min(n);
-        let body = (n - head) / 64 * 64;
-        dst[..head].copy_from_slice(&src[..head]);
-        // SAFETY: [head, head + body) is in bounds of both slices; dst + head is 16-byte
-        // aligned (align_offset); the loads are unaligned; SSE2 is part of x86-64.
-        unsafe {
-            let mut d = dst.as_mut_ptr().add(head) as *mut __m128i;
-            let mut s = src.as_ptr().add(head) as *const __m128i;
-            let end = d.add(body / 16);
-            while d < end {
-                let (a, b) = (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)));
-                let (c, e) = (_mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
-                _mm_stream_si128(d, a);
-                _mm_stream_si128(d.add(1), b);
-                _mm_stream_si128(d.add(2), c);
-                _mm_stream_si128(d.add(3), e);
-                d = d.add(4);
-                s = s.add(4);
-            }
-            _mm_sfence();
-        }
-        dst[head + body..].copy_from_slice(&src[head + body..]);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    dst.copy_from_slice(src);
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// Bytes per task of [`par_copy`]: 1 MiB, or `PSA_COPY_PIECE` (bytes) for measurements. On the
@@ -1641,28 +1590,10 @@ impl GpuSort {
 
 #[cfg(test)]
 mod tests {
-    use super::{copy_streaming, group_spans, par_copy};
+    use super::{group_spans, par_copy};
 
     #[test]
-    fn streaming_copy_copies_every_byte() {
-        let src: Vec<u8> = (0..5000u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        for len in [0, 1, 15, 16, 17, 63, 64, 65, 127, 200, 1000, 4980] {
-            for (so, dof) in [(0, 0), (1, 0), (0, 1), (3, 9), (8, 8), (15, 1)] {
-                let mut dst = vec![0xAAu8; len + dof + 16];
-                copy_streaming(&mut dst[dof..dof + len], &src[so..so + len]);
-                assert_eq!(
-                    &dst[dof..dof + len],
-                    &src[so..so + len],
-                    "len {len} at {so}/{dof}"
-                );
-                assert!(dst[..dof].iter().all(|&b| b == 0xAA), "wrote before dst");
-                assert!(
-                    dst[dof + len..].iter().all(|&b| b == 0xAA),
-                    "wrote after dst"
-                );
-            }
-        }
-        // The parallel copy in pieces, whichever store kind the environment picked.
+    fn parallel_copy_copies_every_byte() {
         let big: Vec<u8> = (0..(3 << 20) + 77)
             .map(|i: usize| (i ^ (i >> 9)) as u8)
             .collect();
