@@ -53,8 +53,11 @@ const KERNELS: &str = concat!(include_str!("kernels.cu"), include_str!("saca.cu"
 
 /// Threads per block of the hist and scatter kernels (`BLOCK` in kernels.cu).
 const BLOCK: u32 = 256;
-/// Size of one pinned staging buffer.
-const STAGE_BYTES: usize = 64 << 20;
+/// Pinned staging memory: `STAGE_BUFS` buffers of `STAGE_TOTAL / STAGE_BUFS` bytes, used in turn
+/// (the CPU fills or drains one while the DMA engine moves the others); `PSA_STAGE=NxMiB`
+/// (e.g. `4x32`) overrides both for measurements.
+const STAGE_BUFS: usize = 2;
+const STAGE_TOTAL: usize = 128 << 20;
 /// Device memory left free for the driver, the count table and other processes' headroom.
 const RESERVE_BYTES: usize = 512 << 20;
 /// Keys per overlap group of a large sort (see [`GpuSort::sort_grouped`]), and the most groups:
@@ -157,11 +160,11 @@ struct State {
     /// One-sweep pass state (tile counter and tile status words) for `status_bytes`, or 0.
     status: sys::CUdeviceptr,
     status_bytes: usize,
-    /// Two pinned staging buffers of STAGE_BYTES and their events, once allocated.
-    stage: Option<([*mut u8; 2], [sys::CUevent; 2])>,
+    /// The pinned staging buffers and their events, once allocated.
+    stage: Option<Stage>,
     /// The staging buffers being allocated in the background since `open` (pinning 128 MiB takes
     /// ~50 ms, which then overlaps reading the input).
-    stage_pending: Option<std::thread::JoinHandle<Option<StageAddrs>>>,
+    stage_pending: Option<std::thread::JoinHandle<Option<Stage>>>,
     /// Whether pinned staging could not be had (then pageable copies are used).
     stage_failed: bool,
     /// Host staging copy seconds of the current sort: [into, out of] the staging buffers.
@@ -321,7 +324,7 @@ impl GpuSort {
                 stage: None,
                 stage_pending: Some(std::thread::spawn(move || {
                     ctx_bg.bind_to_thread().ok()?;
-                    alloc_staging().ok().map(StageAddrs::from)
+                    alloc_staging().ok()
                 })),
                 stage_failed: false,
                 stage_s: [0.0; 2],
@@ -1043,13 +1046,13 @@ impl GpuSort {
     }
 
     /// Pinned staging buffers, allocated on first use; None when they cannot be had or are off.
-    fn staging(&self, st: &mut State) -> Option<([*mut u8; 2], [sys::CUevent; 2])> {
+    fn staging(&self, st: &mut State) -> Option<Stage> {
         if !self.pinned || st.stage_failed {
             return None;
         }
         if st.stage.is_none() {
             if let Some(h) = st.stage_pending.take() {
-                st.stage = h.join().ok().flatten().map(StageAddrs::into_parts);
+                st.stage = h.join().ok().flatten();
             }
         }
         if st.stage.is_none() {
@@ -1061,7 +1064,7 @@ impl GpuSort {
                 }
             }
         }
-        st.stage
+        st.stage.clone()
     }
 
     /// Copies `host` to device address `dst`; the copy is complete (stream-ordered) on return.
@@ -1073,9 +1076,10 @@ impl GpuSort {
     ) -> std::result::Result<(), String> {
         let stream = self.stream.cu_stream();
         match self.staging(st) {
-            Some((pins, events)) => {
-                for (i, part) in host.chunks(STAGE_BYTES).enumerate() {
-                    let b = i % 2;
+            Some(stage) => {
+                let (pins, events) = (&stage.pins, &stage.events);
+                for (i, part) in host.chunks(stage.bytes).enumerate() {
+                    let b = i % pins.len();
                     unsafe {
                         result::event::synchronize(events[b])
                             .map_err(drv("host-to-device copy"))?;
@@ -1083,7 +1087,7 @@ impl GpuSort {
                         let t = Instant::now();
                         par_copy(pin, part);
                         st.stage_s[0] += t.elapsed().as_secs_f64();
-                        result::memcpy_htod_async(dst + (i * STAGE_BYTES) as u64, pin, stream)
+                        result::memcpy_htod_async(dst + (i * stage.bytes) as u64, pin, stream)
                             .map_err(drv("host-to-device copy"))?;
                         result::event::record(events[b], stream)
                             .map_err(drv("host-to-device copy"))?;
@@ -1152,12 +1156,13 @@ impl GpuSort {
             }
         };
         match self.staging(st) {
-            Some((pins, events)) => {
+            Some(stage) => {
+                let (pins, events, nb) = (&stage.pins, &stage.events, stage.pins.len());
                 // Pieces of at most one staging buffer: (src, host, len, wait first).
                 let mut pieces = Vec::new();
                 for &(src, host, len, after) in spans {
-                    for off in (0..len).step_by(STAGE_BYTES) {
-                        let l = STAGE_BYTES.min(len - off);
+                    for off in (0..len).step_by(stage.bytes) {
+                        let l = stage.bytes.min(len - off);
                         let first = if off == 0 { after } else { None };
                         // SAFETY: callers pass `len` writable bytes at `host`.
                         pieces.push((src + off as u64, unsafe { host.add(off) }, l, first));
@@ -1166,7 +1171,7 @@ impl GpuSort {
                 let issue = |i: usize| -> std::result::Result<(), String> {
                     let (src, _, l, after) = pieces[i];
                     wait(after)?;
-                    let b = i % 2;
+                    let b = i % nb;
                     unsafe {
                         let pin = std::slice::from_raw_parts_mut(pins[b], l);
                         result::memcpy_dtoh_async(pin, src, stream)
@@ -1174,21 +1179,23 @@ impl GpuSort {
                         result::event::record(events[b], stream).map_err(drv("device-to-host copy"))
                     }
                 };
-                if !pieces.is_empty() {
-                    issue(0).map_err(|e| fail(touched, e))?;
+                // Piece i goes through buffer i % nb; the copies run nb - 1 pieces ahead of the
+                // host, which issues piece i + nb - 1 once it has emptied that buffer (piece i - 1).
+                for j in 0..(nb - 1).min(pieces.len()) {
+                    issue(j).map_err(|e| fail(touched, e))?;
                 }
                 for i in 0..pieces.len() {
-                    if i + 1 < pieces.len() {
-                        issue(i + 1).map_err(|e| fail(touched, e))?;
+                    if i + nb - 1 < pieces.len() {
+                        issue(i + nb - 1).map_err(|e| fail(touched, e))?;
                     }
                     let (_, host, l, _) = pieces[i];
-                    unsafe { result::event::synchronize(events[i % 2]) }
+                    unsafe { result::event::synchronize(events[i % nb]) }
                         .map_err(drv("device-to-host copy"))
                         .map_err(|e| fail(touched, e))?;
                     touched = true;
                     let t = Instant::now();
                     unsafe {
-                        let pin = std::slice::from_raw_parts(pins[i % 2], l);
+                        let pin = std::slice::from_raw_parts(pins[i % nb], l);
                         par_copy(std::slice::from_raw_parts_mut(host, l), pin);
                     }
                     st.stage_s[1] += t.elapsed().as_secs_f64();
@@ -1272,53 +1279,63 @@ impl Drop for Events {
     }
 }
 
-/// Two pinned staging buffers of STAGE_BYTES and an event for each (the context must be bound).
-fn alloc_staging() -> std::result::Result<([*mut u8; 2], [sys::CUevent; 2]), DriverError> {
-    let a = unsafe { result::malloc_host(STAGE_BYTES, 0)? } as *mut u8;
-    let b = match unsafe { result::malloc_host(STAGE_BYTES, 0) } {
-        Ok(b) => b as *mut u8,
-        Err(e) => {
-            unsafe { result::free_host(a as _).ok() };
-            return Err(e);
+/// Pinned staging buffers, an event for each (recorded after the copy that uses the buffer).
+#[derive(Clone)]
+struct Stage {
+    pins: Vec<*mut u8>,
+    events: Vec<sys::CUevent>,
+    /// Bytes per buffer.
+    bytes: usize,
+}
+
+// Plain addresses, used under the GpuSort mutex with the context bound (or handed over once
+// from the thread that allocated them).
+unsafe impl Send for Stage {}
+
+impl Stage {
+    /// Frees the buffers and events (the context must be bound, nothing using them in flight).
+    fn free(&self) {
+        for &p in &self.pins {
+            unsafe { result::free_host(p as _).ok() };
         }
+        for &e in &self.events {
+            unsafe { result::event::destroy(e).ok() };
+        }
+    }
+}
+
+/// Buffers and bytes per buffer of the staging memory: [`STAGE_BUFS`] × [`STAGE_TOTAL`] /
+/// [`STAGE_BUFS`], or `PSA_STAGE=NxM` (N buffers of M MiB, N ≥ 2).
+fn stage_shape() -> (usize, usize) {
+    let env = std::env::var("PSA_STAGE").ok().and_then(|v| {
+        let (n, m) = v.split_once('x')?;
+        let (n, m) = (n.parse::<usize>().ok()?, m.parse::<usize>().ok()?);
+        (n >= 2 && m >= 1).then_some((n, m << 20))
+    });
+    env.unwrap_or((STAGE_BUFS, STAGE_TOTAL / STAGE_BUFS))
+}
+
+/// Allocates the staging buffers and their events (the context must be bound); on an error
+/// frees what it got.
+fn alloc_staging() -> std::result::Result<Stage, DriverError> {
+    let (count, bytes) = stage_shape();
+    let mut stage = Stage {
+        pins: Vec::with_capacity(count),
+        events: Vec::with_capacity(count),
+        bytes,
     };
     let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
-    let events = result::event::create(flags).and_then(|e0| match result::event::create(flags) {
-        Ok(e1) => Ok([e0, e1]),
-        Err(e) => {
-            unsafe { result::event::destroy(e0).ok() };
-            Err(e)
-        }
-    });
-    match events {
-        Ok(ev) => Ok(([a, b], ev)),
-        Err(e) => {
-            unsafe {
-                result::free_host(a as _).ok();
-                result::free_host(b as _).ok();
-            }
-            Err(e)
+    for _ in 0..count {
+        let got = unsafe { result::malloc_host(bytes, 0) }.and_then(|p| {
+            stage.pins.push(p as *mut u8);
+            result::event::create(flags).map(|e| stage.events.push(e))
+        });
+        if let Err(e) = got {
+            stage.free();
+            return Err(e);
         }
     }
-}
-
-/// Staging buffers and events as plain addresses, to come back from the allocating thread.
-struct StageAddrs([usize; 4]);
-
-impl From<([*mut u8; 2], [sys::CUevent; 2])> for StageAddrs {
-    fn from((p, e): ([*mut u8; 2], [sys::CUevent; 2])) -> Self {
-        StageAddrs([p[0] as usize, p[1] as usize, e[0] as usize, e[1] as usize])
-    }
-}
-
-impl StageAddrs {
-    fn into_parts(self) -> ([*mut u8; 2], [sys::CUevent; 2]) {
-        let [a, b, e0, e1] = self.0;
-        (
-            [a as *mut u8, b as *mut u8],
-            [e0 as sys::CUevent, e1 as sys::CUevent],
-        )
-    }
+    Ok(stage)
 }
 
 /// Copies `src` into `dst` (same length) with the rayon pool.
@@ -1416,15 +1433,10 @@ impl Drop for GpuSort {
             }
         }
         if let Some(h) = st.stage_pending.take() {
-            st.stage = h.join().ok().flatten().map(StageAddrs::into_parts);
+            st.stage = h.join().ok().flatten();
         }
-        if let Some((pins, events)) = st.stage.take() {
-            for p in pins {
-                unsafe { result::free_host(p as _).ok() };
-            }
-            for e in events {
-                unsafe { result::event::destroy(e).ok() };
-            }
+        if let Some(stage) = st.stage.take() {
+            stage.free();
         }
     }
 }
