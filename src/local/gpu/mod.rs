@@ -54,8 +54,8 @@ const KERNELS: &str = concat!(include_str!("kernels.cu"), include_str!("saca.cu"
 /// Threads per block of the hist and scatter kernels (`BLOCK` in kernels.cu).
 const BLOCK: u32 = 256;
 /// Pinned staging memory: `STAGE_BUFS` buffers of `STAGE_TOTAL / STAGE_BUFS` bytes, used in turn
-/// (the CPU fills or drains one while the DMA engine moves the others); `PSA_STAGE=NxMiB`
-/// (e.g. `4x32`) overrides both for measurements.
+/// (the CPU fills or drains one while the DMA engine moves the others); `PSA_STAGE=NxM` (N
+/// buffers of M MiB, e.g. `4x32`) overrides both for measurements.
 const STAGE_BUFS: usize = 2;
 const STAGE_TOTAL: usize = 128 << 20;
 /// Device memory left free for the driver, the count table and other processes' headroom.
