@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use psa::local::cpu::CpuSort;
 use psa::local::gpu::{GpuSort, MIN_GPU_KEYS};
-use psa::local::LocalSort;
+use psa::local::{HostBuf, LocalSort};
 
 const SIZES: [usize; 8] = [0, 1, 2, 1000, 65535, 65537, 1_000_000, 10_000_000];
 
@@ -372,6 +372,92 @@ fn u128_by_high_sorts_by_high_half() {
     say(&format!(
         "u128_by_high_sorts_by_high_half: ran on {}",
         g.device()
+    ));
+}
+
+#[test]
+fn page_locked_buffers_sort_like_the_cpu() {
+    // Keys in page-locked memory from the backend (HostBuf) are copied by DMA without the
+    // staging buffers: one chunk, grouped (copies home per group), chunked (the runs come home
+    // through staging, the merge writes the page-locked buffer), and the SA download.
+    let Some(shared) = gpu("page_locked_buffers_sort_like_the_cpu") else {
+        return;
+    };
+    let mut g = GpuSort::open(0, 4).expect("a second handle on the same device");
+    for (groups, cap, n) in [
+        (Some(1), None, 1_000_000),
+        (None, None, 10_000_000),
+        (Some(5), None, 3_000_001),
+        (Some(1), Some(300_000), 1_000_000),
+        (Some(1), None, MIN_GPU_KEYS + 1),
+    ] {
+        g.set_overlap_groups(groups);
+        g.set_max_chunk(cap);
+        for p in [Pattern::Random, Pattern::EqualHigh, Pattern::FewDistinct] {
+            let what = format!("n={n} groups={groups:?} cap={cap:?} {p:?}");
+            let input = keys_u64(n, p, n as u64 + 7);
+            let mut buf: HostBuf<u64> = HostBuf::zeroed(&g, n);
+            assert!(buf.is_backend_memory(), "{what}: no page-locked memory");
+            assert!(buf.iter().all(|&x| x == 0), "{what}: not zeroed");
+            buf.copy_from_slice(&input);
+            g.sort_u64(&mut buf);
+            let prof = g.last_profile();
+            assert!(
+                prof.direct,
+                "{what}: the sort did not see page-locked memory"
+            );
+            // The chunk runs come home into an ordinary vector (through staging) for the merge.
+            let d2h_stage = if cap.is_some() { 0.0 } else { prof.d2h_stage_s };
+            assert_eq!((prof.h2d_stage_s, d2h_stage), (0.0, 0.0), "{what}: staged");
+            let mut want = input.clone();
+            CpuSort::new(4).sort_u64(&mut want);
+            assert!(*buf == *want, "u64 {what}: gpu differs from cpu");
+
+            let input: Vec<u128> = keys_u128(n, p, n as u64 + 8);
+            let mut buf: HostBuf<u128> = HostBuf::zeroed(&g, n);
+            buf.copy_from_slice(&input);
+            g.sort_u128(&mut buf);
+            assert!(g.last_profile().direct, "{what}: u128 not direct");
+            let mut want = input.clone();
+            CpuSort::new(4).sort_u128(&mut want);
+            assert!(*buf == *want, "u128 {what}: gpu differs from cpu");
+            // Records by key, the index as value: sorted by key and a permutation.
+            buf.iter_mut()
+                .enumerate()
+                .for_each(|(i, x)| *x = (((*x >> 64) % 1000) << 64) | i as u128);
+            let mut want = buf.to_vec();
+            g.sort_u128_by_high(&mut buf);
+            assert!(
+                buf.windows(2).all(|w| w[0] >> 64 <= w[1] >> 64),
+                "records {what}: not sorted by key"
+            );
+            let mut got = buf.to_vec();
+            got.sort_unstable();
+            want.sort_unstable();
+            assert!(
+                got == want,
+                "records {what}: not a permutation of the input"
+            );
+        }
+    }
+    // An ordinary vector next to page-locked buffers still goes through staging.
+    g.set_overlap_groups(None);
+    g.set_max_chunk(None);
+    let _held: HostBuf<u64> = HostBuf::zeroed(&g, 1 << 20);
+    let mut v = keys_u64(1_000_000, Pattern::Random, 11);
+    g.sort_u64(&mut v);
+    assert!(
+        !g.last_profile().direct,
+        "a Vec was taken for page-locked memory"
+    );
+    assert!(
+        v.windows(2).all(|w| w[0] <= w[1]),
+        "Vec next to HostBuf: not sorted"
+    );
+    assert_no_fallback(&g, "page_locked_buffers_sort_like_the_cpu");
+    say(&format!(
+        "page_locked_buffers_sort_like_the_cpu: ran on {}",
+        shared.device()
     ));
 }
 

@@ -4,6 +4,7 @@
 //!
 //! Usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable]
 //!                       [--kinds u64,rec,u128] [--groups auto,1] [--passes onesweep,classic]
+//!                       [--host pageable,pinned]
 //!
 //! For every size and kind: one input (fixed seed), sorted by the CPU (voracious_mt_sort,
 //! `--threads` threads) and by the GPU backend. u64, u128: random keys, the results must be
@@ -13,7 +14,12 @@
 //! GPU time is the median of `--reps` sorts, each on a fresh copy of the input, the first sort of
 //! the process (NVRTC compile, buffer allocation) excluded by a warm-up. `--groups` lists the
 //! overlap settings to time on the same input (auto: by size as psa does; 1: the copy home
-//! after the whole sort; N: N groups). Prints a markdown table.
+//! after the whole sort; N: N groups). `--host` lists where the keys live while they are sorted
+//! (both sorts, each in its own buffer): `pageable`, ordinary memory (the GPU copies through its
+//! pinned staging buffers; psa's algorithms sort such memory), or `pinned`, page-locked memory
+//! from the GPU backend (`psa::local::HostBuf`; the DMA engine copies it directly), allocated
+//! once per row: its allocation time is a column of its own, not part of the sorts. Prints a
+//! markdown table.
 
 #[cfg(not(feature = "gpu"))]
 fn main() {
@@ -32,7 +38,7 @@ mod bench {
 
     use psa::local::cpu::CpuSort;
     use psa::local::gpu::{GpuSort, Profile};
-    use psa::local::LocalSort;
+    use psa::local::{HostBuf, LocalSort};
     use rayon::prelude::*;
     use voracious_radix_sort::RadixSort;
 
@@ -49,6 +55,8 @@ mod bench {
         groups: Vec<Option<usize>>,
         /// Pass kinds to time: true for one-sweep.
         onesweep: Vec<bool>,
+        /// Host memory kinds to time: true for page-locked memory from the backend.
+        host_pinned: Vec<bool>,
     }
 
     fn parse_size(s: &str) -> usize {
@@ -72,6 +80,7 @@ mod bench {
             kinds: vec!["u64".into(), "rec".into(), "u128".into()],
             groups: vec![None],
             onesweep: vec![true],
+            host_pinned: vec![false],
         };
         let mut it = std::env::args().skip(1);
         while let Some(x) = it.next() {
@@ -101,6 +110,16 @@ mod bench {
                         })
                         .collect()
                 }
+                "--host" => {
+                    a.host_pinned = val()
+                        .split(',')
+                        .map(|k| match k {
+                            "pageable" => false,
+                            "pinned" => true,
+                            k => panic!("--host: pageable or pinned, not {k}"),
+                        })
+                        .collect()
+                }
                 "--groups" => {
                     a.groups = val()
                         .split(',')
@@ -115,7 +134,7 @@ mod bench {
                     a.bits128 = val().split(',').map(|b| b.parse().expect("bits")).collect()
                 }
                 "-h" | "--help" => {
-                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--kinds u64,rec,u128] [--u128-bits 128,80] [--groups auto,1] [--passes onesweep,classic]");
+                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--kinds u64,rec,u128] [--u128-bits 128,80] [--groups auto,1] [--passes onesweep,classic] [--host pageable,pinned]");
                     std::process::exit(0);
                 }
                 _ => panic!("unknown argument {x}"),
@@ -208,6 +227,9 @@ mod bench {
         n: usize,
         groups: Option<usize>,
         onesweep: bool,
+        /// Page-locked host memory from the backend, and the seconds allocating (and zeroing) it.
+        pinned: bool,
+        host_alloc_s: f64,
         cpu_s: f64,
         gpu_s: f64,
         prof: Profile,
@@ -233,64 +255,84 @@ mod bench {
             K::NAME,
             t.elapsed().as_secs_f64()
         );
-        let mut cpu_times = Vec::new();
-        let mut cpu_out = Vec::new();
-        for _ in 0..a.cpu_reps.max(1) {
-            cpu_out = input.clone();
-            let t = Instant::now();
-            K::cpu_sort(&mut cpu_out, a.threads);
-            cpu_times.push(t.elapsed().as_secs_f64());
-        }
-        eprintln!("  cpu: {:?}", cpu_times);
         let what = if K::NAME == "u128" && bits < 128 {
             format!("u128 ({bits} bits)")
         } else {
             K::NAME.to_string()
         };
+        let fill = |buf: &mut [K]| {
+            buf.par_iter_mut()
+                .zip(input.par_iter())
+                .for_each(|(d, s)| *d = *s)
+        };
+        let mut cpu_out: Vec<K> = Vec::new();
         let mut rows = Vec::new();
-        for (&groups, &onesweep) in a
-            .groups
-            .iter()
-            .flat_map(|g| a.onesweep.iter().map(move |o| (g, o)))
-        {
-            gpu.set_overlap_groups(groups);
-            gpu.set_onesweep(onesweep);
-            let mut gpu_times = Vec::new();
-            let mut equal = true;
-            let mut profs = Vec::new();
-            let mut buf: Vec<K> = input.clone();
-            for r in 0..a.reps.max(1) {
-                if r > 0 {
-                    buf.par_iter_mut()
-                        .zip(input.par_iter())
-                        .for_each(|(d, s)| *d = *s);
-                }
-                let t = Instant::now();
-                K::gpu_sort(gpu, &mut buf);
-                gpu_times.push(t.elapsed().as_secs_f64());
-                let prof = gpu.last_profile();
-                let eq = K::check(&buf, &cpu_out, &input);
-                equal &= eq;
+        for &pinned in &a.host_pinned {
+            let t = Instant::now();
+            let mut buf: HostBuf<K> = match pinned {
+                true => HostBuf::zeroed(&*gpu, n),
+                false => HostBuf::zeroed(&CpuSort::new(1), n),
+            };
+            let host_alloc_s = t.elapsed().as_secs_f64();
+            if pinned && !buf.is_backend_memory() {
                 eprintln!(
-                    "  gpu rep {r} (groups {groups:?}, onesweep {onesweep}): {:.4}s equal={eq} {:?}",
-                    gpu_times[r], prof
+                    "gpu-sort-bench: the GPU backend gave no page-locked memory for {n} keys"
                 );
-                profs.push(prof);
+                std::process::exit(1);
             }
-            // The breakdown of the median sort.
-            let mut order: Vec<usize> = (0..gpu_times.len()).collect();
-            order.sort_by(|&x, &y| gpu_times[x].total_cmp(&gpu_times[y]));
-            let prof = profs.swap_remove(order[order.len() / 2]);
-            rows.push(Row {
-                what: what.clone(),
-                n,
-                groups,
-                onesweep,
-                cpu_s: median(cpu_times.clone()),
-                gpu_s: median(gpu_times),
-                prof,
-                equal,
-            });
+            let host = if pinned { "pinned" } else { "pageable" };
+            let mut cpu_times = Vec::new();
+            for _ in 0..a.cpu_reps.max(1) {
+                fill(&mut buf);
+                let t = Instant::now();
+                K::cpu_sort(&mut buf, a.threads);
+                cpu_times.push(t.elapsed().as_secs_f64());
+            }
+            eprintln!("  cpu ({host} memory): {cpu_times:?}");
+            if cpu_out.is_empty() {
+                cpu_out = buf.to_vec();
+            }
+            for (&groups, &onesweep) in a
+                .groups
+                .iter()
+                .flat_map(|g| a.onesweep.iter().map(move |o| (g, o)))
+            {
+                gpu.set_overlap_groups(groups);
+                gpu.set_onesweep(onesweep);
+                let mut gpu_times = Vec::new();
+                let mut equal = true;
+                let mut profs = Vec::new();
+                for r in 0..a.reps.max(1) {
+                    fill(&mut buf);
+                    let t = Instant::now();
+                    K::gpu_sort(gpu, &mut buf);
+                    gpu_times.push(t.elapsed().as_secs_f64());
+                    let prof = gpu.last_profile();
+                    let eq = K::check(&buf, &cpu_out, &input);
+                    equal &= eq;
+                    eprintln!(
+                        "  gpu rep {r} ({host}, groups {groups:?}, onesweep {onesweep}): {:.4}s equal={eq} {:?}",
+                        gpu_times[r], prof
+                    );
+                    profs.push(prof);
+                }
+                // The breakdown of the median sort.
+                let mut order: Vec<usize> = (0..gpu_times.len()).collect();
+                order.sort_by(|&x, &y| gpu_times[x].total_cmp(&gpu_times[y]));
+                let prof = profs.swap_remove(order[order.len() / 2]);
+                rows.push(Row {
+                    what: what.clone(),
+                    n,
+                    groups,
+                    onesweep,
+                    pinned,
+                    host_alloc_s,
+                    cpu_s: median(cpu_times.clone()),
+                    gpu_s: median(gpu_times),
+                    prof,
+                    equal,
+                });
+            }
         }
         gpu.set_overlap_groups(None);
         gpu.set_onesweep(true);
@@ -352,12 +394,12 @@ mod bench {
         }
         println!();
         println!(
-            "device: {}; transfers: {}",
+            "device: {}; transfers from pageable memory: {}",
             gpu.device(),
             if a.pageable {
-                "pageable"
+                "plain copies"
             } else {
-                "pinned staging"
+                "through pinned staging buffers"
             }
         );
         println!();
@@ -371,16 +413,26 @@ mod bench {
             "or out of (D2H: all groups, also while the GPU sorted) the pinned staging buffers."
         );
         println!("GPU total is the median sort; the columns after it are that sort's breakdown.");
+        println!("*host*: where both sorts find the keys; pageable: ordinary memory (as in psa's");
+        println!(
+            "algorithms); pinned: page-locked memory from the GPU backend (`HostBuf`), copied by"
+        );
+        println!(
+            "DMA without staging. *pin alloc*: seconds allocating that buffer (once, not timed in"
+        );
+        println!("the sorts). The voracious time is measured on the same kind of memory.");
         println!();
-        println!("| keys | n | groups | passes | pass kind | voracious {}T (s) | GPU total (s) | H2D | (host copy) | kernels | D2H | (host copy) | alloc | CPU/GPU | GPU Mkeys/s | equal |", a.threads);
-        println!("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        println!("| keys | n | host | pin alloc (s) | groups | passes | pass kind | voracious {}T (s) | GPU total (s) | H2D | (host copy) | kernels | D2H | (host copy) | alloc | CPU/GPU | GPU Mkeys/s | equal |", a.threads);
+        println!("|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
         let mut all = true;
         for r in &rows {
             all &= r.equal;
             println!(
-                "| {} | {:.0e} | {}{} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.0} | {} |",
+                "| {} | {:.0e} | {} | {} | {}{} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.0} | {} |",
                 r.what,
                 r.n as f64,
+                if r.pinned { "pinned" } else { "pageable" },
+                if r.pinned { format!("{:.3}", r.host_alloc_s) } else { "-".into() },
                 r.prof.groups,
                 if r.groups.is_none() { " (auto)" } else { "" },
                 r.prof.passes,

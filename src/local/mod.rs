@@ -44,6 +44,92 @@ pub trait LocalSort: Send + Sync {
     fn pooled_sa(&self, _n: usize, _alphabet: &Alphabet) -> Option<Box<dyn PooledSa + '_>> {
         None
     }
+    /// `bytes` of page-locked host memory that this backend's sorts copy to and from its device
+    /// directly (see [`HostBuf`]); None: the backend has none to give (the CPU backend, or the
+    /// allocation failed; the reason is logged).
+    fn host_mem(&self, _bytes: usize) -> Option<Box<dyn HostMem>> {
+        None
+    }
+}
+
+/// Memory a backend allocated for [`HostBuf`]; freed when dropped.
+pub trait HostMem: Send + Sync {
+    /// The first byte (aligned to at least 16 bytes).
+    fn ptr(&self) -> *mut u8;
+    /// Its size in bytes.
+    fn bytes(&self) -> usize;
+}
+
+/// Records that a backend will sort, in memory it chose: on the GPU backend page-locked host
+/// memory, which its sorts copy to and from the device directly at the DMA engine's rate
+/// instead of through the CPU and pinned staging buffers (for large sorts the host copies are
+/// most of the transfer time); elsewhere a plain vector. Page-locking costs about as much as
+/// the copies it saves on one sort (the kernel zeroes and pins every page), so a buffer pays
+/// off when it is allocated once and sorted in many times. Dereferences to a slice.
+pub struct HostBuf<T: bytemuck::Pod> {
+    mem: Option<Box<dyn HostMem>>,
+    vec: Vec<T>,
+    len: usize,
+}
+
+impl<T: bytemuck::Pod + Send + Sync> HostBuf<T> {
+    /// `len` zeroed records in memory from `sorter` (a plain vector if it has none).
+    pub fn zeroed(sorter: &dyn LocalSort, len: usize) -> HostBuf<T> {
+        use rayon::prelude::*;
+        let size = std::mem::size_of::<T>();
+        let mem = len
+            .checked_mul(size)
+            .filter(|&b| b > 0)
+            .and_then(|b| sorter.host_mem(b))
+            .filter(|m| {
+                m.bytes() >= len * size
+                    && (m.ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
+            });
+        match mem {
+            Some(m) => {
+                // SAFETY: the memory holds len * size bytes, aligned for T; zero bytes are a
+                // valid T (Pod).
+                let bytes = unsafe { std::slice::from_raw_parts_mut(m.ptr(), len * size) };
+                bytes.par_chunks_mut(1 << 20).for_each(|c| c.fill(0));
+                HostBuf {
+                    mem: Some(m),
+                    vec: Vec::new(),
+                    len,
+                }
+            }
+            None => HostBuf {
+                mem: None,
+                vec: vec![T::zeroed(); len],
+                len,
+            },
+        }
+    }
+
+    /// Whether the records are in the backend's memory (not a plain vector).
+    pub fn is_backend_memory(&self) -> bool {
+        self.mem.is_some()
+    }
+}
+
+impl<T: bytemuck::Pod> std::ops::Deref for HostBuf<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match &self.mem {
+            // SAFETY: checked in `zeroed`: len records, aligned, initialised; owned by self.
+            Some(m) => unsafe { std::slice::from_raw_parts(m.ptr() as *const T, self.len) },
+            None => &self.vec,
+        }
+    }
+}
+
+impl<T: bytemuck::Pod> std::ops::DerefMut for HostBuf<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &self.mem {
+            // SAFETY: as in `deref`, and &mut self makes this the only reference.
+            Some(m) => unsafe { std::slice::from_raw_parts_mut(m.ptr() as *mut T, self.len) },
+            None => &mut self.vec,
+        }
+    }
 }
 
 /// The alphabet of a text handed to a backend's suffix array.
@@ -122,6 +208,23 @@ pub unsafe fn widen_in_place(p: *mut u64, n: usize) {
 #[cfg(test)]
 mod tests {
     use super::widen_in_place;
+
+    #[test]
+    fn host_buf_without_backend_memory_is_a_zeroed_vector() {
+        use super::HostBuf;
+        let cpu = crate::local::cpu::CpuSort::new(2);
+        for n in [0usize, 1, 1000, 1 << 20] {
+            let mut b: HostBuf<u128> = HostBuf::zeroed(&cpu, n);
+            assert!(!b.is_backend_memory());
+            assert_eq!(b.len(), n);
+            assert!(b.iter().all(|&x| x == 0));
+            b.iter_mut()
+                .enumerate()
+                .for_each(|(i, x)| *x = (n - i) as u128);
+            crate::local::LocalSort::sort_u128(&cpu, &mut b);
+            assert!(b.iter().enumerate().all(|(i, &x)| x == i as u128 + 1));
+        }
+    }
 
     #[test]
     fn widen_in_place_keeps_every_value() {

@@ -15,7 +15,9 @@
 //! input is first split by its highest varying digit into groups that are sorted one after
 //! another, each copied home on a second stream while the next is sorted. Inputs larger than
 //! what fits on the device are sorted in chunks whose sorted runs are merged on the CPU. Inputs
-//! of fewer than [`MIN_GPU_KEYS`] keys are sorted by the CPU backend.
+//! of fewer than [`MIN_GPU_KEYS`] keys are sorted by the CPU backend. Keys that live in
+//! page-locked memory from this backend ([`LocalSort::host_mem`], e.g. a
+//! [`HostBuf`](super::HostBuf)) skip the staging: the DMA engine copies them directly.
 //!
 //! The result is exactly the ascending order of the CPU backend (keys are compared as whole
 //! unsigned integers).
@@ -32,7 +34,7 @@ use cudarc::nvrtc;
 use rayon::prelude::*;
 
 use super::cpu::CpuSort;
-use super::{Alphabet, LocalSort, PooledSa};
+use super::{Alphabet, HostMem, LocalSort, PooledSa};
 use crate::{Error, Result};
 
 mod merge;
@@ -125,6 +127,9 @@ pub struct Profile {
     pub merge_s: f64,
     /// Seconds allocating device buffers.
     pub alloc_s: f64,
+    /// Whether the keys were in page-locked memory from this backend and copied directly (no
+    /// staging; then `h2d_stage_s` and `d2h_stage_s` are 0).
+    pub direct: bool,
     /// Groups of a grouped sort (0: not grouped, the copy followed the sort), each copied home
     /// while the next was sorted. Then `sort_s` is the kernels (the split and the group sorts by
     /// the device clock; the copies of earlier groups ran meanwhile) and `d2h_s` what the copies
@@ -201,6 +206,9 @@ pub struct GpuSort {
     /// One-sweep passes (default) or the classic histogram, scan and scatter per pass.
     onesweep: bool,
     pinned: bool,
+    /// The page-locked host memory handed out by [`LocalSort::host_mem`]: (address, bytes) of
+    /// each live allocation. Copies from or to memory in one of them skip the staging buffers.
+    host_ranges: Arc<Mutex<Vec<(usize, usize)>>>,
     kernels: OnceLock<std::result::Result<Kernels, String>>,
     state: Mutex<State>,
     /// Sorts done on the GPU, and GPU sorts that failed and were redone on the CPU.
@@ -309,6 +317,7 @@ impl GpuSort {
             groups: None,
             onesweep: true,
             pinned: true,
+            host_ranges: Arc::default(),
             kernels: OnceLock::new(),
             gpu_sorts: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
@@ -383,6 +392,16 @@ impl GpuSort {
     /// Where the time of the last GPU sort went.
     pub fn last_profile(&self) -> Profile {
         self.lock().profile.clone()
+    }
+
+    /// Whether `[ptr, ptr + len)` lies in page-locked memory from [`LocalSort::host_mem`]
+    /// (then the DMA engine copies it directly, with no staging copy by the CPU).
+    fn is_host_mem(&self, ptr: *const u8, len: usize) -> bool {
+        let (a, ranges) = (ptr as usize, self.host_ranges.lock());
+        let ranges = ranges.unwrap_or_else(|p| p.into_inner());
+        ranges
+            .iter()
+            .any(|&(b, bytes)| a >= b && a + len <= b + bytes)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -530,6 +549,7 @@ impl GpuSort {
             .map_err(Failure::Untouched)?;
         let mut prof = Profile {
             keys: n,
+            direct: self.is_host_mem(v.as_ptr() as *const u8, std::mem::size_of_val(v)),
             ..Default::default()
         };
         st.stage_s = [0.0; 2];
@@ -1075,7 +1095,11 @@ impl GpuSort {
         dst: sys::CUdeviceptr,
     ) -> std::result::Result<(), String> {
         let stream = self.stream.cu_stream();
-        match self.staging(st) {
+        let stage = match self.is_host_mem(host.as_ptr(), host.len()) {
+            true => None,
+            false => self.staging(st),
+        };
+        match stage {
             Some(stage) => {
                 let (pins, events) = (&stage.pins, &stage.events);
                 for (i, part) in host.chunks(stage.bytes).enumerate() {
@@ -1155,7 +1179,14 @@ impl GpuSort {
                 None => Ok(()),
             }
         };
-        match self.staging(st) {
+        let direct = spans
+            .iter()
+            .all(|&(_, host, len, _)| self.is_host_mem(host, len));
+        let stage = match direct {
+            true => None,
+            false => self.staging(st),
+        };
+        match stage {
             Some(stage) => {
                 let (pins, events, nb) = (&stage.pins, &stage.events, stage.pins.len());
                 // Pieces of at most one staging buffer: (src, host, len, wait first).
@@ -1470,6 +1501,30 @@ impl LocalSort for GpuSort {
         self.suffix_array_or_cpu(SacaText::Ints(text))
     }
 
+    fn host_mem(&self, bytes: usize) -> Option<Box<dyn HostMem>> {
+        if let Err(e) = self.ctx.bind_to_thread() {
+            log::warn!("gpu: no page-locked host memory (cannot bind the context: {e})");
+            return None;
+        }
+        match unsafe { result::malloc_host(bytes, 0) } {
+            Ok(p) => {
+                let ptr = p as *mut u8;
+                let mut ranges = self.host_ranges.lock().unwrap_or_else(|p| p.into_inner());
+                ranges.push((ptr as usize, bytes));
+                Some(Box::new(PinnedMem {
+                    ctx: self.ctx.clone(),
+                    ptr,
+                    bytes,
+                    ranges: self.host_ranges.clone(),
+                }))
+            }
+            Err(e) => {
+                log::warn!("gpu: cannot page-lock {bytes} bytes of host memory ({e}); using pageable memory");
+                None
+            }
+        }
+    }
+
     fn pooled_sa(&self, n: usize, alphabet: &Alphabet) -> Option<Box<dyn PooledSa + '_>> {
         if !(MIN_GPU_SA..=saca::MAX_GPU_SA).contains(&n) {
             return None;
@@ -1495,6 +1550,39 @@ impl LocalSort for GpuSort {
                 / saca::DEVICE_BYTES_PER_CHAR)
                 .min(saca::MAX_GPU_SA),
             Err(_) => 0,
+        }
+    }
+}
+
+/// Page-locked host memory from [`LocalSort::host_mem`] (`cuMemHostAlloc`): registered with its
+/// backend while it lives, freed when dropped (the context is kept alive until then).
+struct PinnedMem {
+    ctx: Arc<CudaContext>,
+    ptr: *mut u8,
+    bytes: usize,
+    ranges: Arc<Mutex<Vec<(usize, usize)>>>,
+}
+
+// A plain allocation; the driver calls on it (free) bind the context first.
+unsafe impl Send for PinnedMem {}
+unsafe impl Sync for PinnedMem {}
+
+impl HostMem for PinnedMem {
+    fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for PinnedMem {
+    fn drop(&mut self) {
+        let mut ranges = self.ranges.lock().unwrap_or_else(|p| p.into_inner());
+        ranges.retain(|&(b, _)| b != self.ptr as usize);
+        drop(ranges);
+        if self.ctx.bind_to_thread().is_ok() {
+            unsafe { result::free_host(self.ptr as _).ok() };
         }
     }
 }
@@ -1574,6 +1662,10 @@ impl LocalSort for LazyGpu {
 
     fn pooled_sa(&self, n: usize, alphabet: &Alphabet) -> Option<Box<dyn PooledSa + '_>> {
         self.gpu()?.pooled_sa(n, alphabet)
+    }
+
+    fn host_mem(&self, bytes: usize) -> Option<Box<dyn HostMem>> {
+        self.gpu()?.host_mem(bytes)
     }
 
     fn suffix_array_max_len(&self) -> usize {
