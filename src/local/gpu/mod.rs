@@ -1506,15 +1506,21 @@ impl LocalSort for GpuSort {
             log::warn!("gpu: no page-locked host memory (cannot bind the context: {e})");
             return None;
         }
-        match unsafe { result::malloc_host(bytes, 0) } {
-            Ok(p) => {
-                let ptr = p as *mut u8;
+        let got = match pin_method() {
+            PinMethod::Alloc => unsafe { result::malloc_host(bytes, 0) }
+                .map(|p| (p as *mut u8, None))
+                .map_err(|e| e.to_string()),
+            PinMethod::Register => register_host(bytes).map(|(p, map)| (p, Some(map))),
+        };
+        match got {
+            Ok((ptr, mapped)) => {
                 let mut ranges = self.host_ranges.lock().unwrap_or_else(|p| p.into_inner());
                 ranges.push((ptr as usize, bytes));
                 Some(Box::new(PinnedMem {
                     ctx: self.ctx.clone(),
                     ptr,
                     bytes,
+                    mapped,
                     ranges: self.host_ranges.clone(),
                 }))
             }
@@ -1560,6 +1566,9 @@ struct PinnedMem {
     ctx: Arc<CudaContext>,
     ptr: *mut u8,
     bytes: usize,
+    /// Some((address, bytes)) of an anonymous mapping that holds it, registered with the driver
+    /// ([`PinMethod::Register`]); None: from `cuMemHostAlloc`.
+    mapped: Option<(usize, usize)>,
     ranges: Arc<Mutex<Vec<(usize, usize)>>>,
 }
 
@@ -1581,8 +1590,71 @@ impl Drop for PinnedMem {
         let mut ranges = self.ranges.lock().unwrap_or_else(|p| p.into_inner());
         ranges.retain(|&(b, _)| b != self.ptr as usize);
         drop(ranges);
-        if self.ctx.bind_to_thread().is_ok() {
-            unsafe { result::free_host(self.ptr as _).ok() };
+        let bound = self.ctx.bind_to_thread().is_ok();
+        match self.mapped {
+            None if bound => unsafe {
+                result::free_host(self.ptr as _).ok();
+            },
+            None => {}
+            Some((base, len)) => unsafe {
+                if bound {
+                    sys::cuMemHostUnregister(self.ptr as _).result().ok();
+                }
+                libc::munmap(base as _, len);
+            },
+        }
+    }
+}
+
+/// How [`LocalSort::host_mem`] page-locks memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum PinMethod {
+    /// `cuMemHostAlloc`: the driver maps, zeroes and pins 4 KiB pages, on one thread.
+    Alloc,
+    /// An anonymous mapping asked for transparent huge pages, touched by the rayon pool, then
+    /// `cuMemHostRegister`ed.
+    Register,
+}
+
+/// [`PinMethod::Register`], or `PSA_PIN=alloc|register` for measurements.
+fn pin_method() -> PinMethod {
+    match std::env::var("PSA_PIN").as_deref() {
+        Ok("alloc") => PinMethod::Alloc,
+        _ => PinMethod::Register,
+    }
+}
+
+/// [`PinMethod::Register`]: `bytes` (rounded up to 2 MiB, at a 2 MiB boundary so that huge
+/// pages can back it) of zeroed, page-locked memory, and the mapping that holds it (the context
+/// must be bound).
+fn register_host(bytes: usize) -> std::result::Result<(*mut u8, (usize, usize)), String> {
+    const HUGE: usize = 2 << 20;
+    let len = bytes.div_ceil(HUGE) * HUGE;
+    let map_len = len + HUGE;
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            map_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+    }
+    let base = (p as usize).div_ceil(HUGE) * HUGE;
+    unsafe { libc::madvise(base as _, len, libc::MADV_HUGEPAGE) };
+    // Fault the pages in on every thread (the kernel zeroes them), so pinning finds them there.
+    (0..len / HUGE).into_par_iter().for_each(|i| {
+        unsafe { std::ptr::write_bytes((base + i * HUGE) as *mut u8, 0, HUGE) };
+    });
+    match unsafe { sys::cuMemHostRegister_v2(base as _, len, 0) }.result() {
+        Ok(()) => Ok((base as *mut u8, (p as usize, map_len))),
+        Err(e) => {
+            unsafe { libc::munmap(p, map_len) };
+            Err(format!("cuMemHostRegister: {e}"))
         }
     }
 }
