@@ -63,9 +63,18 @@ pub trait HostMem: Send + Sync {
 /// Records that a backend will sort, in memory it chose: on the GPU backend page-locked host
 /// memory, which its sorts copy to and from the device directly at the DMA engine's rate
 /// instead of through the CPU and pinned staging buffers (for large sorts the host copies are
-/// most of the transfer time); elsewhere a plain vector. Page-locking costs about as much as
-/// the copies it saves on one sort (the kernel zeroes and pins every page), so a buffer pays
-/// off when it is allocated once and sorted in many times. Dereferences to a slice.
+/// most of the transfer time); elsewhere a plain vector. Page-locking costs more than the
+/// copies it saves on one sort, so a buffer pays off when it is allocated once and sorted in
+/// many times. Dereferences to a slice.
+///
+/// ```
+/// use psa::local::{cpu::CpuSort, HostBuf, LocalSort};
+/// let sorter = CpuSort::new(2); // or a GpuSort (feature `gpu`)
+/// let mut buf = HostBuf::<u128>::zeroed(&sorter, 4);
+/// buf.copy_from_slice(&[3 << 64 | 0, 1 << 64 | 1, 2 << 64 | 2, 1 << 64 | 3]);
+/// sorter.sort_u128_by_high(&mut buf);
+/// assert!(buf.windows(2).all(|w| w[0] >> 64 <= w[1] >> 64));
+/// ```
 pub struct HostBuf<T: bytemuck::Pod> {
     mem: Option<Box<dyn HostMem>>,
     vec: Vec<T>,
