@@ -74,6 +74,30 @@ fn record_type<T: Pod>() -> UserDatatype {
     UserDatatype::contiguous(count(size), &u8::equivalent_datatype())
 }
 
+/// The buffer where `root` of a stream holds one piece: `stage` if it holds the largest piece
+/// (the other pes' lengths `lens`, at most `piece` each), else `own`, grown to that.
+fn root_stage<'a, T: Pod>(
+    stage: Option<&'a mut [T]>,
+    own: &'a mut Vec<T>,
+    lens: &[u64],
+    root: usize,
+    piece: usize,
+) -> &'a mut [T] {
+    let most = (lens.iter().enumerate())
+        .filter(|&(r, _)| r != root)
+        .map(|(_, &l)| l as usize)
+        .max()
+        .unwrap_or(0)
+        .min(piece);
+    match stage {
+        Some(s) if s.len() >= most => s,
+        _ => {
+            own.resize(most, T::zeroed());
+            own
+        }
+    }
+}
+
 impl Comm {
     /// Wraps a communicator (usually `universe.world()`).
     pub fn new(world: SimpleCommunicator) -> Self {
@@ -412,11 +436,14 @@ impl Comm {
     /// Hands every pe's `local` records to `root`, in pe order, in pieces of at most `piece`
     /// records: on `root`, `f(src, piece)` runs for each piece of pe `src` (its own included, in
     /// its place). The other pes only send. Memory on `root`: one piece; nothing is gathered.
+    /// `stage`: where `root` receives the pieces (at least `piece` records; None or shorter: a
+    /// vector), e.g. page-locked memory that `f` hands to a device.
     pub fn stream_to_root<T: Pod>(
         &self,
         local: &[T],
         root: usize,
         piece: usize,
+        stage: Option<&mut [T]>,
         mut f: impl FnMut(usize, &[T]),
     ) {
         let piece = piece.clamp(1, self.max_count.min(MPI_COUNT_MAX));
@@ -433,7 +460,8 @@ impl Comm {
             }
             return;
         }
-        let mut stage: Vec<T> = Vec::new();
+        let mut own: Vec<T> = Vec::new();
+        let stage = root_stage(stage, &mut own, &lens, root, piece);
         for (src, &len) in lens.iter().enumerate() {
             if src == root {
                 local.chunks(piece).for_each(|c| f(src, c));
@@ -442,7 +470,6 @@ impl Comm {
             let mut left = len as usize;
             while left > 0 {
                 let m = left.min(piece);
-                stage.resize(m, T::zeroed());
                 let mut buf = unsafe { DynBufferMut::from_raw(stage.as_mut_ptr(), count(m), dref) };
                 self.world
                     .process_at_rank(src as i32)
@@ -456,12 +483,14 @@ impl Comm {
     /// The reverse of [`Comm::stream_to_root`]: every pe receives `out.len()` records from
     /// `root`, which produces them in pe order, in pieces of at most `piece` records:
     /// `fill(dst, offset, buf)` writes records `offset..offset + buf.len()` of pe `dst`'s part
-    /// (for `root` itself, straight into its `out`). Memory on `root`: one piece.
+    /// (for `root` itself, straight into its `out`). Memory on `root`: one piece. `stage`:
+    /// where `root` puts the other pes' pieces, as in [`Comm::stream_to_root`].
     pub fn stream_from_root<T: Pod>(
         &self,
         out: &mut [T],
         root: usize,
         piece: usize,
+        stage: Option<&mut [T]>,
         mut fill: impl FnMut(usize, usize, &mut [T]),
     ) {
         let piece = piece.clamp(1, self.max_count.min(MPI_COUNT_MAX));
@@ -478,7 +507,8 @@ impl Comm {
             }
             return;
         }
-        let mut stage: Vec<T> = Vec::new();
+        let mut own: Vec<T> = Vec::new();
+        let stage = root_stage(stage, &mut own, &lens, root, piece);
         for (dst, &len) in lens.iter().enumerate() {
             if dst == root {
                 for (i, c) in out.chunks_mut(piece).enumerate() {
@@ -490,7 +520,6 @@ impl Comm {
             let mut off = 0;
             while off < len {
                 let m = (len - off).min(piece);
-                stage.resize(m, T::zeroed());
                 fill(dst, off, &mut stage[..m]);
                 let buf = unsafe { DynBuffer::from_raw(stage.as_ptr(), count(m), dref) };
                 self.world

@@ -20,7 +20,7 @@
 use bytemuck::Pod;
 
 use crate::dist::Layout;
-use crate::local::{used_bytes, widen_in_place, Alphabet};
+use crate::local::{used_bytes, widen_in_place, Alphabet, HostBuf};
 use crate::Ctx;
 
 /// Characters (and SA entries) pe 0 relays per message, unless `PSA_POOL_PIECE` says otherwise
@@ -38,9 +38,21 @@ pub fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
     for (u, &s) in used.iter_mut().zip(&seen) {
         *u = s > 0;
     }
-    relay(ctx, text, layout, Alphabet::Bytes(used), |piece, out| {
-        out.extend_from_slice(piece)
-    })
+    relay(ctx, text, layout, Alphabet::Bytes(used), as_bytes)
+}
+
+/// A piece of a byte text as the device takes it: as it is.
+fn as_bytes<'a>(piece: &'a [u8], _scratch: &'a mut [u8]) -> &'a [u8] {
+    piece
+}
+
+/// A piece of an integer text as the device takes it: little-endian u32 in `scratch`.
+fn as_u32<'a>(piece: &'a [u64], scratch: &'a mut [u8]) -> &'a [u8] {
+    let out = &mut scratch[..4 * piece.len()];
+    for (d, &v) in out.chunks_exact_mut(4).zip(piece) {
+        d.copy_from_slice(&(v as u32).to_le_bytes());
+    }
+    out
 }
 
 /// The same for a text of integers (names; the device takes values below 2^32).
@@ -51,19 +63,21 @@ pub fn pooled_sa_ints(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u6
     if max >= 1 << 32 {
         return None;
     }
-    relay(ctx, text, layout, Alphabet::Ints(max), |piece, out| {
-        out.extend(piece.iter().flat_map(|&v| (v as u32).to_le_bytes()))
-    })
+    relay(ctx, text, layout, Alphabet::Ints(max), as_u32)
 }
 
 /// Streams `text` through pe 0 to its backend, which builds the suffix array, and each pe its
-/// part back. `encode` appends a piece in the backend's format for `alphabet`.
-fn relay<T: Pod>(
+/// part back. `encode` gives a piece in the backend's format for `alphabet` (the piece itself,
+/// or written into the scratch buffer, which holds 4 bytes per record).
+///
+/// Pe 0 keeps the pieces in memory from its backend ([`HostBuf`]: on the GPU page-locked, so the
+/// DMA engine copies them without the staging copies, which at p = 16 run on pe 0's one thread).
+fn relay<T: Pod + Send + Sync>(
     ctx: &Ctx,
     text: &[T],
     layout: &Layout,
     alphabet: Alphabet,
-    encode: impl Fn(&[T], &mut Vec<u8>),
+    encode: for<'a> fn(&'a [T], &'a mut [u8]) -> &'a [u8],
 ) -> Option<Vec<u64>> {
     let comm = &ctx.comm;
     let root = 0;
@@ -81,17 +95,25 @@ fn relay<T: Pod>(
 
     let piece = ctx.tune.pool_piece;
     let mut failed: Option<String> = None;
-    let mut bytes: Vec<u8> = Vec::new();
-    comm.stream_to_root(text, root, piece, |_, piece| {
+    // Pe 0's piece buffers (the largest piece any pe sends or gets), in its backend's memory.
+    let most = comm.all_reduce_max(layout.local_len(comm.rank()) as u64) as usize;
+    let most = most.min(piece);
+    let sorter = ctx.sorter.as_ref();
+    let mut pieces_in = session.as_ref().map(|_| HostBuf::<T>::zeroed(sorter, most));
+    // Encoded pieces going in, SA pieces (u32) coming out.
+    let mut scratch = session
+        .as_ref()
+        .map(|_| HostBuf::<u32>::zeroed(sorter, most));
+    comm.stream_to_root(text, root, piece, pieces_in.as_deref_mut(), |_, piece| {
         if failed.is_none() {
-            if let Some(s) = session.as_mut() {
-                bytes.clear();
-                encode(piece, &mut bytes);
-                failed = s.upload(&bytes).err();
+            if let (Some(s), Some(scratch)) = (session.as_mut(), scratch.as_deref_mut()) {
+                failed = s
+                    .upload(encode(piece, bytemuck::cast_slice_mut(scratch)))
+                    .err();
             }
         }
     });
-    drop(bytes);
+    drop(pieces_in);
     if let (None, Some(s)) = (&failed, session.as_mut()) {
         failed = s.build().err();
     }
@@ -108,15 +130,21 @@ fn relay<T: Pod>(
     let mut sa: Vec<u64> = vec![0; len];
     {
         let front: &mut [u32] = &mut bytemuck::cast_slice_mut(&mut sa[..])[..len];
-        comm.stream_from_root(front, root, piece, |dst, off, out| {
-            if let (None, Some(s)) = (&failed, session.as_mut()) {
-                failed = s.download(layout.start(dst) + off, out).err();
-            }
-            if failed.is_some() {
-                // Never leave a piece half written (all is discarded after the agreement).
-                out.fill(0);
-            }
-        });
+        comm.stream_from_root(
+            front,
+            root,
+            piece,
+            scratch.as_deref_mut(),
+            |dst, off, out| {
+                if let (None, Some(s)) = (&failed, session.as_mut()) {
+                    failed = s.download(layout.start(dst) + off, out).err();
+                }
+                if failed.is_some() {
+                    // Never leave a piece half written (all is discarded after the agreement).
+                    out.fill(0);
+                }
+            },
+        );
         // SAFETY: `sa` holds len u64, and its first len u32 slots are initialised.
         unsafe { widen_in_place(sa.as_mut_ptr(), len) };
     }

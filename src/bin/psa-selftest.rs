@@ -538,7 +538,8 @@ fn agreed(comm: &Comm, r: CheckResult) -> CheckResult {
 }
 
 /// stream_to_root and stream_from_root: every record arrives once, in pe order and in pieces of
-/// the given size, for every root, for empty pes and pieces of 1 record up to whole slices.
+/// the given size, for every root, for empty pes and pieces of 1 record up to whole slices; with
+/// the root's own buffer, a buffer given by the caller, and a given buffer too short to use.
 fn check_streams(comm: &Comm) -> CheckResult {
     let p = comm.size();
     let me = comm.rank();
@@ -547,10 +548,17 @@ fn check_streams(comm: &Comm) -> CheckResult {
         let value = |i: usize| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xff;
         let mine: Vec<u64> = (offs[me]..offs[me + 1]).map(value).collect();
         for root in [0, p - 1, p / 2] {
-            for piece in [1usize, 3, 64] {
+            for (piece, given) in [
+                (1usize, None),
+                (3, Some(3)),
+                (64, None),
+                (64, Some(64)),
+                (64, Some(2)),
+            ] {
+                let mut stage = given.map(|g| vec![0u64; g]);
                 let mut got: Vec<(usize, u64)> = Vec::new();
                 let mut longest = 0;
-                comm.stream_to_root(&mine, root, piece, |src, c| {
+                comm.stream_to_root(&mine, root, piece, stage.as_deref_mut(), |src, c| {
                     longest = longest.max(c.len());
                     got.extend(c.iter().map(|&v| (src, v)));
                 });
@@ -561,7 +569,7 @@ fn check_streams(comm: &Comm) -> CheckResult {
                             .collect();
                         ensure!(
                             got == want,
-                            "{shape}: stream_to_root (root {root}, piece {piece}) delivered {} records, {} expected, or out of order",
+                            "{shape}: stream_to_root (root {root}, piece {piece}, stage {given:?}) delivered {} records, {} expected, or out of order",
                             got.len(),
                             want.len()
                         );
@@ -573,18 +581,24 @@ fn check_streams(comm: &Comm) -> CheckResult {
                 })();
                 agreed(comm, to_root)?;
                 let mut back = vec![u64::MAX; lens[me]];
-                comm.stream_from_root(&mut back, root, piece, |dst, off, out| {
-                    for (j, o) in out.iter_mut().enumerate() {
-                        *o = value(offs[dst] + off + j) ^ 1;
-                    }
-                });
+                comm.stream_from_root(
+                    &mut back,
+                    root,
+                    piece,
+                    stage.as_deref_mut(),
+                    |dst, off, out| {
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o = value(offs[dst] + off + j) ^ 1;
+                        }
+                    },
+                );
                 let want: Vec<u64> = mine.iter().map(|v| v ^ 1).collect();
                 agreed(
                     comm,
                     (|| {
                         ensure!(
                             back == want,
-                            "{shape}: stream_from_root (root {root}, piece {piece}) gave pe {me} the wrong records"
+                            "{shape}: stream_from_root (root {root}, piece {piece}, stage {given:?}) gave pe {me} the wrong records"
                         );
                         Ok(())
                     })(),
