@@ -3,6 +3,7 @@
 //! The output is written to a temporary file beside the requested path and renamed into place
 //! only after every pe has written its part, so the requested path never holds a partial file.
 
+use rayon::prelude::*;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -192,17 +193,21 @@ impl OutputFile {
                 .write(true)
                 .open(&self.tmp)
                 .map_err(|e| Error::io("open output", &self.tmp, e))?;
+            // Encoded and written by the pe's threads, a chunk each at its own offset.
             const CHUNK: usize = 1 << 20;
-            let mut buf = Vec::with_capacity(CHUNK * self.width);
-            for (k, part) in sa.chunks(CHUNK).enumerate() {
-                buf.clear();
-                for &x in part {
-                    buf.extend_from_slice(&x.to_le_bytes()[..self.width]);
-                }
-                let off = ((first + k * CHUNK) * self.width) as u64;
-                f.write_all_at(&buf, off)
-                    .map_err(|e| Error::io("write output", &self.tmp, e))?;
-            }
+            let width = self.width;
+            sa.par_chunks(CHUNK).enumerate().try_for_each_init(
+                || Vec::with_capacity(CHUNK * width),
+                |buf, (k, part)| {
+                    buf.clear();
+                    for &x in part {
+                        buf.extend_from_slice(&x.to_le_bytes()[..width]);
+                    }
+                    let off = ((first + k * CHUNK) * width) as u64;
+                    f.write_all_at(buf, off)
+                        .map_err(|e| Error::io("write output", &self.tmp, e))
+                },
+            )?;
             f.sync_data()
                 .map_err(|e| Error::io("write output", &self.tmp, e))
         })();
