@@ -6,7 +6,7 @@ use std::time::Instant;
 use crate::error::Result;
 use crate::io::{read_distributed, OutputFile, Width};
 use crate::stats::{peak_rss_bytes, summarise, PhaseSummary};
-use crate::{algo, suffix_array, Ctx};
+use crate::{algo, suffix_array, suffix_array_or_write, Ctx};
 
 /// What the command line asks for.
 #[derive(Clone, Debug)]
@@ -59,16 +59,21 @@ pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
             width
         );
     }
-    let sa = suffix_array(ctx, &text)?;
-    if job.check {
-        ctx.phase("check", || algo::check::check(ctx, &text, &sa, &layout))?;
+    // The checker needs every pe's part; without it pe 0 may write the device's SA itself.
+    let sa = match job.check {
+        true => Some(suffix_array(ctx, &text)?),
+        false => suffix_array_or_write(ctx, &text, &out)?,
+    };
+    if let (true, Some(sa)) = (job.check, &sa) {
+        ctx.phase("check", || algo::check::check(ctx, &text, sa, &layout))?;
         if comm.rank() == 0 {
             log::info!("check passed: the output is the suffix array of the input");
         }
     }
     drop(text);
-    ctx.phase("write", || out.write(comm, layout.start(comm.rank()), &sa))?;
-    drop(sa);
+    if let Some(sa) = sa {
+        ctx.phase("write", || out.write(comm, layout.start(comm.rank()), &sa))?;
+    }
     out.commit(comm)?;
     let total_secs = comm_max_f64(ctx, t0.elapsed().as_secs_f64());
     let phases = summarise(comm, &ctx.log);

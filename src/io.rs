@@ -188,30 +188,51 @@ impl OutputFile {
 
     /// Writes this pe's entries, starting at entry `first`, little-endian. Collective.
     pub fn write(&self, comm: &Comm, first: usize, sa: &[u64]) -> Result<()> {
-        let r = (|| {
-            let f = OpenOptions::new()
-                .write(true)
-                .open(&self.tmp)
-                .map_err(|e| Error::io("open output", &self.tmp, e))?;
-            // Encoded and written by the pe's threads, a chunk each at its own offset.
-            const CHUNK: usize = 1 << 20;
-            let width = self.width;
-            sa.par_chunks(CHUNK).enumerate().try_for_each_init(
-                || Vec::with_capacity(CHUNK * width),
-                |buf, (k, part)| {
-                    buf.clear();
-                    for &x in part {
-                        buf.extend_from_slice(&x.to_le_bytes()[..width]);
-                    }
-                    let off = ((first + k * CHUNK) * width) as u64;
-                    f.write_all_at(buf, off)
-                        .map_err(|e| Error::io("write output", &self.tmp, e))
-                },
-            )?;
-            f.sync_data()
-                .map_err(|e| Error::io("write output", &self.tmp, e))
-        })();
-        comm.agree(r)
+        comm.agree(self.write_part(first, sa).and_then(|()| self.sync_local()))
+    }
+
+    /// Writes entries `first..first + sa.len()`, little-endian, on this pe's threads (a chunk
+    /// each at its own offset); entries as wide as the file's are written as they are. Local;
+    /// [`Self::sync_local`] makes them durable.
+    pub fn write_part<E: bytemuck::Pod + Into<u64> + Sync>(
+        &self,
+        first: usize,
+        sa: &[E],
+    ) -> Result<()> {
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&self.tmp)
+            .map_err(|e| Error::io("open output", &self.tmp, e))?;
+        let width = self.width;
+        let fail = |e| Error::io("write output", &self.tmp, e);
+        const CHUNK: usize = 1 << 20;
+        if size_of::<E>() == width && cfg!(target_endian = "little") {
+            return sa.par_chunks(CHUNK).enumerate().try_for_each(|(k, part)| {
+                let off = ((first + k * CHUNK) * width) as u64;
+                f.write_all_at(bytemuck::cast_slice(part), off)
+                    .map_err(fail)
+            });
+        }
+        sa.par_chunks(CHUNK).enumerate().try_for_each_init(
+            || Vec::with_capacity(CHUNK * width),
+            |buf, (k, part)| {
+                buf.clear();
+                for &x in part {
+                    buf.extend_from_slice(&x.into().to_le_bytes()[..width]);
+                }
+                let off = ((first + k * CHUNK) * width) as u64;
+                f.write_all_at(buf, off).map_err(fail)
+            },
+        )
+    }
+
+    /// Flushes what this pe wrote to the disk. Local.
+    pub fn sync_local(&self) -> Result<()> {
+        OpenOptions::new()
+            .write(true)
+            .open(&self.tmp)
+            .and_then(|f| f.sync_data())
+            .map_err(|e| Error::io("write output", &self.tmp, e))
     }
 
     /// Renames the finished file to the requested name. Collective.

@@ -248,12 +248,7 @@ impl Ctx {
 /// Exit: each pe holds the suffix array entries for the same global range as its slice, as global
 /// positions. Suffixes compare as byte strings; a proper prefix sorts first.
 pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
-    if ctx.comm.any(ctx.config.base_case < 4) {
-        return ctx.comm.agree(Err(Error::Invalid(format!(
-            "base case size must be at least 4, got {}",
-            ctx.config.base_case
-        ))));
-    }
+    check_config(ctx)?;
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
     if ctx.config.backend == Backend::Gpu {
         // A backend that builds suffix arrays itself does it all when the text fits: at p = 1
@@ -273,10 +268,48 @@ pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
             return Ok(sa);
         }
     }
-    Ok(match ctx.config.algo {
-        Algo::Dc3 => algo::dc3::dc3(ctx, text, &layout),
-        Algo::Css => algo::css::css(ctx, text, &layout),
-    })
+    Ok(distributed(ctx, text, &layout))
+}
+
+/// The suffix array of a distributed text for `out` (created for it). With `--gpu` at p > 1,
+/// when the text fits pe 0's device, pe 0 writes the device's suffix array to `out` itself as it
+/// comes (no pe holds its part, nothing goes back through MPI) and every pe gets Ok(None); else
+/// Ok(Some(this pe's part)), which the caller writes. Collective.
+pub fn suffix_array_or_write(
+    ctx: &Ctx,
+    text: &[u8],
+    out: &io::OutputFile,
+) -> Result<Option<Vec<u64>>> {
+    if ctx.config.backend != Backend::Gpu || ctx.comm.size() == 1 || !ctx.tune.gpu_pool {
+        return suffix_array(ctx, text).map(Some);
+    }
+    check_config(ctx)?;
+    let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
+    match algo::pooled::pooled_sa_to_file(ctx, text, &layout, out) {
+        Some(written) => written.map(|()| None),
+        // The device did not take it or failed: the distributed algorithm (without asking the
+        // device again), whose part each pe writes.
+        None => Ok(Some(distributed(ctx, text, &layout))),
+    }
+}
+
+/// Errors in the configuration, on every pe. Collective.
+fn check_config(ctx: &Ctx) -> Result<()> {
+    if ctx.comm.any(ctx.config.base_case < 4) {
+        return ctx.comm.agree(Err(Error::Invalid(format!(
+            "base case size must be at least 4, got {}",
+            ctx.config.base_case
+        ))));
+    }
+    Ok(())
+}
+
+/// The configured distributed algorithm. Collective.
+fn distributed(ctx: &Ctx, text: &[u8], layout: &dist::Layout) -> Vec<u64> {
+    match ctx.config.algo {
+        Algo::Dc3 => algo::dc3::dc3(ctx, text, layout),
+        Algo::Css => algo::css::css(ctx, text, layout),
+    }
 }
 
 /// The local sort backend the configuration asks for, or a clear error when it is unavailable.

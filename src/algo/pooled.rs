@@ -15,12 +15,14 @@
 //!
 //! Traffic: every character once to pe 0 (1 byte, or its 8-byte name) and every SA entry once from
 //! it (4 bytes: 32-bit entries, widened by their owner). Memory: pe 0 two pieces (and their 4-byte
-//! encoding for names); each pe its SA part.
+//! encoding for names); each pe its SA part. The file job (`psa` without `--check`) skips the way
+//! back: pe 0 writes the SA to the output file as the device gives it ([`pooled_sa_to_file`]).
 
 use bytemuck::Pod;
 
 use crate::dist::Layout;
-use crate::local::{used_bytes, widen_in_place, Alphabet, HostBuf};
+use crate::io::OutputFile;
+use crate::local::{used_bytes, widen_in_place, Alphabet, HostBuf, PooledSa};
 use crate::Ctx;
 
 /// Characters (and SA entries) pe 0 relays per message, unless `PSA_POOL_PIECE` says otherwise
@@ -30,6 +32,25 @@ pub const PIECE: usize = 1 << 24;
 /// The suffix array part of this pe for a byte text, built on pe 0's device; None (on every pe)
 /// when the device does not take the text. Collective.
 pub fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
+    build_bytes(ctx, text, layout)?.send_to_pes(ctx, layout)
+}
+
+/// The same, written straight to `out` by pe 0 as the device gives it (no pe holds its part, and
+/// nothing goes back through MPI): Some(result) when the device built it (an error writing the
+/// file is an error on every pe), None (on every pe) when the device did not take the text or
+/// failed (then nothing valid is in `out`; the caller builds the SA another way). Collective.
+pub fn pooled_sa_to_file(
+    ctx: &Ctx,
+    text: &[u8],
+    layout: &Layout,
+    out: &OutputFile,
+) -> Option<crate::Result<()>> {
+    let built = ctx.phase("device suffix array", || build_bytes(ctx, text, layout))?;
+    ctx.phase("write", || built.write_to(ctx, layout, out))
+}
+
+/// Streams a byte text to pe 0's device and builds its suffix array there.
+fn build_bytes<'a>(ctx: &'a Ctx, text: &[u8], layout: &Layout) -> Option<Built<'a>> {
     // The byte values that occur anywhere: the device packs its first keys by them.
     let seen = ctx
         .comm
@@ -38,7 +59,7 @@ pub fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
     for (u, &s) in used.iter_mut().zip(&seen) {
         *u = s > 0;
     }
-    relay(ctx, text, layout, Alphabet::Bytes(used), as_bytes)
+    build(ctx, text, layout, Alphabet::Bytes(used), as_bytes)
 }
 
 /// A piece of a byte text as the device takes it: as it is.
@@ -63,22 +84,30 @@ pub fn pooled_sa_ints(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u6
     if max >= 1 << 32 {
         return None;
     }
-    relay(ctx, text, layout, Alphabet::Ints(max), as_u32)
+    build(ctx, text, layout, Alphabet::Ints(max), as_u32)?.send_to_pes(ctx, layout)
 }
 
-/// Streams `text` through pe 0 to its backend, which builds the suffix array, and each pe its
-/// part back. `encode` gives a piece in the backend's format for `alphabet` (the piece itself,
-/// or written into the scratch buffer, which holds 4 bytes per record).
+/// A suffix array built on pe 0's device, not yet brought back: on pe 0 the session and its
+/// piece buffer, on the others nothing.
+struct Built<'a> {
+    session: Option<Box<dyn PooledSa + 'a>>,
+    /// Pe 0's buffer for the pieces coming back (u32 SA entries), in its backend's memory.
+    pieces: Option<HostBuf<u32>>,
+}
+
+/// Streams `text` through pe 0 to its backend, which builds the suffix array; None on every pe
+/// when it does not take the text or fails. `encode` gives a piece in the backend's format for
+/// `alphabet` (the piece itself, or written into the scratch buffer, 4 bytes per record).
 ///
 /// Pe 0 keeps the pieces in memory from its backend ([`HostBuf`]: on the GPU page-locked, so the
 /// DMA engine copies them without the staging copies, which at p = 16 run on pe 0's one thread).
-fn relay<T: Pod + Send + Sync>(
-    ctx: &Ctx,
+fn build<'a, T: Pod + Send + Sync>(
+    ctx: &'a Ctx,
     text: &[T],
     layout: &Layout,
     alphabet: Alphabet,
-    encode: for<'a> fn(&'a [T], &'a mut [u8]) -> &'a [u8],
-) -> Option<Vec<u64>> {
+    encode: for<'b> fn(&'b [T], &'b mut [u8]) -> &'b [u8],
+) -> Option<Built<'a>> {
     let comm = &ctx.comm;
     let root = 0;
     let n = layout.len();
@@ -119,23 +148,26 @@ fn relay<T: Pod + Send + Sync>(
     }
     // The other pes sleep while the device works.
     comm.quiet_barrier();
-    if !agreed_ok(ctx, &failed) {
-        return None;
-    }
+    agreed_ok(ctx, &failed).then_some(Built {
+        session,
+        pieces: scratch,
+    })
+}
 
-    let me = comm.rank();
-    let len = layout.local_len(me);
-    // Zeroed (fresh pages from the allocator: no extra pass); the 32-bit entries land in its
-    // first half and are widened in place.
-    let mut sa: Vec<u64> = vec![0; len];
-    {
-        let front: &mut [u32] = &mut bytemuck::cast_slice_mut(&mut sa[..])[..len];
-        comm.stream_from_root(
-            front,
-            root,
-            piece,
-            scratch.as_deref_mut(),
-            |dst, off, out| {
+impl Built<'_> {
+    /// Streams each pe its part of the suffix array; None on every pe when the device failed.
+    fn send_to_pes(mut self, ctx: &Ctx, layout: &Layout) -> Option<Vec<u64>> {
+        let comm = &ctx.comm;
+        let (root, me) = (0, comm.rank());
+        let len = layout.local_len(me);
+        let mut failed: Option<String> = None;
+        // Zeroed (fresh pages from the allocator: no extra pass); the 32-bit entries land in its
+        // first half and are widened in place.
+        let mut sa: Vec<u64> = vec![0; len];
+        {
+            let front: &mut [u32] = &mut bytemuck::cast_slice_mut(&mut sa[..])[..len];
+            let (session, pieces) = (&mut self.session, self.pieces.as_deref_mut());
+            comm.stream_from_root(front, root, ctx.tune.pool_piece, pieces, |dst, off, out| {
                 if let (None, Some(s)) = (&failed, session.as_mut()) {
                     failed = s.download(layout.start(dst) + off, out).err();
                 }
@@ -143,13 +175,42 @@ fn relay<T: Pod + Send + Sync>(
                     // Never leave a piece half written (all is discarded after the agreement).
                     out.fill(0);
                 }
-            },
-        );
-        // SAFETY: `sa` holds len u64, and its first len u32 slots are initialised.
-        unsafe { widen_in_place(sa.as_mut_ptr(), len) };
+            });
+            // SAFETY: `sa` holds len u64, and its first len u32 slots are initialised.
+            unsafe { widen_in_place(sa.as_mut_ptr(), len) };
+        }
+        drop(self);
+        agreed_ok(ctx, &failed).then_some(sa)
     }
-    drop(session);
-    agreed_ok(ctx, &failed).then_some(sa)
+
+    /// Pe 0 writes the whole suffix array to `out`, piece by piece as the device gives it; see
+    /// [`pooled_sa_to_file`].
+    fn write_to(
+        mut self,
+        ctx: &Ctx,
+        layout: &Layout,
+        out: &OutputFile,
+    ) -> Option<crate::Result<()>> {
+        let mut failed: Option<String> = None;
+        let mut written = Ok(());
+        if let (Some(s), Some(buf)) = (self.session.as_mut(), self.pieces.as_deref_mut()) {
+            let n = layout.len();
+            let mut off = 0;
+            while off < n && failed.is_none() && written.is_ok() {
+                let m = (n - off).min(buf.len().max(1));
+                failed = s.download(off, &mut buf[..m]).err();
+                if failed.is_none() {
+                    written = out.write_part(off, &buf[..m]);
+                }
+                off += m;
+            }
+        }
+        drop(self);
+        if !agreed_ok(ctx, &failed) {
+            return None;
+        }
+        Some(ctx.comm.agree(written.and_then(|()| out.sync_local())))
+    }
 }
 
 /// Whether pe 0's device work went well, on every pe; a failure is logged on pe 0 and the

@@ -1273,7 +1273,69 @@ fn check_pooled(world: &Comm) -> CheckResult {
                         Ok(())
                     })(),
                 )?;
+                if level == 0 {
+                    check_pooled_file(
+                        world,
+                        &ctx,
+                        &text[cuts[me]..cuts[me + 1]],
+                        &want,
+                        &case,
+                        fail,
+                    )?;
+                }
             }
+        }
+    }
+    Ok(())
+}
+
+/// The file job's path (`suffix_array_or_write`): with the stand-in device at p > 1 pe 0 writes
+/// the whole SA to the file itself; on a failure every pe writes its part. The file must hold
+/// `want` at widths 4 and 8. Collective.
+fn check_pooled_file(
+    world: &Comm,
+    ctx: &psa::Ctx,
+    mine: &[u8],
+    want: &[u64],
+    case: &str,
+    fail: PoolFail,
+) -> CheckResult {
+    let mut tag = std::process::id() as u64;
+    world.broadcast(&mut tag, 0);
+    let path = std::env::temp_dir().join(format!("psa-selftest-pooled-{tag}.sa"));
+    for width in [4usize, 8] {
+        let out = psa::io::OutputFile::create(world, &path, want.len(), width)
+            .map_err(|e| format!("{case}: {e}"))?;
+        let sa = psa::suffix_array_or_write(ctx, mine, &out).map_err(|e| format!("{case}: {e}"))?;
+        let by_device = sa.is_none();
+        if let Some(sa) = &sa {
+            let first = world.exscan_sum(mine.len() as u64) as usize;
+            out.write(world, first, sa)
+                .map_err(|e| format!("{case}: {e}"))?;
+        }
+        out.commit(world).map_err(|e| format!("{case}: {e}"))?;
+        let r = (|| {
+            let bytes = std::fs::read(&path).map_err(|e| format!("{case}: read back: {e}"))?;
+            let got: Vec<u64> = bytes
+                .chunks(width)
+                .map(|c| c.iter().rev().fold(0u64, |a, &b| a << 8 | b as u64))
+                .collect();
+            ensure!(
+                got == want,
+                "{case}, width {width}: the file holds {got:?}, want {want:?}"
+            );
+            if world.size() > 1 && fail == PoolFail::Never && !want.is_empty() {
+                ensure!(
+                    by_device,
+                    "{case}, width {width}: pe 0 did not write the device's SA"
+                );
+            }
+            Ok(())
+        })();
+        agreed(world, r)?;
+        world.barrier();
+        if world.rank() == 0 {
+            std::fs::remove_file(&path).ok();
         }
     }
     Ok(())
