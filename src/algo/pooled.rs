@@ -209,7 +209,12 @@ impl Built<'_> {
         if !agreed_ok(ctx, &failed) {
             return None;
         }
-        Some(ctx.comm.agree(written.and_then(|()| out.sync_local())))
+        // Only pe 0 wrote: only it flushes.
+        let root = ctx.comm.rank() == 0;
+        Some(ctx.comm.agree(written.and_then(|()| match root {
+            true => out.sync_local(),
+            false => Ok(()),
+        })))
     }
 }
 
