@@ -58,6 +58,10 @@ pub trait HostMem: Send + Sync {
     fn ptr(&self) -> *mut u8;
     /// Its size in bytes.
     fn bytes(&self) -> usize;
+    /// Whether it arrives zeroed (then [`HostBuf::zeroed`] does not clear it again).
+    fn is_zeroed(&self) -> bool {
+        false
+    }
 }
 
 /// Records that a backend will sort, in memory it chose: on the GPU backend page-locked host
@@ -98,8 +102,10 @@ impl<T: bytemuck::Pod + Send + Sync> HostBuf<T> {
             Some(m) => {
                 // SAFETY: the memory holds len * size bytes, aligned for T; zero bytes are a
                 // valid T (Pod).
-                let bytes = unsafe { std::slice::from_raw_parts_mut(m.ptr(), len * size) };
-                bytes.par_chunks_mut(1 << 20).for_each(|c| c.fill(0));
+                if !m.is_zeroed() {
+                    let bytes = unsafe { std::slice::from_raw_parts_mut(m.ptr(), len * size) };
+                    bytes.par_chunks_mut(1 << 20).for_each(|c| c.fill(0));
+                }
                 HostBuf {
                     mem: Some(m),
                     vec: Vec::new(),

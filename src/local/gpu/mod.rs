@@ -1583,6 +1583,10 @@ impl HostMem for PinnedMem {
     fn bytes(&self) -> usize {
         self.bytes
     }
+    /// The registered mapping was zeroed when its pages were faulted in.
+    fn is_zeroed(&self) -> bool {
+        self.mapped.is_some()
+    }
 }
 
 impl Drop for PinnedMem {
