@@ -191,7 +191,8 @@ impl Comm {
 
     /// Makes an error on one pe an error on all. Every pe calls this with its own result; if any
     /// pe holds an error, every pe returns an error: the lowest failing pe gets its own error back
-    /// (to print), the others get [`Error::Remote`] naming that pe.
+    /// (to print), the others get [`Error::Remote`] naming that pe and its exit code. Costs one
+    /// reduction of one word, and a broadcast of one more when some pe failed.
     pub fn agree<T>(&self, r: Result<T>) -> Result<T> {
         let mine = if r.is_err() {
             self.rank as u64
@@ -199,10 +200,17 @@ impl Comm {
             u64::MAX
         };
         let first = self.all_reduce_min(mine);
-        match (r, first) {
-            (r, u64::MAX) => r,
-            (Err(e), f) if f == self.rank as u64 => Err(e),
-            (_, f) => Err(Error::Remote { pe: f as usize }),
+        if first == u64::MAX {
+            return r;
+        }
+        let mut code = r.as_ref().err().map_or(1, |e| e.exit_code()) as u64;
+        self.broadcast(&mut code, first as usize);
+        match r {
+            Err(e) if first == self.rank as u64 => Err(e),
+            _ => Err(Error::Remote {
+                pe: first as usize,
+                code: code as u8,
+            }),
         }
     }
 
@@ -328,6 +336,19 @@ impl Comm {
         }
         self.add_sent(std::mem::size_of_val(local) as u64 * (self.size as u64 - 1));
         out
+    }
+
+    /// Broadcasts a byte string of any length from `root`: on exit every pe holds root's `v`.
+    /// Costs two broadcasts (the length, then the bytes).
+    pub fn broadcast_bytes(&self, v: &mut Vec<u8>, root: usize) {
+        let mut len = v.len() as u64;
+        self.broadcast(&mut len, root);
+        v.resize(len as usize, 0);
+        if len > 0 {
+            self.world
+                .process_at_rank(root as i32)
+                .broadcast_into(&mut v[..]);
+        }
     }
 
     /// Broadcasts `x` from `root` to every pe.

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::error::Result;
-use crate::io::{read_distributed, OutputFile, Width};
+use crate::error::{Error, Result};
+use crate::io::{agreed_input_len, read_distributed, OutputFile, SideFile, Width};
 use crate::stats::{peak_rss_bytes, summarise, PhaseSummary};
 use crate::{algo, suffix_array, suffix_array_or_write, Ctx};
 
@@ -16,6 +16,8 @@ pub struct Job {
     pub width: Width,
     pub check: bool,
     pub stats: Option<PathBuf>,
+    /// Replace a read-only output (or stats file) instead of refusing.
+    pub force: bool,
 }
 
 /// What a finished job measured (the same on every pe).
@@ -34,21 +36,47 @@ pub struct Report {
 }
 
 impl Report {
-    /// Sum of peak resident memory over pes divided by n.
-    pub fn bytes_per_char(&self) -> f64 {
-        self.peak_rss.iter().sum::<u64>() as f64 / self.n.max(1) as f64
+    /// [`Self::bytes_per_char`] for people: "12.3 bytes/char", or "no characters".
+    pub fn bytes_per_char_text(&self) -> String {
+        match self.bytes_per_char() {
+            Some(b) => format!("{b:.1} bytes/char"),
+            None => "no characters".into(),
+        }
+    }
+
+    /// Sum of peak resident memory over pes divided by n (None for an empty text).
+    pub fn bytes_per_char(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.peak_rss.iter().sum::<u64>() as f64 / self.n as f64)
     }
 }
 
 /// Runs a job. Collective; every pe returns the same verdict.
+///
+/// Everything that can be checked without the text is checked before it is read: the input's
+/// size on every pe, the entry width, the output and stats paths (created now, the output's
+/// space reserved, every pe opening it), so a doomed run fails in seconds, not after the build.
 pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
     let comm = &ctx.comm;
     let t0 = Instant::now();
-    let (text, layout) = ctx.phase("read", || read_distributed(comm, &job.input))?;
-    let n = layout.len();
-    let width = comm.agree(job.width.resolve(n))?;
-    let out = OutputFile::create(comm, &job.output, n, width)?;
-    out.remove_on_signal();
+    let n = agreed_input_len(comm, &job.input)?;
+    let width = comm.agree(job.width.resolve(n).map_err(|e| Error::Usage(e.to_string())))?;
+    let inputs = [job.input.as_path()];
+    if let Some(stats) = &job.stats {
+        let clash = comm.rank() == 0 && crate::io::output::same_destination(stats, &job.output);
+        if comm.any(clash) {
+            return comm.agree(Err(Error::Usage(format!(
+                "--stats '{}' and the output '{}' are the same file",
+                stats.display(),
+                job.output.display()
+            ))));
+        }
+    }
+    let stats_file = match &job.stats {
+        Some(p) => Some(SideFile::create(comm, p, &inputs, job.force, "stats file")?),
+        None => None,
+    };
+    let out = OutputFile::create(comm, &job.output, &inputs, job.force, n, width)?;
+    warn_if_memory_short(ctx, n);
     if comm.rank() == 0 {
         log::info!(
             "building the suffix array of '{}' ({n} bytes) on {} pes × {} threads with {:?}, {}-byte entries",
@@ -59,8 +87,10 @@ pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
             width
         );
     }
-    // The checker needs every pe's part; without it pe 0 may write the device's SA itself.
-    let sa = match job.check {
+    let (text, layout) = ctx.phase("read", || read_distributed(comm, &job.input, n))?;
+    // The checker needs every pe's part; without it pe 0 may write the device's SA itself
+    // (only into a regular file: a device or FIFO gets every part in order through pe 0).
+    let sa = match job.check || !out.is_positional() {
         true => Some(suffix_array(ctx, &text)?),
         false => suffix_array_or_write(ctx, &text, &out)?,
     };
@@ -81,7 +111,7 @@ pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
     let bytes_sent = comm.all_gather(comm.bytes_sent());
     let max_imbalance = comm_max_f64(ctx, ctx.log.max_imbalance.get());
     let refine_rounds = ctx.log.refine_rounds.get();
-    Ok(Report {
+    let report = Report {
         n,
         width,
         total_secs,
@@ -91,7 +121,32 @@ pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
         max_imbalance,
         refine_rounds,
         checked: job.check,
-    })
+    };
+    if let Some(f) = stats_file {
+        f.finish(comm, report_json(&report, ctx, job).as_bytes())?;
+    }
+    Ok(report)
+}
+
+/// Bytes per input character a run may need at most, summed over pes, on the inputs measured
+/// (English with css; MPI's own buffers included): the basis of the warning below.
+const PEAK_BYTES_PER_CHAR: u64 = 150;
+
+/// Warns (pe 0, before the text is read) when the run is likely to need more memory than its
+/// pes have, so that an out-of-memory kill later does not come without a word.
+fn warn_if_memory_short(ctx: &Ctx, n: usize) {
+    let comm = &ctx.comm;
+    let need = (n as u64).saturating_mul(PEAK_BYTES_PER_CHAR) / comm.size() as u64 + (32 << 20);
+    let have = crate::stats::memory_per_pe(comm.local_size());
+    let short = have.is_some_and(|h| need > h);
+    let short_pes = comm.all_reduce_sum(short as u64);
+    if comm.rank() == 0 && short_pes > 0 {
+        log::warn!(
+            "this run may need up to {:.1} GB per pe and {short_pes} pe(s) have less (pe 0: {:.1} GB available): it may run out of memory; use more pes or nodes",
+            need as f64 / 1e9,
+            have.unwrap_or(0) as f64 / 1e9
+        );
+    }
 }
 
 fn comm_max_f64(ctx: &Ctx, x: f64) -> f64 {
@@ -117,11 +172,11 @@ pub fn report_table(r: &Report) -> String {
     }
     let peak = r.peak_rss.iter().copied().max().unwrap_or(0);
     s.push_str(&format!(
-        "total {:.3} s ({:.2} MB/s); peak RSS max {:.1} MB per pe, {:.1} bytes/char summed over pes; fullest pe {:.2}× mean",
+        "total {:.3} s ({:.2} MB/s); peak RSS max {:.1} MB per pe, {} summed over pes; fullest pe {:.2}× mean",
         r.total_secs,
         r.n as f64 / 1e6 / r.total_secs.max(1e-9),
         peak as f64 / 1e6,
-        r.bytes_per_char(),
+        r.bytes_per_char_text(),
         r.max_imbalance
     ));
     s
@@ -167,7 +222,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         })
         .collect();
     format!(
-        "{{\n  \"input\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {:.3},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        "{{\n  \"input\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
         json_str(&job.input.display().to_string()),
         r.n,
         ctx.comm.size(),
@@ -179,7 +234,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         r.total_secs,
         r.n as f64 / 1e6 / r.total_secs.max(1e-9),
         list(&r.peak_rss),
-        r.bytes_per_char(),
+        r.bytes_per_char().map_or("null".into(), |b| format!("{b:.3}")),
         list(&r.bytes_sent),
         r.max_imbalance,
         r.refine_rounds,

@@ -18,10 +18,16 @@ pub enum Error {
     },
     /// A user-given value is out of range or inconsistent.
     Invalid(String),
+    /// The command line asks for something that must not be done (the output is the input, a
+    /// value out of range): found before any input is read; the command-line tool exits with 2.
+    Usage(String),
+    /// Memory ran short: what was being done, the bytes wanted and the budget.
+    OutOfMemory(String),
     /// The requested feature is not available in this build or on this machine.
     Unsupported(String),
-    /// Another pe reported an error; it printed the message.
-    Remote { pe: usize },
+    /// Another pe reported an error; it printed the message. `code` is that error's
+    /// [`Error::exit_code`], so every pe leaves with the same status.
+    Remote { pe: usize, code: u8 },
     /// The distributed checker found the suffix array wrong.
     CheckFailed(String),
 }
@@ -40,15 +46,28 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The exit status the command-line tool gives for this error: 2 for usage errors, 1 for
+    /// everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage(_) => 2,
+            Error::Remote { code, .. } => *code,
+            _ => 1,
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { what, path, source } => {
                 write!(f, "cannot {what} '{}': {source}", path.display())
             }
-            Error::Invalid(m) => write!(f, "{m}"),
+            Error::Invalid(m) | Error::Usage(m) => write!(f, "{m}"),
+            Error::OutOfMemory(m) => write!(f, "out of memory: {m}"),
             Error::Unsupported(m) => write!(f, "{m}"),
-            Error::Remote { pe } => write!(f, "pe {pe} failed (see its message)"),
+            Error::Remote { pe, .. } => write!(f, "pe {pe} failed (see its message)"),
             Error::CheckFailed(m) => write!(f, "suffix array check failed: {m}"),
         }
     }

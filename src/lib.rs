@@ -15,6 +15,7 @@
 //! ```
 
 pub mod affinity;
+pub mod alloc;
 pub mod algo;
 pub mod comm;
 pub mod dist;
@@ -172,6 +173,7 @@ impl Ctx {
     pub fn new(world: mpi::topology::SimpleCommunicator, config: Config) -> Self {
         let sorter: Box<dyn LocalSort> = Box::new(local::cpu::CpuSort::new(config.threads));
         let comm = Comm::new(world);
+        alloc::set_rank(comm.rank());
         let tune = Tunables::from_root(&comm);
         let node_cpus = comm.node_cpus();
         Ctx {
@@ -197,7 +199,10 @@ impl Ctx {
         let t0 = Instant::now();
         let b0 = self.comm.bytes_sent();
         let a0 = self.comm.a2a_secs();
+        let outer = alloc::current_phase();
+        alloc::set_phase(name);
         let r = f();
+        alloc::restore_phase(outer);
         let rec = PhaseRecord {
             level: self.log.level.get(),
             name: name.to_string(),

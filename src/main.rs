@@ -5,9 +5,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, ValueEnum};
-use psa::driver::{report_json, report_table, run, Job};
+use psa::driver::{report_table, run, Job};
 use psa::io::Width;
 use psa::{Algo, Backend, Config, Ctx, Error};
+
+/// A failed allocation ends the whole job with one clear message (see `psa::alloc`).
+#[global_allocator]
+static ALLOC: psa::alloc::AbortOnOom = psa::alloc::AbortOnOom;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum AlgoArg {
@@ -48,15 +52,19 @@ struct Cli {
     /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5), 4, 5 or 8
     #[arg(long, default_value = "auto", value_parser = Width::parse)]
     width: Width,
-    /// Threads per pe [default: cores of the node / pes on the node]
-    #[arg(long)]
-    threads: Option<usize>,
+    /// Threads per pe [default: cores of the node / pes on the node; at most the cores the pe
+    /// may run on]
+    #[arg(long, value_parser = at_least::<1>)]
+    threads: Option<u64>,
     /// Verify the result with the distributed checker before writing it
     #[arg(long)]
     check: bool,
     /// Write per-phase times, bytes sent, peak memory per pe as JSON to FILE
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
+    /// Replace an output or stats file even when it is read-only
+    #[arg(long)]
+    force: bool,
     /// Use the GPU (pe r uses device r mod device count; build with --features gpu): a text that
     /// fits pe 0's device (about free memory / 63 characters) is built whole there, at p > 1
     /// streamed through pe 0 and back; larger texts run the distributed algorithm with local sorts,
@@ -64,14 +72,24 @@ struct Cli {
     #[arg(long)]
     gpu: bool,
     /// Subproblems of at most this many characters are solved sequentially on one pe
-    #[arg(long, default_value_t = 1 << 22, value_name = "N")]
-    base_case: usize,
+    #[arg(long, default_value_t = 1 << 22, value_name = "N",
+          value_parser = at_least::<4>)]
+    base_case: u64,
     /// More log output (-v: per-phase table, -vv: every pe's debug output)
     #[arg(short, long, action = ArgAction::Count)]
     verbose: u8,
     /// Only errors
     #[arg(short, long, conflicts_with = "verbose")]
     quiet: bool,
+}
+
+/// A whole number of at least MIN, with a message that says so.
+fn at_least<const MIN: u64>(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(v) if v >= MIN => Ok(v),
+        Ok(v) => Err(format!("must be at least {MIN}, not {v}")),
+        Err(_) => Err(format!("'{s}' is not a whole number")),
+    }
 }
 
 fn init_logging(cli: &Cli, rank: usize) {
@@ -99,11 +117,37 @@ fn init_logging(cli: &Cli, rank: usize) {
         .init();
 }
 
-fn default_threads(ctx_local_pes: usize) -> usize {
-    let cores = std::thread::available_parallelism()
+/// The cores this process may run on (its affinity mask).
+fn usable_cores() -> usize {
+    std::thread::available_parallelism()
         .map(|c| c.get())
-        .unwrap_or(1);
-    (cores / ctx_local_pes.max(1)).max(1)
+        .unwrap_or(1)
+}
+
+/// Threads per pe: as asked, but at most the cores the pe may run on (more only slow it down),
+/// by default those cores shared by the pes of the node.
+fn threads_per_pe(asked: Option<u64>, local_pes: usize, rank: usize) -> usize {
+    let cores = usable_cores();
+    match asked {
+        Some(t) if t as usize > cores => {
+            if rank == 0 {
+                log::warn!(
+                    "--threads {t} is more than the {cores} core(s) this pe may run on: using {cores} (give a pe more cores with `mpirun --map-by slot:PE={t} --bind-to core` or `--bind-to none`)"
+                );
+            }
+            cores
+        }
+        Some(t) => t as usize,
+        None => (cores / local_pes.max(1)).max(1),
+    }
+}
+
+/// This process's rank as its launcher (mpirun, srun) tells it, before MPI starts: argument
+/// errors are printed by rank 0 alone. None when no launcher started it.
+fn launcher_rank() -> Option<usize> {
+    ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse().ok())
 }
 
 fn main() -> ExitCode {
@@ -112,7 +156,16 @@ fn main() -> ExitCode {
     if std::env::var_os("OMP_WAIT_POLICY").is_none() {
         std::env::set_var("OMP_WAIT_POLICY", "passive");
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Every pe parsed the same argv and reached the same verdict; one prints it.
+            if launcher_rank().unwrap_or(0) == 0 {
+                let _ = e.print();
+            }
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
     let Some(universe) = mpi::initialize() else {
         eprintln!("psa: error: MPI could not be initialised");
         return ExitCode::from(1);
@@ -130,9 +183,8 @@ fn main() -> ExitCode {
         psa::comm::abort_world(101);
     }));
 
-    let threads = cli
-        .threads
-        .unwrap_or_else(|| default_threads(comm0.local_size()));
+    let threads = threads_per_pe(cli.threads, comm0.local_size(), rank);
+    let size = comm0.size();
     let config = Config {
         algo: match cli.algo {
             AlgoArg::Dc3 => Algo::Dc3,
@@ -140,7 +192,7 @@ fn main() -> ExitCode {
         },
         backend: if cli.gpu { Backend::Gpu } else { Backend::Cpu },
         threads: threads.max(1),
-        base_case: cli.base_case,
+        base_case: cli.base_case as usize,
     };
     drop(comm0);
     if let Err(e) = rayon::ThreadPoolBuilder::new()
@@ -162,6 +214,7 @@ fn main() -> ExitCode {
             width: cli.width,
             check: cli.check,
             stats: cli.stats.clone(),
+            force: cli.force,
         };
         let report = run(&ctx, &job)?;
         if rank == 0 {
@@ -169,28 +222,31 @@ fn main() -> ExitCode {
                 log::info!("phases (max and mean over pes):\n{}", report_table(&report));
             } else {
                 log::info!(
-                    "wrote '{}' ({} entries) in {:.3} s ({:.2} MB/s), {:.1} bytes/char",
+                    "wrote '{}' ({} entries) in {:.3} s ({:.2} MB/s), {}",
                     job.output.display(),
                     report.n,
                     report.total_secs,
                     report.n as f64 / 1e6 / report.total_secs.max(1e-9),
-                    report.bytes_per_char()
+                    report.bytes_per_char_text()
                 );
             }
         }
-        let written = match (&job.stats, rank) {
-            (Some(path), 0) => std::fs::write(path, report_json(&report, &ctx, &job))
-                .map_err(|e| Error::io("write stats to", path, e)),
-            _ => Ok(()),
-        };
-        ctx.comm.agree(written)
+        Ok(())
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Error::Remote { .. }) => ExitCode::from(1),
+        // The failing pe printed the message.
+        Err(e @ Error::Remote { .. }) => ExitCode::from(e.exit_code()),
         Err(e) => {
-            eprintln!("psa: error: {e}");
-            ExitCode::from(1)
+            // Where it failed matters when pes run on several nodes (a path that one node lacks).
+            match size {
+                1 => eprintln!("psa: error: {e}"),
+                _ => eprintln!(
+                    "psa: error on pe {rank} (host {}): {e}",
+                    psa::io::output::host_name()
+                ),
+            }
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -420,7 +420,7 @@ fn check_agree(comm: &Comm) -> CheckResult {
         Err(Error::Invalid(m)) if me == lowest => {
             ensure!(m == format!("boom on {me}"), "own error changed: {m}")
         }
-        Err(Error::Remote { pe }) if me != lowest => {
+        Err(Error::Remote { pe, .. }) if me != lowest => {
             ensure!(pe == lowest, "Remote names pe {pe}, want {lowest}")
         }
         other => {
@@ -1304,7 +1304,7 @@ fn check_pooled_file(
     world.broadcast(&mut tag, 0);
     let path = std::env::temp_dir().join(format!("psa-selftest-pooled-{tag}.sa"));
     for width in [4usize, 8] {
-        let out = psa::io::OutputFile::create(world, &path, want.len(), width)
+        let out = psa::io::OutputFile::create(world, &path, &[], false, want.len(), width)
             .map_err(|e| format!("{case}: {e}"))?;
         let sa = psa::suffix_array_or_write(ctx, mine, &out).map_err(|e| format!("{case}: {e}"))?;
         let by_device = sa.is_none();

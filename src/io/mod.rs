@@ -1,0 +1,140 @@
+//! Reading each pe's slice of the input ([`read_distributed`]) and writing the suffix array at
+//! each pe's offset ([`output`]: the output goes to a temporary file beside the requested path
+//! and is renamed into place only after every pe has written its part).
+
+pub mod output;
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+pub use output::{remove_partial_now, OutputFile, SideFile};
+
+use crate::comm::Comm;
+use crate::dist::Layout;
+use crate::error::{Error, Result};
+
+/// Size of the input file in bytes, with clear errors for missing files and directories. Local.
+pub fn input_len(path: &Path) -> Result<usize> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("read input", path, e))?;
+    if !meta.is_dir() && !meta.is_file() {
+        return Err(Error::Invalid(format!(
+            "input '{}' is not a regular file (pipes and devices are not supported: every pe reads its own slice with positioned reads)",
+            path.display()
+        )));
+    }
+    if meta.is_dir() {
+        return Err(Error::Invalid(format!(
+            "input '{}' is a directory, not a file",
+            path.display()
+        )));
+    }
+    usize::try_from(meta.len())
+        .map_err(|_| Error::Invalid(format!("input '{}' is too large", path.display())))
+}
+
+/// Reads bytes `[start, end)` of `path` with positioned reads. Local.
+pub fn read_range(path: &Path, start: usize, end: usize) -> Result<Vec<u8>> {
+    let f = File::open(path).map_err(|e| Error::io("open input", path, e))?;
+    let mut buf = vec![0u8; end - start];
+    f.read_exact_at(&mut buf, start as u64)
+        .map_err(|e| Error::io("read input", path, e))?;
+    Ok(buf)
+}
+
+/// The input's length as every pe sees it. Collective: an error on any pe is an error on all.
+pub fn agreed_input_len(comm: &Comm, path: &Path) -> Result<usize> {
+    let n = comm.agree(input_len(path))?;
+    let lo = comm.all_reduce_min(n as u64);
+    let hi = comm.all_reduce_max(n as u64);
+    if lo != hi {
+        return comm.agree(Err(Error::Invalid(format!(
+            "input '{}' has {lo} bytes on one pe and {hi} on another (a different file on some node, or changing while being read)",
+            path.display()
+        ))));
+    }
+    Ok(n)
+}
+
+/// Every pe reads its block of the input, which must still have the `n` bytes the run planned
+/// for. Collective: an error on any pe is an error on all. Returns this pe's slice and the block
+/// layout of the whole text.
+pub fn read_distributed(comm: &Comm, path: &Path, n: usize) -> Result<(Vec<u8>, Layout)> {
+    if comm.any(input_len(path).ok() != Some(n)) {
+        return comm.agree(Err(Error::Invalid(format!(
+            "input '{}' changed while being read (it had {n} bytes)",
+            path.display()
+        ))));
+    }
+    let layout = Layout::block(n, comm.size());
+    let me = comm.rank();
+    let text = read_range(path, layout.start(me), layout.end(me));
+    Ok((comm.agree(text)?, layout))
+}
+
+/// Width of an SA entry in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Width {
+    Auto,
+    Fixed(usize),
+}
+
+impl Width {
+    /// Parses a command-line value: auto, 4, 5 or 8.
+    pub fn parse(s: &str) -> std::result::Result<Width, String> {
+        match s {
+            "auto" => Ok(Width::Auto),
+            "4" => Ok(Width::Fixed(4)),
+            "5" => Ok(Width::Fixed(5)),
+            "8" => Ok(Width::Fixed(8)),
+            _ => Err(format!("'{s}' is not one of auto, 4, 5, 8")),
+        }
+    }
+
+    /// The byte width to use for a text of `n` characters, or an error if it cannot hold n-1.
+    pub fn resolve(self, n: usize) -> Result<usize> {
+        let max = n.saturating_sub(1) as u128;
+        match self {
+            Width::Auto => Ok(if max <= u32::MAX as u128 {
+                4
+            } else if max < 1u128 << 40 {
+                5
+            } else {
+                8
+            }),
+            Width::Fixed(w) => {
+                if !matches!(w, 4 | 5 | 8) {
+                    return Err(Error::Invalid(format!(
+                        "--width must be auto, 4, 5 or 8, not {w}"
+                    )));
+                }
+                if max >= 1u128 << (8 * w) {
+                    return Err(Error::Invalid(format!(
+                        "--width {w} is too small for a text of {n} characters (largest index {max} needs {} bytes)",
+                        bytes_needed(max)
+                    )));
+                }
+                Ok(w)
+            }
+        }
+    }
+}
+
+fn bytes_needed(max: u128) -> usize {
+    (((128 - max.leading_zeros()) as usize).div_ceil(8)).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn width_rules() {
+        assert_eq!(Width::Auto.resolve(0).unwrap(), 4);
+        assert_eq!(Width::Auto.resolve(1 << 32).unwrap(), 4);
+        assert_eq!(Width::Auto.resolve((1 << 32) + 1).unwrap(), 5);
+        assert!(Width::Fixed(4).resolve((1 << 32) + 1).is_err());
+        assert_eq!(Width::Fixed(5).resolve((1 << 32) + 1).unwrap(), 5);
+        assert!(Width::Fixed(3).resolve(10).is_err());
+    }
+}
