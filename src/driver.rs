@@ -59,7 +59,11 @@ pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
     let comm = &ctx.comm;
     let t0 = Instant::now();
     let n = agreed_input_len(comm, &job.input)?;
-    let width = comm.agree(job.width.resolve(n).map_err(|e| Error::Usage(e.to_string())))?;
+    let width = comm.agree(
+        job.width
+            .resolve(n)
+            .map_err(|e| Error::Usage(e.to_string())),
+    )?;
     let inputs = [job.input.as_path()];
     if let Some(stats) = &job.stats {
         let clash = comm.rank() == 0 && crate::io::output::same_destination(stats, &job.output);

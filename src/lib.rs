@@ -15,8 +15,8 @@
 //! ```
 
 pub mod affinity;
-pub mod alloc;
 pub mod algo;
+pub mod alloc;
 pub mod comm;
 pub mod dist;
 pub mod driver;

@@ -145,9 +145,14 @@ fn threads_per_pe(asked: Option<u64>, local_pes: usize, rank: usize) -> usize {
 /// This process's rank as its launcher (mpirun, srun) tells it, before MPI starts: argument
 /// errors are printed by rank 0 alone. None when no launcher started it.
 fn launcher_rank() -> Option<usize> {
-    ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
 }
 
 fn main() -> ExitCode {

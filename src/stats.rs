@@ -99,11 +99,14 @@ pub fn memory_per_pe(local_pes: usize) -> Option<u64> {
             .map(|kb| kb * 1024)
     });
     // cgroup v2, then v1; "max" or an absurd number means no limit.
-    let cgroup = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .filter_map(|s| s.trim().parse::<u64>().ok())
-        .find(|&b| b < 1 << 60);
+    let cgroup = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok())
+    .filter_map(|s| s.trim().parse::<u64>().ok())
+    .find(|&b| b < 1 << 60);
     let node = match (meminfo, cgroup) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

@@ -7,6 +7,7 @@ mod common;
 
 use std::fs;
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -238,7 +239,7 @@ fn output_is_a_directory() {
     for p in [1, 2] {
         let o = run_psa(p, ["-o", "outdir", "input"], dir.path());
         assert!(!o.timed_out, "hung: {}", o.describe());
-        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
+        assert_eq!(o.code, Some(2), "p = {p}: {}", o.describe());
         assert!(
             o.stderr.contains("outdir") && o.stderr.contains("directory"),
             "p = {p}: {}",
@@ -316,14 +317,14 @@ fn usage_errors() {
         &["nope"],
         &out,
     );
-    // A base case below 4 is rejected (after the output was prepared: the temporary file must go).
+    // A base case below 4 is an argument error, found before anything is read.
     expect_failure(
         "--base-case 3",
         2,
         &["--base-case", "3", "-o", "out.sa", "input"],
         &dir,
-        1,
-        &["base case", "3"],
+        2,
+        &["--base-case", "at least 4"],
         &out,
     );
 }
@@ -585,4 +586,491 @@ fn sigterm_mid_run_keeps_existing_output() {
             t0.elapsed().as_secs_f64()
         );
     }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Output safety and early failure: nothing that is not ours is overwritten, and every failure
+// that can be foreseen ends the run before the input is read ("read done" is pe 0's log line at
+// the end of the read phase).
+
+/// The run failed before reading the input.
+fn failed_before_reading(o: &Outcome) -> bool {
+    !o.success() && !o.stderr.contains("read done")
+}
+
+/// The suffix array psa writes for `input` at p = 1 into `dir/name` (the reference for a run).
+fn reference_sa(dir: &TempDir, input: &str, name: &str) -> Vec<u8> {
+    let o = run_psa(1, ["-o", name, input], dir.path());
+    assert!(o.success(), "{}", o.describe());
+    fs::read(dir.join(name)).unwrap()
+}
+
+#[test]
+fn output_that_is_the_input_is_refused() {
+    let dir = TempDir::new("out_is_in");
+    let text = gen::dna(5, 20_000);
+    let input = dir.write("in.txt", &text);
+    std::os::unix::fs::symlink("in.txt", dir.join("link")).unwrap();
+    fs::hard_link(&input, dir.join("hard")).unwrap();
+    let abs = input.to_string_lossy().into_owned();
+    let cases: [(&str, &[&str]); 5] = [
+        ("-o in.txt in.txt", &["-o", "in.txt", "in.txt"]),
+        ("-o ./in.txt /abs/in.txt", &["-o", "./in.txt", &abs]),
+        ("-o link in.txt (link -> in.txt)", &["-o", "link", "in.txt"]),
+        ("-o in.txt link", &["-o", "in.txt", "link"]),
+        ("-o hard in.txt (a hard link)", &["-o", "hard", "in.txt"]),
+    ];
+    for p in [1, 3] {
+        for (what, args) in cases {
+            let o = run_psa(p, args, dir.path());
+            let ctx = format!("{what}, p = {p}");
+            assert_eq!(o.code, Some(2), "{ctx}: {}", o.describe());
+            assert!(o.stderr.contains("is the input"), "{ctx}: {}", o.describe());
+            assert!(failed_before_reading(&o), "{ctx}: {}", o.describe());
+            assert_eq!(fs::read(&input).unwrap(), text, "{ctx}: the input changed");
+            assert!(
+                partial_files(dir.path()).is_empty(),
+                "{ctx}: {:?}",
+                dir.entries()
+            );
+        }
+    }
+    // The same file for --stats and the output.
+    let o = run_psa(2, ["--stats", "x.sa", "-o", "./x.sa", "in.txt"], dir.path());
+    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert!(o.stderr.contains("same file"), "{}", o.describe());
+}
+
+#[test]
+fn special_and_protected_outputs() {
+    let dir = TempDir::new("special_out");
+    dir.write("in.txt", &gen::dna(6, 50_000));
+    let want = reference_sa(&dir, "in.txt", "ref.sa");
+    for p in [1, 3] {
+        // A character device is written through: -o /dev/null discards, and stays a device.
+        let o = run_psa(p, ["-o", "/dev/null", "in.txt"], dir.path());
+        assert!(o.success(), "p = {p}: {}", o.describe());
+        let m = fs::metadata("/dev/null").unwrap();
+        assert!(
+            std::os::unix::fs::FileTypeExt::is_char_device(&m.file_type()),
+            "/dev/null is no longer a character device"
+        );
+        // A FIFO with a reader gets the whole suffix array, in order.
+        let fifo = dir.join("fifo");
+        let _ = fs::remove_file(&fifo);
+        let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let got = dir.join("from-fifo");
+        let reader = Command::new("sh")
+            .arg("-c")
+            .arg(format!("cat '{}' > '{}'", fifo.display(), got.display()))
+            .spawn()
+            .unwrap();
+        let o = run_psa(p, ["-o", "fifo", "in.txt"], dir.path());
+        let mut reader = reader;
+        reader.wait().unwrap();
+        assert!(o.success(), "p = {p}: {}", o.describe());
+        assert_eq!(
+            fs::read(&got).unwrap(),
+            want,
+            "p = {p}: the FIFO got another SA"
+        );
+        assert!(
+            std::os::unix::fs::FileTypeExt::is_fifo(
+                &fs::symlink_metadata(&fifo).unwrap().file_type()
+            ),
+            "the FIFO was replaced"
+        );
+        // A FIFO nobody reads is an error, not a hang.
+        let o = run_psa(p, ["-o", "fifo", "in.txt"], dir.path());
+        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
+        assert!(
+            o.stderr.contains("nobody reads"),
+            "p = {p}: {}",
+            o.describe()
+        );
+        assert!(failed_before_reading(&o), "p = {p}: {}", o.describe());
+        // A read-only file is kept (exit 2), unless --force.
+        let ro = dir.join("ro.sa");
+        fs::write(&ro, SENTINEL).unwrap();
+        let mut perm = fs::metadata(&ro).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o444);
+        fs::set_permissions(&ro, perm).unwrap();
+        let o = run_psa(p, ["-o", "ro.sa", "in.txt"], dir.path());
+        assert_eq!(o.code, Some(2), "p = {p}: {}", o.describe());
+        assert!(
+            o.stderr.contains("read-only") && o.stderr.contains("--force"),
+            "{}",
+            o.describe()
+        );
+        assert_eq!(
+            fs::read(&ro).unwrap(),
+            SENTINEL,
+            "p = {p}: the read-only file changed"
+        );
+        let o = run_psa(p, ["--force", "-o", "ro.sa", "in.txt"], dir.path());
+        assert!(o.success(), "p = {p}: {}", o.describe());
+        assert_eq!(
+            fs::read(&ro).unwrap(),
+            want,
+            "p = {p}: --force did not write the SA"
+        );
+        fs::remove_file(&ro).unwrap();
+        assert!(
+            partial_files(dir.path()).is_empty(),
+            "p = {p}: {:?}",
+            dir.entries()
+        );
+    }
+}
+
+/// Runs `sh -c script` and says whether it worked (for the tests that need root's mount and
+/// namespaces; they are skipped, saying so, where the machine does not allow them).
+fn can(script: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_full_file_system_is_found_before_the_build() {
+    let dir = TempDir::new("disk_full");
+    dir.write("in.txt", &gen::dna(7, 1 << 20));
+    let small = dir.join("small");
+    fs::create_dir(&small).unwrap();
+    let mnt = small.to_string_lossy().into_owned();
+    if !can(&format!("mount -t tmpfs -o size=1m tmpfs '{mnt}'")) {
+        eprintln!("a_full_file_system_is_found_before_the_build: SKIPPED: cannot mount a small tmpfs here (needs root)");
+        return;
+    }
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    // 1 Mi characters need 4 MiB of suffix array; the file system has 1 MiB.
+    for p in [1, 3] {
+        let o = run_psa(p, ["-o", "small/out.sa", "in.txt"], dir.path());
+        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
+        assert!(
+            o.stderr.contains("cannot reserve"),
+            "p = {p}: {}",
+            o.describe()
+        );
+        assert!(
+            o.stderr.contains("No space left"),
+            "p = {p}: {}",
+            o.describe()
+        );
+        assert!(failed_before_reading(&o), "p = {p}: {}", o.describe());
+        assert_eq!(
+            fs::read_dir(&small).unwrap().count(),
+            0,
+            "p = {p}: files left in the full file system"
+        );
+    }
+}
+
+#[test]
+fn an_output_directory_one_pe_cannot_see_is_found_before_the_build() {
+    let dir = TempDir::new("node_local");
+    dir.write("in.txt", &gen::dna(8, 100_000));
+    let scratch = dir.join("scratch");
+    fs::create_dir(&scratch).unwrap();
+    if !can("unshare --mount --propagation private true") {
+        eprintln!("an_output_directory_one_pe_cannot_see_is_found_before_the_build: SKIPPED: no mount namespaces here (needs root)");
+        return;
+    }
+    // pe 0 sees scratch/ as it is; pe 1 runs in a mount namespace with an empty tmpfs over it,
+    // as a node-local /scratch on another node would look.
+    let s = scratch.to_string_lossy();
+    let mut c = mpirun(1, PSA);
+    c.args([
+        "-o",
+        "scratch/out.sa",
+        "in.txt",
+        ":",
+        "-n",
+        "1",
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+    ])
+    .arg(format!(
+        "mount -t tmpfs tmpfs '{s}' && exec {PSA} -o scratch/out.sa in.txt"
+    ))
+    .current_dir(dir.path());
+    let o = run_with_timeout(c, dir.path(), DEFAULT_TIMEOUT);
+    assert_eq!(o.code, Some(1), "{}", o.describe());
+    assert!(o.stderr.contains("on pe 1 (host "), "{}", o.describe());
+    assert!(o.stderr.contains("every node sees"), "{}", o.describe());
+    assert!(failed_before_reading(&o), "{}", o.describe());
+    assert!(
+        partial_files(&scratch).is_empty(),
+        "{:?}",
+        fs::read_dir(&scratch).unwrap().count()
+    );
+    assert!(!scratch.join("out.sa").exists());
+}
+
+#[test]
+fn a_bad_stats_path_fails_before_the_build() {
+    let dir = TempDir::new("stats_early");
+    dir.write("input", &gen::dna(9, 30_000));
+    let out = dir.join("out.sa");
+    for p in [1, 2] {
+        for stats in ["no-such-dir/stats.json", "."] {
+            expect_failure(
+                &format!("--stats {stats}"),
+                p,
+                &["--stats", stats, "-o", "out.sa", "input"],
+                &dir,
+                if stats == "." { 2 } else { 1 },
+                &[stats],
+                &out,
+            );
+            let o = run_psa(p, ["--stats", stats, "-o", "out.sa", "input"], dir.path());
+            assert!(failed_before_reading(&o), "p = {p}: {}", o.describe());
+        }
+    }
+}
+
+/// Two runs on one output whose pe 0 has the same PID (two PID namespaces, as two containers or
+/// nodes would give) must not share a temporary file: the result is one run's whole SA.
+#[test]
+fn runs_with_the_same_pid_do_not_share_a_temporary_file() {
+    if !can("unshare --pid --fork --mount-proc true") {
+        eprintln!("runs_with_the_same_pid_do_not_share_a_temporary_file: SKIPPED: no PID namespaces here (needs root)");
+        return;
+    }
+    let dir = TempDir::new("same_pid");
+    let n = 3_000_000;
+    dir.write("a.txt", &gen::dna(10, n));
+    dir.write("b.txt", &gen::random(11, n, 4, b'A'));
+    let want_a = reference_sa(&dir, "a.txt", "a.sa");
+    let want_b = reference_sa(&dir, "b.txt", "b.sa");
+    for round in 0..3 {
+        let start = |input: &str| {
+            let mut c = Command::new("unshare");
+            c.args([
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                PSA,
+                "-q",
+                "-o",
+                "out.sa",
+                input,
+            ])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+            c.spawn().unwrap()
+        };
+        let (a, b) = (start("a.txt"), start("b.txt"));
+        let (oa, ob) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        assert!(
+            oa.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&oa.stderr)
+        );
+        assert!(
+            ob.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&ob.stderr)
+        );
+        let got = fs::read(dir.join("out.sa")).unwrap();
+        assert!(
+            got == want_a || got == want_b,
+            "round {round}: the output is neither run's suffix array (two runs wrote one file)"
+        );
+        assert!(partial_files(dir.path()).is_empty(), "{:?}", dir.entries());
+    }
+}
+
+#[test]
+fn a_long_output_name_works() {
+    let dir = TempDir::new("long_name");
+    dir.write("in.txt", b"mississippi");
+    let name = format!("{}.sa", "n".repeat(240));
+    for p in [1, 2] {
+        let o = run_psa(p, ["-o", &name, "in.txt"], dir.path());
+        assert!(o.success(), "p = {p}: {}", o.describe());
+        assert_eq!(read_sa(&dir.join(&name), 4), oracle(b"mississippi"));
+    }
+}
+
+#[test]
+fn running_out_of_memory_is_one_clear_error() {
+    let dir = TempDir::new("oom");
+    dir.write("big.txt", &gen::dna(12, 40_000_000));
+    let out = dir.join("out.sa");
+    fs::write(&out, SENTINEL).unwrap();
+    // Each pe's first sort records (16 bytes per character, 320 MB) exceed a 300 MiB address space.
+    let mut c = mpirun(2, "prlimit");
+    c.args([
+        &format!("--as={}", 300 << 20),
+        PSA,
+        "-o",
+        "out.sa",
+        "big.txt",
+    ])
+    .current_dir(dir.path());
+    let o = run_with_timeout(c, dir.path(), DEFAULT_TIMEOUT);
+    assert!(!o.timed_out, "{}", o.describe());
+    assert_eq!(o.code, Some(1), "{}", o.describe());
+    for needle in [
+        "out of memory in phase",
+        "bytes failed",
+        "(host ",
+        "ulimit -v",
+    ] {
+        assert!(
+            o.stderr.contains(needle),
+            "stderr lacks '{needle}': {}",
+            o.describe()
+        );
+    }
+    assert!(
+        !o.stderr.contains("memory allocation of"),
+        "Rust's own abort: {}",
+        o.describe()
+    );
+    assert_eq!(fs::read(&out).unwrap(), SENTINEL, "the old output changed");
+    assert!(partial_files(dir.path()).is_empty(), "{:?}", dir.entries());
+}
+
+/// A run whose pe 0 was killed (SIGKILL, the OOM killer) leaves its partial file; the next run on
+/// the same output removes it, but never the file of a run that is still alive.
+#[test]
+fn partial_files_of_dead_runs_are_removed_and_living_ones_kept() {
+    let dir = TempDir::new("stale");
+    dir.write("big.txt", &gen::dna(13, 12_000_000));
+    dir.write("small.txt", b"abracadabra");
+    let mut c = mpirun(2, PSA);
+    c.args(["--algo", "dc3", "--base-case", "64", "--check", "-o"])
+        .arg(dir.join("out.sa"))
+        .arg(dir.join("big.txt"))
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let t0 = Instant::now();
+    while partial_files(dir.path()).is_empty() && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // The pes die as the OOM killer ends a process: SIGKILL, no clean-up.
+    let needle = dir.path().to_string_lossy().into_owned();
+    let pes: Vec<u32> = processes_mentioning(&needle)
+        .into_iter()
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(PSA.as_bytes()))
+        })
+        .collect();
+    assert!(!pes.is_empty(), "no psa process found to kill");
+    for pid in pes {
+        signal(pid, "KILL");
+    }
+    let _ = child.wait();
+    let left = partial_files(dir.path());
+    assert_eq!(left.len(), 1, "the killed run left {left:?}");
+    let dead = dir.join(&left[0]);
+    // A file of a living run: locked by its pe 0 (here: this test).
+    let living = dir.join(".out.sa.psa-partial-00000000000000aa");
+    let lock = fs::File::create(&living).unwrap();
+    assert_eq!(
+        unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) },
+        0
+    );
+    // Both untouched for an hour (a dead run's file is left alone for its first minute).
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for f in [&dead, &living] {
+        fs::File::options()
+            .write(true)
+            .open(f)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    let o = run_psa(2, ["-o", "out.sa", "small.txt"], dir.path());
+    assert!(o.success(), "{}", o.describe());
+    assert!(
+        !dead.exists(),
+        "the dead run's partial file is still there: {:?}",
+        dir.entries()
+    );
+    assert!(living.exists(), "a living run's partial file was removed");
+    assert_eq!(read_sa(&dir.join("out.sa"), 4), oracle(b"abracadabra"));
+    drop(lock);
+}
+
+#[test]
+fn argument_errors_are_printed_once_and_errors_name_the_pe() {
+    let dir = TempDir::new("once");
+    dir.write("in.txt", b"banana");
+    let o = run_psa(4, ["--no-such-flag", "in.txt"], dir.path());
+    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert_eq!(
+        o.stderr.matches("unexpected argument").count(),
+        1,
+        "{}",
+        o.describe()
+    );
+    let o = run_psa(4, ["--help"], dir.path());
+    assert_eq!(o.code, Some(0), "{}", o.describe());
+    assert_eq!(o.stdout.matches("Usage:").count(), 1, "{}", o.describe());
+    let o = run_psa(3, ["missing.txt"], dir.path());
+    assert_eq!(o.code, Some(1), "{}", o.describe());
+    assert!(o.stderr.contains("on pe 0 (host "), "{}", o.describe());
+}
+
+#[test]
+fn arguments_are_checked_before_reading() {
+    let dir = TempDir::new("early_args");
+    // --threads far beyond the cores: capped, with a warning, and the run is quick.
+    dir.write("in.txt", &gen::dna(14, 200_000));
+    let t0 = Instant::now();
+    let o = run_psa(
+        2,
+        ["--threads", "100000", "-o", "out.sa", "in.txt"],
+        dir.path(),
+    );
+    assert!(o.success(), "{}", o.describe());
+    assert!(o.stderr.contains("more than the"), "{}", o.describe());
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t0.elapsed()
+    );
+    // --width 4 on more than 2^32 characters: refused from the file's size, before reading
+    // (a sparse file: no disk space, and reading its 4 GiB would take long).
+    let huge = dir.join("huge");
+    let f = fs::File::create(&huge).unwrap();
+    f.set_len((1u64 << 32) + 1).unwrap();
+    drop(f);
+    let o = run_psa(2, ["--width", "4", "-o", "huge.sa", "huge"], dir.path());
+    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert!(
+        o.stderr.contains("--width 4 is too small"),
+        "{}",
+        o.describe()
+    );
+    assert!(failed_before_reading(&o), "{}", o.describe());
+    assert!(o.secs < 20.0, "took {:.1} s", o.secs);
+    fs::remove_file(&huge).unwrap();
+    // An empty input reports no bytes per character.
+    dir.write("empty", b"");
+    let o = run_psa(1, ["-o", "empty.sa", "empty"], dir.path());
+    assert!(o.success(), "{}", o.describe());
+    assert!(o.stderr.contains("no characters"), "{}", o.describe());
 }

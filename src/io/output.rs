@@ -89,13 +89,7 @@ fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
 /// written: a directory, one of `inputs` (compared by device and inode, after resolving links),
 /// a special file other than a character device or FIFO, and a read-only file unless `force`.
 /// `what` names the file in messages ("output", "stats file"). Local; reads metadata only.
-pub fn plan(
-    requested: &Path,
-    inputs: &[&Path],
-    force: bool,
-    what: &str,
-    tag: u64,
-) -> Result<Dest> {
+pub fn plan(requested: &Path, inputs: &[&Path], force: bool, what: &str, tag: u64) -> Result<Dest> {
     let shown = requested.display();
     // A symbolic link is followed: the user means the file it names (as a shell's `>` does).
     let is_link = std::fs::symlink_metadata(requested).is_ok_and(|m| m.file_type().is_symlink());
@@ -317,7 +311,8 @@ impl Staged {
     /// Creates the file for `dest`: the temporary file exclusively, locked, with `reserve` bytes
     /// allocated (after removing the partial files of dead runs of the same target), or the
     /// device or FIFO opened for writing (a FIFO without a reader is an error, not a wait).
-    pub fn create(dest: Dest, reserve_bytes: u64) -> Result<Staged> {
+    /// `what` names the file in messages ("output", "stats file").
+    pub fn create(dest: Dest, reserve_bytes: u64, what: &str) -> Result<Staged> {
         let file = match &dest {
             Dest::Staged { tmp, target } => {
                 remove_stale_partials(target);
@@ -327,7 +322,13 @@ impl Staged {
                     .write(true)
                     .create_new(true)
                     .open(tmp)
-                    .map_err(|e| Error::io("create the output's temporary file in", dir, e))?;
+                    .map_err(|e| {
+                        Error::Invalid(format!(
+                            "cannot create the {what} '{}' (its temporary file in '{}'): {e}",
+                            target.display(),
+                            dir.display()
+                        ))
+                    })?;
                 remove_on_signal(tmp);
                 let staged = Staged {
                     dest: dest.clone(),
@@ -346,10 +347,13 @@ impl Staged {
                     .open(target)
                     .map_err(|e| match e.raw_os_error() {
                         Some(libc::ENXIO) => Error::Invalid(format!(
-                            "output '{}' is a FIFO that nobody reads: start its reader first",
+                            "{what} '{}' is a FIFO that nobody reads: start its reader first",
                             target.display()
                         )),
-                        _ => Error::io("open output", target, e),
+                        _ => Error::Invalid(format!(
+                            "cannot open the {what} '{}': {e}",
+                            target.display()
+                        )),
                     })?;
                 // Writes block again as usual (the reader sets the pace).
                 // SAFETY: fcntl on a file descriptor we own.
@@ -425,7 +429,7 @@ impl SideFile {
         comm.broadcast(&mut tag, 0);
         let staged = match comm.rank() {
             0 => plan(requested, inputs, force, what, tag)
-                .and_then(|d| Staged::create(d, 0))
+                .and_then(|d| Staged::create(d, 0, what))
                 .map(Some),
             _ => Ok(None),
         };
@@ -494,7 +498,7 @@ impl OutputFile {
         let bytes = (n as u64).checked_mul(width as u64).unwrap_or(u64::MAX);
         let root = match comm.rank() {
             0 => plan(requested, inputs, force, "output", tag)
-                .and_then(|d| Staged::create(d, bytes))
+                .and_then(|d| Staged::create(d, bytes, "output"))
                 .map(Some),
             _ => Ok(None),
         };
@@ -705,9 +709,9 @@ mod tests {
         let d = scratch("stale");
         let target = d.join("out.sa");
         let dest = plan(&target, &[], false, "output", 42).unwrap();
-        let s = Staged::create(dest.clone(), 10).unwrap();
+        let s = Staged::create(dest.clone(), 10, "output").unwrap();
         // The same name again (two runs with one tag) is refused, not shared.
-        assert!(Staged::create(dest.clone(), 10).is_err());
+        assert!(Staged::create(dest.clone(), 10, "output").is_err());
         // A live run's file is locked and stays; an old unlocked one goes.
         let Dest::Staged { tmp, .. } = &dest else {
             panic!()
