@@ -1,21 +1,65 @@
 #!/usr/bin/env bash
 # Installs what psa needs to build and run on Debian/Ubuntu: Open MPI and libclang (rsmpi
 # generates its MPI bindings with bindgen). Rust comes from rustup (https://rustup.rs), which
-# this script does not install. Safe to run again: it installs only what is missing.
+# this script does not install. Safe to run again: it installs only what is missing, and nothing
+# (no apt-get, no sudo) when everything is there. A user who is not root and has no password-less
+# sudo is told which packages to install.
 set -euo pipefail
 
-need=()
-command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
-[ -e /usr/include/x86_64-linux-gnu/openmpi/mpi.h ] || [ -e /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] || need+=(libopenmpi-dev)
-# bindgen loads libclang.so* or libclang-<version>.so*; libclang-cpp (installed by other packages) is not it.
-ls /usr/lib/x86_64-linux-gnu/libclang.so* /usr/lib/x86_64-linux-gnu/libclang-[0-9]*.so* /usr/lib/llvm-*/lib/libclang.so* \
-    /usr/lib/llvm-*/lib/libclang-[0-9]*.so* >/dev/null 2>&1 || need+=(libclang1-14 libclang-common-14-dev)
+# Any of the glob patterns matches an existing file.
+exists() {
+    local pat
+    for pat in "$@"; do
+        compgen -G "$pat" >/dev/null && return 0
+    done
+    return 1
+}
+
+missing() {
+    need=()
+    command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+    # rsmpi's build compiles against Open MPI's headers (Debian's multiarch directories).
+    exists '/usr/lib/*/openmpi/include/mpi.h' '/usr/include/*/openmpi/mpi.h' || need+=(libopenmpi-dev)
+    # bindgen loads libclang.so* or libclang-<version>.so* (libclang-cpp, installed by other
+    # packages, is not it; LIBCLANG_PATH points it elsewhere) and needs clang's own headers.
+    exists "${LIBCLANG_PATH:-/nonexistent}/libclang*.so*" '/usr/lib/*/libclang.so*' '/usr/lib/*/libclang-[0-9]*.so*' \
+        '/usr/lib/llvm-*/lib/libclang.so*' '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*' || need+=(libclang1-14)
+    exists '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' '/usr/lib/clang/*/include/stddef.h' \
+        || need+=(libclang-common-14-dev)
+}
+
+missing
 if [ ${#need[@]} -gt 0 ]; then
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo=sudo
-    install() { $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y "${need[@]}"; }
+    sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        # Only a sudo that works without asking: this script may run where nobody can type a password.
+        if command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then
+            sudo=(sudo -n)
+        else
+            echo "setup.sh: missing: ${need[*]}" >&2
+            echo "setup.sh: error: not root and no password-less sudo; as root, run:" >&2
+            echo "    apt-get update && apt-get install -y ${need[*]}" >&2
+            echo "setup.sh: then run this script again." >&2
+            exit 1
+        fi
+    fi
+    command -v apt-get >/dev/null 2>&1 || {
+        echo "setup.sh: error: missing ${need[*]} (Debian/Ubuntu package names) and there is no apt-get:" \
+            "install Open MPI (with its headers and mpicc) and libclang by hand" >&2
+        exit 1
+    }
+    echo "setup.sh: installing ${need[*]}"
+    install() {
+        "${sudo[@]+"${sudo[@]}"}" apt-get update &&
+            "${sudo[@]+"${sudo[@]}"}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}"
+    }
     # A concurrent apt run can delete downloaded packages: retry once.
     install || { sleep 15; install; }
+    missing
+    if [ ${#need[@]} -gt 0 ]; then
+        echo "setup.sh: error: still missing after the install: ${need[*]}" >&2
+        exit 1
+    fi
 fi
 if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
     # shellcheck disable=SC1091

@@ -29,7 +29,7 @@ Examples:
   mpirun -n 16 psa --algo dc3 --width 5 -o /scratch/web.sa web.txt
   mpirun -n 2 --bind-to none psa --threads 8 x.txt  without --bind-to none, Open MPI pins each of
                                                   up to 2 processes to one core
-  srun psa --check corpus.txt                     inside a Slurm batch job (see slurm/psa.sbatch)
+  srun --mpi=pmix psa --check corpus.txt          in a Slurm job (Open MPI; see slurm/psa.sbatch)
 
 Output: SA[0..n) as little-endian unsigned integers of --width bytes each (n × width bytes).
 The file is written under a temporary name beside OUTPUT and renamed when complete, so OUTPUT
