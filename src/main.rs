@@ -32,9 +32,11 @@ Examples:
   srun --mpi=pmix psa --check corpus.txt          in a Slurm job (Open MPI; see slurm/psa.sbatch)
 
 Output: SA[0..n) as little-endian unsigned integers of --width bytes each (n × width bytes).
-The file is written under a temporary name beside OUTPUT and renamed when complete, so OUTPUT
-never holds a partial result. Exit status: 0 on success, 1 on any error (reported once, by the
-lowest pe that failed), 2 for bad arguments.
+The file is written under a temporary name beside OUTPUT, its space reserved at the start, and
+renamed when complete, so OUTPUT never holds a partial result. A device or FIFO (-o /dev/null) is
+written through. psa refuses to overwrite its input, a directory or special file, and (without
+--force) a read-only file. Exit status: 0 on success, 1 on any error (reported once, by the
+lowest pe that failed), 2 for bad arguments and refused outputs (before the input is read).
 Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phases).";
 
 /// Distributed suffix array construction on MPI.
