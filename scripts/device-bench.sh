@@ -6,12 +6,12 @@
 #
 #   scripts/device-pack.sh --clean-build        # -> corpora/device/ (stripped binaries, xz slices)
 #
-# and there (the lead engineer runs it; one command may take at most 10 minutes):
+# then copy the repository with corpora/device/ to the GPU node and run there, from its root:
 #
-#   run(command="bash scripts/device-bench.sh", carry=["corpora/device"])        # dna-32MB + worst cases
-#   run(command="bash scripts/device-bench.sh --worst-mb 0 english-32MB", carry=["corpora/device"])
-#   (also in the pack: source-32MB django-64MB). One corpus per command keeps each within its
-#   10 minutes: psa runs 2 algorithms × 5 process counts × 3 repetitions on each.
+#   bash scripts/device-bench.sh                                  # dna-32MB + worst cases
+#   bash scripts/device-bench.sh --worst-mb 0 english-32MB
+#   (also in the pack: source-32MB django-64MB). One corpus per command keeps each run within
+#   about 10 minutes: psa runs 2 algorithms × 5 process counts × 3 repetitions on each.
 #
 # It unpacks the slices (checking their sha256), generates the worst-case inputs with python3,
 # checks that the binaries load and that mpirun works (falling back to settings that work in
@@ -59,7 +59,7 @@ done
 RESULTS=${OUT:-$ROOT/bench-results/device}
 mkdir -p "$RESULTS"
 T0=$(date +%s)
-[[ -d "$PACK" ]] || die "no pack at $PACK: run scripts/device-pack.sh here and carry corpora/device"
+[[ -d "$PACK" ]] || die "no pack at $PACK: run scripts/device-pack.sh on the build machine and copy corpora/device here"
 PSA=$PACK/bin/psa
 BASELINE=$PACK/bin/sais-baseline
 [[ -x "$PSA" && -x "$BASELINE" ]] || die "$PACK/bin lacks psa or sais-baseline"

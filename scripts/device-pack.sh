@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/device-pack.sh — prepare what scripts/device-bench.sh needs on the GPU host, which has
-# no Rust and no network and receives at most 64 MiB of git-ignored files.
+# no Rust and no network; the pack stays within 64 MiB so that it is quick to copy there.
 #
 #   scripts/device-pack.sh [--clean-build | --no-build] [--features gpu] [--out DIR] [CORPUS...]
 #
@@ -18,8 +18,7 @@
 # --no-build takes target/release/{psa,sais-baseline} as they are. --features gpu builds psa
 # with the GPU backend (cudarc loads CUDA at run time, so the binary also runs without a GPU).
 #
-# Then, on the device (the lead engineer):  run(command="bash scripts/device-bench.sh",
-#                                               carry=["corpora/device"])
+# Then copy the repository with DIR to the GPU node and run `bash scripts/device-bench.sh` there.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -94,4 +93,4 @@ total=$(du -sb "$OUTDIR" | cut -f1)
 packed=("$OUTDIR"/corpora/*.xz)
 log "packed ${#packed[@]} corpora and the binaries of $COMMIT into $OUTDIR: $((total / 1024 / 1024)) MiB"
 du -ab "$OUTDIR" | sort -n | awk '{printf "  %8.1f MiB  %s\n", $1 / 1048576, $2}' | tail -n 12 >&2
-[[ $total -le $LIMIT ]] || die "$OUTDIR is $total bytes, over the 64 MiB a device run can carry: pack fewer or smaller slices"
+[[ $total -le $LIMIT ]] || die "$OUTDIR is $total bytes, over the 64 MiB budget of a pack: pack fewer or smaller slices"

@@ -17,7 +17,6 @@
 #   .gpu-carry/gpu-sort-bench --sizes 1e8,1e9      GPU sort vs voracious_mt_sort (16 threads)
 #   mpirun --allow-run-as-root -n 2 .gpu-carry/psa --gpu --check -o gpu.sa INPUT
 #   mpirun --allow-run-as-root -n 2 .gpu-carry/psa --check -o cpu.sa INPUT && cmp gpu.sa cpu.sa
-# In this workplace the `run` tool does this: carry [".gpu-carry"] and name the commands above.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
