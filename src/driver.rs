@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::io::{agreed_input_len, read_distributed, OutputFile, SideFile, Width};
-use crate::stats::{peak_rss_bytes, summarise, PhaseSummary};
+use crate::stats::{summarise, PhaseSummary};
 use crate::{algo, suffix_array, suffix_array_or_write, Ctx};
 
 /// What the command line asks for.
@@ -111,7 +111,7 @@ pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
     out.commit(comm)?;
     let total_secs = comm_max_f64(ctx, t0.elapsed().as_secs_f64());
     let phases = summarise(comm, &ctx.log);
-    let peak_rss = comm.all_gather(peak_rss_bytes());
+    let peak_rss = comm.all_gather(ctx.log.run_peak_rss());
     let bytes_sent = comm.all_gather(comm.bytes_sent());
     let max_imbalance = comm_max_f64(ctx, ctx.log.max_imbalance.get());
     let refine_rounds = ctx.log.refine_rounds.get();
@@ -161,17 +161,20 @@ fn comm_max_f64(ctx: &Ctx, x: f64) -> f64 {
 pub fn report_table(r: &Report) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "{:<5} {:<18} {:>10} {:>10} {:>12}\n",
-        "level", "phase", "max s", "mean s", "max MB sent"
+        "{:<5} {:<18} {:>10} {:>10} {:>12} {:>12} {:>14}\n",
+        "level", "phase", "max s", "mean s", "max MB sent", "max MB peak", "sum peak B/ch"
     ));
+    let n = r.n.max(1) as f64;
     for ph in &r.phases {
         s.push_str(&format!(
-            "{:<5} {:<18} {:>10.3} {:>10.3} {:>12.1}\n",
+            "{:<5} {:<18} {:>10.3} {:>10.3} {:>12.1} {:>12.1} {:>14.1}\n",
             ph.level,
             ph.name,
             ph.max_secs,
             ph.mean_secs,
-            ph.max_bytes / 1e6
+            ph.max_bytes / 1e6,
+            ph.max_peak_rss / 1e6,
+            ph.sum_peak_rss / n
         ));
     }
     let peak = r.peak_rss.iter().copied().max().unwrap_or(0);
@@ -214,14 +217,16 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         .iter()
         .map(|ph| {
             format!(
-                "    {{\"level\": {}, \"name\": {}, \"max_secs\": {:.6}, \"mean_secs\": {:.6}, \"mean_a2a_secs\": {:.6}, \"max_bytes_sent\": {}, \"total_bytes_sent\": {}}}",
+                "    {{\"level\": {}, \"name\": {}, \"max_secs\": {:.6}, \"mean_secs\": {:.6}, \"mean_a2a_secs\": {:.6}, \"max_bytes_sent\": {}, \"total_bytes_sent\": {}, \"max_peak_rss\": {}, \"sum_peak_rss\": {}}}",
                 ph.level,
                 json_str(&ph.name),
                 ph.max_secs,
                 ph.mean_secs,
                 ph.mean_a2a_secs,
                 ph.max_bytes as u64,
-                ph.total_bytes as u64
+                ph.total_bytes as u64,
+                ph.max_peak_rss as u64,
+                ph.sum_peak_rss as u64
             )
         })
         .collect();

@@ -201,7 +201,28 @@ impl Ctx {
         let a0 = self.comm.a2a_secs();
         let outer = alloc::current_phase();
         alloc::set_phase(name);
+        // The peak of this phase: the kernel's high-water mark from now on, and the peaks of
+        // the phases inside it (each of which resets the mark when it starts).
+        let so_far = stats::reset_peak_rss();
+        self.log.note_peak(so_far);
+        {
+            let mut st = self.log.peak_stack.borrow_mut();
+            if let Some(top) = st.last_mut() {
+                *top = (*top).max(so_far);
+            }
+            st.push(0);
+        }
         let r = f();
+        let peak_rss = {
+            let mut st = self.log.peak_stack.borrow_mut();
+            let inner = st.pop().unwrap_or(0);
+            let peak = stats::peak_rss_bytes().max(inner);
+            if let Some(top) = st.last_mut() {
+                *top = (*top).max(peak);
+            }
+            self.log.note_peak(peak);
+            peak
+        };
         alloc::restore_phase(outer);
         let rec = PhaseRecord {
             level: self.log.level.get(),
@@ -209,6 +230,7 @@ impl Ctx {
             secs: t0.elapsed().as_secs_f64(),
             bytes: self.comm.bytes_sent() - b0,
             a2a_secs: self.comm.a2a_secs() - a0,
+            peak_rss,
         };
         log::debug!(
             "[pe {}] L{} {}: {:.3}s, {} bytes sent",

@@ -16,6 +16,8 @@ pub struct PhaseRecord {
     pub bytes: u64,
     /// Seconds of the phase spent in all-to-all exchanges (waiting for other pes included).
     pub a2a_secs: f64,
+    /// Peak resident memory of this pe during the phase, bytes (0 when unknown).
+    pub peak_rss: u64,
 }
 
 /// The phases of a run on this pe, in order. Every pe records the same sequence of phases.
@@ -26,6 +28,24 @@ pub struct PhaseLog {
     pub max_imbalance: std::cell::Cell<f64>,
     /// Prefix-doubling rounds pCSS needed (0 for DC3).
     pub refine_rounds: std::cell::Cell<usize>,
+    /// For each phase running now, outermost first: the highest peak of the phases it contains
+    /// that have ended (each phase resets the kernel's peak when it starts).
+    pub peak_stack: RefCell<Vec<u64>>,
+    /// The highest peak resident memory seen so far in this run (the kernel's own mark is reset
+    /// by every phase): see [`PhaseLog::run_peak_rss`].
+    pub run_peak: std::cell::Cell<u64>,
+}
+
+impl PhaseLog {
+    /// Peak resident memory of this pe over the whole run so far, bytes.
+    pub fn run_peak_rss(&self) -> u64 {
+        self.run_peak.get().max(peak_rss_bytes())
+    }
+
+    /// Notes a peak seen (by a phase, or before one reset the kernel's mark).
+    pub fn note_peak(&self, bytes: u64) {
+        self.run_peak.set(self.run_peak.get().max(bytes));
+    }
 }
 
 /// A phase summarised over all pes.
@@ -39,6 +59,9 @@ pub struct PhaseSummary {
     pub mean_a2a_secs: f64,
     pub max_bytes: f64,
     pub total_bytes: f64,
+    /// Peak resident memory during the phase: the largest over pes, and the sum over pes.
+    pub max_peak_rss: f64,
+    pub sum_peak_rss: f64,
 }
 
 /// Summarises the phase log over all pes (element-wise max and mean). Collective; every pe must
@@ -51,6 +74,8 @@ pub fn summarise(comm: &Comm, log: &PhaseLog) -> Vec<PhaseSummary> {
     let (bmax, bsum) = comm.all_reduce_f64(&bytes);
     let a2a: Vec<f64> = phases.iter().map(|ph| ph.a2a_secs).collect();
     let (_, asum) = comm.all_reduce_f64(&a2a);
+    let peaks: Vec<f64> = phases.iter().map(|ph| ph.peak_rss as f64).collect();
+    let (pmax, psum) = comm.all_reduce_f64(&peaks);
     let p = comm.size() as f64;
     phases
         .iter()
@@ -63,6 +88,8 @@ pub fn summarise(comm: &Comm, log: &PhaseLog) -> Vec<PhaseSummary> {
             mean_a2a_secs: asum[k] / p,
             max_bytes: bmax[k],
             total_bytes: bsum[k],
+            max_peak_rss: pmax[k],
+            sum_peak_rss: psum[k],
         })
         .collect()
 }
@@ -71,6 +98,15 @@ pub fn summarise(comm: &Comm, log: &PhaseLog) -> Vec<PhaseSummary> {
 pub struct Timer {
     pub start: Instant,
     pub bytes0: u64,
+}
+
+/// Starts measuring a phase's peak resident memory: resets the kernel's high-water mark to the
+/// current resident size (`/proc/self/clear_refs` ← 5, which touches no pages). Returns the
+/// peak so far, which the enclosing phase keeps (see [`PhaseLog::peak_stack`]).
+pub fn reset_peak_rss() -> u64 {
+    let before = peak_rss_bytes();
+    let _ = std::fs::write("/proc/self/clear_refs", b"5");
+    before
 }
 
 /// Peak resident memory of this process in bytes (VmHWM from /proc/self/status), 0 if unknown.
