@@ -87,3 +87,18 @@ pub fn peak_rss_bytes() -> u64 {
         .map(|kb| kb * 1024)
         .unwrap_or(0)
 }
+
+/// A JSON string literal for `s`.
+pub fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}

@@ -18,6 +18,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use mpi::topology::SimpleCommunicator;
 use psa::algo::{
     check::check,
     seq::{sa_bytes, sa_ints},
@@ -29,7 +30,6 @@ use psa::dist::{
 };
 use psa::local::cpu::CpuSort;
 use psa::local::{Alphabet, LocalSort, PooledSa};
-use psa::stats::PhaseLog;
 use psa::{Algo, Backend, Config, Ctx, Error};
 
 type CheckResult = Result<(), String>;
@@ -125,36 +125,17 @@ impl Runner {
     }
 }
 
-fn comm_with_max_count(m: Option<usize>) -> Comm {
-    // Comm::new reads PSA_MPI_MAX_COUNT when it is made; set it just for this one.
-    let old = std::env::var("PSA_MPI_MAX_COUNT").ok();
-    match m {
-        Some(m) => std::env::set_var("PSA_MPI_MAX_COUNT", m.to_string()),
-        None => std::env::remove_var("PSA_MPI_MAX_COUNT"),
-    }
-    let c = Comm::new(mpi::topology::SimpleCommunicator::world());
-    match old {
-        Some(v) => std::env::set_var("PSA_MPI_MAX_COUNT", v),
-        None => std::env::remove_var("PSA_MPI_MAX_COUNT"),
-    }
-    c
-}
-
-fn ctx_with(comm: Comm, algo: Algo, base_case: usize) -> Ctx {
-    let tune = psa::Tunables::from_root(&comm);
-    Ctx {
-        tune,
-        comm,
-        sorter: Box::new(CpuSort::new(1)),
-        config: Config {
-            algo,
-            base_case,
-            threads: 1,
-            ..Config::default()
-        },
-        log: PhaseLog::default(),
-        node_cpus: psa::affinity::current(),
-    }
+/// A context on the world communicator for `algo` and `base_case` with one thread and the CPU
+/// backend, `edit` applied to its other settings. Collective.
+fn ctx_with(algo: Algo, base_case: usize, edit: impl FnOnce(&mut Config)) -> Ctx {
+    let mut config = Config {
+        algo,
+        base_case,
+        threads: 1,
+        ..Config::default()
+    };
+    edit(&mut config);
+    Ctx::new(SimpleCommunicator::world(), config)
 }
 
 /// Per-pe length patterns for distributed sequences, with empty pes in many places.
@@ -1013,11 +994,7 @@ fn check_suffix_array_uneven(world: &Comm) -> CheckResult {
         let cuts = scaled_cuts(&lens, n);
         for algo in [Algo::Dc3, Algo::Css] {
             for base in [4usize, 5, 1 << 20] {
-                let ctx = ctx_with(
-                    Comm::new(mpi::topology::SimpleCommunicator::world()),
-                    algo,
-                    base,
-                );
+                let ctx = ctx_with(algo, base, |_| {});
                 let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
                     .map_err(|e| format!("{e}"))?;
                 ensure!(
@@ -1029,11 +1006,7 @@ fn check_suffix_array_uneven(world: &Comm) -> CheckResult {
         }
     }
     // base_case below 4 is an error on every pe, not a hang.
-    let ctx = ctx_with(
-        Comm::new(mpi::topology::SimpleCommunicator::world()),
-        Algo::Dc3,
-        3,
-    );
+    let ctx = ctx_with(Algo::Dc3, 3, |_| {});
     ensure!(
         psa::suffix_array(&ctx, b"abc").is_err(),
         "base_case = 3 must be rejected"
@@ -1204,16 +1177,11 @@ fn check_pooled(world: &Comm) -> CheckResult {
                 } else {
                     (Algo::Dc3, 4)
                 };
-                // Tunables are read (on pe 0) when the context is made: set the piece just for it.
-                if let Some(k) = piece {
-                    std::env::set_var("PSA_POOL_PIECE", k.to_string());
-                }
-                let mut ctx = ctx_with(
-                    Comm::new(mpi::topology::SimpleCommunicator::world()),
-                    algo,
-                    base,
-                );
-                std::env::remove_var("PSA_POOL_PIECE");
+                let mut ctx = ctx_with(algo, base, |c| {
+                    if let Some(k) = piece {
+                        c.tune.pool_piece = k;
+                    }
+                });
                 ctx.config.backend = Backend::Gpu;
                 let injected = Arc::new(AtomicBool::new(false));
                 ctx.sorter = Box::new(CpuPool {
@@ -1378,11 +1346,7 @@ fn random_sa(world: &Comm, count: usize, max_len: usize, seed: u64) -> usize {
                 1 => rng.range(5, 64),
                 _ => 1 << 20,
             };
-            let ctx = ctx_with(
-                Comm::new(mpi::topology::SimpleCommunicator::world()),
-                algo,
-                base,
-            );
+            let ctx = ctx_with(algo, base, |_| {});
             let slice = &text[cuts[me]..cuts[me + 1]];
             let r = catch_unwind(AssertUnwindSafe(|| psa::suffix_array(&ctx, slice)));
             let local_ok = match r {
@@ -1435,7 +1399,10 @@ fn arg_value(args: &[String], flag: &str, default: u64) -> u64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let universe = mpi::initialize().expect("MPI initialises");
+    // Serialized: the library calls MPI from its pool's thread (one thread at a time) when the
+    // context's thread count differs from the global pool's (psa::Ctx).
+    let (universe, _) =
+        mpi::initialize_with_threading(mpi::Threading::Serialized).expect("MPI initialises");
     let ctl = Comm::new(universe.world());
     let me = ctl.rank();
     let p = ctl.size();
@@ -1493,15 +1460,15 @@ fn main() {
         || check_all_to_all_empty_bytes(&world),
     );
     for m in [1usize, 3, 7] {
-        let small = comm_with_max_count(Some(m));
+        let small = Comm::with_max_count(universe.world(), m);
         t.check(
-            &format!("comm: all_to_all_v chunked, PSA_MPI_MAX_COUNT={m}"),
+            &format!("comm: all_to_all_v chunked, max count {m}"),
             || check_all_to_all(&small),
         );
-        t.check(&format!("dist: exchange_by, PSA_MPI_MAX_COUNT={m}"), || {
+        t.check(&format!("dist: exchange_by, max count {m}"), || {
             check_exchange_by(&small)
         });
-        t.check(&format!("dist: rebalance, PSA_MPI_MAX_COUNT={m}"), || {
+        t.check(&format!("dist: rebalance, max count {m}"), || {
             check_rebalance(&small)
         });
     }
@@ -1516,13 +1483,13 @@ fn main() {
         check_last_of_left(&world)
     });
     t.check("dist: name_sorted", || check_name_sorted(&world));
-    let ctx = ctx_with(Comm::new(universe.world()), Algo::Dc3, 1 << 20);
+    let ctx = ctx_with(Algo::Dc3, 1 << 20, |_| {});
     t.check(
         "dist: sample_sort (equal keys balanced, uneven input, n < p)",
         || check_sample_sort(&ctx, "sample_sort"),
     );
-    let ctx2 = ctx_with(comm_with_max_count(Some(7)), Algo::Dc3, 1 << 20);
-    t.check("dist: sample_sort with PSA_MPI_MAX_COUNT=7", || {
+    let ctx2 = ctx_with(Algo::Dc3, 1 << 20, |c| c.mpi_max_count = 7);
+    t.check("dist: sample_sort with max count 7", || {
         check_sample_sort(&ctx2, "sample_sort (max count 7)")
     });
     t.check(
