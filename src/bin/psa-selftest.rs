@@ -30,6 +30,7 @@ use psa::dist::{
 };
 use psa::local::cpu::CpuSort;
 use psa::local::{Alphabet, LocalSort, PooledSa};
+use psa::stats::PhaseLog;
 use psa::{Algo, Backend, Config, Ctx, Error};
 
 type CheckResult = Result<(), String>;
@@ -982,6 +983,45 @@ fn check_checker(ctx: &Ctx) -> CheckResult {
 }
 
 // ------------------------------------------------------------------------------------------------
+// The library's threads
+
+/// A context whose thread count is that of the calling thread's pool (1 here: `main` sizes the
+/// global pool so, as `psa` does) runs the library on the calling thread; one with another count
+/// runs it on a pool of its own of that size (calling MPI from there: this binary asks for
+/// `Threading::Serialized`). Both give the right suffix array.
+fn check_ctx_threads(world: &Comm) -> CheckResult {
+    let me = world.rank();
+    let text: Vec<u8> = b"abracadabra\0cadabra".repeat(23);
+    let want = sa_bytes(&text, 1);
+    let cuts = Layout::block(text.len(), world.size()).offsets().to_vec();
+    let caller = std::thread::current().id();
+    for threads in [1usize, 3] {
+        for algo in [Algo::Dc3, Algo::Css] {
+            let ctx = ctx_with(algo, 16, |c| c.threads = threads);
+            let (pool, on) =
+                ctx.install(|_| (rayon::current_num_threads(), std::thread::current().id()));
+            ensure!(
+                pool == threads,
+                "threads = {threads}: the library ran on a pool of {pool} threads"
+            );
+            ensure!(
+                (on == caller) == (threads == 1),
+                "threads = {threads}: ran on the calling thread: {}",
+                on == caller
+            );
+            let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
+                .map_err(|e| format!("{e}"))?;
+            ensure!(
+                got == want[cuts[me]..cuts[me + 1]],
+                "threads = {threads}, {algo:?}: pe {me} got {got:?}, want {:?}",
+                &want[cuts[me]..cuts[me + 1]]
+            );
+        }
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------
 // suffix_array through the library on uneven distributions (small, fixed cases)
 
 fn check_suffix_array_uneven(world: &Comm) -> CheckResult {
@@ -1153,6 +1193,26 @@ fn check_pooled(world: &Comm) -> CheckResult {
     ];
     let mut rng = Rng::new(99);
     texts.push(("random", (0..500).map(|_| rng.below(256) as u8).collect()));
+    // Level 0: the byte text (css); level 1: DC3's first recursion level (names), with the
+    // stand-in refusing the byte text and a base case of 4. Pieces of 3 records: many messages
+    // per pe (the default sends one here). One context per (level, piece), made once (making one
+    // is collective) and given a fresh phase log and stand-in device for every case.
+    let mut ctxs: Vec<Ctx> = [(0, None), (0, Some(3)), (1, None), (1, Some(3))]
+        .into_iter()
+        .map(|(level, piece): (usize, Option<usize>)| {
+            let (algo, base) = if level == 0 {
+                (Algo::Css, 1 << 20)
+            } else {
+                (Algo::Dc3, 4)
+            };
+            ctx_with(algo, base, |c| {
+                c.backend = Backend::Gpu;
+                if let Some(k) = piece {
+                    c.tune.pool_piece = k;
+                }
+            })
+        })
+        .collect();
     for (tname, text) in &texts {
         let want = sa_bytes(text, 1);
         let n = text.len();
@@ -1167,22 +1227,10 @@ fn check_pooled(world: &Comm) -> CheckResult {
                     PoolFail::Download,
                 ]
                 .into_iter()
-                // Pieces of 3 records: many messages per pe (the default sends one here).
                 .flat_map(move |f| [(l, f, None), (l, f, Some(3usize))])
             }) {
-                // Level 0: the byte text (css); level 1: DC3's first recursion level (names),
-                // with the stand-in refusing the byte text and a base case of 4.
-                let (algo, base) = if level == 0 {
-                    (Algo::Css, 1 << 20)
-                } else {
-                    (Algo::Dc3, 4)
-                };
-                let mut ctx = ctx_with(algo, base, |c| {
-                    if let Some(k) = piece {
-                        c.tune.pool_piece = k;
-                    }
-                });
-                ctx.config.backend = Backend::Gpu;
+                let ctx = &mut ctxs[2 * level + usize::from(piece.is_some())];
+                ctx.log = PhaseLog::default();
                 let injected = Arc::new(AtomicBool::new(false));
                 ctx.sorter = Box::new(CpuPool {
                     cpu: CpuSort::new(1),
@@ -1190,6 +1238,7 @@ fn check_pooled(world: &Comm) -> CheckResult {
                     bytes_too: level == 0,
                     injected: injected.clone(),
                 });
+                let ctx = &*ctx;
                 // (An error from suffix_array is agreed by every pe, so `?` leaves on all.)
                 let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
                     .map_err(|e| format!("{e}"))?;
@@ -1400,9 +1449,15 @@ fn arg_value(args: &[String], flag: &str, default: u64) -> u64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     // Serialized: the library calls MPI from its pool's thread (one thread at a time) when the
-    // context's thread count differs from the global pool's (psa::Ctx).
+    // context's thread count differs from that of the calling thread's pool (psa::Ctx).
     let (universe, _) =
         mpi::initialize_with_threading(mpi::Threading::Serialized).expect("MPI initialises");
+    // As psa does: the global pool has the contexts' thread count (1), so the library runs on
+    // this thread (check_ctx_threads also runs it on a pool of its own).
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build_global()
+        .expect("the global thread pool starts");
     let ctl = Comm::new(universe.world());
     let me = ctl.rank();
     let p = ctl.size();
@@ -1499,6 +1554,10 @@ fn main() {
     t.check("algo: suffix_array on uneven splits with empty pes", || {
         check_suffix_array_uneven(&world)
     });
+    t.check(
+        "ctx: the library on the calling thread or on a pool of its own",
+        || check_ctx_threads(&world),
+    );
 
     let failed = t.failed.len();
     if me == 0 {
