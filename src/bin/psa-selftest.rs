@@ -1240,7 +1240,7 @@ fn check_pooled(world: &Comm) -> CheckResult {
                 });
                 let ctx = &*ctx;
                 // (An error from suffix_array is agreed by every pe, so `?` leaves on all.)
-                let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
+                let got = psa::suffix_array(ctx, &text[cuts[me]..cuts[me + 1]])
                     .map_err(|e| format!("{e}"))?;
                 let mut f = injected.load(Ordering::Relaxed) as u64;
                 world.broadcast(&mut f, 0);
@@ -1293,7 +1293,7 @@ fn check_pooled(world: &Comm) -> CheckResult {
                 if level == 0 {
                     check_pooled_file(
                         world,
-                        &ctx,
+                        ctx,
                         &text[cuts[me]..cuts[me + 1]],
                         &want,
                         &case,
