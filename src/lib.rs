@@ -114,7 +114,8 @@ impl Ctx {
     /// Runs `f` (given this context) where the library runs its parallel work: on the calling
     /// thread when its rayon pool has `config.threads` threads, else on one thread of the
     /// context's own pool of that size while the caller waits (see [`Ctx`] for what that asks of
-    /// MPI). A panic in `f` comes back to the caller.
+    /// MPI). A panic in `f` comes back to the caller. (Asking for the size of the calling thread's
+    /// pool starts rayon's global pool if nothing has started it yet.)
     pub fn install<R: Send>(&self, f: impl FnOnce(&Ctx) -> R + Send) -> R {
         if rayon::current_num_threads() == self.config.threads {
             return f(self);
