@@ -8,6 +8,7 @@ use clap::{ArgAction, Args, Parser, ValueEnum};
 use psa::io::Width;
 use psa::{Algo, Backend, Config, PinMethod, Predicted};
 
+/// `--algo`: [`Algo`].
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum AlgoArg {
     /// parallel DC3 (Kulla & Sanders): sample sorts, prefix-sum naming, distributed recursion
@@ -120,6 +121,7 @@ pub struct Tuning {
     pub gpu_pin: Option<PinArg>,
 }
 
+/// `--css-finish`: [`psa::Tunables::css_finish_dc3`].
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FinishArg {
     /// DC7 on the prefix names (the default)
@@ -128,6 +130,7 @@ pub enum FinishArg {
     Dc3,
 }
 
+/// `--css-predicted`: [`Predicted`].
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PredictedArg {
     /// DC7 on the text from the start (the default)
@@ -138,6 +141,7 @@ pub enum PredictedArg {
     Sort,
 }
 
+/// `--gpu-pin`: [`PinMethod`].
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PinArg {
     /// map huge pages, touch them on every thread, register them (the default)
@@ -155,6 +159,7 @@ fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send
     }
 }
 
+/// A parser of finite numbers.
 fn fraction(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
