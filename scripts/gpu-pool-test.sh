@@ -9,8 +9,8 @@
 # with N runs, words) at 2^18 + 13 and 2.5·10^6 characters, and for every P: `psa --gpu` under
 # `mpirun -n P` (css; dc3 at one P) must write libsais' SA byte for byte, and its --stats must show
 # that the device built it (no distributed phase at level 0). Then the cases that must not take the
-# device path and still be right: a text below the device minimum (10^5) and PSA_GPU_POOL=0; and with
-# PSA_GPU_POOL=0 and a small --base-case, a pDC3 recursion level relayed to the device (names).
+# device path and still be right: a text below the device minimum (10^5) and --no-gpu-pool; and with
+# --no-gpu-pool and a small --base-case, a pDC3 recursion level relayed to the device (names).
 # Prints one line per run and `gpu-pool-test: N passed, M failed`; exit 1 on any failure. Without a
 # GPU every --gpu run fails with a clear error, so this script fails too (it never passes silently).
 set -euo pipefail
@@ -95,14 +95,11 @@ sys.exit(0 if "device suffix array" in names and names <= {"read", "device suffi
 EOF
 }
 
-# one LABEL P WANT_DEVICE(yes/no) ENV... -- ARGS...
+# one LABEL P WANT_DEVICE(yes/no/level) ARGS...
 one() {
   local label=$1 p=$2 want=$3; shift 3
-  local envs=()
-  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
-  shift
   local status=ok
-  if ! env "${envs[@]}" mpirun -n "$p" "$PSA" --gpu -q --stats "$W/s.json" -o "$W/out.sa" "$@" \
+  if ! mpirun -n "$p" "$PSA" --gpu -q --stats "$W/s.json" -o "$W/out.sa" "$@" \
       "$W/in.txt" >"$W/log" 2>&1; then
     status="failed: $(tail -3 "$W/log" | tr '\n' ' ')"
   elif ! cmp -s "$W/out.sa" "$W/ref.sa"; then
@@ -127,25 +124,25 @@ for n in $(( (1 << 18) + 13 )) 2500001; do
     make_text "$kind" "$n" "$W/in.txt"
     reference
     for p in $PROCS; do
-      one "$kind n=$n" "$p" yes --
+      one "$kind n=$n" "$p" yes
     done
-    one "$kind n=$n" 3 yes -- --algo dc3
+    one "$kind n=$n" 3 yes --algo dc3
   done
 done
 make_text dna 100000 "$W/in.txt"
 reference
-one "dna n=100000 (below the device minimum)" 3 no --
+one "dna n=100000 (below the device minimum)" 3 no
 make_text fib 2500001 "$W/in.txt"
 reference
-one "fib n=2500001 PSA_GPU_POOL=0" 3 no PSA_GPU_POOL=0 --
-one "fib n=2500001 PSA_GPU_POOL=0" 4 no PSA_GPU_POOL=0 -- --algo dc3
+one "fib n=2500001 --no-gpu-pool" 3 no --no-gpu-pool
+one "fib n=2500001 --no-gpu-pool" 4 no --no-gpu-pool --algo dc3
 # A recursion level relayed to the device (integer names): the top level is distributed
-# (PSA_GPU_POOL=0) and larger than the base case, its first recursion level fits the device.
+# (--no-gpu-pool) and larger than the base case, its first recursion level fits the device.
 for kind in fib repblock an dna; do
   make_text "$kind" 2500001 "$W/in.txt"
   reference
   for p in 2 3 5; do
-    one "$kind n=2500001 PSA_GPU_POOL=0 level relay" "$p" level PSA_GPU_POOL=0 -- --algo dc3 --base-case 300000
+    one "$kind n=2500001 --no-gpu-pool level relay" "$p" level --no-gpu-pool --algo dc3 --base-case 300000
   done
 done
 

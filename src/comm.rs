@@ -42,8 +42,8 @@ pub struct Comm {
     bytes_sent: Cell<u64>,
     /// Seconds this pe spent inside all-to-all exchanges (waiting for slower pes included).
     a2a_secs: Cell<f64>,
-    /// Element limit per MPI call; `i32::MAX` unless lowered (tests set `PSA_MPI_MAX_COUNT` to
-    /// exercise the chunked path).
+    /// Element limit per MPI call; `i32::MAX` unless lowered ([`Comm::with_max_count`]: tests
+    /// lower it to exercise the chunked path).
     max_count: usize,
 }
 
@@ -99,28 +99,26 @@ fn root_stage<'a, T: Pod>(
 }
 
 impl Comm {
-    /// Wraps a communicator (usually `universe.world()`).
+    /// Wraps a communicator (usually `universe.world()`). Local (no communication).
     pub fn new(world: SimpleCommunicator) -> Self {
+        Self::with_max_count(world, MPI_COUNT_MAX)
+    }
+
+    /// Wraps a communicator whose MPI calls move at most `max_count` elements each (exchanges
+    /// larger than that run in rounds; tests lower it to reach that path). `max_count` is clamped
+    /// to `1..=i32::MAX` and raised to at least the number of pes, so that a round moves at most
+    /// `max_count`; every pe must pass the same value. Local (no communication).
+    pub fn with_max_count(world: SimpleCommunicator, max_count: usize) -> Self {
         let rank = world.rank() as usize;
         let size = world.size() as usize;
-        // pe 0's setting holds for all: other nodes may not see the same environment, and the
-        // chunk size must be the same on every pe. At least p, so a round moves ≤ max_count.
-        let mut max_count = std::env::var("PSA_MPI_MAX_COUNT")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(|v| v.clamp(1, MPI_COUNT_MAX as u64))
-            .unwrap_or(MPI_COUNT_MAX as u64);
-        let mut comm = Comm {
+        Comm {
             world,
             rank,
             size,
             bytes_sent: Cell::new(0),
             a2a_secs: Cell::new(0.0),
-            max_count: MPI_COUNT_MAX,
-        };
-        comm.broadcast(&mut max_count, 0);
-        comm.max_count = (max_count as usize).max(size);
-        comm
+            max_count: max_count.clamp(1, MPI_COUNT_MAX).max(size),
+        }
     }
 
     /// This pe's number in `0..size()`.

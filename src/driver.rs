@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::io::{agreed_input_len, read_distributed, OutputFile, SideFile, Width};
+pub use crate::stats::json_str;
 use crate::stats::{summarise, PhaseSummary};
 use crate::{algo, suffix_array, suffix_array_or_write, Ctx};
 
@@ -50,12 +51,18 @@ impl Report {
     }
 }
 
-/// Runs a job. Collective; every pe returns the same verdict.
+/// Runs a job, on the context's threads ([`Ctx::install`]). Collective; every pe returns the same
+/// verdict.
 ///
 /// Everything that can be checked without the text is checked before it is read: the input's
 /// size on every pe, the entry width, the output and stats paths (created now, the output's
 /// space reserved, every pe opening it), so a doomed run fails in seconds, not after the build.
 pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
+    ctx.install(|ctx| run_here(ctx, job))
+}
+
+/// [`run`] on the calling thread's pool.
+fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
     let comm = &ctx.comm;
     let t0 = Instant::now();
     let n = agreed_input_len(comm, &job.input)?;
@@ -189,22 +196,17 @@ pub fn report_table(r: &Report) -> String {
     s
 }
 
-/// A JSON string literal for `s`.
-pub fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
+/// The settings of the run as a JSON object: [`crate::Config::fields`], with the switches the
+/// algorithms read (`ctx.tune`).
+fn config_json(ctx: &Ctx) -> String {
+    let config = crate::Config {
+        tune: ctx.tune.clone(),
+        ..ctx.config.clone()
+    };
+    config.to_json()
 }
 
-/// The report as JSON (for `--stats`).
+/// The report as JSON (for `--stats`), with every setting under `"config"`.
 pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
     let list = |v: &[u64]| {
         v.iter()
@@ -231,8 +233,9 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         })
         .collect();
     format!(
-        "{{\n  \"input\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        "{{\n  \"input\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
         json_str(&job.input.display().to_string()),
+        config_json(ctx),
         r.n,
         ctx.comm.size(),
         ctx.config.threads,

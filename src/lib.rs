@@ -8,16 +8,23 @@
 //! Library use from another rsmpi program:
 //!
 //! ```no_run
-//! let universe = mpi::initialize().unwrap();
+//! // Serialized: psa may call MPI from a thread of its own pool (see `Ctx`).
+//! let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized).unwrap();
+//! psa::abort_on_panic(); // a panic on one pe ends the job instead of hanging the others
 //! let ctx = psa::Ctx::new(universe.world(), psa::Config::default());
 //! let my_slice: Vec<u8> = b"banana".to_vec(); // this pe's contiguous part of the text
 //! let sa_slice = psa::suffix_array(&ctx, &my_slice).unwrap();
 //! ```
+//!
+//! Every setting is a field of [`Config`]; the library reads no environment variables. The
+//! `psa` binary and its command-line dependencies (clap, env_logger) are behind the default
+//! feature `cli`: a library user may build with `default-features = false`.
 
 pub mod affinity;
 pub mod algo;
 pub mod alloc;
 pub mod comm;
+pub mod config;
 pub mod dist;
 pub mod driver;
 pub mod error;
@@ -25,164 +32,116 @@ pub mod io;
 pub mod local;
 pub mod stats;
 
+use std::cell::OnceCell;
 use std::time::Instant;
 
+pub use config::{Algo, Backend, Config, GpuOptions, PinMethod, Predicted, Tunables};
 pub use error::{Error, Result};
 
 use comm::Comm;
 use local::LocalSort;
 use stats::{PhaseLog, PhaseRecord};
 
-/// Which algorithm builds the suffix array.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algo {
-    /// Parallel DC3 (Kulla & Sanders).
-    Dc3,
-    /// Parallel CSS: 8-character keys, one sample sort, equal runs refined by prefix doubling.
-    Css,
-}
-
-/// Which backend runs the local sorts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    Cpu,
-    Gpu,
-}
-
-/// Settings of a run.
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub algo: Algo,
-    pub backend: Backend,
-    /// Threads per pe for local work.
-    pub threads: usize,
-    /// A (sub)problem with at most this many characters in total is gathered on pe 0 and solved
-    /// sequentially; larger ones recurse in parallel. At least 4.
-    pub base_case: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            algo: Algo::Css,
-            backend: Backend::Cpu,
-            threads: 1,
-            base_case: 1 << 22,
-        }
-    }
-}
-
-/// Test and tuning switches read from the environment of pe 0 and broadcast, so every pe takes
-/// the same branches (other nodes may not see the same environment).
-#[derive(Clone, Copy, Debug)]
-pub struct Tunables {
-    /// `PSA_FORCE_WIDE=1`: use the wide-record paths (normally only for n ≥ 2^32..2^41) on any
-    /// input, so tests reach them.
-    pub force_wide: bool,
-    /// `PSA_CSS_HANDOVER`: fraction of unresolved suffixes above which pCSS hands over to DC3
-    /// before doubling (default 0.9; 1 or more: never).
-    pub css_handover: f64,
-    /// `PSA_CSS_PREDICT=0`: pCSS always runs its first sort, even when a sample of the keys
-    /// predicts the DC3 hand-over (so tests reach the hand-over after the sort).
-    pub css_predict: bool,
-    /// `PSA_CSS_FINISH=dc3`: pCSS's hand-over finishes with DC3 on the prefix names instead of
-    /// DC7 (the default, `dc7`).
-    pub css_finish_dc3: bool,
-    /// `PSA_CSS_PREDICTED`: what pCSS does when its sample predicts the hand-over: `dc7` (the
-    /// default) DC7 on the text from the start, `dc3` DC3 from the start, `sort` its first sort
-    /// and then the DC7 finish on the prefix names.
-    pub css_predicted: Predicted,
-    /// `PSA_GPU_POOL=0`: with --gpu at p > 1, never build a whole text that fits pe 0's device
-    /// there (see [`algo::pooled`]); run the distributed algorithm with device sorts instead (its
-    /// recursion levels still go to the device when they fit).
-    pub gpu_pool: bool,
-    /// `PSA_POOL_PIECE`: records per message of that relay (default [`algo::pooled::PIECE`]).
-    pub pool_piece: usize,
-}
-
-/// pCSS's path for inputs its sample predicts to be repetitive (see [`Tunables::css_predicted`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Predicted {
-    Dc7 = 0,
-    Dc3 = 1,
-    SortThenDc7 = 2,
-}
-
-impl Tunables {
-    /// Reads the switches on pe 0 and broadcasts them. Collective.
-    pub fn from_root(comm: &Comm) -> Self {
-        let wide = std::env::var_os("PSA_FORCE_WIDE").is_some_and(|v| v == "1");
-        let handover = std::env::var("PSA_CSS_HANDOVER")
-            .ok()
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.9);
-        let predict = std::env::var_os("PSA_CSS_PREDICT").is_none_or(|v| v != "0");
-        let finish_dc3 = std::env::var_os("PSA_CSS_FINISH").is_some_and(|v| v == "dc3");
-        let predicted = match std::env::var("PSA_CSS_PREDICTED").as_deref() {
-            Ok("dc3") => Predicted::Dc3,
-            Ok("sort") => Predicted::SortThenDc7,
-            _ => Predicted::Dc7,
-        };
-        let pool = std::env::var_os("PSA_GPU_POOL").is_none_or(|v| v != "0");
-        let piece = std::env::var("PSA_POOL_PIECE")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(algo::pooled::PIECE as u64)
-            .max(1);
-        let mut raw = [
-            wide as u64,
-            handover.to_bits(),
-            predict as u64,
-            finish_dc3 as u64,
-            predicted as u64,
-            pool as u64,
-            piece,
-        ];
-        comm.broadcast(&mut raw, 0);
-        Tunables {
-            force_wide: raw[0] == 1,
-            css_handover: f64::from_bits(raw[1]),
-            css_predict: raw[2] == 1,
-            css_finish_dc3: raw[3] == 1,
-            css_predicted: match raw[4] {
-                1 => Predicted::Dc3,
-                2 => Predicted::SortThenDc7,
-                _ => Predicted::Dc7,
-            },
-            gpu_pool: raw[5] == 1,
-            pool_piece: raw[6] as usize,
-        }
-    }
-}
-
 /// Everything a pe needs to take part in a distributed run: the communicator, the local sort
-/// backend, settings and the phase log.
+/// backend, settings, the phase log and the thread pool of its parallel work.
+///
+/// Threads: the library's parallel loops (rayon) run on `config.threads` threads. When the pool
+/// of the calling thread has that many (the `psa` binary sizes the global pool so), the work runs
+/// right there, on the calling thread; otherwise on a pool of the context's own, made at the first
+/// call, and MPI is then called from one of its threads (one call at a time, while the caller
+/// waits): initialise MPI with at least `mpi::Threading::Serialized` for that. The entry points
+/// ([`suffix_array`], [`suffix_array_or_write`], [`driver::run`], [`algo::check::check`]) do
+/// this themselves; [`Ctx::install`] does it for any other part of the library.
 pub struct Ctx {
+    /// The communicator (with the MPI count limit of [`Config::mpi_max_count`]).
     pub comm: Comm,
+    /// The local sort backend ([`local::cpu::CpuSort`] unless replaced, see [`backend_for`]).
     pub sorter: Box<dyn LocalSort>,
+    /// The settings, with `threads` resolved (never 0).
     pub config: Config,
+    /// The phases recorded so far.
     pub log: PhaseLog,
+    /// The algorithms' switches: a copy of `config.tune` made by [`Ctx::new`].
     pub tune: Tunables,
     /// The CPUs of this node that its pes may run on together (an affinity mask): pe 0 runs the
     /// sequential base case on all of them while every other pe waits asleep.
     pub node_cpus: Vec<u64>,
+    /// The context's own rayon pool, made when first needed (None when it could not be made).
+    pool: OnceCell<Option<rayon::ThreadPool>>,
+}
+
+/// Threads per pe by default: the cores this process may use over the pes on its node, at least 1.
+fn default_threads(local_pes: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    (cores / local_pes.max(1)).max(1)
+}
+
+/// A value that may cross to another thread although its type says not: see [`Ctx::install`].
+struct AssertSend<T>(T);
+
+// SAFETY: only used by `Ctx::install` to hand `&Ctx` to one thread of a rayon pool while the
+// calling thread is blocked in `ThreadPool::install` until that thread is done with it: the
+// context is never used by two threads at once, and the pool's latch orders the accesses.
+unsafe impl<T> Send for AssertSend<T> {}
+
+impl<T> AssertSend<T> {
+    fn into_inner(self) -> T {
+        self.0
+    }
 }
 
 impl Ctx {
-    /// A context on `world` with the CPU backend. Collective: every pe must make one.
-    pub fn new(world: mpi::topology::SimpleCommunicator, config: Config) -> Self {
+    /// A context on `world` with the CPU backend, for `config` (threads 0: resolved to the cores
+    /// of this process over the pes of its node). Collective: every pe must make one, with the
+    /// same settings.
+    pub fn new(world: mpi::topology::SimpleCommunicator, mut config: Config) -> Self {
+        let comm = Comm::with_max_count(world, config.mpi_max_count);
+        if config.threads == 0 {
+            config.threads = default_threads(comm.local_size());
+        }
         let sorter: Box<dyn LocalSort> = Box::new(local::cpu::CpuSort::new(config.threads));
-        let comm = Comm::new(world);
         alloc::set_rank(comm.rank());
-        let tune = Tunables::from_root(&comm);
         let node_cpus = comm.node_cpus();
         Ctx {
             comm,
             sorter,
+            tune: config.tune.clone(),
             config,
             log: PhaseLog::default(),
-            tune,
             node_cpus,
+            pool: OnceCell::new(),
+        }
+    }
+
+    /// Runs `f` (given this context) where the library runs its parallel work: on the calling
+    /// thread when its rayon pool has `config.threads` threads, else on one thread of the
+    /// context's own pool of that size while the caller waits (see [`Ctx`] for what that asks of
+    /// MPI). A panic in `f` comes back to the caller. (Asking for the size of the calling thread's
+    /// pool starts rayon's global pool if nothing has started it yet.)
+    pub fn install<R: Send>(&self, f: impl FnOnce(&Ctx) -> R + Send) -> R {
+        if rayon::current_num_threads() == self.config.threads {
+            return f(self);
+        }
+        let pool = self.pool.get_or_init(|| {
+            let built = rayon::ThreadPoolBuilder::new()
+                .num_threads(self.config.threads)
+                .thread_name(|i| format!("psa-{i}"))
+                .build();
+            built
+                .map_err(|e| {
+                    log::warn!(
+                        "cannot start a pool of {} threads, running on the caller's: {e}",
+                        self.config.threads
+                    )
+                })
+                .ok()
+        });
+        match pool {
+            Some(pool) => {
+                let me = AssertSend(self);
+                pool.install(move || f(me.into_inner()))
+            }
+            None => f(self),
         }
     }
 
@@ -275,6 +234,11 @@ impl Ctx {
 /// Exit: each pe holds the suffix array entries for the same global range as its slice, as global
 /// positions. Suffixes compare as byte strings; a proper prefix sorts first.
 pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
+    ctx.install(|ctx| suffix_array_here(ctx, text))
+}
+
+/// [`suffix_array`] on the calling thread's pool.
+fn suffix_array_here(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
     check_config(ctx)?;
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
     if ctx.config.backend == Backend::Gpu {
@@ -307,8 +271,17 @@ pub fn suffix_array_or_write(
     text: &[u8],
     out: &io::OutputFile,
 ) -> Result<Option<Vec<u64>>> {
+    ctx.install(|ctx| suffix_array_or_write_here(ctx, text, out))
+}
+
+/// [`suffix_array_or_write`] on the calling thread's pool.
+fn suffix_array_or_write_here(
+    ctx: &Ctx,
+    text: &[u8],
+    out: &io::OutputFile,
+) -> Result<Option<Vec<u64>>> {
     if ctx.config.backend != Backend::Gpu || ctx.comm.size() == 1 || !ctx.tune.gpu_pool {
-        return suffix_array(ctx, text).map(Some);
+        return suffix_array_here(ctx, text).map(Some);
     }
     check_config(ctx)?;
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
@@ -347,13 +320,16 @@ pub fn backend_for(ctx: &Ctx) -> Result<Box<dyn LocalSort>> {
         // Pe 0 opens its device now (it builds whatever fits there, and its errors should stop
         // the job at the start); the others check theirs now and open it when first used.
         #[cfg(feature = "gpu")]
-        Backend::Gpu if ctx.comm.rank() == 0 => local::gpu::GpuSort::open(0, ctx.config.threads)
-            .map(|g| Box::new(g) as Box<dyn LocalSort>),
+        Backend::Gpu if ctx.comm.rank() == 0 => {
+            local::gpu::GpuSort::open(0, ctx.config.threads, ctx.config.gpu.clone())
+                .map(|g| Box::new(g) as Box<dyn LocalSort>)
+        }
         #[cfg(feature = "gpu")]
         Backend::Gpu => local::gpu::GpuSort::probe(ctx.comm.rank()).map(|_| {
             Box::new(local::gpu::LazyGpu::new(
                 ctx.comm.rank(),
                 ctx.config.threads,
+                ctx.config.gpu.clone(),
             )) as Box<dyn LocalSort>
         }),
         #[cfg(not(feature = "gpu"))]
@@ -361,4 +337,25 @@ pub fn backend_for(ctx: &Ctx) -> Result<Box<dyn LocalSort>> {
             "--gpu needs a build with GPU support: cargo build --release --features gpu".into(),
         )),
     }
+}
+
+/// Makes a panic on this pe, on any thread, end the whole MPI job at once instead of leaving the
+/// other pes waiting in their next collective: the hook prints `psa: internal error on pe R: …`,
+/// removes the partial output file of a running job ([`io::OutputFile`]) and calls MPI_Abort
+/// (exit status 101). Without MPI running it only prints the message (the panic then goes on as
+/// usual). Replaces the panic hook of the process; the `psa` binary installs it at start-up.
+pub fn abort_on_panic() {
+    std::panic::set_hook(Box::new(|info| {
+        use mpi::traits::Communicator;
+        let running = mpi::environment::is_initialized() && !mpi::environment::is_finalized();
+        if !running {
+            eprintln!("psa: internal error: {info}");
+            return;
+        }
+        let rank = mpi::topology::SimpleCommunicator::world().rank();
+        eprintln!("psa: internal error on pe {rank}: {info}");
+        io::remove_partial_now();
+        // No collective here: the other pes may be anywhere.
+        comm::abort_world(101);
+    }));
 }

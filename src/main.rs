@@ -1,98 +1,21 @@
 //! `psa`: build the suffix array of a file on every MPI process of the job.
 
+mod cli;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{ArgAction, Parser, ValueEnum};
+use clap::Parser;
+use mpi::traits::Communicator;
 use psa::driver::{report_table, run, Job};
-use psa::io::Width;
-use psa::{Algo, Backend, Config, Ctx, Error};
+use psa::{Ctx, Error};
+
+use cli::Cli;
 
 /// A failed allocation ends the whole job with one clear message (see `psa::alloc`).
 #[global_allocator]
 static ALLOC: psa::alloc::AbortOnOom = psa::alloc::AbortOnOom;
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum AlgoArg {
-    /// parallel DC3 (Kulla & Sanders): sample sorts, prefix-sum naming, distributed recursion
-    Dc3,
-    /// parallel CSS: 8-character keys, one sample sort, prefix doubling on equal runs; texts
-    /// that a sample shows to be repetitive go to DC7 (difference cover mod 7)
-    Css,
-}
-
-const AFTER_HELP: &str = "\
-Examples:
-  psa small.txt                                   one process; writes small.txt.sa
-  mpirun -n 64 psa genome.txt                     64 processes (pes), each reads 1/64 of the input
-  mpirun -n 16 psa --algo dc3 --width 5 -o /scratch/web.sa web.txt
-  mpirun -n 2 --bind-to none psa --threads 8 x.txt  without --bind-to none, Open MPI pins each of
-                                                  up to 2 processes to one core
-  srun --mpi=pmix psa --check corpus.txt          in a Slurm job (Open MPI; see slurm/psa.sbatch)
-
-Output: SA[0..n) as little-endian unsigned integers of --width bytes each (n × width bytes).
-The file is written under a temporary name beside OUTPUT, its space reserved at the start, and
-renamed when complete, so OUTPUT never holds a partial result. A device or FIFO (-o /dev/null) is
-written through. psa refuses to overwrite its input, a directory or special file, and (without
---force) a read-only file. Exit status: 0 on success, 1 on any error (reported once, by the
-lowest pe that failed), 2 for bad arguments and refused outputs (before the input is read).
-Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phases).";
-
-/// Distributed suffix array construction on MPI.
-#[derive(Parser, Debug)]
-#[command(name = "psa", version, about, after_help = AFTER_HELP)]
-struct Cli {
-    /// Input file (any bytes; every pe reads only its own slice)
-    input: PathBuf,
-    /// Output file [default: INPUT.sa]
-    #[arg(short, long)]
-    output: Option<PathBuf>,
-    /// Algorithm (css is the faster on real texts; both give the same output)
-    #[arg(long, value_enum, default_value = "css")]
-    algo: AlgoArg,
-    /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5), 4, 5 or 8
-    #[arg(long, default_value = "auto", value_parser = Width::parse)]
-    width: Width,
-    /// Threads per pe [default: cores of the node / pes on the node; at most the cores the pe
-    /// may run on]
-    #[arg(long, value_parser = at_least::<1>)]
-    threads: Option<u64>,
-    /// Verify the result with the distributed checker before writing it
-    #[arg(long)]
-    check: bool,
-    /// Write per-phase times, bytes sent, peak memory per pe as JSON to FILE
-    #[arg(long, value_name = "FILE")]
-    stats: Option<PathBuf>,
-    /// Replace an output or stats file even when it is read-only
-    #[arg(long)]
-    force: bool,
-    /// Use the GPU (pe r uses device r mod device count; build with --features gpu): a text that
-    /// fits pe 0's device (about free memory / 63 characters) is built whole there, at p > 1
-    /// streamed through pe 0 and back; larger texts run the distributed algorithm with local sorts,
-    /// base cases and recursion levels that fit on the GPU
-    #[arg(long)]
-    gpu: bool,
-    /// Subproblems of at most this many characters are solved sequentially on one pe
-    #[arg(long, default_value_t = 1 << 22, value_name = "N",
-          value_parser = at_least::<4>)]
-    base_case: u64,
-    /// More log output (-v: per-phase table, -vv: every pe's debug output)
-    #[arg(short, long, action = ArgAction::Count)]
-    verbose: u8,
-    /// Only errors
-    #[arg(short, long, conflicts_with = "verbose")]
-    quiet: bool,
-}
-
-/// A whole number of at least MIN, with a message that says so.
-fn at_least<const MIN: u64>(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(v) if v >= MIN => Ok(v),
-        Ok(v) => Err(format!("must be at least {MIN}, not {v}")),
-        Err(_) => Err(format!("'{s}' is not a whole number")),
-    }
-}
 
 fn init_logging(cli: &Cli, rank: usize) {
     let level = match (cli.quiet, cli.verbose) {
@@ -126,21 +49,20 @@ fn usable_cores() -> usize {
         .unwrap_or(1)
 }
 
-/// Threads per pe: as asked, but at most the cores the pe may run on (more only slow it down),
-/// by default those cores shared by the pes of the node.
-fn threads_per_pe(asked: Option<u64>, local_pes: usize, rank: usize) -> usize {
+/// Threads per pe: as asked, but at most the cores the pe may run on (more only slow it down);
+/// None: the library's default (the node's cores shared by its pes).
+fn threads_per_pe(asked: Option<usize>, rank: usize) -> Option<usize> {
     let cores = usable_cores();
     match asked {
-        Some(t) if t as usize > cores => {
+        Some(t) if t > cores => {
             if rank == 0 {
                 log::warn!(
                     "--threads {t} is more than the {cores} core(s) this pe may run on: using {cores} (give a pe more cores with `mpirun --map-by slot:PE={t} --bind-to core` or `--bind-to none`)"
                 );
             }
-            cores
+            Some(cores)
         }
-        Some(t) => t as usize,
-        None => (cores / local_pes.max(1)).max(1),
+        asked => asked,
     }
 }
 
@@ -155,6 +77,13 @@ fn launcher_rank() -> Option<usize> {
     ]
     .iter()
     .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+/// Where compiled GPU kernels are kept by default: `$XDG_CACHE_HOME/psa`, else `~/.cache/psa`.
+fn default_kernel_cache() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(|d| PathBuf::from(d).join("psa"))
+        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/psa")))
 }
 
 fn main() -> ExitCode {
@@ -178,39 +107,28 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     };
     let world = universe.world();
-    let comm0 = psa::comm::Comm::new(universe.world());
-    let rank = comm0.rank();
+    let rank = world.rank() as usize;
     init_logging(&cli, rank);
-
     // A panic on one pe must end the whole job, not leave the others waiting in a collective.
-    std::panic::set_hook(Box::new(move |info| {
-        eprintln!("psa: internal error on pe {rank}: {info}");
-        psa::io::remove_partial_now();
-        // No collective here (Comm::new broadcasts): the other pes may be anywhere.
-        psa::comm::abort_world(101);
-    }));
+    psa::abort_on_panic();
 
-    let threads = threads_per_pe(cli.threads, comm0.local_size(), rank);
-    let size = comm0.size();
-    let config = Config {
-        algo: match cli.algo {
-            AlgoArg::Dc3 => Algo::Dc3,
-            AlgoArg::Css => Algo::Css,
-        },
-        backend: if cli.gpu { Backend::Gpu } else { Backend::Cpu },
-        threads: threads.max(1),
-        base_case: cli.base_case as usize,
-    };
-    drop(comm0);
+    let mut config = cli.config(default_kernel_cache());
+    config.threads = threads_per_pe(cli.threads, rank).unwrap_or(0);
+    let size = world.size() as usize;
+    let ctx = Ctx::new(world, config);
+    // The library's parallel work runs on the calling thread when its pool has the context's
+    // thread count (Ctx::install): size the global pool so, and MPI stays on this thread.
     if let Err(e) = rayon::ThreadPoolBuilder::new()
-        .num_threads(config.threads)
+        .num_threads(ctx.config.threads)
         .build_global()
     {
         log::warn!("could not size the thread pool: {e}");
     }
-    let ctx = Ctx::new(world, config);
+    if rank == 0 && cli.verbose >= 1 {
+        log::info!("settings: {}", ctx.config.summary());
+    }
     let result = ctx.comm.agree(psa::backend_for(&ctx)).and_then(|sorter| {
-        let ctx = Ctx { sorter, ..ctx };
+        let ctx = ctx.with_sorter(sorter);
         let job = Job {
             output: cli.output.clone().unwrap_or_else(|| {
                 let mut s = cli.input.clone().into_os_string();

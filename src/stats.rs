@@ -164,3 +164,18 @@ pub fn address_space_limit() -> Option<u64> {
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
     (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
 }
+
+/// A JSON string literal for `s`.
+pub fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}

@@ -142,14 +142,15 @@ fn run_row(name: &str) {
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
-/// One run of `psa` on `dir/input`; Ok when it exits 0 and its output equals `want`.
+/// One run of `psa` on `dir/input` with the switches `extra`; Ok when it exits 0 and its output
+/// equals `want`.
 fn run_one(
     dir: &Path,
     want: &[u64],
     p: usize,
     algo: &str,
     base: Base,
-    env: &[(&str, &str)],
+    extra: &[&str],
 ) -> Result<(), String> {
     let out = format!(
         "out-{p}-{algo}-{}.sa",
@@ -163,8 +164,9 @@ fn run_one(
         out.clone(),
     ];
     args.extend(base.args());
+    args.extend(extra.iter().map(|a| a.to_string()));
     args.push("input".into());
-    let o = run_psa_env(p, &args, env, dir, DEFAULT_TIMEOUT);
+    let o = run_psa_env(p, &args, &[], dir, DEFAULT_TIMEOUT);
     if !o.success() {
         return Err(format!("run failed: {}", o.brief()));
     }
@@ -333,7 +335,7 @@ fn output_widths() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
-/// `PSA_MPI_MAX_COUNT=7` makes every all-to-all run in rounds of at most 7 records per call
+/// `--mpi-max-count 7` makes every all-to-all run in rounds of at most 7 records per call
 /// (src/comm.rs' chunked path); results must stay exact.
 #[test]
 fn chunked_all_to_all() {
@@ -353,16 +355,11 @@ fn chunked_all_to_all() {
             for &algo in ALGOS {
                 for base in [Base::Small(4), Base::Default] {
                     runs += 1;
-                    if let Err(msg) = run_one(
-                        dir.path(),
-                        &want,
-                        p,
-                        algo,
-                        base,
-                        &[("PSA_MPI_MAX_COUNT", "7")],
-                    ) {
+                    if let Err(msg) =
+                        run_one(dir.path(), &want, p, algo, base, &["--mpi-max-count", "7"])
+                    {
                         failures.push(format!(
-                            "PSA_MPI_MAX_COUNT=7, input {name}, p = {p}, algo = {algo}, {}: {msg}",
+                            "--mpi-max-count 7, input {name}, p = {p}, algo = {algo}, {}: {msg}",
                             base.label()
                         ));
                     }
@@ -373,7 +370,7 @@ fn chunked_all_to_all() {
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
-/// `PSA_FORCE_WIDE=1` sends both algorithms down their wide-record paths (normally only taken for
+/// `--force-wide` sends both algorithms down their wide-record paths (normally only taken for
 /// n ≥ 2^41 or huge names) on small inputs; results must stay exact.
 #[test]
 fn wide_record_paths() {
@@ -398,11 +395,9 @@ fn wide_record_paths() {
             for &algo in ALGOS {
                 for base in [Base::Small(4), Base::Default] {
                     runs += 1;
-                    if let Err(msg) =
-                        run_one(dir.path(), &want, p, algo, base, &[("PSA_FORCE_WIDE", "1")])
-                    {
+                    if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &["--force-wide"]) {
                         failures.push(format!(
-                            "PSA_FORCE_WIDE=1, input {name}, p = {p}, algo = {algo}, {}: {msg}",
+                            "--force-wide, input {name}, p = {p}, algo = {algo}, {}: {msg}",
                             base.label()
                         ));
                     }
@@ -414,9 +409,9 @@ fn wide_record_paths() {
 }
 
 /// pCSS's other ways to finish on repetitive texts, which the sample-based prediction (first sort,
-/// then DC7) normally pre-empts: the hand-over to DC7 during doubling (`PSA_CSS_PREDICT=0`), the
-/// same with DC3 (`PSA_CSS_FINISH=dc3`), plain prefix doubling to the end
-/// (`PSA_CSS_HANDOVER=2`), and DC3 from the start when predicted (`PSA_CSS_PREDICTED=dc3`).
+/// then DC7) normally pre-empts: the hand-over to DC7 during doubling (`--no-css-predict`), the
+/// same with DC3 (`--css-finish dc3`), plain prefix doubling to the end (`--css-handover 2`),
+/// and DC3 from the start when predicted (`--css-predicted dc3`).
 #[test]
 fn css_finishes_without_prediction() {
     let inputs: Vec<(&str, Vec<u8>)> = vec![
@@ -433,11 +428,11 @@ fn css_finishes_without_prediction() {
         ("dna_20000", gen::dna(16, 20_000)),
         ("a_n_1000", gen::a_n(1000)),
     ];
-    let envs: [&[(&str, &str)]; 4] = [
-        &[("PSA_CSS_PREDICT", "0")],
-        &[("PSA_CSS_PREDICT", "0"), ("PSA_CSS_FINISH", "dc3")],
-        &[("PSA_CSS_PREDICT", "0"), ("PSA_CSS_HANDOVER", "2")],
-        &[("PSA_CSS_PREDICTED", "dc3")],
+    let switches: [&[&str]; 4] = [
+        &["--no-css-predict"],
+        &["--no-css-predict", "--css-finish", "dc3"],
+        &["--no-css-predict", "--css-handover", "2"],
+        &["--css-predicted", "dc3"],
     ];
     let mut failures = Vec::new();
     let mut runs = 0;
@@ -446,10 +441,10 @@ fn css_finishes_without_prediction() {
         let dir = TempDir::new(name);
         dir.write("input", text);
         for p in [1usize, 2, 3, 7] {
-            for env in envs {
+            for extra in switches {
                 runs += 1;
-                if let Err(msg) = run_one(dir.path(), &want, p, "css", Base::Small(4), env) {
-                    failures.push(format!("{env:?}, input {name}, p = {p}: {msg}"));
+                if let Err(msg) = run_one(dir.path(), &want, p, "css", Base::Small(4), extra) {
+                    failures.push(format!("{}, input {name}, p = {p}: {msg}", extra.join(" ")));
                 }
             }
         }

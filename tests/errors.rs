@@ -416,6 +416,80 @@ fn stats_file_is_json_with_the_run() {
     }
 }
 
+/// Every setting comes from the command line and is written into `--stats` ("config") and onto
+/// the `-v` log; `PSA_*` environment variables (the configuration channel of older builds) change
+/// nothing.
+#[test]
+fn settings_come_from_flags_not_the_environment() {
+    let dir = TempDir::new("settings");
+    let text = gen::fibonacci(3000);
+    let want = oracle(&text);
+    dir.write("input", &text);
+    let stale_env: &[(&str, &str)] = &[
+        ("PSA_MPI_MAX_COUNT", "3"),
+        ("PSA_FORCE_WIDE", "1"),
+        ("PSA_CSS_HANDOVER", "0.5"),
+        ("PSA_CSS_PREDICTED", "sort"),
+        ("PSA_POOL_PIECE", "5"),
+        ("PSA_STAGE", "8x16"),
+    ];
+    let flags = [
+        "--threads",
+        "2",
+        "--mpi-max-count",
+        "7",
+        "--force-wide",
+        "--css-handover",
+        "2",
+        "--no-css-predict",
+        "--css-finish",
+        "dc3",
+        "--css-predicted",
+        "dc3",
+        "--no-gpu-pool",
+        "--pool-piece",
+        "3",
+        "--gpu-stage",
+        "4x32",
+        "--gpu-copy-piece",
+        "8192",
+        "--gpu-pin",
+        "alloc",
+        "--kernel-cache",
+        "kernels",
+    ];
+    let with_flags = "\"config\": {\"algo\": \"css\", \"backend\": \"cpu\", \"threads\": 2, \
+        \"base_case\": 16, \"mpi_max_count\": 7, \"force_wide\": true, \"css_handover\": 2.0, \
+        \"css_predict\": false, \"css_finish\": \"dc3\", \"css_predicted\": \"dc3\", \
+        \"gpu_pool\": false, \"pool_piece\": 3, \"gpu_stage_buffers\": 4, \
+        \"gpu_stage_buffer_bytes\": 33554432, \"gpu_copy_piece\": 8192, \"gpu_pin\": \"alloc\", \
+        \"kernel_cache\": \"kernels\"}";
+    let defaults = "\"mpi_max_count\": 2147483647, \"force_wide\": false, \"css_handover\": 0.9, \
+        \"css_predict\": true, \"css_finish\": \"dc7\", \"css_predicted\": \"dc7\", \
+        \"gpu_pool\": true, \"pool_piece\": 16777216, \"gpu_stage_buffers\": 2, \
+        \"gpu_stage_buffer_bytes\": 67108864, \"gpu_copy_piece\": 1048576, \
+        \"gpu_pin\": \"register\"";
+    for (extra, expect) in [(&flags[..], with_flags), (&[][..], defaults)] {
+        let mut args = vec!["-v", "--base-case", "16", "--stats", "stats.json"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["-o", "out.sa", "input"]);
+        let o = run_psa_env(2, &args, stale_env, dir.path(), DEFAULT_TIMEOUT);
+        assert!(o.success(), "{}", o.describe());
+        assert_eq!(read_sa(&dir.join("out.sa"), 4), want, "{}", o.cmdline);
+        let s = fs::read_to_string(dir.join("stats.json")).expect("stats file written");
+        assert!(s.contains(expect), "{}: want {expect} in\n{s}", o.cmdline);
+        let settings = o.stderr.lines().find(|l| l.contains("] settings: "));
+        let settings = settings.unwrap_or_else(|| panic!("no settings line: {}", o.describe()));
+        for (k, v) in [("mpi_max_count", 7), ("pool_piece", 3)] {
+            assert_eq!(
+                settings.contains(&format!(" {k}={v} ")),
+                !extra.is_empty(),
+                "{k} in {settings}"
+            );
+        }
+    }
+}
+
 #[test]
 fn empty_input_gives_empty_output() {
     let dir = TempDir::new("empty");

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use psa::local::cpu::CpuSort;
 use psa::local::gpu::{GpuSort, MIN_GPU_KEYS};
 use psa::local::{HostBuf, LocalSort};
+use psa::GpuOptions;
 
 const SIZES: [usize; 8] = [0, 1, 2, 1000, 65535, 65537, 1_000_000, 10_000_000];
 
@@ -20,7 +21,8 @@ fn say(msg: &str) {
 /// The shared GPU backend, or None (after saying why) when this machine has none.
 fn gpu(test: &str) -> Option<&'static GpuSort> {
     static GPU: OnceLock<Result<GpuSort, String>> = OnceLock::new();
-    match GPU.get_or_init(|| GpuSort::open(0, 4).map_err(|e| e.to_string())) {
+    match GPU.get_or_init(|| GpuSort::open(0, 4, GpuOptions::default()).map_err(|e| e.to_string()))
+    {
         Ok(g) => {
             // A GPU is there: the kernels must compile (a failure here is a real failure).
             g.prepare()
@@ -203,7 +205,8 @@ fn chunked_sort_merges_on_cpu() {
     let Some(shared) = gpu("chunked_sort_merges_on_cpu") else {
         return;
     };
-    let mut g = GpuSort::open(0, 4).expect("a second handle on the same device");
+    let mut g =
+        GpuSort::open(0, 4, GpuOptions::default()).expect("a second handle on the same device");
     for (cap, n) in [
         (MIN_GPU_KEYS, 1_000_000),
         (300_000, 1_000_000),
@@ -235,7 +238,8 @@ fn grouped_sort_equals_cpu() {
     let Some(shared) = gpu("grouped_sort_equals_cpu") else {
         return;
     };
-    let mut g = GpuSort::open(0, 4).expect("a second handle on the same device");
+    let mut g =
+        GpuSort::open(0, 4, GpuOptions::default()).expect("a second handle on the same device");
     let mut ran = 0;
     for groups in [2, 5, 16] {
         g.set_overlap_groups(Some(groups));
@@ -324,7 +328,8 @@ fn classic_passes_equal_cpu() {
     let Some(shared) = gpu("classic_passes_equal_cpu") else {
         return;
     };
-    let mut g = GpuSort::open(0, 4).expect("a second handle on the same device");
+    let mut g =
+        GpuSort::open(0, 4, GpuOptions::default()).expect("a second handle on the same device");
     g.set_onesweep(false);
     for groups in [None, Some(1), Some(5)] {
         g.set_overlap_groups(groups);
@@ -383,7 +388,8 @@ fn page_locked_buffers_sort_like_the_cpu() {
     let Some(shared) = gpu("page_locked_buffers_sort_like_the_cpu") else {
         return;
     };
-    let mut g = GpuSort::open(0, 4).expect("a second handle on the same device");
+    let mut g =
+        GpuSort::open(0, 4, GpuOptions::default()).expect("a second handle on the same device");
     for (groups, cap, n) in [
         (Some(1), None, 1_000_000),
         (None, None, 10_000_000),

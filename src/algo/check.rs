@@ -10,8 +10,14 @@ use crate::error::{Error, Result};
 use crate::Ctx;
 
 /// Checks a distributed suffix array. Collective. Entry: `text` and `sa` are this pe's slices
-/// under the same `layout`. Returns the same verdict on every pe.
+/// under the same `layout`. Returns the same verdict on every pe. Runs on the context's threads
+/// ([`Ctx::install`]).
 pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> {
+    ctx.install(|ctx| check_here(ctx, text, sa, layout))
+}
+
+/// [`check`] on the calling thread's pool.
+fn check_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> {
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();

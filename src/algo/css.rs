@@ -10,7 +10,7 @@
 //!    share their key with another one (runs of one character not counted); above the hand-over
 //!    fraction (90 %) doubling would take log(longest repeat) rounds over nearly all suffixes, and
 //!    DC7 ([`super::dc7::dc7`]) builds the suffix array from the start instead of after a wasted
-//!    sort (`PSA_CSS_PREDICTED=dc3`: pDC3; `sort`: the first sort, then the DC7 finish).
+//!    sort (`--css-predicted dc3`: pDC3; `sort`: the first sort, then the DC7 finish).
 //! 3. **sort keys**: one distributed sample sort of these 128-bit records (the position makes
 //!    them unique, so runs of equal keys spread over all pes: aⁿ stays balanced).
 //! 4. **names**: the name of a suffix is the global index of the first suffix with the same key
@@ -24,7 +24,7 @@
 //!    i+d. Sorting these keys splits each group; new names are group start + offset of the
 //!    subgroup, new depths d + depth(i+d). Resolved suffixes drop out of later rounds; when most
 //!    stay unresolved, DC7 finishes from the names ([`super::dc7::finish_from_names`]; with
-//!    `PSA_CSS_FINISH=dc3`, [`super::dc3::finish_from_names`]).
+//!    `--css-finish dc3`, [`super::dc3::finish_from_names`]).
 //! 6. **place**: every suffix's final name is its SA index: (name, i) goes to the owner of that
 //!    index.
 //!
@@ -289,7 +289,7 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 }
 
 /// The hand-over: the suffix array from the current prefix names (every group's depth is at least
-/// k ≥ 8), by DC7 ([`super::dc7`]) or, with `PSA_CSS_FINISH=dc3`, by DC3.
+/// k ≥ 8), by DC7 ([`super::dc7`]) or, with `--css-finish dc3`, by DC3.
 fn finish(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64]) -> Vec<u64> {
     if ctx.tune.css_finish_dc3 {
         super::dc3::finish_from_names(ctx, text, layout, name_of)

@@ -6,9 +6,9 @@
 //! builds the suffix array, and pe 0 streams each pe its part back. Pe 0 relays in pieces of
 //! [`PIECE`] characters: no pe's memory ever holds the whole text or the whole suffix array (the
 //! device does). Texts that do not fit, or any failure on the device, leave the work to the
-//! distributed algorithm, decided together by every pe. `PSA_GPU_POOL=0` turns this off for the
-//! whole text (to measure the distributed algorithm with device sorts); recursion levels still
-//! go to the device when they fit.
+//! distributed algorithm, decided together by every pe. [`crate::Tunables::gpu_pool`] = false
+//! (`psa --no-gpu-pool`) turns this off for the whole text (to measure the distributed algorithm
+//! with device sorts); recursion levels still go to the device when they fit.
 //!
 //! The same relay serves a recursion level of pDC3 (integer names) that fits the device when the
 //! whole text did not (`pooled_sa_ints`, from `dc3::level`).
@@ -25,8 +25,8 @@ use crate::io::OutputFile;
 use crate::local::{used_bytes, widen_in_place, Alphabet, HostBuf, PooledSa};
 use crate::Ctx;
 
-/// Characters (and SA entries) pe 0 relays per message, unless `PSA_POOL_PIECE` says otherwise
-/// (tests use tiny pieces).
+/// Characters (and SA entries) pe 0 relays per message by default ([`crate::Tunables::pool_piece`];
+/// tests use tiny pieces).
 pub const PIECE: usize = 1 << 24;
 
 /// The suffix array part of this pe for a byte text, built on pe 0's device; None (on every pe)

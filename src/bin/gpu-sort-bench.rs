@@ -4,7 +4,8 @@
 //!
 //! Usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable]
 //!                       [--kinds u64,rec,u128] [--groups auto,1] [--passes onesweep,classic]
-//!                       [--host pageable,pinned]
+//!                       [--host pageable,pinned] [--stage NxM] [--copy-piece BYTES]
+//!                       [--pin register|alloc] [--kernel-cache DIR]
 //!
 //! For every size and kind: one input (fixed seed), sorted by the CPU (voracious_mt_sort,
 //! `--threads` threads) and by the GPU backend. u64, u128: random keys, the results must be
@@ -19,7 +20,9 @@
 //! pinned staging buffers; psa's algorithms sort such memory), or `pinned`, page-locked memory
 //! from the GPU backend (`psa::local::HostBuf`; the DMA engine copies it directly), allocated
 //! once per row: its allocation time is a column of its own, not part of the sorts. Prints a
-//! markdown table.
+//! markdown table. `--stage`, `--copy-piece`, `--pin` and `--kernel-cache` set the backend's
+//! [`psa::GpuOptions`] (as psa's hidden `--gpu-stage`, `--gpu-copy-piece`, `--gpu-pin` and its
+//! `--kernel-cache` do; default: none, the kernels are compiled by every run).
 
 #[cfg(not(feature = "gpu"))]
 fn main() {
@@ -39,6 +42,7 @@ mod bench {
     use psa::local::cpu::CpuSort;
     use psa::local::gpu::{GpuSort, Profile};
     use psa::local::{HostBuf, LocalSort};
+    use psa::{GpuOptions, PinMethod};
     use rayon::prelude::*;
     use voracious_radix_sort::RadixSort;
 
@@ -57,6 +61,8 @@ mod bench {
         onesweep: Vec<bool>,
         /// Host memory kinds to time: true for page-locked memory from the backend.
         host_pinned: Vec<bool>,
+        /// The backend's settings (staging shape, copy piece, pin method, kernel cache).
+        opts: GpuOptions,
     }
 
     fn parse_size(s: &str) -> usize {
@@ -81,6 +87,7 @@ mod bench {
             groups: vec![None],
             onesweep: vec![true],
             host_pinned: vec![false],
+            opts: GpuOptions::default(),
         };
         let mut it = std::env::args().skip(1);
         while let Some(x) = it.next() {
@@ -133,8 +140,37 @@ mod bench {
                 "--u128-bits" => {
                     a.bits128 = val().split(',').map(|b| b.parse().expect("bits")).collect()
                 }
+                // N staging buffers (at least 2) of M MiB.
+                "--stage" => {
+                    let v = val();
+                    let shape = v.split_once('x').and_then(|(n, m)| {
+                        Some((n.parse::<usize>().ok()?, m.parse::<usize>().ok()?))
+                    });
+                    match shape {
+                        Some((n, m)) if n >= 2 && m >= 1 => {
+                            a.opts.stage_buffers = n;
+                            a.opts.stage_buffer_bytes = m << 20;
+                        }
+                        _ => panic!("--stage: NxM, N buffers (at least 2) of M MiB, not {v}"),
+                    }
+                }
+                "--copy-piece" => {
+                    a.opts.copy_piece = val().parse().expect("copy piece: bytes");
+                    assert!(
+                        a.opts.copy_piece >= 4096,
+                        "--copy-piece: at least 4096 bytes"
+                    );
+                }
+                "--pin" => {
+                    a.opts.pin = match val().as_str() {
+                        "register" => PinMethod::Register,
+                        "alloc" => PinMethod::Alloc,
+                        p => panic!("--pin: register or alloc, not {p}"),
+                    }
+                }
+                "--kernel-cache" => a.opts.kernel_cache = Some(val().into()),
                 "-h" | "--help" => {
-                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--kinds u64,rec,u128] [--u128-bits 128,80] [--groups auto,1] [--passes onesweep,classic] [--host pageable,pinned]");
+                    println!("usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable] [--kinds u64,rec,u128] [--u128-bits 128,80] [--groups auto,1] [--passes onesweep,classic] [--host pageable,pinned] [--stage NxM] [--copy-piece BYTES] [--pin register|alloc] [--kernel-cache DIR]");
                     std::process::exit(0);
                 }
                 _ => panic!("unknown argument {x}"),
@@ -345,7 +381,7 @@ mod bench {
             .num_threads(a.threads)
             .build_global()
             .ok();
-        let mut gpu = match GpuSort::open(0, a.threads) {
+        let mut gpu = match GpuSort::open(0, a.threads, a.opts.clone()) {
             Ok(g) => g,
             Err(e) => {
                 eprintln!("gpu-sort-bench: {e}");

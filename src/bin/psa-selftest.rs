@@ -18,6 +18,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use mpi::topology::SimpleCommunicator;
 use psa::algo::{
     check::check,
     seq::{sa_bytes, sa_ints},
@@ -125,36 +126,17 @@ impl Runner {
     }
 }
 
-fn comm_with_max_count(m: Option<usize>) -> Comm {
-    // Comm::new reads PSA_MPI_MAX_COUNT when it is made; set it just for this one.
-    let old = std::env::var("PSA_MPI_MAX_COUNT").ok();
-    match m {
-        Some(m) => std::env::set_var("PSA_MPI_MAX_COUNT", m.to_string()),
-        None => std::env::remove_var("PSA_MPI_MAX_COUNT"),
-    }
-    let c = Comm::new(mpi::topology::SimpleCommunicator::world());
-    match old {
-        Some(v) => std::env::set_var("PSA_MPI_MAX_COUNT", v),
-        None => std::env::remove_var("PSA_MPI_MAX_COUNT"),
-    }
-    c
-}
-
-fn ctx_with(comm: Comm, algo: Algo, base_case: usize) -> Ctx {
-    let tune = psa::Tunables::from_root(&comm);
-    Ctx {
-        tune,
-        comm,
-        sorter: Box::new(CpuSort::new(1)),
-        config: Config {
-            algo,
-            base_case,
-            threads: 1,
-            ..Config::default()
-        },
-        log: PhaseLog::default(),
-        node_cpus: psa::affinity::current(),
-    }
+/// A context on the world communicator for `algo` and `base_case` with one thread and the CPU
+/// backend, `edit` applied to its other settings. Collective.
+fn ctx_with(algo: Algo, base_case: usize, edit: impl FnOnce(&mut Config)) -> Ctx {
+    let mut config = Config {
+        algo,
+        base_case,
+        threads: 1,
+        ..Config::default()
+    };
+    edit(&mut config);
+    Ctx::new(SimpleCommunicator::world(), config)
 }
 
 /// Per-pe length patterns for distributed sequences, with empty pes in many places.
@@ -1001,6 +983,45 @@ fn check_checker(ctx: &Ctx) -> CheckResult {
 }
 
 // ------------------------------------------------------------------------------------------------
+// The library's threads
+
+/// A context whose thread count is that of the calling thread's pool (1 here: `main` sizes the
+/// global pool so, as `psa` does) runs the library on the calling thread; one with another count
+/// runs it on a pool of its own of that size (calling MPI from there: this binary asks for
+/// `Threading::Serialized`). Both give the right suffix array.
+fn check_ctx_threads(world: &Comm) -> CheckResult {
+    let me = world.rank();
+    let text: Vec<u8> = b"abracadabra\0cadabra".repeat(23);
+    let want = sa_bytes(&text, 1);
+    let cuts = Layout::block(text.len(), world.size()).offsets().to_vec();
+    let caller = std::thread::current().id();
+    for threads in [1usize, 3] {
+        for algo in [Algo::Dc3, Algo::Css] {
+            let ctx = ctx_with(algo, 16, |c| c.threads = threads);
+            let (pool, on) =
+                ctx.install(|_| (rayon::current_num_threads(), std::thread::current().id()));
+            ensure!(
+                pool == threads,
+                "threads = {threads}: the library ran on a pool of {pool} threads"
+            );
+            ensure!(
+                (on == caller) == (threads == 1),
+                "threads = {threads}: ran on the calling thread: {}",
+                on == caller
+            );
+            let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
+                .map_err(|e| format!("{e}"))?;
+            ensure!(
+                got == want[cuts[me]..cuts[me + 1]],
+                "threads = {threads}, {algo:?}: pe {me} got {got:?}, want {:?}",
+                &want[cuts[me]..cuts[me + 1]]
+            );
+        }
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------
 // suffix_array through the library on uneven distributions (small, fixed cases)
 
 fn check_suffix_array_uneven(world: &Comm) -> CheckResult {
@@ -1013,11 +1034,7 @@ fn check_suffix_array_uneven(world: &Comm) -> CheckResult {
         let cuts = scaled_cuts(&lens, n);
         for algo in [Algo::Dc3, Algo::Css] {
             for base in [4usize, 5, 1 << 20] {
-                let ctx = ctx_with(
-                    Comm::new(mpi::topology::SimpleCommunicator::world()),
-                    algo,
-                    base,
-                );
+                let ctx = ctx_with(algo, base, |_| {});
                 let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
                     .map_err(|e| format!("{e}"))?;
                 ensure!(
@@ -1029,11 +1046,7 @@ fn check_suffix_array_uneven(world: &Comm) -> CheckResult {
         }
     }
     // base_case below 4 is an error on every pe, not a hang.
-    let ctx = ctx_with(
-        Comm::new(mpi::topology::SimpleCommunicator::world()),
-        Algo::Dc3,
-        3,
-    );
+    let ctx = ctx_with(Algo::Dc3, 3, |_| {});
     ensure!(
         psa::suffix_array(&ctx, b"abc").is_err(),
         "base_case = 3 must be rejected"
@@ -1180,6 +1193,26 @@ fn check_pooled(world: &Comm) -> CheckResult {
     ];
     let mut rng = Rng::new(99);
     texts.push(("random", (0..500).map(|_| rng.below(256) as u8).collect()));
+    // Level 0: the byte text (css); level 1: DC3's first recursion level (names), with the
+    // stand-in refusing the byte text and a base case of 4. Pieces of 3 records: many messages
+    // per pe (the default sends one here). One context per (level, piece), made once (making one
+    // is collective) and given a fresh phase log and stand-in device for every case.
+    let mut ctxs: Vec<Ctx> = [(0, None), (0, Some(3)), (1, None), (1, Some(3))]
+        .into_iter()
+        .map(|(level, piece): (usize, Option<usize>)| {
+            let (algo, base) = if level == 0 {
+                (Algo::Css, 1 << 20)
+            } else {
+                (Algo::Dc3, 4)
+            };
+            ctx_with(algo, base, |c| {
+                c.backend = Backend::Gpu;
+                if let Some(k) = piece {
+                    c.tune.pool_piece = k;
+                }
+            })
+        })
+        .collect();
     for (tname, text) in &texts {
         let want = sa_bytes(text, 1);
         let n = text.len();
@@ -1194,27 +1227,10 @@ fn check_pooled(world: &Comm) -> CheckResult {
                     PoolFail::Download,
                 ]
                 .into_iter()
-                // Pieces of 3 records: many messages per pe (the default sends one here).
                 .flat_map(move |f| [(l, f, None), (l, f, Some(3usize))])
             }) {
-                // Level 0: the byte text (css); level 1: DC3's first recursion level (names),
-                // with the stand-in refusing the byte text and a base case of 4.
-                let (algo, base) = if level == 0 {
-                    (Algo::Css, 1 << 20)
-                } else {
-                    (Algo::Dc3, 4)
-                };
-                // Tunables are read (on pe 0) when the context is made: set the piece just for it.
-                if let Some(k) = piece {
-                    std::env::set_var("PSA_POOL_PIECE", k.to_string());
-                }
-                let mut ctx = ctx_with(
-                    Comm::new(mpi::topology::SimpleCommunicator::world()),
-                    algo,
-                    base,
-                );
-                std::env::remove_var("PSA_POOL_PIECE");
-                ctx.config.backend = Backend::Gpu;
+                let ctx = &mut ctxs[2 * level + usize::from(piece.is_some())];
+                ctx.log = PhaseLog::default();
                 let injected = Arc::new(AtomicBool::new(false));
                 ctx.sorter = Box::new(CpuPool {
                     cpu: CpuSort::new(1),
@@ -1222,8 +1238,9 @@ fn check_pooled(world: &Comm) -> CheckResult {
                     bytes_too: level == 0,
                     injected: injected.clone(),
                 });
+                let ctx = &*ctx;
                 // (An error from suffix_array is agreed by every pe, so `?` leaves on all.)
-                let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
+                let got = psa::suffix_array(ctx, &text[cuts[me]..cuts[me + 1]])
                     .map_err(|e| format!("{e}"))?;
                 let mut f = injected.load(Ordering::Relaxed) as u64;
                 world.broadcast(&mut f, 0);
@@ -1276,7 +1293,7 @@ fn check_pooled(world: &Comm) -> CheckResult {
                 if level == 0 {
                     check_pooled_file(
                         world,
-                        &ctx,
+                        ctx,
                         &text[cuts[me]..cuts[me + 1]],
                         &want,
                         &case,
@@ -1378,11 +1395,7 @@ fn random_sa(world: &Comm, count: usize, max_len: usize, seed: u64) -> usize {
                 1 => rng.range(5, 64),
                 _ => 1 << 20,
             };
-            let ctx = ctx_with(
-                Comm::new(mpi::topology::SimpleCommunicator::world()),
-                algo,
-                base,
-            );
+            let ctx = ctx_with(algo, base, |_| {});
             let slice = &text[cuts[me]..cuts[me + 1]];
             let r = catch_unwind(AssertUnwindSafe(|| psa::suffix_array(&ctx, slice)));
             let local_ok = match r {
@@ -1435,7 +1448,16 @@ fn arg_value(args: &[String], flag: &str, default: u64) -> u64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let universe = mpi::initialize().expect("MPI initialises");
+    // Serialized: the library calls MPI from its pool's thread (one thread at a time) when the
+    // context's thread count differs from that of the calling thread's pool (psa::Ctx).
+    let (universe, _) =
+        mpi::initialize_with_threading(mpi::Threading::Serialized).expect("MPI initialises");
+    // As psa does: the global pool has the contexts' thread count (1), so the library runs on
+    // this thread (check_ctx_threads also runs it on a pool of its own).
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build_global()
+        .expect("the global thread pool starts");
     let ctl = Comm::new(universe.world());
     let me = ctl.rank();
     let p = ctl.size();
@@ -1493,15 +1515,15 @@ fn main() {
         || check_all_to_all_empty_bytes(&world),
     );
     for m in [1usize, 3, 7] {
-        let small = comm_with_max_count(Some(m));
+        let small = Comm::with_max_count(universe.world(), m);
         t.check(
-            &format!("comm: all_to_all_v chunked, PSA_MPI_MAX_COUNT={m}"),
+            &format!("comm: all_to_all_v chunked, max count {m}"),
             || check_all_to_all(&small),
         );
-        t.check(&format!("dist: exchange_by, PSA_MPI_MAX_COUNT={m}"), || {
+        t.check(&format!("dist: exchange_by, max count {m}"), || {
             check_exchange_by(&small)
         });
-        t.check(&format!("dist: rebalance, PSA_MPI_MAX_COUNT={m}"), || {
+        t.check(&format!("dist: rebalance, max count {m}"), || {
             check_rebalance(&small)
         });
     }
@@ -1516,13 +1538,13 @@ fn main() {
         check_last_of_left(&world)
     });
     t.check("dist: name_sorted", || check_name_sorted(&world));
-    let ctx = ctx_with(Comm::new(universe.world()), Algo::Dc3, 1 << 20);
+    let ctx = ctx_with(Algo::Dc3, 1 << 20, |_| {});
     t.check(
         "dist: sample_sort (equal keys balanced, uneven input, n < p)",
         || check_sample_sort(&ctx, "sample_sort"),
     );
-    let ctx2 = ctx_with(comm_with_max_count(Some(7)), Algo::Dc3, 1 << 20);
-    t.check("dist: sample_sort with PSA_MPI_MAX_COUNT=7", || {
+    let ctx2 = ctx_with(Algo::Dc3, 1 << 20, |c| c.mpi_max_count = 7);
+    t.check("dist: sample_sort with max count 7", || {
         check_sample_sort(&ctx2, "sample_sort (max count 7)")
     });
     t.check(
@@ -1532,6 +1554,10 @@ fn main() {
     t.check("algo: suffix_array on uneven splits with empty pes", || {
         check_suffix_array_uneven(&world)
     });
+    t.check(
+        "ctx: the library on the calling thread or on a pool of its own",
+        || check_ctx_threads(&world),
+    );
 
     let failed = t.failed.len();
     if me == 0 {

@@ -185,10 +185,6 @@ pub fn mpirun(p: usize, exe: &str) -> Command {
         .arg(p.to_string())
         .arg("--bind-to")
         .arg("none")
-        .arg("-x")
-        .arg("PSA_MPI_MAX_COUNT")
-        .arg("-x")
-        .arg("PSA_FORCE_WIDE")
         .arg(exe);
     c
 }
@@ -207,16 +203,6 @@ pub fn run_with_timeout(mut cmd: Command, dir: &Path, timeout: Duration) -> Outc
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let envs: Vec<String> = cmd
-        .get_envs()
-        .filter(|(k, _)| k.to_string_lossy().starts_with("PSA_"))
-        .filter_map(|(k, v)| v.map(|v| format!("{}={}", k.to_string_lossy(), v.to_string_lossy())))
-        .collect();
-    let cmdline = if envs.is_empty() {
-        cmdline
-    } else {
-        format!("{} {cmdline}", envs.join(" "))
-    };
     cmd.stdin(Stdio::null())
         .stdout(fs::File::create(&out_path).expect("stdout file"))
         .stderr(fs::File::create(&err_path).expect("stderr file"));

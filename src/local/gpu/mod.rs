@@ -35,6 +35,7 @@ use rayon::prelude::*;
 
 use super::cpu::CpuSort;
 use super::{Alphabet, HostMem, LocalSort, PooledSa};
+use crate::config::{GpuOptions, PinMethod};
 use crate::{Error, Result};
 
 mod merge;
@@ -55,11 +56,6 @@ const KERNELS: &str = concat!(include_str!("kernels.cu"), include_str!("saca.cu"
 
 /// Threads per block of the hist and scatter kernels (`BLOCK` in kernels.cu).
 const BLOCK: u32 = 256;
-/// Pinned staging memory: `STAGE_BUFS` buffers of `STAGE_TOTAL / STAGE_BUFS` bytes, used in turn
-/// (the CPU fills or drains one while the DMA engine moves the others); `PSA_STAGE=NxM` (N
-/// buffers of M MiB, e.g. `4x32`) overrides both for measurements.
-const STAGE_BUFS: usize = 2;
-const STAGE_TOTAL: usize = 128 << 20;
 /// Device memory left free for the driver, the count table and other processes' headroom.
 const RESERVE_BYTES: usize = 512 << 20;
 /// Keys per overlap group of a large sort (see [`GpuSort::sort_grouped`]), and the most groups:
@@ -200,6 +196,8 @@ pub struct GpuSort {
     sms: u32,
     cpu: CpuSort,
     threads: usize,
+    /// Staging shape, copy piece, pin method and kernel cache.
+    opts: GpuOptions,
     max_chunk: Option<usize>,
     /// Overlap groups forced by a test (None: by size, see [`overlap_groups`]).
     groups: Option<usize>,
@@ -275,9 +273,10 @@ impl GpuSort {
     }
 
     /// Opens device `rank mod device count` (a context, a stream; pinned staging buffers are
-    /// allocated in the background). Errors (never panics) when there is no CUDA driver, no
-    /// NVRTC or no usable device.
-    pub fn open(rank: usize, threads: usize) -> Result<GpuSort> {
+    /// allocated in the background) with `threads` CPU threads (for the sorts it leaves to the
+    /// CPU) and the settings `opts` (`GpuOptions::default()` unless measuring). Errors (never
+    /// panics) when there is no CUDA driver, no NVRTC or no usable device.
+    pub fn open(rank: usize, threads: usize, opts: GpuOptions) -> Result<GpuSort> {
         let ordinal = Self::probe(rank)?;
         let count = result::device::get_count().unwrap_or(0);
         let fail = |what: &str, e: DriverError| {
@@ -303,6 +302,7 @@ impl GpuSort {
             arch.1
         );
         let ctx_bg = ctx.clone();
+        let (stage_count, stage_bytes) = stage_shape(&opts);
         Ok(GpuSort {
             ctx,
             stream,
@@ -313,6 +313,7 @@ impl GpuSort {
             sms,
             cpu: CpuSort::new(threads),
             threads: threads.max(1),
+            opts,
             max_chunk: None,
             groups: None,
             onesweep: true,
@@ -333,7 +334,7 @@ impl GpuSort {
                 stage: None,
                 stage_pending: Some(std::thread::spawn(move || {
                     ctx_bg.bind_to_thread().ok()?;
-                    alloc_staging().ok()
+                    alloc_staging(stage_count, stage_bytes).ok()
                 })),
                 stage_failed: false,
                 stage_s: [0.0; 2],
@@ -422,7 +423,8 @@ impl GpuSort {
             cache
                 .entry(self.arch)
                 .or_insert_with(|| {
-                    if let Some(ptx) = disk_cache::load(self.arch) {
+                    let dir = self.opts.kernel_cache.as_deref();
+                    if let Some(ptx) = disk_cache::load(dir, self.arch) {
                         return Ok(ptx);
                     }
                     let t0 = Instant::now();
@@ -448,7 +450,7 @@ impl GpuSort {
                         t0.elapsed().as_secs_f64()
                     );
                     if let Ok(ptx) = &r {
-                        disk_cache::store(self.arch, ptx);
+                        disk_cache::store(dir, self.arch, ptx);
                     }
                     r
                 })
@@ -1076,7 +1078,8 @@ impl GpuSort {
             }
         }
         if st.stage.is_none() {
-            match alloc_staging() {
+            let (count, bytes) = stage_shape(&self.opts);
+            match alloc_staging(count, bytes) {
                 Ok(s) => st.stage = Some(s),
                 Err(e) => {
                     log::warn!("gpu: no pinned staging buffers ({e}); using pageable copies");
@@ -1109,7 +1112,7 @@ impl GpuSort {
                             .map_err(drv("host-to-device copy"))?;
                         let pin = std::slice::from_raw_parts_mut(pins[b], part.len());
                         let t = Instant::now();
-                        par_copy(pin, part);
+                        par_copy(pin, part, self.opts.copy_piece);
                         st.stage_s[0] += t.elapsed().as_secs_f64();
                         result::memcpy_htod_async(dst + (i * stage.bytes) as u64, pin, stream)
                             .map_err(drv("host-to-device copy"))?;
@@ -1227,7 +1230,8 @@ impl GpuSort {
                     let t = Instant::now();
                     unsafe {
                         let pin = std::slice::from_raw_parts(pins[i % nb], l);
-                        par_copy(std::slice::from_raw_parts_mut(host, l), pin);
+                        let piece = self.opts.copy_piece;
+                        par_copy(std::slice::from_raw_parts_mut(host, l), pin, piece);
                     }
                     st.stage_s[1] += t.elapsed().as_secs_f64();
                 }
@@ -1335,21 +1339,14 @@ impl Stage {
     }
 }
 
-/// Buffers and bytes per buffer of the staging memory: [`STAGE_BUFS`] × [`STAGE_TOTAL`] /
-/// [`STAGE_BUFS`], or `PSA_STAGE=NxM` (N buffers of M MiB, N ≥ 2).
-fn stage_shape() -> (usize, usize) {
-    let env = std::env::var("PSA_STAGE").ok().and_then(|v| {
-        let (n, m) = v.split_once('x')?;
-        let (n, m) = (n.parse::<usize>().ok()?, m.parse::<usize>().ok()?);
-        (n >= 2 && m >= 1).then_some((n, m << 20))
-    });
-    env.unwrap_or((STAGE_BUFS, STAGE_TOTAL / STAGE_BUFS))
+/// Buffers and bytes per buffer of the staging memory (at least 2 buffers of at least 1 byte).
+fn stage_shape(opts: &GpuOptions) -> (usize, usize) {
+    (opts.stage_buffers.max(2), opts.stage_buffer_bytes.max(1))
 }
 
-/// Allocates the staging buffers and their events (the context must be bound); on an error
-/// frees what it got.
-fn alloc_staging() -> std::result::Result<Stage, DriverError> {
-    let (count, bytes) = stage_shape();
+/// Allocates `count` staging buffers of `bytes` bytes and their events (the context must be
+/// bound); on an error frees what it got.
+fn alloc_staging(count: usize, bytes: usize) -> std::result::Result<Stage, DriverError> {
     let mut stage = Stage {
         pins: Vec::with_capacity(count),
         events: Vec::with_capacity(count),
@@ -1369,42 +1366,28 @@ fn alloc_staging() -> std::result::Result<Stage, DriverError> {
     Ok(stage)
 }
 
-/// Copies `src` into `dst` (same length) with the rayon pool.
-fn par_copy(dst: &mut [u8], src: &[u8]) {
-    let piece = copy_piece();
+/// Copies `src` into `dst` (same length) with the rayon pool, in tasks of `piece` bytes (at least
+/// 4096). 1 MiB, the default ([`GpuOptions::copy_piece`]), beat one share per thread (4 MiB of a
+/// 64 MiB staging buffer) and 16 MiB on the H100 host (2026-11-23,
+/// `bench-results/2026-11-23-h100-sort-copy-piece.md`): larger pieces balance worse.
+fn par_copy(dst: &mut [u8], src: &[u8], piece: usize) {
+    let piece = piece.max(4096);
     dst.par_chunks_mut(piece)
         .zip(src.par_chunks(piece))
         .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
-/// Bytes per task of [`par_copy`]: 1 MiB, or `PSA_COPY_PIECE` (bytes) for measurements. On the
-/// H100 host (2026-11-23, `bench-results/2026-11-23-h100-sort-copy-piece.md`) 1 MiB beat one
-/// share per thread (4 MiB of a 64 MiB staging buffer) and 16 MiB: larger pieces balance worse.
-fn copy_piece() -> usize {
-    static PIECE: OnceLock<usize> = OnceLock::new();
-    *PIECE.get_or_init(|| {
-        std::env::var("PSA_COPY_PIECE")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|&p| p > 0)
-            .map_or(1 << 20, |p| p.max(4096))
-    })
-}
-
-/// Compiled kernels kept on disk between runs, so that NVRTC (about 0.4 s) runs once per machine
-/// and source version: `$PSA_CACHE_DIR`, else `$XDG_CACHE_HOME/psa`, else `~/.cache/psa`. Any
-/// failure to read or write it only means compiling again.
+/// Compiled kernels kept on disk between runs in [`GpuOptions::kernel_cache`] (none: no disk
+/// cache), so that NVRTC (about 0.4 s) runs once per machine and source version. Any failure to
+/// read or write it only means compiling again.
 mod disk_cache {
     use std::hash::{Hash, Hasher};
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     use cudarc::nvrtc::Ptx;
 
-    fn path(arch: (i32, i32)) -> Option<PathBuf> {
-        let dir = std::env::var_os("PSA_CACHE_DIR")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("psa")))
-            .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/psa")))?;
+    fn path(dir: Option<&Path>, arch: (i32, i32)) -> Option<PathBuf> {
+        let dir = dir?;
         // A hash of the source, the architecture and the NVRTC version.
         let (mut major, mut minor) = (0, 0);
         // SAFETY: called after the library was found present; writes two ints.
@@ -1420,15 +1403,15 @@ mod disk_cache {
         )))
     }
 
-    pub(super) fn load(arch: (i32, i32)) -> Option<Ptx> {
-        let p = path(arch)?;
+    pub(super) fn load(dir: Option<&Path>, arch: (i32, i32)) -> Option<Ptx> {
+        let p = path(dir, arch)?;
         let src = std::fs::read_to_string(&p).ok()?;
         log::debug!("gpu: kernels from the cache {}", p.display());
         Some(Ptx::from_src(src))
     }
 
-    pub(super) fn store(arch: (i32, i32), ptx: &Ptx) {
-        let Some(p) = path(arch) else { return };
+    pub(super) fn store(dir: Option<&Path>, arch: (i32, i32), ptx: &Ptx) {
+        let Some(p) = path(dir, arch) else { return };
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(p.parent().unwrap_or(&p))?;
             // Written under a name of this process, then renamed: concurrent pes never see half a file.
@@ -1506,7 +1489,7 @@ impl LocalSort for GpuSort {
             log::warn!("gpu: no page-locked host memory (cannot bind the context: {e})");
             return None;
         }
-        let got = match pin_method() {
+        let got = match self.opts.pin {
             PinMethod::Alloc => unsafe { result::malloc_host(bytes, 0) }
                 .map(|p| (p as *mut u8, None))
                 .map_err(|e| e.to_string()),
@@ -1610,24 +1593,6 @@ impl Drop for PinnedMem {
     }
 }
 
-/// How [`LocalSort::host_mem`] page-locks memory.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum PinMethod {
-    /// `cuMemHostAlloc`: the driver maps, zeroes and pins 4 KiB pages, on one thread.
-    Alloc,
-    /// An anonymous mapping asked for transparent huge pages, touched by the rayon pool, then
-    /// `cuMemHostRegister`ed.
-    Register,
-}
-
-/// [`PinMethod::Register`], or `PSA_PIN=alloc|register` for measurements.
-fn pin_method() -> PinMethod {
-    match std::env::var("PSA_PIN").as_deref() {
-        Ok("alloc") => PinMethod::Alloc,
-        _ => PinMethod::Register,
-    }
-}
-
 /// [`PinMethod::Register`]: `bytes` (rounded up to 2 MiB, at a 2 MiB boundary so that huge
 /// pages can back it) of zeroed, page-locked memory, and the mapping that holds it (the context
 /// must be bound).
@@ -1670,16 +1635,19 @@ fn register_host(bytes: usize) -> std::result::Result<(*mut u8, (usize, usize)),
 pub struct LazyGpu {
     rank: usize,
     threads: usize,
+    opts: GpuOptions,
     cpu: CpuSort,
     gpu: OnceLock<Option<GpuSort>>,
 }
 
 impl LazyGpu {
-    /// A backend for pe `rank`, whose device `probe` has accepted.
-    pub fn new(rank: usize, threads: usize) -> LazyGpu {
+    /// A backend for pe `rank`, whose device `probe` has accepted, with `threads` CPU threads and
+    /// the settings `opts` (see [`GpuSort::open`]).
+    pub fn new(rank: usize, threads: usize, opts: GpuOptions) -> LazyGpu {
         LazyGpu {
             rank,
             threads,
+            opts,
             cpu: CpuSort::new(threads),
             gpu: OnceLock::new(),
         }
@@ -1687,13 +1655,15 @@ impl LazyGpu {
 
     fn gpu(&self) -> Option<&GpuSort> {
         self.gpu
-            .get_or_init(|| match GpuSort::open(self.rank, self.threads) {
-                Ok(g) => Some(g),
-                Err(e) => {
-                    log::warn!("[pe {}] {e}; this pe sorts on the CPU", self.rank);
-                    None
-                }
-            })
+            .get_or_init(
+                || match GpuSort::open(self.rank, self.threads, self.opts.clone()) {
+                    Ok(g) => Some(g),
+                    Err(e) => {
+                        log::warn!("[pe {}] {e}; this pe sorts on the CPU", self.rank);
+                        None
+                    }
+                },
+            )
             .as_ref()
     }
 }
@@ -1778,7 +1748,7 @@ mod tests {
             .map(|i: usize| (i ^ (i >> 9)) as u8)
             .collect();
         let mut out = vec![0u8; big.len()];
-        par_copy(&mut out[..], &big);
+        par_copy(&mut out[..], &big, 1 << 20);
         assert!(out == big);
     }
 

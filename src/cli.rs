@@ -1,0 +1,305 @@
+//! The command line of `psa` and the [`Config`] it makes. Every setting of the library is a flag
+//! here; the test and tuning switches are hidden from `--help` (README, Tests, lists them) and, like
+//! every other setting, written into `--stats` and onto the `-v` log.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args, Parser, ValueEnum};
+use psa::io::Width;
+use psa::{Algo, Backend, Config, PinMethod, Predicted};
+
+/// `--algo`: [`Algo`].
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum AlgoArg {
+    /// parallel DC3 (Kulla & Sanders): sample sorts, prefix-sum naming, distributed recursion
+    Dc3,
+    /// parallel CSS: 8-character keys, one sample sort, prefix doubling on equal runs; texts
+    /// that a sample shows to be repetitive go to DC7 (difference cover mod 7)
+    Css,
+}
+
+const AFTER_HELP: &str = "\
+Examples:
+  psa small.txt                                   one process; writes small.txt.sa
+  mpirun -n 64 psa genome.txt                     64 processes (pes), each reads 1/64 of the input
+  mpirun -n 16 psa --algo dc3 --width 5 -o /scratch/web.sa web.txt
+  mpirun -n 2 --bind-to none psa --threads 8 x.txt  without --bind-to none, Open MPI pins each of
+                                                  up to 2 processes to one core
+  srun --mpi=pmix psa --check corpus.txt          in a Slurm job (Open MPI; see slurm/psa.sbatch)
+
+Output: SA[0..n) as little-endian unsigned integers of --width bytes each (n × width bytes).
+The file is written under a temporary name beside OUTPUT, its space reserved at the start, and
+renamed when complete, so OUTPUT never holds a partial result. A device or FIFO (-o /dev/null) is
+written through. psa refuses to overwrite its input, a directory or special file, and (without
+--force) a read-only file. Exit status: 0 on success, 1 on any error (reported once, by the
+lowest pe that failed), 2 for bad arguments and refused outputs (before the input is read).
+Test and tuning switches (--force-wide, --css-*, --no-gpu-pool, --mpi-max-count, --gpu-*, …) are
+not listed here (see README, Tests); --stats and -v show every setting of a run.
+Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phases).";
+
+/// Distributed suffix array construction on MPI.
+#[derive(Parser, Debug)]
+#[command(name = "psa", version, about, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Input file (any bytes; every pe reads only its own slice)
+    pub input: PathBuf,
+    /// Output file [default: INPUT.sa]
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Algorithm (css is the faster on real texts; both give the same output)
+    #[arg(long, value_enum, default_value = "css")]
+    pub algo: AlgoArg,
+    /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5), 4, 5 or 8
+    #[arg(long, default_value = "auto", value_parser = Width::parse)]
+    pub width: Width,
+    /// Threads per pe [default: cores of the node / pes on the node; at most the cores the pe
+    /// may run on]
+    #[arg(long, value_parser = at_least(1))]
+    pub threads: Option<usize>,
+    /// Verify the result with the distributed checker before writing it
+    #[arg(long)]
+    pub check: bool,
+    /// Write per-phase times, bytes sent, peak memory per pe and every setting as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+    /// Replace an output or stats file even when it is read-only
+    #[arg(long)]
+    pub force: bool,
+    /// Use the GPU (pe r uses device r mod device count; build with --features gpu): a text that
+    /// fits pe 0's device (about free memory / 63 characters) is built whole there, at p > 1
+    /// streamed through pe 0 and back; larger texts run the distributed algorithm with local sorts,
+    /// base cases and recursion levels that fit on the GPU
+    #[arg(long)]
+    pub gpu: bool,
+    /// Where compiled GPU kernels are kept between runs [default: $XDG_CACHE_HOME/psa, else
+    /// ~/.cache/psa]
+    #[arg(long, value_name = "DIR")]
+    pub kernel_cache: Option<PathBuf>,
+    /// Subproblems of at most this many characters are solved sequentially on one pe
+    #[arg(long, default_value_t = 1 << 22, value_name = "N", value_parser = at_least(4))]
+    pub base_case: usize,
+    /// More log output (-v: the settings and the per-phase table, -vv: every pe's debug output)
+    #[arg(short, long, action = ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub tuning: Tuning,
+}
+
+/// The hidden switches: each sets one field of [`psa::Tunables`], [`psa::GpuOptions`] or
+/// [`Config::mpi_max_count`] (whose docs say what it does); left out, the library's default.
+#[derive(Args, Debug)]
+pub struct Tuning {
+    /// Largest element count of one MPI call (tests: 7 runs every all-to-all in rounds)
+    #[arg(long, hide = true, value_name = "N", value_parser = at_least(1))]
+    pub mpi_max_count: Option<usize>,
+    /// Wide-record paths on any input
+    #[arg(long, hide = true)]
+    pub force_wide: bool,
+    /// Fraction of unresolved suffixes above which pCSS hands over (1 or more: never)
+    #[arg(long, hide = true, value_name = "F", value_parser = fraction)]
+    pub css_handover: Option<f64>,
+    /// pCSS always runs its first sort (no prediction from a sample)
+    #[arg(long, hide = true)]
+    pub no_css_predict: bool,
+    /// What finishes pCSS's hand-over after doubling
+    #[arg(long, hide = true, value_enum, value_name = "ALGO")]
+    pub css_finish: Option<FinishArg>,
+    /// What pCSS does when its sample predicts the hand-over
+    #[arg(long, hide = true, value_enum, value_name = "HOW")]
+    pub css_predicted: Option<PredictedArg>,
+    /// With --gpu at p > 1, never build the whole text on pe 0's device
+    #[arg(long, hide = true)]
+    pub no_gpu_pool: bool,
+    /// Records per message of the relay through pe 0 (--gpu at p > 1)
+    #[arg(long, hide = true, value_name = "N", value_parser = at_least(1))]
+    pub pool_piece: Option<usize>,
+    /// Pinned staging buffers of GPU transfers: N buffers (at least 2) of M MiB
+    #[arg(long, hide = true, value_name = "NxM", value_parser = stage_shape)]
+    pub gpu_stage: Option<(usize, usize)>,
+    /// Bytes per task of the CPU's copies into and out of the staging buffers
+    #[arg(long, hide = true, value_name = "BYTES", value_parser = at_least(4096))]
+    pub gpu_copy_piece: Option<usize>,
+    /// How page-locked host memory is obtained
+    #[arg(long, hide = true, value_enum, value_name = "HOW")]
+    pub gpu_pin: Option<PinArg>,
+}
+
+/// `--css-finish`: [`psa::Tunables::css_finish_dc3`].
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FinishArg {
+    /// DC7 on the prefix names (the default)
+    Dc7,
+    /// DC3 on the prefix names
+    Dc3,
+}
+
+/// `--css-predicted`: [`Predicted`].
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PredictedArg {
+    /// DC7 on the text from the start (the default)
+    Dc7,
+    /// DC3 on the text from the start
+    Dc3,
+    /// the first sort, then DC7 on the prefix names
+    Sort,
+}
+
+/// `--gpu-pin`: [`PinMethod`].
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PinArg {
+    /// map huge pages, touch them on every thread, register them (the default)
+    Register,
+    /// cuMemHostAlloc
+    Alloc,
+}
+
+/// A parser of integers of at least `min`.
+fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |s| match s.parse::<usize>() {
+        Ok(v) if v >= min => Ok(v),
+        Ok(v) => Err(format!("must be at least {min}, not {v}")),
+        Err(e) => Err(format!("'{s}' is not a whole number: {e}")),
+    }
+}
+
+/// A parser of finite numbers.
+fn fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("'{s}' is not a number")),
+    }
+}
+
+/// `NxM`: N buffers (at least 2) of M MiB (at least 1), as (N, bytes).
+fn stage_shape(s: &str) -> Result<(usize, usize), String> {
+    let bad =
+        || format!("'{s}' is not NxM, N buffers (at least 2) of M MiB (at least 1), e.g. 4x32");
+    let (n, m) = s.split_once('x').ok_or_else(bad)?;
+    let (n, m) = (n.parse::<usize>(), m.parse::<usize>());
+    match (n, m) {
+        (Ok(n), Ok(m)) if n >= 2 && (1..=1 << 20).contains(&m) => Ok((n, m << 20)),
+        _ => Err(bad()),
+    }
+}
+
+impl Cli {
+    /// The library's settings for this command line; `kernel_cache` is the default directory of
+    /// compiled GPU kernels (`--kernel-cache` overrides it).
+    pub fn config(&self, kernel_cache: Option<PathBuf>) -> Config {
+        let d = Config::default();
+        let t = &self.tuning;
+        let mut c = Config {
+            algo: match self.algo {
+                AlgoArg::Dc3 => Algo::Dc3,
+                AlgoArg::Css => Algo::Css,
+            },
+            backend: if self.gpu { Backend::Gpu } else { Backend::Cpu },
+            // 0: the library's default (cores / pes on the node); --threads 0 means 1.
+            threads: self.threads.map_or(0, |t| t.max(1)),
+            base_case: self.base_case,
+            mpi_max_count: t.mpi_max_count.unwrap_or(d.mpi_max_count),
+            ..d
+        };
+        let tune = &mut c.tune;
+        tune.force_wide = t.force_wide;
+        tune.css_handover = t.css_handover.unwrap_or(tune.css_handover);
+        tune.css_predict = !t.no_css_predict;
+        if let Some(f) = t.css_finish {
+            tune.css_finish_dc3 = matches!(f, FinishArg::Dc3);
+        }
+        if let Some(p) = t.css_predicted {
+            tune.css_predicted = match p {
+                PredictedArg::Dc7 => Predicted::Dc7,
+                PredictedArg::Dc3 => Predicted::Dc3,
+                PredictedArg::Sort => Predicted::SortThenDc7,
+            };
+        }
+        tune.gpu_pool = !t.no_gpu_pool;
+        tune.pool_piece = t.pool_piece.unwrap_or(tune.pool_piece);
+        let gpu = &mut c.gpu;
+        if let Some((n, bytes)) = t.gpu_stage {
+            (gpu.stage_buffers, gpu.stage_buffer_bytes) = (n, bytes);
+        }
+        gpu.copy_piece = t.gpu_copy_piece.unwrap_or(gpu.copy_piece);
+        if let Some(p) = t.gpu_pin {
+            gpu.pin = match p {
+                PinArg::Register => PinMethod::Register,
+                PinArg::Alloc => PinMethod::Alloc,
+            };
+        }
+        gpu.kernel_cache = self.kernel_cache.clone().or(kernel_cache);
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from([&["psa"], args, &["in.txt"]].concat()).expect("arguments parse")
+    }
+
+    #[test]
+    fn no_flags_give_the_library_defaults() {
+        let c = parse(&[]).config(None);
+        let d = Config::default();
+        assert_eq!(c.to_json(), d.to_json());
+    }
+
+    #[test]
+    fn every_switch_sets_its_field() {
+        let c = parse(&[
+            "--algo=dc3",
+            "--gpu",
+            "--threads=3",
+            "--base-case=99",
+            "--mpi-max-count=7",
+            "--force-wide",
+            "--css-handover=2",
+            "--no-css-predict",
+            "--css-finish=dc3",
+            "--css-predicted=sort",
+            "--no-gpu-pool",
+            "--pool-piece=3",
+            "--gpu-stage=4x32",
+            "--gpu-copy-piece=8192",
+            "--gpu-pin=alloc",
+            "--kernel-cache=/k",
+        ])
+        .config(Some("/default".into()));
+        assert_eq!(
+            c.summary(),
+            "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 force_wide=true \
+             css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
+             gpu_pool=false pool_piece=3 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
+             gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""
+        );
+        assert_eq!(
+            parse(&[]).config(Some("/default".into())).gpu.kernel_cache,
+            Some(PathBuf::from("/default"))
+        );
+        assert_eq!(parse(&["--threads", "0"]).config(None).threads, 1);
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_a_reason() {
+        for (args, why) in [
+            (&["--mpi-max-count", "0"][..], "below the least value, 1"),
+            (&["--pool-piece", "x"], "not a whole number"),
+            (&["--gpu-stage", "1x64"], "not NxM"),
+            (&["--gpu-stage", "4"], "not NxM"),
+            (&["--gpu-copy-piece", "100"], "below the least value, 4096"),
+            (&["--css-handover", "nan"], "not a number"),
+            (&["--css-predicted", "dc5"], "invalid value"),
+        ] {
+            let e = Cli::try_parse_from([&["psa"], args, &["in.txt"]].concat())
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains(why), "{args:?}: {e}");
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! Every setting of a run in one typed value: [`Config`].
+//!
+//! The library reads no environment: a program sets the fields it needs, and the `psa` binary sets
+//! them from its command line (the same on every pe, so nothing needs broadcasting). The test and
+//! tuning switches of [`Tunables`] and [`GpuOptions`] are hidden flags of the binary; every field is
+//! written into `--stats` (`"config"`) and onto the `-v` log ([`Config::fields`]).
+
+use std::path::PathBuf;
+
+use crate::stats::json_str;
+
+/// Which algorithm builds the suffix array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algo {
+    /// Parallel DC3 (Kulla & Sanders).
+    Dc3,
+    /// Parallel CSS: 8-character keys, one sample sort, equal runs refined by prefix doubling.
+    Css,
+}
+
+/// Which backend runs the local sorts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Voracious radix sort on the pe's threads ([`crate::local::cpu::CpuSort`]).
+    Cpu,
+    /// The GPU (build with `--features gpu`; pe r uses device r mod device count).
+    Gpu,
+}
+
+/// Settings of a run. Every pe must pass the same values (they steer collective paths).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The algorithm (default: pCSS).
+    pub algo: Algo,
+    /// The local sort backend (default: the CPU).
+    pub backend: Backend,
+    /// Threads per pe for local work: the size of the rayon pool the library runs in, the local
+    /// sorts' threads and the base case's. 0 (the default): the cores this process may use over
+    /// the pes of its node, at least 1 — [`crate::Ctx::new`] resolves it.
+    pub threads: usize,
+    /// A (sub)problem with at most this many characters in total is gathered on pe 0 and solved
+    /// sequentially; larger ones recurse in parallel. At least 4.
+    pub base_case: usize,
+    /// Largest element count of one MPI call (MPI counts are `i32`; default `i32::MAX`). Tests
+    /// lower it to run every all-to-all in rounds. Clamped to `1..=i32::MAX`, then raised to at
+    /// least the number of pes.
+    pub mpi_max_count: usize,
+    /// Test and tuning switches of the algorithms (read as `ctx.tune`).
+    pub tune: Tunables,
+    /// Settings of the GPU backend.
+    pub gpu: GpuOptions,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            algo: Algo::Css,
+            backend: Backend::Cpu,
+            threads: 0,
+            base_case: 1 << 22,
+            mpi_max_count: i32::MAX as usize,
+            tune: Tunables::default(),
+            gpu: GpuOptions::default(),
+        }
+    }
+}
+
+/// Test and tuning switches of the algorithms. The defaults are what psa normally does; the other
+/// values reach paths that tests must cover and measurements compare. `psa` flags in parentheses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tunables {
+    /// Use the wide-record paths (normally only for n ≥ 2^32..2^41) on any input, so tests reach
+    /// them (`--force-wide`).
+    pub force_wide: bool,
+    /// Fraction of unresolved suffixes above which pCSS hands over to DC7 (or DC3) instead of
+    /// doubling; 1 or more: never (default 0.9) (`--css-handover F`).
+    pub css_handover: f64,
+    /// pCSS predicts the hand-over from a sample of its keys and then skips its first sort
+    /// (default true); false: it always runs its first sort, so tests reach the hand-over after
+    /// the sort (`--no-css-predict`).
+    pub css_predict: bool,
+    /// pCSS's hand-over finishes with DC3 on the prefix names instead of DC7 (default false)
+    /// (`--css-finish dc3`).
+    pub css_finish_dc3: bool,
+    /// What pCSS does when its sample predicts the hand-over (default [`Predicted::Dc7`])
+    /// (`--css-predicted dc7|dc3|sort`).
+    pub css_predicted: Predicted,
+    /// With the GPU at p > 1, build a whole text that fits pe 0's device there (default true; see
+    /// [`crate::algo::pooled`]); false: the distributed algorithm with device sorts (its recursion
+    /// levels still go to the device when they fit) (`--no-gpu-pool`).
+    pub gpu_pool: bool,
+    /// Records per message of that relay through pe 0 (default [`crate::algo::pooled::PIECE`];
+    /// at least 1) (`--pool-piece N`).
+    pub pool_piece: usize,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Tunables {
+            force_wide: false,
+            css_handover: 0.9,
+            css_predict: true,
+            css_finish_dc3: false,
+            css_predicted: Predicted::Dc7,
+            gpu_pool: true,
+            pool_piece: crate::algo::pooled::PIECE,
+        }
+    }
+}
+
+/// pCSS's path for inputs its sample predicts to be repetitive (see [`Tunables::css_predicted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Predicted {
+    /// DC7 on the text from the start (the default).
+    Dc7,
+    /// DC3 on the text from the start.
+    Dc3,
+    /// pCSS's first sort, then the DC7 finish on the prefix names.
+    SortThenDc7,
+}
+
+impl Predicted {
+    /// The name of the value on the command line and in `--stats`: "dc7", "dc3" or "sort".
+    pub fn name(self) -> &'static str {
+        match self {
+            Predicted::Dc7 => "dc7",
+            Predicted::Dc3 => "dc3",
+            Predicted::SortThenDc7 => "sort",
+        }
+    }
+}
+
+/// Settings of the GPU backend ([`crate::local::gpu::GpuSort::open`]); the defaults are what
+/// measurements chose, the other values are there to measure again. `psa` flags in parentheses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuOptions {
+    /// Pinned staging buffers of a transfer between pageable memory and the device, used in turn
+    /// (the CPU fills or drains one while the DMA engine moves the others); at least 2 (default 2)
+    /// (`--gpu-stage NxM`: N).
+    pub stage_buffers: usize,
+    /// Bytes per staging buffer (default 64 MiB) (`--gpu-stage NxM`: M MiB).
+    pub stage_buffer_bytes: usize,
+    /// Bytes per task of the CPU's parallel copies into and out of the staging buffers (default
+    /// 1 MiB; at least 4096) (`--gpu-copy-piece BYTES`).
+    pub copy_piece: usize,
+    /// How page-locked host memory ([`crate::local::HostBuf`]) is obtained (default
+    /// [`PinMethod::Register`]) (`--gpu-pin register|alloc`).
+    pub pin: PinMethod,
+    /// Where compiled kernels (PTX) are kept between runs, so that NVRTC runs once per machine;
+    /// None (the library's default): compiled in every process. The `psa` binary's default is
+    /// `$XDG_CACHE_HOME/psa`, else `~/.cache/psa` (`--kernel-cache DIR`).
+    pub kernel_cache: Option<PathBuf>,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            stage_buffers: 2,
+            stage_buffer_bytes: 64 << 20,
+            copy_piece: 1 << 20,
+            pin: PinMethod::Register,
+            kernel_cache: None,
+        }
+    }
+}
+
+/// How the GPU backend page-locks host memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinMethod {
+    /// An anonymous mapping asked for transparent huge pages, touched by the rayon pool, then
+    /// `cuMemHostRegister`ed (the default: 0.095 s per 1.6 GB).
+    Register,
+    /// `cuMemHostAlloc`: the driver maps, zeroes and pins 4 KiB pages, on one thread (0.71 s).
+    Alloc,
+}
+
+impl PinMethod {
+    /// The name of the value on the command line and in `--stats`: "register" or "alloc".
+    pub fn name(self) -> &'static str {
+        match self {
+            PinMethod::Register => "register",
+            PinMethod::Alloc => "alloc",
+        }
+    }
+}
+
+impl Config {
+    /// Every setting as (name, value as JSON), in one list so that `--stats` and the log show the
+    /// same fields. The names are those of the `psa` flags with `_` for `-`.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        let (t, g) = (&self.tune, &self.gpu);
+        let s = |v: &str| json_str(v);
+        vec![
+            ("algo", s(&format!("{:?}", self.algo).to_lowercase())),
+            ("backend", s(&format!("{:?}", self.backend).to_lowercase())),
+            ("threads", self.threads.to_string()),
+            ("base_case", self.base_case.to_string()),
+            ("mpi_max_count", self.mpi_max_count.to_string()),
+            ("force_wide", t.force_wide.to_string()),
+            ("css_handover", format!("{:?}", t.css_handover)),
+            ("css_predict", t.css_predict.to_string()),
+            (
+                "css_finish",
+                s(if t.css_finish_dc3 { "dc3" } else { "dc7" }),
+            ),
+            ("css_predicted", s(t.css_predicted.name())),
+            ("gpu_pool", t.gpu_pool.to_string()),
+            ("pool_piece", t.pool_piece.to_string()),
+            ("gpu_stage_buffers", g.stage_buffers.to_string()),
+            ("gpu_stage_buffer_bytes", g.stage_buffer_bytes.to_string()),
+            ("gpu_copy_piece", g.copy_piece.to_string()),
+            ("gpu_pin", s(g.pin.name())),
+            (
+                "kernel_cache",
+                g.kernel_cache
+                    .as_ref()
+                    .map_or("null".into(), |d| s(&d.display().to_string())),
+            ),
+        ]
+    }
+
+    /// The settings as one JSON object (`{"algo": "css", …}`).
+    pub fn to_json(&self) -> String {
+        let body: Vec<String> = (self.fields().into_iter())
+            .map(|(k, v)| format!("{}: {v}", json_str(k)))
+            .collect();
+        format!("{{{}}}", body.join(", "))
+    }
+
+    /// The settings on one line for the log (`algo="css" threads=4 …`).
+    pub fn summary(&self) -> String {
+        (self.fields().into_iter())
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_is_listed_once() {
+        let c = Config::default();
+        let names: Vec<&str> = c.fields().iter().map(|(k, _)| *k).collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "a name twice in {names:?}");
+        // One entry per field of Config (tune and gpu flattened): a new field must be added here.
+        let Config {
+            algo: _,
+            backend: _,
+            threads: _,
+            base_case: _,
+            mpi_max_count: _,
+            tune:
+                Tunables {
+                    force_wide: _,
+                    css_handover: _,
+                    css_predict: _,
+                    css_finish_dc3: _,
+                    css_predicted: _,
+                    gpu_pool: _,
+                    pool_piece: _,
+                },
+            gpu:
+                GpuOptions {
+                    stage_buffers: _,
+                    stage_buffer_bytes: _,
+                    copy_piece: _,
+                    pin: _,
+                    kernel_cache: _,
+                },
+        } = &c;
+        assert_eq!(names.len(), 5 + 7 + 5);
+    }
+
+    #[test]
+    fn json_and_summary_show_the_values() {
+        let mut c = Config::default();
+        c.tune.css_predicted = Predicted::SortThenDc7;
+        c.tune.css_handover = 2.0;
+        c.gpu.kernel_cache = Some(PathBuf::from("/tmp/k \"x\""));
+        let j = c.to_json();
+        assert!(j.starts_with("{\"algo\": \"css\", \"backend\": \"cpu\", \"threads\": 0,"));
+        assert!(j.contains("\"css_predicted\": \"sort\""), "{j}");
+        assert!(j.contains("\"css_handover\": 2.0"), "{j}");
+        assert!(j.contains("\"kernel_cache\": \"/tmp/k \\\"x\\\"\"}"), "{j}");
+        assert!(Config::default()
+            .to_json()
+            .contains("\"kernel_cache\": null"));
+        let s = c.summary();
+        assert!(s.contains(" gpu_pool=true pool_piece=16777216 "), "{s}");
+        assert!(s.contains(" css_finish=\"dc7\" "), "{s}");
+    }
+}
