@@ -282,17 +282,17 @@ mod tests {
             parse(&[]).config(Some("/default".into())).gpu.kernel_cache,
             Some(PathBuf::from("/default"))
         );
-        assert_eq!(parse(&["--threads", "0"]).config(None).threads, 1);
+        assert!(Cli::try_parse_from(["psa", "--threads", "0", "in.txt"]).is_err());
     }
 
     #[test]
     fn bad_values_are_refused_with_a_reason() {
         for (args, why) in [
-            (&["--mpi-max-count", "0"][..], "below the least value, 1"),
+            (&["--mpi-max-count", "0"][..], "must be at least 1"),
             (&["--pool-piece", "x"], "not a whole number"),
             (&["--gpu-stage", "1x64"], "not NxM"),
             (&["--gpu-stage", "4"], "not NxM"),
-            (&["--gpu-copy-piece", "100"], "below the least value, 4096"),
+            (&["--gpu-copy-piece", "100"], "must be at least 4096"),
             (&["--css-handover", "nan"], "not a number"),
             (&["--css-predicted", "dc5"], "invalid value"),
         ] {
