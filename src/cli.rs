@@ -95,6 +95,9 @@ pub struct Tuning {
     /// Largest element count of one MPI call (tests: 7 runs every all-to-all in rounds)
     #[arg(long, hide = true, value_name = "N", value_parser = at_least(1))]
     pub mpi_max_count: Option<usize>,
+    /// Largest volume a pe sends in one exchange round (tests: small values, many rounds)
+    #[arg(long, hide = true, value_name = "BYTES", value_parser = at_least(1))]
+    pub exchange_round_bytes: Option<usize>,
     /// Wide-record paths on any input
     #[arg(long, hide = true)]
     pub force_wide: bool,
@@ -201,6 +204,7 @@ impl Cli {
             threads: self.threads.map_or(0, |t| t.max(1)),
             base_case: self.base_case,
             mpi_max_count: t.mpi_max_count.unwrap_or(d.mpi_max_count),
+            round_bytes: t.exchange_round_bytes,
             ..d
         };
         let tune = &mut c.tune;
@@ -273,7 +277,8 @@ mod tests {
         .config(Some("/default".into()));
         assert_eq!(
             c.summary(),
-            "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 force_wide=true \
+            "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 \
+             exchange_round_bytes=null force_wide=true \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
              gpu_pool=false pool_piece=3 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""

@@ -42,6 +42,9 @@ pub struct Comm {
     bytes_sent: Cell<u64>,
     /// Seconds this pe spent inside all-to-all exchanges (waiting for slower pes included).
     a2a_secs: Cell<f64>,
+    /// Largest volume, bytes, that a pe sends in one round of an exchange that can run in rounds
+    /// ([`crate::dist::exchange`]); `usize::MAX`: one round. Set from the memory plan.
+    round_bytes: Cell<usize>,
     /// Element limit per MPI call; `i32::MAX` unless lowered ([`Comm::with_max_count`]: tests
     /// lower it to exercise the chunked path).
     max_count: usize,
@@ -117,8 +120,29 @@ impl Comm {
             size,
             bytes_sent: Cell::new(0),
             a2a_secs: Cell::new(0.0),
+            round_bytes: Cell::new(usize::MAX),
             max_count: max_count.clamp(1, MPI_COUNT_MAX).max(size),
         }
+    }
+
+    /// Sets the largest volume a pe sends in one exchange round (see [`Self::rounds_for`]).
+    pub fn set_round_bytes(&self, bytes: usize) {
+        self.round_bytes.set(bytes.max(1));
+    }
+
+    /// The largest volume a pe sends in one exchange round, bytes (`usize::MAX`: no limit).
+    pub fn round_bytes(&self) -> usize {
+        self.round_bytes.get()
+    }
+
+    /// How many rounds an exchange of `bytes` on this pe takes: the most any pe needs under
+    /// [`Self::round_bytes`] (1 when unlimited). Collective when limited.
+    pub fn rounds_for(&self, bytes: usize) -> usize {
+        let per = self.round_bytes.get();
+        if per == usize::MAX {
+            return 1;
+        }
+        (self.all_reduce_max(bytes.div_ceil(per) as u64) as usize).max(1)
     }
 
     /// This pe's number in `0..size()`.
@@ -548,6 +572,72 @@ impl Comm {
                 off += m;
             }
         }
+    }
+
+    /// All-to-all of a send buffer laid out in rounds, releasing it as it goes. Collective.
+    ///
+    /// Entry: `send` holds `rounds` segments one after another; segment r holds the records for
+    /// pe 0, then pe 1, …, `counts[r * p + d]` for pe d. Every pe passes the same `rounds`.
+    /// Exit: the records sent to this pe, ordered by source pe and within a source by round and
+    /// original order (as if the segments of each source had been sent at once).
+    /// Rounds run from the last segment to the first; after each, the sent tail of `send` is
+    /// freed. Memory: the unsent part of `send` plus the records received so far (the result's
+    /// pages become resident as they are written) plus one round's staging; so the peak is about
+    /// one copy of the records and one round, where [`Self::all_to_all_v`] holds two copies.
+    /// Cost: one all-to-all of `rounds` counts per pe pair, then `rounds` all-to-alls.
+    pub fn all_to_all_rounds<T: Pod>(
+        &self,
+        mut send: Vec<T>,
+        counts: &[usize],
+        rounds: usize,
+    ) -> Vec<T> {
+        let p = self.size;
+        assert_eq!(counts.len(), rounds * p, "one count per round and pe");
+        assert_eq!(counts.iter().sum::<usize>(), send.len());
+        let t0 = std::time::Instant::now();
+        // mine[d * rounds + r] = what I send d in round r; theirs[s * rounds + r] likewise.
+        let mine: Vec<u64> = (0..p * rounds)
+            .map(|k| counts[(k % rounds) * p + k / rounds] as u64)
+            .collect();
+        let mut theirs = vec![0u64; p * rounds];
+        self.world.all_to_all_into(&mine[..], &mut theirs[..]);
+        let from: Vec<usize> = (0..p)
+            .map(|s| theirs[s * rounds..(s + 1) * rounds].iter().sum::<u64>() as usize)
+            .collect();
+        let from_displs = exclusive_prefix(&from);
+        let total: usize = from.iter().sum();
+        // Zeroed memory from the allocator: pages become resident only as rounds fill them.
+        let mut out: Vec<T> = bytemuck::allocation::zeroed_vec(total);
+        let mut stage: Vec<T> = Vec::new();
+        let mut end = send.len();
+        for r in (0..rounds).rev() {
+            let sc: Vec<usize> = counts[r * p..(r + 1) * p].to_vec();
+            let rc: Vec<usize> = (0..p).map(|s| theirs[s * rounds + r] as usize).collect();
+            let start = end - sc.iter().sum::<usize>();
+            stage.clear();
+            stage.resize(rc.iter().sum(), T::zeroed());
+            let fits = (end - start) <= self.max_count && stage.len() <= self.max_count;
+            if self.all_reduce_min(fits as u64) == 1 {
+                self.raw_all_to_all_v(&send[start..end], &sc, &mut stage, &rc);
+                self.add_sent(((end - start - sc[self.rank]) * std::mem::size_of::<T>()) as u64);
+            } else {
+                let (got, _) = self.all_to_all_v_timed(&send[start..end], &sc);
+                stage.copy_from_slice(&got);
+            }
+            let mut off = 0;
+            for s in 0..p {
+                let before: u64 = theirs[s * rounds..s * rounds + r].iter().sum();
+                let dst = from_displs[s] + before as usize;
+                out[dst..dst + rc[s]].copy_from_slice(&stage[off..off + rc[s]]);
+                off += rc[s];
+            }
+            send.truncate(start);
+            send.shrink_to_fit();
+            end = start;
+        }
+        self.a2a_secs
+            .set(self.a2a_secs.get() + t0.elapsed().as_secs_f64());
+        out
     }
 
     /// Transposes per-destination counts: returns how many records each pe sends to this one.

@@ -45,6 +45,11 @@ pub struct Config {
     /// lower it to run every all-to-all in rounds. Clamped to `1..=i32::MAX`, then raised to at
     /// least the number of pes.
     pub mpi_max_count: usize,
+    /// Largest volume a pe sends in one round of an exchange, bytes; None: one round. In rounds,
+    /// an exchange holds about one copy of its records instead of two (see
+    /// [`crate::comm::Comm::all_to_all_rounds`]); tests set it small to run every exchange in many
+    /// rounds (`--exchange-round-bytes N`).
+    pub round_bytes: Option<usize>,
     /// Test and tuning switches of the algorithms (read as `ctx.tune`).
     pub tune: Tunables,
     /// Settings of the GPU backend.
@@ -59,6 +64,7 @@ impl Default for Config {
             threads: 0,
             base_case: 1 << 22,
             mpi_max_count: i32::MAX as usize,
+            round_bytes: None,
             tune: Tunables::default(),
             gpu: GpuOptions::default(),
         }
@@ -196,6 +202,10 @@ impl Config {
             ("threads", self.threads.to_string()),
             ("base_case", self.base_case.to_string()),
             ("mpi_max_count", self.mpi_max_count.to_string()),
+            (
+                "exchange_round_bytes",
+                self.round_bytes.map_or("null".into(), |b| b.to_string()),
+            ),
             ("force_wide", t.force_wide.to_string()),
             ("css_handover", format!("{:?}", t.css_handover)),
             ("css_predict", t.css_predict.to_string()),
@@ -255,6 +265,7 @@ mod tests {
             threads: _,
             base_case: _,
             mpi_max_count: _,
+            round_bytes: _,
             tune:
                 Tunables {
                     force_wide: _,
@@ -274,7 +285,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 5 + 7 + 5);
+        assert_eq!(names.len(), 6 + 7 + 5);
     }
 
     #[test]

@@ -96,6 +96,9 @@ impl Ctx {
     /// same settings.
     pub fn new(world: mpi::topology::SimpleCommunicator, mut config: Config) -> Self {
         let comm = Comm::with_max_count(world, config.mpi_max_count);
+        if let Some(b) = config.round_bytes {
+            comm.set_round_bytes(b);
+        }
         if config.threads == 0 {
             config.threads = default_threads(comm.local_size());
         }

@@ -370,6 +370,40 @@ fn chunked_all_to_all() {
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
+/// `--exchange-round-bytes 4096` runs every exchange in rounds of at most 4 KiB per pe (the
+/// memory-lean path that a large input under a budget takes: the send buffer in round-major
+/// order, consumed from its end), on every input of the table at every p, down to tiny recursion
+/// levels; once also with `--mpi-max-count 7` inside the rounds. Results must stay exact.
+#[test]
+fn exchanges_in_rounds() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for case in TABLE {
+        let text = (case.gen)();
+        let want = oracle(&text);
+        let dir = TempDir::new(case.name);
+        dir.write("input", &text);
+        for &p in PES {
+            for &algo in ALGOS {
+                runs += 1;
+                let args: &[&str] = if case.name == "dna_20000" {
+                    &["--exchange-round-bytes", "4096", "--mpi-max-count", "7"]
+                } else {
+                    &["--exchange-round-bytes", "4096"]
+                };
+                if let Err(msg) = run_one(dir.path(), &want, p, algo, Base::Small(4), args) {
+                    failures.push(format!(
+                        "{}, input {}, p = {p}, algo = {algo}: {msg}",
+                        args.join(" "),
+                        case.name
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+}
+
 /// `--force-wide` sends both algorithms down their wide-record paths (normally only taken for
 /// n ≥ 2^41 or huge names) on small inputs; results must stay exact.
 #[test]

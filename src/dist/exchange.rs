@@ -370,12 +370,73 @@ where
     if p == 1 {
         return data;
     }
+    let rounds = comm.rounds_for(std::mem::size_of_val(&data[..]));
+    if rounds > 1 {
+        let (send, counts) = bucket_rounds(data, p, rounds, dest);
+        return comm.all_to_all_rounds(send, &counts, rounds);
+    }
     // Bucket into a send buffer and free the input before the all-to-all: the peak is two
     // copies either way (input + send, then send + received), and a scatter with p sequential
     // write streams is much faster than an in-place cycle-chasing permutation.
     let (send, counts) = bucket(&data, p, dest);
     drop(data);
     comm.all_to_all_v(&send, &counts)
+}
+
+/// The first record of round `r` of `rounds` among `c` records (rounds split evenly).
+fn round_cut(r: usize, c: usize, rounds: usize) -> usize {
+    (r as u128 * c as u128 / rounds as u128) as usize
+}
+
+/// Buckets `data` for [`Comm::all_to_all_rounds`], consuming it: the send buffer holds `rounds`
+/// segments, segment r holding for each destination d (in order) the r-th of `rounds` even
+/// parts of d's records, in their original order. Returns the buffer and `counts[r * p + d]`.
+///
+/// Memory: about one copy of the records at any time. The buffer comes zeroed from the
+/// allocator (its pages become resident as they are written), and the input is consumed from
+/// its end in `rounds` pieces, each freed once placed. Cost: two passes computing `dest`.
+fn bucket_rounds<T, F>(mut data: Vec<T>, p: usize, rounds: usize, dest: F) -> (Vec<T>, Vec<usize>)
+where
+    T: Pod + Send + Sync,
+    F: Fn(&T) -> usize + Sync,
+{
+    let hist = |c: &[T]| {
+        let mut h = vec![0usize; p];
+        for x in c {
+            h[dest(x)] += 1;
+        }
+        h
+    };
+    let per_dest: Vec<usize> = data.par_chunks(CHUNK).map(hist).reduce(
+        || vec![0usize; p],
+        |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect(),
+    );
+    let counts: Vec<usize> = (0..rounds * p)
+        .map(|k| {
+            let (r, d) = (k / p, k % p);
+            round_cut(r + 1, per_dest[d], rounds) - round_cut(r, per_dest[d], rounds)
+        })
+        .collect();
+    let offsets = exclusive_prefix(&counts);
+    let mut send: Vec<T> = bytemuck::allocation::zeroed_vec(data.len());
+    // Records are placed from the last to the first: next[d] counts down d's records.
+    let mut next = per_dest.clone();
+    let piece = data.len().div_ceil(rounds).max(1);
+    while !data.is_empty() {
+        let lo = data.len().saturating_sub(piece);
+        for x in data[lo..].iter().rev() {
+            let d = dest(x);
+            next[d] -= 1;
+            let k = next[d];
+            let c = per_dest[d];
+            // The round whose part of d's records holds the k-th: cut(r) ≤ k < cut(r + 1).
+            let r = ((k + 1) * rounds).div_ceil(c) - 1;
+            send[offsets[r * p + d] + k - round_cut(r, c, rounds)] = *x;
+        }
+        data.truncate(lo);
+        data.shrink_to_fit();
+    }
+    (send, counts)
 }
 
 /// Redistributes a sequence into `target`'s ranges, keeping the global order. Collective.
@@ -457,6 +518,37 @@ mod tests {
         assert_eq!(send, want);
         assert_eq!(counts.iter().sum::<usize>(), data.len());
         assert!(slots.iter().zip(&data).all(|(&s, x)| send[s] == *x));
+    }
+
+    /// Round-major bucketing: segment r holds, per destination in order, the r-th even part of
+    /// that destination's records in their original order.
+    #[test]
+    fn bucket_rounds_splits_each_destination_evenly() {
+        let data: Vec<u64> = (0..10_007u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 9)
+            .collect();
+        let dest = |x: &u64| (*x % 5) as usize;
+        for rounds in [1, 2, 3, 7, 64] {
+            let (send, counts) = bucket_rounds(data.clone(), 5, rounds, dest);
+            assert_eq!(send.len(), data.len());
+            let mut at = 0;
+            let mut got: Vec<Vec<u64>> = vec![Vec::new(); 5];
+            for r in 0..rounds {
+                for (d, part) in got.iter_mut().enumerate() {
+                    let c = counts[r * 5 + d];
+                    assert!(send[at..at + c].iter().all(|x| dest(x) == d));
+                    part.extend_from_slice(&send[at..at + c]);
+                    at += c;
+                }
+            }
+            for (d, part) in got.iter().enumerate() {
+                let want: Vec<u64> = data.iter().copied().filter(|x| dest(x) == d).collect();
+                assert_eq!(*part, want, "rounds {rounds}, destination {d}");
+                let sizes: Vec<usize> = (0..rounds).map(|r| counts[r * 5 + d]).collect();
+                let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+                assert!(hi - lo <= 1, "uneven parts {sizes:?}");
+            }
+        }
     }
 
     #[test]
