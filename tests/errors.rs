@@ -934,7 +934,11 @@ fn runs_with_the_same_pid_do_not_share_a_temporary_file() {
     let want_b = reference_sa(&dir, "b.txt", "b.sa");
     for round in 0..3 {
         let start = |input: &str| {
+            // Open MPI's own session directory is named by the PID too: one each.
+            let session = dir.path().join(format!("ompi-{input}"));
+            fs::create_dir_all(&session).unwrap();
             let mut c = Command::new("unshare");
+            c.env("OMPI_MCA_orte_tmpdir_base", &session);
             c.args([
                 "--pid",
                 "--fork",
