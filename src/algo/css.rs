@@ -230,9 +230,9 @@ fn hand_over(ctx: &Ctx, n: usize, at: Progress) -> Option<HandOver> {
 /// DC3. Collective.
 fn finish(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
     if ctx.tune.css_finish_dc3 {
-        super::dc3::finish_from_names(ctx, text, layout, &name_of)
+        super::dc3::finish_from_names(ctx, text, layout, name_of)
     } else {
-        super::dc7::finish_from_names(ctx, layout, &name_of)
+        super::dc7::finish_from_names(ctx, layout, name_of)
     }
 }
 
