@@ -242,6 +242,8 @@ struct Codes {
     code: [u64; 256],
     b: u32,
     k: usize,
+    /// Unused low bits of a key: 64 − b·k.
+    align: u32,
     /// k ones, b bits apart: a run's key is its character times this.
     repunit: u64,
 }
@@ -269,18 +271,14 @@ impl Codes {
             code,
             b,
             k,
+            align: 64 - b * k as u32,
             repunit,
         }
     }
 
-    /// Unused low bits of a key: 64 − b·k.
-    fn align(&self) -> u32 {
-        64 - self.b * self.k as u32
-    }
-
     /// Whether a key is one character repeated k times (its suffix lies in a run).
     fn is_run(&self, key: u64) -> bool {
-        key == (key >> (64 - self.b)).wrapping_mul(self.repunit) << self.align()
+        key == (key >> (64 - self.b)).wrapping_mul(self.repunit) << self.align
     }
 }
 
@@ -288,19 +286,20 @@ impl Codes {
 /// halo of k − 1 characters).
 fn first_keys(ctx: &Ctx, text: &[u8], layout: &Layout, codes: &Codes) -> Vec<HiKey> {
     let n = layout.len();
-    let (b, k) = (codes.b, codes.k);
+    let (b, k, align) = (codes.b, codes.k, codes.align);
     let lo = layout.start(ctx.comm.rank());
     let halo = right_halo(&ctx.comm, text, k - 1);
     let ext: Vec<u8> = text.iter().chain(halo.iter()).copied().collect();
-    let used = b * k as u32;
+    let used = 64 - align;
     let mask = if used == 64 {
         u64::MAX
     } else {
         (1u64 << used) - 1
     };
+    let code = &codes.code;
     let chr = |j: usize| {
         if j < ext.len() {
-            codes.code[ext[j] as usize]
+            code[ext[j] as usize]
         } else {
             0
         }
@@ -318,7 +317,7 @@ fn first_keys(ctx: &Ctx, text: &[u8], layout: &Layout, codes: &Codes) -> Vec<HiK
             let j = j0 + d;
             key = ((key << b) | chr(j + k - 1)) & mask;
             let i = lo + j;
-            *slot = HiKey::new(key << codes.align(), (n - i).min(k), i);
+            *slot = HiKey::new(key << align, (n - i).min(k), i);
         }
     });
     out
@@ -988,6 +987,16 @@ struct RunEdge {
     after: u64,
 }
 
+/// `(0..len).map(f).collect()`, on the pe's threads when it has several (a plain loop with one:
+/// rayon's splitting would only add calls).
+fn collect_range<T: Send>(len: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+    if rayon::current_num_threads() == 1 {
+        (0..len).map(f).collect()
+    } else {
+        (0..len).into_par_iter().map(f).collect()
+    }
+}
+
 /// Groups of a globally sorted run: for each record, its name (global index of the first record
 /// of its group) and whether it is alone in its group. Collective. Also returns this pe's global
 /// offset.
@@ -1004,30 +1013,24 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
     let len = sorted.len();
     // alone[j]: does record j begin a group that the next record does not continue?
     let alone_of = |starts: &[bool]| -> Vec<bool> {
-        (0..len)
-            .into_par_iter()
-            .map(|j| {
-                let ends = if j + 1 < len {
-                    starts[j + 1]
-                } else {
-                    next.first().is_none_or(|nx| !same(&sorted[j], nx))
-                };
-                starts[j] && ends
-            })
-            .collect()
+        collect_range(len, |j| {
+            let ends = if j + 1 < len {
+                starts[j + 1]
+            } else {
+                next.first().is_none_or(|nx| !same(&sorted[j], nx))
+            };
+            starts[j] && ends
+        })
     };
     // starts[j]: does record j begin a group?
-    let starts: Vec<bool> = (0..len)
-        .into_par_iter()
-        .map(|j| {
-            let before = if j == 0 {
-                prev.as_ref()
-            } else {
-                Some(&sorted[j - 1])
-            };
-            before.is_none_or(|b| !same(b, &sorted[j]))
-        })
-        .collect();
+    let starts: Vec<bool> = collect_range(len, |j| {
+        let before = if j == 0 {
+            prev.as_ref()
+        } else {
+            Some(&sorted[j - 1])
+        };
+        before.is_none_or(|b| !same(b, &sorted[j]))
+    });
     if rayon::current_num_threads() == 1 {
         // One thread: a single pass (the chunked scan below costs an extra pass).
         let mut names = Vec::with_capacity(len);
