@@ -5,7 +5,7 @@
 //! empty suffix at n is smaller than every other (Burkhardt & Kärkkäinen's check, as in
 //! Distributed DCX' `sa_check`).
 
-use crate::dist::{exchange, right_halo, Layout};
+use crate::dist::{exchange, right_halo, send_to_owners, Layout};
 use crate::error::{Error, Result};
 use crate::Ctx;
 
@@ -78,11 +78,10 @@ fn check_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()>
         })
         .collect();
     drop(isa);
-    let got = exchange(comm, tuples, |x| layout.owner(x[0] as usize));
     let mut by_rank = vec![[0u64; 2]; hi - lo];
-    for [r, c, nr] in got {
-        by_rank[r as usize - lo] = [c, nr];
-    }
+    send_to_owners(comm, layout, tuples, &mut by_rank[..], |&[r, c, nr]| {
+        (r as usize, [c, nr])
+    });
     let after = right_halo(comm, &by_rank, 1);
     let mut bad = None;
     for j in 0..by_rank.len() {

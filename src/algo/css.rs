@@ -18,15 +18,19 @@
 //! 5. **runs**: a suffix whose key is one character c repeated k times lies in a run c^r x…; one
 //!    sort orders these by (x < c or the end before x > c, then r ascending resp. descending), and
 //!    only equal (x < c, r) stay tied, with depth r.
-//! 5. **refine** (prefix doubling over the unresolved suffixes only): every group has a depth d,
+//! 6. **refine** (prefix doubling over the unresolved suffixes only): every group has a depth d,
 //!    the number of characters its members share (k after the first sort); the key of unresolved
 //!    i is (name(i), name(i+d)), name(i+d) and the depth of its group fetched from the pe owning
 //!    i+d. Sorting these keys splits each group; new names are group start + offset of the
 //!    subgroup, new depths d + depth(i+d). Resolved suffixes drop out of later rounds; when most
 //!    stay unresolved, DC7 finishes from the names ([`super::dc7::finish_from_names`]; with
 //!    `--css-finish dc3`, [`super::dc3::finish_from_names`]).
-//! 6. **place**: every suffix's final name is its SA index: (name, i) goes to the owner of that
+//! 7. **place**: every suffix's final name is its SA index: (name, i) goes to the owner of that
 //!    index.
+//!
+//! Whether pCSS hands the work to a difference cover, and to which, is decided in one place
+//! (`hand_over`): before anything (tiny texts, or positions too wide for the keys: pDC3), after
+//! the prediction, and before every doubling round.
 //!
 //! No pe ever holds more than its share of the text, the names, or the records; runs of equal
 //! keys are never compared character by character (pSFFX's O(n²) trap).
@@ -37,12 +41,22 @@
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
+use crate::comm::Comm;
 use crate::dist::{
-    collect_kept, exchange, fetch, right_halo, sample_sort, scatter, scatter2, Layout, Pair,
-    SortKey,
+    collect_kept, fetch, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey,
 };
 use crate::local::LocalSort;
 use crate::{Ctx, Predicted};
+
+/// Positions take 56 bits of the first sort's record ([`HiKey`]): a longer text goes to pDC3.
+const POSITION_BITS: u32 = 56;
+
+/// Doubling is slow when a round leaves more than this fraction of the suffixes it started with
+/// unresolved…
+const SLOW_ROUND: f64 = 0.6;
+
+/// …while more than n / `LARGE_REMAINDER` of them are left: then pCSS hands over.
+const LARGE_REMAINDER: usize = 8;
 
 fn bits(x: u64) -> u32 {
     64 - x.leading_zeros()
@@ -51,23 +65,197 @@ fn bits(x: u64) -> u32 {
 /// Builds the suffix array with pCSS. Collective; same contract as [`super::dc3::dc3`].
 #[must_use]
 pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
-    let comm = &ctx.comm;
     let n = layout.len();
-    let me = comm.rank();
-    let (lo, hi) = (layout.start(me), layout.end(me));
-    if n <= ctx.config.base_case.max(4) || bits(n as u64) > 56 {
-        // Tiny inputs: gathering is cheaper than a distributed sort. (n ≥ 2^56 does not fit the
-        // 128-bit record; DC3 has no such limit.)
-        return super::dc3::dc3(ctx, text, layout);
+    if let Some(build) = hand_over(ctx, n, Progress::Start).and_then(HandOver::whole) {
+        return build(ctx, text, layout);
     }
+    let codes = ctx.phase("alphabet", || Codes::of(ctx, text));
+    let keys = ctx.phase("keys", || first_keys(ctx, text, layout, &codes));
+    let decided = predict(ctx, &keys, n, &codes)
+        .and_then(|shared| hand_over(ctx, n, Progress::Predicted { shared, k: codes.k }));
+    if let Some(build) = decided.and_then(HandOver::whole) {
+        drop(keys);
+        ctx.log.refine_rounds.set(0);
+        return build(ctx, text, layout);
+    }
+    let mut sorted = ctx.phase("sort keys", || sample_sort(ctx, keys));
+    ctx.phase("order tails", || order_tails(&mut sorted, codes.k));
+    // With the finish decided, only the number of unresolved suffixes matters.
+    let first = ctx.phase("names", || {
+        first_names(ctx, sorted, n, &codes, decided.is_none())
+    });
+    let tied = ctx.comm.all_reduce_sum(first.tied as u64);
+    if ctx.comm.rank() == 0 {
+        log::info!(
+            "css: {} characters per key ({} bits each); {tied} of {n} suffixes need refinement",
+            codes.k,
+            codes.b
+        );
+    }
+    if tied == 0 {
+        // Every name is final: it is the suffix's index in the SA.
+        ctx.log.refine_rounds.set(0);
+        return ctx.phase("place", || first.pairs.place(&ctx.comm, layout));
+    }
+    let mut name_of = ctx.phase("names to text", || {
+        first.pairs.into_text_order(&ctx.comm, layout)
+    });
+    let refined = match decided {
+        // Predicted: doubling would crawl. The first sort's names (depth k ≥ 8) are finished.
+        Some(_) => Refined::HandedOver { rounds: 0 },
+        None => refine(ctx, text, layout, &codes, &mut name_of, first.unresolved),
+    };
+    match refined {
+        Refined::HandedOver { rounds } => {
+            ctx.log.refine_rounds.set(rounds);
+            finish(ctx, text, layout, name_of)
+        }
+        Refined::Resolved { rounds } => {
+            ctx.log.refine_rounds.set(rounds);
+            ctx.phase("place", || place_names(ctx, layout, name_of))
+        }
+    }
+}
 
-    // 1. Alphabet.
-    let (code, b) = ctx.phase("alphabet", || {
+/// Where pCSS stands when it asks [`hand_over`].
+enum Progress {
+    /// Before anything.
+    Start,
+    /// After the keys: the predicted fraction of suffixes that share their first k characters
+    /// with another suffix.
+    Predicted { shared: f64, k: usize },
+    /// Before doubling round `round + 1` (with h characters known): the suffixes unresolved now,
+    /// and before the last round (None before the first).
+    Doubling {
+        round: usize,
+        h: usize,
+        remaining: u64,
+        before: Option<u64>,
+    },
+}
+
+/// What pCSS hands the work to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HandOver {
+    /// pDC3 on the text, from the start.
+    Dc3,
+    /// DC7 on the text, from the start.
+    Dc7,
+    /// The difference-cover finish on the prefix names ([`finish`]): at once, or (decided before
+    /// there are names) right after the first sort.
+    Finish,
+}
+
+/// An algorithm that builds the whole suffix array (same contract as [`css`]).
+type Build = fn(&Ctx, &[u8], &Layout) -> Vec<u64>;
+
+impl HandOver {
+    /// The algorithm that builds the whole suffix array instead, if this hand-over is one.
+    fn whole(self) -> Option<Build> {
+        match self {
+            HandOver::Dc3 => Some(super::dc3::dc3),
+            HandOver::Dc7 => Some(super::dc7::dc7),
+            HandOver::Finish => None,
+        }
+    }
+}
+
+/// The one place that decides whether pCSS hands over to a difference cover, and to which:
+/// - at the start, a text of at most `base_case` characters (gathering is cheaper than a
+///   distributed sort) or of ≥ 2^[`POSITION_BITS`] (positions do not fit the key records) goes to
+///   pDC3;
+/// - after the prediction, when more than the hand-over fraction (`ctx.tune.css_handover`) of
+///   the suffixes share their key: DC7 from the start (or what `ctx.tune.css_predicted` says);
+/// - before a doubling round, when more than that fraction of all suffixes is unresolved, or
+///   the last round was slow ([`SLOW_ROUND`], [`LARGE_REMAINDER`]): the finish on the current
+///   names.
+///
+/// Every input is global, so every pe gets the same answer. Pe 0 logs the reason.
+fn hand_over(ctx: &Ctx, n: usize, at: Progress) -> Option<HandOver> {
+    let limit = ctx.tune.css_handover;
+    let say = ctx.comm.rank() == 0;
+    match at {
+        Progress::Start => (n <= ctx.config.base_case.max(4) || bits(n as u64) > POSITION_BITS)
+            .then_some(HandOver::Dc3),
+        Progress::Predicted { shared, k } => {
+            if shared <= limit {
+                return None;
+            }
+            let (to, how) = match ctx.tune.css_predicted {
+                Predicted::Dc7 => (HandOver::Dc7, "building with DC7"),
+                Predicted::Dc3 => (HandOver::Dc3, "building with DC3"),
+                Predicted::SortThenDc7 => {
+                    (HandOver::Finish, "no doubling, DC7 after the first sort")
+                }
+            };
+            if say {
+                log::info!(
+                    "css: about {:.0} % of the suffixes share their first {k} characters with another suffix; {how}",
+                    100.0 * shared
+                );
+            }
+            Some(to)
+        }
+        Progress::Doubling {
+            round,
+            h,
+            remaining,
+            before,
+        } => {
+            if let Some(before) = before {
+                if remaining as f64 > SLOW_ROUND * before as f64
+                    && remaining as usize > n / LARGE_REMAINDER
+                {
+                    if say {
+                        log::info!("css: doubling resolves slowly ({before} → {remaining}); finishing with a difference cover on the prefix names");
+                    }
+                    return Some(HandOver::Finish);
+                }
+            }
+            if remaining as f64 > limit * n as f64 {
+                // Most suffixes share long prefixes (aⁿ, long repeats): doubling would take about
+                // log(longest repeat) rounds over nearly all of them.
+                if say {
+                    log::info!("css: {remaining} of {n} suffixes unresolved after {round} rounds (h = {h}); finishing with a difference cover on the prefix names");
+                }
+                return Some(HandOver::Finish);
+            }
+            None
+        }
+    }
+}
+
+/// The hand-over's finish: the suffix array from the current prefix names (every group's depth is
+/// at least k ≥ 8), by DC7 ([`super::dc7::finish_from_names`]) or, with `--css-finish dc3`, by
+/// DC3. Collective.
+fn finish(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+    if ctx.tune.css_finish_dc3 {
+        super::dc3::finish_from_names(ctx, text, layout, name_of)
+    } else {
+        super::dc7::finish_from_names(ctx, layout, name_of)
+    }
+}
+
+/// Phase 1: the text's alphabet, packed for keys: a code per byte value that occurs (in byte
+/// order), `b` bits per code, `k` = ⌊64/b⌋ codes per key.
+struct Codes {
+    code: [u64; 256],
+    b: u32,
+    k: usize,
+    /// Unused low bits of a key: 64 − b·k.
+    align: u32,
+    /// k ones, b bits apart: a run's key is its character times this.
+    repunit: u64,
+}
+
+impl Codes {
+    /// Collective: one reduction of a 256-entry histogram.
+    fn of(ctx: &Ctx, text: &[u8]) -> Self {
         let mut hist = vec![0u64; 256];
         for &c in text {
             hist[c as usize] += 1;
         }
-        let hist = comm.all_reduce_sum_vec(&hist);
+        let hist = ctx.comm.all_reduce_sum_vec(&hist);
         let mut code = [0u64; 256];
         let mut sigma = 0u64;
         for c in 0..256 {
@@ -76,226 +264,281 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
                 sigma += 1;
             }
         }
-        (code, bits(sigma.saturating_sub(1)).max(1))
-    });
-    let k = (64 / b) as usize;
-
-    // 2. Keys: [packed k chars | clamped length (7 bits) | i (56 bits)].
-    let recs: Vec<HiKey> = ctx.phase("keys", || {
-        let halo = right_halo(comm, text, k - 1);
-        let ext: Vec<u8> = text.iter().chain(halo.iter()).copied().collect();
-        let local = hi - lo;
-        let used = b * k as u32;
-        let mask = if used == 64 {
-            u64::MAX
-        } else {
-            (1u64 << used) - 1
-        };
-        let align = 64 - used;
-        let chr = |j: usize| {
-            if j < ext.len() {
-                code[ext[j] as usize]
-            } else {
-                0
-            }
-        };
-        const CHUNK: usize = 1 << 16;
-        let mut out = vec![HiKey(0); local];
-        out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, dst)| {
-            let j0 = c * CHUNK;
-            // Window of k characters starting at j0 - 1, rolled forward one character per position.
-            let mut key = 0u64;
-            for t in 0..k - 1 {
-                key = (key << b) | chr(j0 + t);
-            }
-            for (d, slot) in dst.iter_mut().enumerate() {
-                let j = j0 + d;
-                key = ((key << b) | chr(j + k - 1)) & mask;
-                let i = lo + j;
-                let len = (n - i).min(k);
-                *slot = HiKey((((key << align) as u128) << 64) | ((len as u128) << 56) | i as u128);
-            }
-        });
-        out
-    });
-
-    // 2b. When nearly every suffix shares its key with another one (long repeats, Fibonacci-like
-    // texts), doubling would take about log(longest repeat) rounds and the hand-over after the
-    // first sort would waste that sort: a sample predicts it, and DC7 runs from the start.
-    let align = 64 - b * k as u32;
-    let repunit: u64 = (0..k).fold(0u64, |acc, _| (acc << b) | 1);
-    let is_run = |key: u64| key == (key >> (64 - b)).wrapping_mul(repunit) << align;
-    let hand_over = ctx.tune.css_handover;
-    let mut finish_now = false;
-    if hand_over < 1.0 && ctx.tune.css_predict {
-        let shared = ctx.phase("predict", || shared_key_fraction(ctx, &recs, n, &is_run));
-        if shared > hand_over {
-            let how = ctx.tune.css_predicted;
-            if comm.rank() == 0 {
-                log::info!(
-                    "css: about {:.0} % of the suffixes share their first {k} characters with another suffix; {}",
-                    100.0 * shared,
-                    match how {
-                        Predicted::Dc7 => "building with DC7",
-                        Predicted::Dc3 => "building with DC3",
-                        Predicted::SortThenDc7 => "no doubling, DC7 after the first sort",
-                    }
-                );
-            }
-            if how != Predicted::SortThenDc7 {
-                drop(recs);
-                ctx.log.refine_rounds.set(0);
-                return if how == Predicted::Dc7 {
-                    super::dc7::dc7(ctx, text, layout)
-                } else {
-                    super::dc3::dc3(ctx, text, layout)
-                };
-            }
-            finish_now = true;
+        let b = bits(sigma.saturating_sub(1)).max(1);
+        let k = (64 / b) as usize;
+        let repunit = (0..k).fold(0u64, |acc, _| (acc << b) | 1);
+        Codes {
+            code,
+            b,
+            k,
+            align: 64 - b * k as u32,
+            repunit,
         }
     }
 
-    // 3. Sort (by the packed key only; see `HiKey`), then order the few short suffixes at the
-    // text's end before the longer suffixes they are prefixes of.
-    let mut sorted = ctx.phase("sort keys", || sample_sort(ctx, recs));
-    ctx.phase("order tails", || order_tails(&mut sorted, k));
-
-    // 4. Names: group = equal key and clamped length; unresolved suffixes are copied out, every
-    // suffix becomes a (name, position) pair (32+32 bits when n ≤ 2^32).
-    let narrow = n <= 1 << 32 && !ctx.tune.force_wide;
-    let (names, mut unresolved, tied) = ctx.phase("names", || {
-        let (names, alone, _) = group_names(ctx, &sorted, |a, b| a.0 >> 56 == b.0 >> 56);
-        let pos = |r: &HiKey| (r.0 as u64) & ((1u64 << 56) - 1);
-        // Unresolved suffixes, with the depth their group shares (k); those inside a run of one
-        // character (key = that character k times) are marked with depth 0 for the run step.
-        // (None when the hand-over is already decided: only their number matters then.)
-        let unresolved: Option<Vec<[u64; 3]>> = (!finish_now).then(|| {
-            collect_kept(&sorted, &alone, |j, r| {
-                let run = is_run((r.0 >> 64) as u64);
-                [names[j], pos(r), if run { 0 } else { k as u64 }]
-            })
-        });
-        let tied = match &unresolved {
-            Some(v) => v.len(),
-            None => alone.iter().filter(|&&a| !a).count(),
-        };
-        let names = if narrow {
-            let v: Vec<u64> = sorted
-                .par_iter()
-                .zip(&names)
-                .map(|(r, &nm)| Pair::pack(nm, pos(r)))
-                .collect();
-            drop(sorted);
-            Pairs::Narrow(v)
-        } else {
-            // Reuse the records' memory for 64+64-bit pairs.
-            let mut v: Vec<u128> = bytemuck::cast_vec(sorted);
-            v.par_iter_mut().zip(&names).for_each(|(slot, &nm)| {
-                *slot = Pair::pack(nm, (*slot as u64) & ((1u64 << 56) - 1));
-            });
-            Pairs::Wide(v)
-        };
-        (names, unresolved.unwrap_or_default(), tied)
-    });
-
-    // 5. Refine by prefix doubling.
-    let mut h = k;
-    let mut round = 0usize;
-    let total_unresolved = comm.all_reduce_sum(tied as u64);
-    if comm.rank() == 0 {
-        log::info!("css: {k} characters per key ({b} bits each); {total_unresolved} of {n} suffixes need refinement");
+    /// Whether a key is one character repeated k times (its suffix lies in a run).
+    fn is_run(&self, key: u64) -> bool {
+        key == (key >> (64 - self.b)).wrapping_mul(self.repunit) << self.align
     }
-    if total_unresolved == 0 {
-        // Every name is final: it is the suffix's index in the SA.
-        ctx.log.refine_rounds.set(0);
-        return ctx.phase("place", || match names {
+}
+
+/// Phase 2: the first sort's record of every position of this pe (see [`HiKey`]). Collective (a
+/// halo of k − 1 characters).
+fn first_keys(ctx: &Ctx, text: &[u8], layout: &Layout, codes: &Codes) -> Vec<HiKey> {
+    let n = layout.len();
+    let (b, k, align) = (codes.b, codes.k, codes.align);
+    let lo = layout.start(ctx.comm.rank());
+    let halo = right_halo(&ctx.comm, text, k - 1);
+    let ext: Vec<u8> = text.iter().chain(halo.iter()).copied().collect();
+    let used = 64 - align;
+    let mask = if used == 64 {
+        u64::MAX
+    } else {
+        (1u64 << used) - 1
+    };
+    let code = &codes.code;
+    let chr = |j: usize| {
+        if j < ext.len() {
+            code[ext[j] as usize]
+        } else {
+            0
+        }
+    };
+    const CHUNK: usize = 1 << 16;
+    let mut out = vec![HiKey(0); text.len()];
+    out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, dst)| {
+        let j0 = c * CHUNK;
+        // Window of k characters starting at j0 - 1, rolled forward one character per position.
+        let mut key = 0u64;
+        for t in 0..k - 1 {
+            key = (key << b) | chr(j0 + t);
+        }
+        for (d, slot) in dst.iter_mut().enumerate() {
+            let j = j0 + d;
+            key = ((key << b) | chr(j + k - 1)) & mask;
+            let i = lo + j;
+            *slot = HiKey::new(key << align, (n - i).min(k), i);
+        }
+    });
+    out
+}
+
+/// Phase 2b: the sampled fraction of suffixes that share their key with another one, when a
+/// hand-over before the sort is possible (None otherwise). Collective.
+fn predict(ctx: &Ctx, keys: &[HiKey], n: usize, codes: &Codes) -> Option<f64> {
+    (ctx.tune.css_handover < 1.0 && ctx.tune.css_predict)
+        .then(|| ctx.phase("predict", || shared_key_fraction(ctx, keys, n, codes)))
+}
+
+/// What phase 4 leaves: every suffix's (name, position) pair, this pe's unresolved suffixes
+/// (empty when not kept) and their number.
+struct FirstNames {
+    pairs: Pairs,
+    unresolved: Vec<Suffix>,
+    tied: usize,
+}
+
+/// Phase 4: groups are runs of equal key and clamped length in the sorted records; every suffix
+/// becomes a (name, position) pair (32 + 32 bits when n ≤ 2^32, the records' memory reused
+/// otherwise), and with `keep_unresolved` the suffixes not alone in their group are copied out
+/// with the depth their group shares (k), or 0 for those inside a run of one character (for the
+/// run step). Collective.
+fn first_names(
+    ctx: &Ctx,
+    sorted: Vec<HiKey>,
+    n: usize,
+    codes: &Codes,
+    keep_unresolved: bool,
+) -> FirstNames {
+    let k = codes.k as u64;
+    let (names, alone, _) = group_names(ctx, &sorted, |a, b| a.id() == b.id());
+    let unresolved: Option<Vec<Suffix>> = keep_unresolved.then(|| {
+        collect_kept(&sorted, &alone, |j, r| Suffix {
+            name: names[j],
+            pos: r.pos(),
+            depth: if codes.is_run(r.key()) { 0 } else { k },
+        })
+    });
+    let tied = match &unresolved {
+        Some(v) => v.len(),
+        None => alone.iter().filter(|&&a| !a).count(),
+    };
+    drop(alone);
+    let pairs = if narrow(ctx, n) {
+        let v: Vec<u64> = sorted
+            .par_iter()
+            .zip(&names)
+            .map(|(r, &nm)| Pair::pack(nm, r.pos()))
+            .collect();
+        drop(sorted);
+        Pairs::Narrow(v)
+    } else {
+        // Reuse the records' memory for 64+64-bit pairs.
+        let mut v: Vec<u128> = bytemuck::cast_vec(sorted);
+        v.par_iter_mut().zip(&names).for_each(|(slot, &nm)| {
+            *slot = Pair::pack(nm, HiKey(*slot).pos());
+        });
+        Pairs::Wide(v)
+    };
+    FirstNames {
+        pairs,
+        unresolved: unresolved.unwrap_or_default(),
+        tied,
+    }
+}
+
+/// Whether (name, position) pairs of a text of n characters take 32 + 32 bits.
+fn narrow(ctx: &Ctx, n: usize) -> bool {
+    n <= 1 << 32 && !ctx.tune.force_wide
+}
+
+/// Every suffix's (name, position) pair after the first sort, in sorted order.
+enum Pairs {
+    Narrow(Vec<u64>),
+    Wide(Vec<u128>),
+}
+
+impl Pairs {
+    /// The names of this pe's positions, in text order: each pair goes to the owner of its
+    /// position. Collective.
+    fn into_text_order(self, comm: &Comm, layout: &Layout) -> Vec<u64> {
+        fn to_text<P: Pair>(comm: &Comm, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
+            let mut name_of = vec![0u64; layout.local_len(comm.rank())];
+            send_to_owners(comm, layout, pairs, &mut name_of[..], |x| {
+                (x.b() as usize, x.a())
+            });
+            name_of
+        }
+        match self {
+            Pairs::Narrow(v) => to_text(comm, layout, v),
+            Pairs::Wide(v) => to_text(comm, layout, v),
+        }
+    }
+
+    /// This pe's SA slice when every name is final (an SA index). Collective.
+    fn place(self, comm: &Comm, layout: &Layout) -> Vec<u64> {
+        match self {
             Pairs::Narrow(v) => place(comm, layout, v),
             Pairs::Wide(v) => place(comm, layout, v),
-        });
+        }
     }
-    // Name of every position, in text order.
-    let mut name_of = ctx.phase("names to text", || match names {
-        Pairs::Narrow(v) => to_text_order(comm, layout, v),
-        Pairs::Wide(v) => to_text_order(comm, layout, v),
+}
+
+/// Sends each (SA index, position) pair to the pe owning that SA index and returns this pe's SA
+/// slice. Collective.
+fn place<P: Pair>(comm: &Comm, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
+    let mut sa = vec![0u64; layout.local_len(comm.rank())];
+    send_to_owners(comm, layout, pairs, &mut sa[..], |x| {
+        (x.a() as usize, x.b())
     });
-    if finish_now {
-        // Predicted: doubling would crawl. The first sort's names (depth k ≥ 8) go to DC7.
-        ctx.log.refine_rounds.set(0);
-        return finish(ctx, text, layout, &name_of);
+    sa
+}
+
+/// Phase 7 for final names held in text order: [`place`] of (name, position) pairs.
+/// Collective.
+fn place_names(ctx: &Ctx, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+    fn pairs<P: Pair>(lo: usize, name_of: Vec<u64>) -> Vec<P> {
+        name_of
+            .iter()
+            .enumerate()
+            .map(|(j, &nm)| P::pack(nm, (lo + j) as u64))
+            .collect()
     }
-    let mut depth_of = vec![k as u64; hi - lo];
+    let comm = &ctx.comm;
+    let lo = layout.start(comm.rank());
+    if narrow(ctx, layout.len()) {
+        place(comm, layout, pairs::<u64>(lo, name_of))
+    } else {
+        place(comm, layout, pairs::<u128>(lo, name_of))
+    }
+}
+
+/// How the refinement ended, after how many doubling rounds.
+enum Refined {
+    /// Every name is final.
+    Resolved { rounds: usize },
+    /// [`hand_over`] chose the finish on the current prefix names.
+    HandedOver { rounds: usize },
+}
+
+/// Phases 5–6: the run step, then doubling rounds until no suffix is unresolved or
+/// [`hand_over`] chooses the finish. Entry: `name_of` holds the names of this pe's positions after
+/// the first sort (their groups share k characters), `unresolved` this pe's share of the tied
+/// suffixes (those in runs with depth 0). Exit: `name_of` holds the final names (Resolved) or
+/// prefix names of depth ≥ k (HandedOver). Collective.
+fn refine(
+    ctx: &Ctx,
+    text: &[u8],
+    layout: &Layout,
+    codes: &Codes,
+    name_of: &mut [u64],
+    mut unresolved: Vec<Suffix>,
+) -> Refined {
+    let comm = &ctx.comm;
+    let n = layout.len();
+    let mut depth_of = vec![codes.k as u64; name_of.len()];
     // Suffixes inside runs of one character: ordered at once by (run length, next character).
-    if comm.any(unresolved.iter().any(|x| x[2] == 0)) {
+    if comm.any(unresolved.iter().any(|s| s.depth == 0)) {
         let updates = ctx.phase("runs", || {
-            split_runs(ctx, text, layout, &code, &mut unresolved, k)
+            split_runs(ctx, text, layout, codes, &mut unresolved)
         });
         ctx.phase("update names", || {
-            apply_updates(comm, layout, updates, &mut name_of, &mut depth_of)
+            apply_updates(comm, layout, updates, name_of, &mut depth_of)
         });
     }
     let mut remaining = comm.all_reduce_sum(unresolved.len() as u64);
+    let (mut round, mut h, mut before) = (0, codes.k, None);
     while remaining > 0 {
-        if remaining as f64 > hand_over * n as f64 {
-            // Most suffixes share long prefixes (aⁿ, long repeats): doubling would take about
-            // log(longest repeat) rounds over nearly all of them. The current names are valid
-            // prefix names (h ≥ k ≥ 8), so DC7's recursion and merge finish the job in linear
-            // work instead.
-            if comm.rank() == 0 {
-                log::info!("css: {remaining} of {n} suffixes unresolved after {round} rounds (h = {h}); finishing with a difference cover on the prefix names");
-            }
-            ctx.log.refine_rounds.set(round);
-            drop(unresolved);
-            return finish(ctx, text, layout, &name_of);
+        let at = Progress::Doubling {
+            round,
+            h,
+            remaining,
+            before,
+        };
+        if hand_over(ctx, n, at).is_some() {
+            return Refined::HandedOver { rounds: round };
         }
         round += 1;
         let (still, updates) = ctx.phase("refine", || {
             if 4 * (bits(n as u64) + 1) <= 128 && !ctx.tune.force_wide {
-                refine_round::<u128>(ctx, layout, &unresolved, &name_of, &depth_of)
+                refine_round::<u128>(ctx, layout, &unresolved, name_of, &depth_of)
             } else {
-                refine_round::<WideRefine>(ctx, layout, &unresolved, &name_of, &depth_of)
+                refine_round::<WideRefine>(ctx, layout, &unresolved, name_of, &depth_of)
             }
         });
         drop(unresolved);
         ctx.phase("update names", || {
-            apply_updates(comm, layout, updates, &mut name_of, &mut depth_of)
+            apply_updates(comm, layout, updates, name_of, &mut depth_of)
         });
         unresolved = still;
-        let before = remaining;
+        before = Some(remaining);
         remaining = comm.all_reduce_sum(unresolved.len() as u64);
         if comm.rank() == 0 {
             log::debug!("css: round {round} (h = {h}): {remaining} suffixes still unresolved");
         }
         h *= 2;
-        if remaining as f64 > 0.6 * before as f64 && remaining as usize > n / 8 {
-            // Slow progress on a large remainder: hand over as above.
-            if comm.rank() == 0 {
-                log::info!("css: doubling resolves slowly ({before} → {remaining}); finishing with a difference cover on the prefix names");
-            }
-            ctx.log.refine_rounds.set(round);
-            drop(unresolved);
-            return finish(ctx, text, layout, &name_of);
-        }
     }
-    ctx.log.refine_rounds.set(round);
-
-    // 6. Place: every name is now final.
-    ctx.phase("place", || {
-        if narrow {
-            place_names::<u64>(comm, layout, name_of)
-        } else {
-            place_names::<u128>(comm, layout, name_of)
-        }
-    })
+    Refined::Resolved { rounds: round }
 }
 
-/// The hand-over: the suffix array from the current prefix names (every group's depth is at least
-/// k ≥ 8), by DC7 ([`super::dc7`]) or, with `--css-finish dc3`, by DC3.
-fn finish(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64]) -> Vec<u64> {
-    if ctx.tune.css_finish_dc3 {
-        super::dc3::finish_from_names(ctx, text, layout, name_of)
-    } else {
-        super::dc7::finish_from_names(ctx, layout, name_of)
-    }
+/// A suffix still tied with others, or an update of one: its position, the name of its group,
+/// and the depth of the group (the number of characters its members share; 0 marks a suffix
+/// inside a run for the run step).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+struct Suffix {
+    name: u64,
+    pos: u64,
+    depth: u64,
+}
+
+/// The answer about position i + d in a refinement round: the name of its group + 1 and the
+/// group's depth ((0, 0) past the end: the empty suffix is the smallest).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+struct Ahead {
+    name: u64,
+    depth: u64,
 }
 
 /// Estimates the fraction of suffixes whose key (first k characters and clamped length) some
@@ -303,18 +546,12 @@ fn finish(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: &[u64]) -> Vec<u64> 
 /// 2^12 positions drawn at random over all pes (at least one per pe), and every pe counts how often each drawn key
 /// occurs among its own keys. O(n/p) hash probes per pe and one small all-gather and reduction.
 /// Collective; every pe gets the same value.
-fn shared_key_fraction(
-    ctx: &Ctx,
-    recs: &[HiKey],
-    n: usize,
-    is_run: &(dyn Fn(u64) -> bool + Sync),
-) -> f64 {
+fn shared_key_fraction(ctx: &Ctx, recs: &[HiKey], n: usize, codes: &Codes) -> f64 {
     // 2^12 draws: the estimate's standard error is below 0.01, and the filter and table stay in
     // the first cache levels, so counting costs a few ns per key even when nearly all keys hit.
     const SAMPLES: usize = 1 << 12;
     let comm = &ctx.comm;
     let me = comm.rank();
-    let id = |r: &HiKey| r.0 >> 56;
     // This pe's share of the draws, proportional to its slice.
     let want = (recs.len() as u128 * SAMPLES as u128).div_ceil(n.max(1) as u128) as usize;
     let mut rng = crate::dist::sample_sort::SplitMix::new(0x9e37_79b9 ^ ((me as u64) << 32));
@@ -322,7 +559,7 @@ fn shared_key_fraction(
         Vec::new()
     } else {
         (0..want.min(recs.len()))
-            .map(|_| id(&recs[(rng.next() % recs.len() as u64) as usize]))
+            .map(|_| recs[(rng.next() % recs.len() as u64) as usize].id())
             .collect()
     };
     let drawn = comm.all_gather_v(&local);
@@ -381,7 +618,7 @@ fn shared_key_fraction(
         .map(|chunk| {
             let mut c = vec![0u64; distinct.len()];
             for r in chunk {
-                if let Some(j) = find(id(r)) {
+                if let Some(j) = find(r.id()) {
                     c[j] += 1;
                 }
             }
@@ -403,49 +640,10 @@ fn shared_key_fraction(
             let j = distinct
                 .binary_search(&x)
                 .expect("a drawn key is among the distinct ones");
-            counts[j] >= 2 && !is_run((x >> 8) as u64)
+            counts[j] >= 2 && !codes.is_run((x >> 8) as u64)
         })
         .count();
     shared as f64 / drawn.len() as f64
-}
-
-/// [`place`] for final names held in text order.
-fn place_names<P: Pair>(comm: &crate::comm::Comm, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
-    let lo = layout.start(comm.rank());
-    let pairs: Vec<P> = name_of
-        .iter()
-        .enumerate()
-        .map(|(j, &nm)| P::pack(nm, (lo + j) as u64))
-        .collect();
-    drop(name_of);
-    place(comm, layout, pairs)
-}
-
-/// The (name, position) pairs of all suffixes after the first sort.
-enum Pairs {
-    Narrow(Vec<u64>),
-    Wide(Vec<u128>),
-}
-
-/// Sends each (name, position) pair to the pe owning the position; returns the names of this
-/// pe's positions in text order. Collective.
-fn to_text_order<P: Pair>(comm: &crate::comm::Comm, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
-    let lo = layout.start(comm.rank());
-    let got = exchange(comm, pairs, |x| layout.owner(x.b() as usize));
-    let mut name_of = vec![0u64; layout.local_len(comm.rank())];
-    scatter(&got, &mut name_of, |x| (x.b() as usize - lo, x.a()));
-    name_of
-}
-
-/// Sends each (SA index, position) pair to the pe owning that SA index and returns this pe's SA
-/// slice. Collective.
-fn place<P: Pair>(comm: &crate::comm::Comm, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
-    let me = comm.rank();
-    let lo = layout.start(me);
-    let got = exchange(comm, pairs, |x| layout.owner(x.a() as usize));
-    let mut sa = vec![0u64; layout.local_len(me)];
-    scatter(&got, &mut sa, |x| (x.a() as usize - lo, x.b()));
-    sa
 }
 
 /// The first sort's record: [key (64 bits) | clamped length (7) | position (56)]. Sample sort
@@ -455,6 +653,32 @@ fn place<P: Pair>(comm: &crate::comm::Comm, layout: &Layout, pairs: Vec<P>) -> V
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
 struct HiKey(u128);
+
+impl HiKey {
+    fn new(key: u64, clamped_len: usize, pos: usize) -> Self {
+        HiKey(((key as u128) << 64) | ((clamped_len as u128) << 56) | pos as u128)
+    }
+
+    /// The packed characters.
+    fn key(self) -> u64 {
+        (self.0 >> 64) as u64
+    }
+
+    /// Key and clamped length: equal exactly for the suffixes of one group of the first sort.
+    fn id(self) -> u128 {
+        self.0 >> 56
+    }
+
+    /// min(n − i, k).
+    fn clamped_len(self) -> usize {
+        ((self.0 >> 56) & 0x7f) as usize
+    }
+
+    /// The position i.
+    fn pos(self) -> u64 {
+        (self.0 as u64) & ((1u64 << POSITION_BITS) - 1)
+    }
+}
 
 impl SortKey for HiKey {
     fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
@@ -467,8 +691,8 @@ impl SortKey for HiKey {
 /// padded key equals a longer one's is a prefix of it and sorts first. Local; O(length of the
 /// runs that hold such a record).
 fn order_tails(v: &mut [HiKey], k: usize) {
-    let len_of = |r: &HiKey| ((r.0 >> 56) & 0x7f) as usize;
-    let key_of = |r: &HiKey| (r.0 >> 64) as u64;
+    let len_of = |r: &HiKey| r.clamped_len();
+    let key_of = |r: &HiKey| r.key();
     let mut j = 0;
     while j < v.len() {
         if len_of(&v[j]) >= k {
@@ -575,35 +799,42 @@ impl RefineKey for WideRefine {
 /// One refinement round: every unresolved (name g, position i, depth d) — all members of group g
 /// share their first d characters — is keyed by (g, name(i+d)); a new subgroup shares d plus the
 /// depth of the group of i+d. Sort, rename. Collective.
-#[allow(clippy::type_complexity)]
 fn refine_round<K: RefineKey>(
     ctx: &Ctx,
     layout: &Layout,
-    unresolved: &[[u64; 3]],
+    unresolved: &[Suffix],
     name_of: &[u64],
     depth_of: &[u64],
-) -> (Vec<[u64; 3]>, Vec<[u64; 3]>) {
+) -> (Vec<Suffix>, Vec<Suffix>) {
     let comm = &ctx.comm;
     let n = layout.len();
     let bi = bits(n as u64);
-    // (name(i+d) + 1, depth(i+d)); (0, 0) past the end (the empty suffix is the smallest).
     let queries: Vec<u64> = unresolved
         .iter()
-        .map(|x| x[1] + x[2])
+        .map(|s| s.pos + s.depth)
         .filter(|&q| (q as usize) < n)
         .collect();
-    let answers = fetch(comm, layout, &queries, |j| [name_of[j] + 1, depth_of[j]]);
+    let answers = fetch(comm, layout, &queries, |j| Ahead {
+        name: name_of[j] + 1,
+        depth: depth_of[j],
+    });
     drop(queries);
     let mut a = answers.into_iter();
     let recs: Vec<K> = unresolved
         .iter()
-        .map(|&[g, i, d]| {
-            let [second, dj] = if ((i + d) as usize) < n {
+        .map(|s| {
+            let ahead = if ((s.pos + s.depth) as usize) < n {
                 a.next().expect("one answer per query")
             } else {
-                [0, 0]
+                Ahead::zeroed()
             };
-            K::new(g, second, i, (d + dj).min(n as u64), bi)
+            K::new(
+                s.name,
+                ahead.name,
+                s.pos,
+                (s.depth + ahead.depth).min(n as u64),
+                bi,
+            )
         })
         .collect();
     let sorted = sample_sort(ctx, recs);
@@ -612,16 +843,14 @@ fn refine_round<K: RefineKey>(
 
 /// Sends (name, position, depth) updates to the owners of the positions. Collective.
 fn apply_updates(
-    comm: &crate::comm::Comm,
+    comm: &Comm,
     layout: &Layout,
-    updates: Vec<[u64; 3]>,
+    updates: Vec<Suffix>,
     name_of: &mut [u64],
     depth_of: &mut [u64],
 ) {
-    let lo = layout.start(comm.rank());
-    let got = exchange(comm, updates, |x| layout.owner(x[1] as usize));
-    scatter2(&got, name_of, depth_of, |&[nm, i, d]| {
-        (i as usize - lo, nm, d)
+    send_to_owners(comm, layout, updates, (name_of, depth_of), |s| {
+        (s.pos as usize, (s.name, s.depth))
     });
 }
 
@@ -636,56 +865,66 @@ fn split_runs(
     ctx: &Ctx,
     text: &[u8],
     layout: &Layout,
-    code: &[u64; 256],
-    unresolved: &mut Vec<[u64; 3]>,
-    k: usize,
-) -> Vec<[u64; 3]> {
+    codes: &Codes,
+    unresolved: &mut Vec<Suffix>,
+) -> Vec<Suffix> {
     let comm = &ctx.comm;
     let n = layout.len();
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let bi = bits(n as u64);
-    let runs: Vec<[u64; 3]> = unresolved.iter().copied().filter(|x| x[2] == 0).collect();
-    unresolved.retain(|x| x[2] != 0);
+    let runs: Vec<Suffix> = unresolved
+        .iter()
+        .copied()
+        .filter(|s| s.depth == 0)
+        .collect();
+    unresolved.retain(|s| s.depth != 0);
     if 3 * bi + 1 > 128 {
         // Too wide to pack (n ≥ 2^42): leave them to plain doubling.
-        unresolved.extend(runs.iter().map(|&[g, i, _]| [g, i, k as u64]));
-        return runs.iter().map(|&[g, i, _]| [g, i, k as u64]).collect();
+        let k = codes.k as u64;
+        unresolved.extend(runs.iter().map(|&s| Suffix { depth: k, ..s }));
+        return runs.iter().map(|&s| Suffix { depth: k, ..s }).collect();
     }
     // Where the run through each local position ends, and whether the next code is larger:
     // a backward pass, continued from the pes on the right.
     const END: u64 = 256;
-    let info: [u64; 4] = if text.is_empty() {
-        [END, 0, 0, END]
+    let edge = if text.is_empty() {
+        RunEdge {
+            first: END,
+            prefix: 0,
+            len: 0,
+            after: END,
+        }
     } else {
         let c0 = text[0];
         let pre = text.iter().take_while(|&&c| c == c0).count();
-        [
-            c0 as u64,
-            pre as u64,
-            text.len() as u64,
-            text.get(pre).map_or(END, |&c| c as u64),
-        ]
+        RunEdge {
+            first: c0 as u64,
+            prefix: pre as u64,
+            len: text.len() as u64,
+            after: text.get(pre).map_or(END, |&c| c as u64),
+        }
     };
-    let all = comm.all_gather(info);
+    let all = comm.all_gather(edge);
     let mut ends = vec![0u64; hi - lo]; // e | flag << 63
     if hi > lo {
         let c = text[hi - lo - 1] as u64;
         let (mut e, mut x) = (n as u64, END);
-        for (q, &[first, pre, len, after]) in all.iter().enumerate().skip(me + 1) {
-            if len == 0 {
+        for (q, edge) in all.iter().enumerate().skip(me + 1) {
+            if edge.len == 0 {
                 continue;
             }
             let start = layout.start(q) as u64;
-            if first != c {
-                (e, x) = (start, first);
+            if edge.first != c {
+                (e, x) = (start, edge.first);
                 break;
             }
-            if pre < len {
-                (e, x) = (start + pre, after);
+            if edge.prefix < edge.len {
+                (e, x) = (start + edge.prefix, edge.after);
                 break;
             }
         }
+        let code = &codes.code;
         let flag = |c: u64, x: u64| u64::from(x != END && code[x as usize] > code[c as usize]);
         ends[hi - lo - 1] = e | flag(c, x) << 63;
         for j in (0..hi - lo - 1).rev() {
@@ -696,7 +935,7 @@ fn split_runs(
             };
         }
     }
-    let queries: Vec<u64> = runs.iter().map(|x| x[1]).collect();
+    let queries: Vec<u64> = runs.iter().map(|s| s.pos).collect();
     let answers = fetch(comm, layout, &queries, |j| ends[j]);
     drop(ends);
     drop(queries);
@@ -706,18 +945,18 @@ fn split_runs(
     let recs: Vec<u128> = runs
         .iter()
         .zip(&answers)
-        .map(|(&[g, i, _], &ans)| {
+        .map(|(run, &ans)| {
             let flag = (ans >> 63) as u128;
-            let r = ((ans & !(1u64 << 63)) - i) as u128;
+            let r = ((ans & !(1u64 << 63)) - run.pos) as u128;
             let s = if flag == 1 { max - r } else { r };
-            ((g as u128) << (2 * w + 1)) | (flag << (2 * w)) | (s << w) | i as u128
+            ((run.name as u128) << (2 * w + 1)) | (flag << (2 * w)) | (s << w) | run.pos as u128
         })
         .collect();
     drop(answers);
     let sorted = sample_sort(ctx, recs);
     let (gstart, _, _) = group_names(ctx, &sorted, |a, b| a >> (2 * w + 1) == b >> (2 * w + 1));
     let (sstart, alone, _) = group_names(ctx, &sorted, |a, b| a >> w == b >> w);
-    let updates: Vec<[u64; 3]> = sorted
+    let updates: Vec<Suffix> = sorted
         .par_iter()
         .enumerate()
         .map(|(j, x)| {
@@ -725,12 +964,37 @@ fn split_runs(
             let flag = (x >> (2 * w)) & 1;
             let s = (x >> w) & max;
             let r = if flag == 1 { max - s } else { s } as u64;
-            let i = (x & max) as u64;
-            [g + (sstart[j] - gstart[j]), i, r]
+            Suffix {
+                name: g + (sstart[j] - gstart[j]),
+                pos: (x & max) as u64,
+                depth: r,
+            }
         })
         .collect();
     unresolved.extend(collect_kept(&updates, &alone, |_, u| *u));
     updates
+}
+
+/// What the run step needs to know of a pe's slice: its first character, how many characters
+/// the run it starts with has there, the slice's length, and the character after that run (256
+/// for none).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+struct RunEdge {
+    first: u64,
+    prefix: u64,
+    len: u64,
+    after: u64,
+}
+
+/// `(0..len).map(f).collect()`, on the pe's threads when it has several (a plain loop with one:
+/// rayon's splitting would only add calls).
+fn collect_range<T: Send>(len: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+    if rayon::current_num_threads() == 1 {
+        (0..len).map(f).collect()
+    } else {
+        (0..len).into_par_iter().map(f).collect()
+    }
 }
 
 /// Groups of a globally sorted run: for each record, its name (global index of the first record
@@ -749,30 +1013,24 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
     let len = sorted.len();
     // alone[j]: does record j begin a group that the next record does not continue?
     let alone_of = |starts: &[bool]| -> Vec<bool> {
-        (0..len)
-            .into_par_iter()
-            .map(|j| {
-                let ends = if j + 1 < len {
-                    starts[j + 1]
-                } else {
-                    next.first().is_none_or(|nx| !same(&sorted[j], nx))
-                };
-                starts[j] && ends
-            })
-            .collect()
+        collect_range(len, |j| {
+            let ends = if j + 1 < len {
+                starts[j + 1]
+            } else {
+                next.first().is_none_or(|nx| !same(&sorted[j], nx))
+            };
+            starts[j] && ends
+        })
     };
     // starts[j]: does record j begin a group?
-    let starts: Vec<bool> = (0..len)
-        .into_par_iter()
-        .map(|j| {
-            let before = if j == 0 {
-                prev.as_ref()
-            } else {
-                Some(&sorted[j - 1])
-            };
-            before.is_none_or(|b| !same(b, &sorted[j]))
-        })
-        .collect();
+    let starts: Vec<bool> = collect_range(len, |j| {
+        let before = if j == 0 {
+            prev.as_ref()
+        } else {
+            Some(&sorted[j - 1])
+        };
+        before.is_none_or(|b| !same(b, &sorted[j]))
+    });
     if rayon::current_num_threads() == 1 {
         // One thread: a single pass (the chunked scan below costs an extra pass).
         let mut names = Vec::with_capacity(len);
@@ -836,17 +1094,20 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
 }
 
 /// One refinement step on sorted refine records: new name = group name + (index of the subgroup
-/// start − index of the group start). Returns (still unresolved (name, i, depth), updates
-/// (name, i, depth) for every record). Collective.
-#[allow(clippy::type_complexity)]
-fn refine_names<K: RefineKey>(ctx: &Ctx, sorted: &[K], bi: u32) -> (Vec<[u64; 3]>, Vec<[u64; 3]>) {
+/// start − index of the group start). Returns (the suffixes still unresolved, updates for every
+/// record). Collective.
+fn refine_names<K: RefineKey>(ctx: &Ctx, sorted: &[K], bi: u32) -> (Vec<Suffix>, Vec<Suffix>) {
     let g_of = |r: &K| r.group(bi);
     let (gstart, _, _) = group_names(ctx, sorted, |a, b| g_of(a) == g_of(b));
     let (sstart, alone, _) = group_names(ctx, sorted, |a, b| a.same_pair(b, bi));
-    let updates: Vec<[u64; 3]> = sorted
+    let updates: Vec<Suffix> = sorted
         .par_iter()
         .enumerate()
-        .map(|(j, r)| [g_of(r) + (sstart[j] - gstart[j]), r.pos(bi), r.depth(bi)])
+        .map(|(j, r)| Suffix {
+            name: g_of(r) + (sstart[j] - gstart[j]),
+            pos: r.pos(bi),
+            depth: r.depth(bi),
+        })
         .collect();
     let still = collect_kept(&updates, &alone, |_, u| *u);
     (still, updates)

@@ -2,8 +2,9 @@
 
 pub mod check;
 pub mod css;
-pub mod dc3;
-pub mod dc7;
+pub mod dcx;
 pub mod oracle;
 pub mod pooled;
 pub mod seq;
+
+pub use dcx::{dc3, dc7};

@@ -11,7 +11,7 @@
 //! with device sorts); recursion levels still go to the device when they fit.
 //!
 //! The same relay serves a recursion level of pDC3 (integer names) that fits the device when the
-//! whole text did not (`pooled_sa_ints`, from `dc3::level`).
+//! whole text did not (`pooled_sa_ints`, from `dcx::dc3::level`).
 //!
 //! Traffic: every character once to pe 0 (1 byte, or its 8-byte name) and every SA entry once from
 //! it (4 bytes: 32-bit entries, widened by their owner). Memory: pe 0 two pieces (and their 4-byte

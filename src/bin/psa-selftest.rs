@@ -25,8 +25,8 @@ use psa::algo::{
 };
 use psa::comm::Comm;
 use psa::dist::{
-    exchange_by, last_of_left, name_sorted, rebalance, right_halo, sample_sort, Layout,
-    OwnerCursor, SortKey,
+    exchange_by, last_of_left, name_sorted, rebalance, right_halo, sample_sort, send_to_owners,
+    Layout, OwnerCursor, SortKey,
 };
 use psa::local::cpu::CpuSort;
 use psa::local::{Alphabet, LocalSort, PooledSa};
@@ -634,6 +634,52 @@ fn check_exchange_by(comm: &Comm) -> CheckResult {
             got == want,
             "{name}: exchange_by got {got:?}, want {want:?}"
         );
+    }
+    Ok(())
+}
+
+/// Records held in one layout (each pe its pattern's share) go to the owners of a reversed index
+/// in another layout (the block layout, and every pattern of the same total), into one slice and
+/// into two at once.
+fn check_send_to_owners(comm: &Comm) -> CheckResult {
+    let p = comm.size();
+    let me = comm.rank();
+    let pats = length_patterns(p);
+    for (name, lens) in &pats {
+        let o = offsets(lens);
+        let n = o[p];
+        let mut targets = vec![("block".to_string(), Layout::block(n, p))];
+        for (tn, tl) in &pats {
+            if offsets(tl)[p] == n {
+                targets.push((tn.clone(), layout_of(comm, tl[me])));
+            }
+        }
+        for (tname, target) in targets {
+            // Record j holds index n − 1 − j and value 3j + 1.
+            let recs: Vec<[u64; 2]> = (o[me]..o[me + 1])
+                .map(|j| [(n - 1 - j) as u64, 3 * j as u64 + 1])
+                .collect();
+            let want: Vec<u64> = (target.start(me)..target.end(me))
+                .map(|i| 3 * (n - 1 - i) as u64 + 1)
+                .collect();
+            let mut got = vec![0u64; target.local_len(me)];
+            send_to_owners(comm, &target, recs.clone(), &mut got[..], |r| {
+                (r[0] as usize, r[1])
+            });
+            ensure!(
+                got == want,
+                "{name} into {tname}: send_to_owners got {got:?}, want {want:?}"
+            );
+            let (mut a, mut b) = (vec![0u64; got.len()], vec![0u32; got.len()]);
+            send_to_owners(comm, &target, recs, (&mut a[..], &mut b[..]), |r| {
+                (r[0] as usize, (r[1], r[1] as u32 + 1))
+            });
+            let want_b: Vec<u32> = want.iter().map(|&v| v as u32 + 1).collect();
+            ensure!(
+                a == want && b == want_b,
+                "{name} into {tname}: send_to_owners into two slices got {a:?}, {b:?}"
+            );
+        }
     }
     Ok(())
 }
@@ -1526,8 +1572,15 @@ fn main() {
         t.check(&format!("dist: rebalance, max count {m}"), || {
             check_rebalance(&small)
         });
+        t.check(
+            &format!("dist: send_to_owners, --mpi-max-count {m}"),
+            || check_send_to_owners(&small),
+        );
     }
     t.check("dist: exchange_by", || check_exchange_by(&world));
+    t.check("dist: send_to_owners between uneven layouts", || {
+        check_send_to_owners(&world)
+    });
     t.check("dist: rebalance between uneven layouts", || {
         check_rebalance(&world)
     });

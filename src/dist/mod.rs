@@ -10,6 +10,7 @@ pub mod shift;
 
 pub use exchange::{
     build_by_kind, collect_kept, exchange, exchange_by, fetch, rebalance, scatter, scatter2,
+    send_to_owners, Slots,
 };
 pub use layout::{Layout, OwnerCursor};
 pub use naming::name_sorted;

@@ -1,0 +1,395 @@
+//! DC7: the difference-cover skeleton ([`super`]) with the cover D = {1, 2, 4} of Z_7 ([`Dc7`];
+//! Kärkkäinen–Sanders–Burkhardt's DCX with X = 7, as in Distributed DCX by Haag, Kurpicz, Sanders
+//! and Schimek): a recursion on 3/7 of the positions instead of DC3's 2/3. pCSS uses it where
+//! most suffixes share long prefixes, in two ways:
+//!
+//! - **from the text** ([`dc7`]), when pCSS predicts that doubling would crawl: the samples are
+//!   named by their 7-character windows (one sample sort of 3n/7 records: **sample keys**,
+//!   **sort samples**, **name samples**), a dummy sample at n ending class 1 or 2 when n mod 7 is
+//!   1 or 2; the merge records carry t[i..i+6) packed (9 bits per character) and compare up to
+//!   6 characters and a rank;
+//! - **from prefix names** ([`finish_from_names`]), when doubling stalls: pCSS holds for every
+//!   position i a name, the number of suffixes whose first h characters are smaller, for a depth
+//!   h ≥ k ≥ 8 of i's group, where a suffix shorter than its depth has a name of its own. Names
+//!   cover ≥ 8 > 7 characters, so a sample's name stands for its window, and the last sample of
+//!   each class (at most 7 characters before the end) is shorter than its depth, so its name is
+//!   unique: no dummy samples are needed. The merge records carry the name.
+//!
+//! Then, as the skeleton: the **recursion** (the names of the positions i mod 7 = 1, then 2, then
+//! 4, solved by the distributed pDC3, [`super::dc3`]) gives every sample its rank; **ranks to text
+//! order**; the **merge**: for i mod 7 = a and j mod 7 = b there is an l < 7 with a + l and b + l
+//! both in D; suffix i < suffix j iff (first l characters or name of i, rank(i+l)) <
+//! (the same of j). Samples are placed by rank, the other residues are sorted in two groups that
+//! share an offset l (0 and 3 by (head, rank(i+1)), 5 and 6 by (head, rank(i+3))) in the phase
+//! **sort others**, and the three sorted lists are merged.
+//!
+//! Against DC3 on the same names ([`super::dc3::finish_from_names`]) the recursion is 3/7 n
+//! instead of 2/3 n characters (and with it every deeper level), for merge records of the same 20
+//! bytes (a name and three ranks instead of two characters and two ranks); on texts that are not
+//! repetitive its merge is heavier than DC3's.
+
+use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
+
+use super::cover::{Cover, Dc7};
+use super::merge::{
+    merge, merge_record, radix_sort_local, sort_by_key_via_index, Head, MergeRecord, Name,
+};
+use super::{
+    fits_narrow, name_pairs, name_samples, parallel, sample_ranks, Chars, Narrow, Phases, RankWord,
+    SampleKey, Samples, Wide, Width, CHUNK,
+};
+use crate::dist::{rebalance, Layout, SortKey};
+use crate::local::LocalSort;
+use crate::Ctx;
+
+const PHASES: Phases = Phases {
+    sort_samples: "sort samples",
+    name_samples: "name samples",
+    sort_groups: "sort others",
+};
+
+/// The period.
+const X: usize = Dc7::X;
+
+/// Bits per character in packed windows: byte + 1, 0 past the end.
+const CB: u32 = 9;
+
+/// Builds the suffix array of a byte text with DC7 from the start (see the module doc). For
+/// texts where most suffixes share long prefixes (pCSS predicts these). Collective; same
+/// contract as [`super::dc3::dc3`].
+#[must_use]
+pub fn dc7(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+    if layout.len() <= ctx.config.base_case.max(X + 1) {
+        return super::dc3::dc3(ctx, text, layout);
+    }
+    if fits_narrow(ctx, layout.len(), 0) {
+        from_text::<Narrow>(ctx, text, layout)
+    } else {
+        from_text::<Wide>(ctx, text, layout)
+    }
+}
+
+fn from_text<W: Dc7Width>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+    let lo = layout.start(ctx.comm.rank());
+    let smp = Samples::<Dc7>::new(layout.len(), true);
+    let chars = ctx.phase("halo", || Chars::new(ctx, text, layout, X - 1));
+    let keys = ctx.phase("sample keys", || sample_keys(ctx, layout, &chars, &smp));
+    // The last sample of each class (the dummy, if any, included) reaches past the end: its
+    // window is unique, so it separates the classes.
+    let (pairs, unique) = name_samples::<Dc7, WindowKey, W::P>(ctx, &smp, keys, 64, &PHASES);
+    let rank = sample_ranks::<Dc7, W::P, W::K>(ctx, layout, &smp, pairs, unique);
+    let heads = heads(layout, ctx.comm.rank(), &chars);
+    merge_all::<W::FromText, W::K>(ctx, layout, rank, move |i| heads[i - lo])
+}
+
+/// Builds the suffix array from prefix names (see the module doc for what `name_of` must hold:
+/// `name_of[j]` is the name of position `lo + j`, of depth ≥ 8). The names are freed once the
+/// merge records are built. Collective; exit as [`super::dc3::dc3`].
+#[must_use]
+pub fn finish_from_names(ctx: &Ctx, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+    if fits_narrow(ctx, layout.len(), 0) {
+        from_names::<Narrow>(ctx, layout, name_of)
+    } else {
+        from_names::<Wide>(ctx, layout, name_of)
+    }
+}
+
+fn from_names<W: Dc7Width>(ctx: &Ctx, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+    let lo = layout.start(ctx.comm.rank());
+    let smp = Samples::<Dc7>::new(layout.len(), false);
+    let pairs = name_pairs::<Dc7, W::P>(ctx, layout, &smp, &name_of);
+    let rank = sample_ranks::<Dc7, W::P, W::K>(ctx, layout, &smp, pairs, false);
+    merge_all::<W::FromNames, W::K>(ctx, layout, rank, move |i| name_of[i - lo])
+}
+
+/// The skeleton's merge with DC7's records `R`, the head of position i from `head(i)` (a packed
+/// window or a name; dropped once the records are built), rebalanced to `layout`. Collective.
+fn merge_all<R: Dc7Record, K: RankWord>(
+    ctx: &Ctx,
+    layout: &Layout,
+    rank: Vec<K>,
+    head: impl Fn(usize) -> u64 + Sync,
+) -> Vec<u64> {
+    let sa = merge::<R, K, { Dc7::KINDS }>(
+        ctx,
+        layout,
+        rank,
+        move |i| R::head_of(head(i)),
+        &PHASES,
+        |v| R::sort_group(v, ctx.sorter.as_ref()),
+    );
+    ctx.phase("rebalance", || rebalance(&ctx.comm, sa.sa, layout))
+}
+
+/// Windows t[i..i+w) for i in a..b, `CB` bits per character, big-endian, rolled forward one
+/// character per position.
+fn windows<'a>(
+    chars: &'a Chars<u8>,
+    a: usize,
+    b: usize,
+    w: usize,
+) -> impl Iterator<Item = (usize, u64)> + 'a {
+    let mask = (1u64 << (CB as usize * w)) - 1;
+    let mut c = (0..w - 1).fold(0u64, |acc, j| (acc << CB) | chars.at(a + j));
+    (a..b).map(move |i| {
+        c = ((c << CB) | chars.at(i + w - 1)) & mask;
+        (i, c)
+    })
+}
+
+/// The positions of chunk c of this pe's slice.
+fn chunk(layout: &Layout, me: usize, c: usize) -> (usize, usize) {
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    (lo + c * CHUNK, (lo + (c + 1) * CHUNK).min(hi))
+}
+
+/// The sort record of every sample position of this pe (its 7-character window), and the dummy
+/// on the last pe. In chunks of positions, in parallel when the pe has threads. Local.
+fn sample_keys(
+    ctx: &Ctx,
+    layout: &Layout,
+    chars: &Chars<u8>,
+    smp: &Samples<Dc7>,
+) -> Vec<WindowKey> {
+    let me = ctx.comm.rank();
+    let is_sample = |i: usize| Dc7::slot(i % X) < Dc7::S;
+    let chunks = layout.local_len(me).div_ceil(CHUNK);
+    let keys_of = |c: usize| {
+        let (a, b) = chunk(layout, me, c);
+        windows(chars, a, b, X)
+            .filter(|&(i, _)| is_sample(i))
+            .map(|(i, w)| WindowKey(((w as u128) << 64) | i as u128))
+    };
+    let mut v: Vec<WindowKey> = if parallel() {
+        // Samples per chunk follow from the residues: each chunk fills its own slice.
+        let per: Vec<usize> = (0..chunks)
+            .map(|c| {
+                let (a, b) = chunk(layout, me, c);
+                (a..b).filter(|&i| is_sample(i)).count()
+            })
+            .collect();
+        let mut v = vec![WindowKey(0); per.iter().sum()];
+        let mut parts: Vec<&mut [WindowKey]> = Vec::with_capacity(chunks);
+        let mut rest = &mut v[..];
+        for &k in &per {
+            let (a, b) = std::mem::take(&mut rest).split_at_mut(k);
+            parts.push(a);
+            rest = b;
+        }
+        parts.into_par_iter().enumerate().for_each(|(c, dst)| {
+            for (slot, key) in dst.iter_mut().zip(keys_of(c)) {
+                *slot = key;
+            }
+        });
+        v
+    } else {
+        (0..chunks).flat_map(keys_of).collect()
+    };
+    if smp.dummy && me == ctx.comm.size() - 1 {
+        v.push(WindowKey(layout.len() as u128));
+    }
+    v
+}
+
+/// The merge heads from the text: t[i..i+6) packed for every position of this pe. Local.
+fn heads(layout: &Layout, me: usize, chars: &Chars<u8>) -> Vec<u64> {
+    let mut heads = vec![0u64; layout.local_len(me)];
+    let fill = |(c, dst): (usize, &mut [u64])| {
+        let (a, b) = chunk(layout, me, c);
+        for (slot, (_, w)) in dst.iter_mut().zip(windows(chars, a, b, X - 1)) {
+            *slot = w;
+        }
+    };
+    if parallel() {
+        heads.par_chunks_mut(CHUNK).enumerate().for_each(fill);
+    } else {
+        heads.chunks_mut(CHUNK).enumerate().for_each(fill);
+    }
+    heads
+}
+
+/// A sample's sort record: [7-character window | position]. Sample sort splits by the whole
+/// integer (equal windows spread over pes), the local sort looks at the window only (half the
+/// radix passes): naming needs equal windows together, not in position order.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
+struct WindowKey(u128);
+
+impl SortKey for WindowKey {
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
+        sorter.sort_u128_by_high(bytemuck::cast_slice_mut(v));
+    }
+}
+
+impl SampleKey for WindowKey {
+    #[inline]
+    fn same_chars(&self, o: &Self, _bi: u32) -> bool {
+        self.0 >> 64 == o.0 >> 64
+    }
+    #[inline]
+    fn index(&self, _bi: u32) -> u64 {
+        self.0 as u64
+    }
+}
+
+/// A merge head from the text: t[i..i+6) (`CB` bits per character, big-endian), so the first l
+/// characters are `c >> (CB·(6 − l))`.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+struct Window(u64);
+
+impl Window {
+    #[inline]
+    fn prefix(self, l: usize) -> u64 {
+        self.0 >> (CB as usize * (X - 1 - l))
+    }
+}
+
+impl Head for Window {
+    #[inline]
+    fn cmp_prefix(&self, o: &Self, l: usize) -> std::cmp::Ordering {
+        self.prefix(l).cmp(&o.prefix(l))
+    }
+}
+
+merge_record!(
+    /// A merge record of [`dc7`] with 32-bit ranks (24 bytes).
+    TextRec32: Dc7, Window, u32
+);
+merge_record!(
+    /// A merge record of [`dc7`] with 64-bit ranks (40 bytes).
+    TextRec64: Dc7, Window, u64
+);
+merge_record!(
+    /// A merge record of [`finish_from_names`] with 32-bit fields (20 bytes).
+    NameRec32: Dc7, Name<u32>, u32
+);
+merge_record!(
+    /// A merge record of [`finish_from_names`] with 64-bit fields (40 bytes).
+    NameRec64: Dc7, Name<u64>, u64
+);
+
+/// DC7's merge records: a head from one integer, and the local sort of a group of non-sample
+/// residues.
+trait Dc7Record: MergeRecord<Cover = Dc7> {
+    /// The head from a packed window or a name.
+    fn head_of(x: u64) -> Self::Head;
+    /// Sorts one pe's records of one group by (head, rank at the group's offset).
+    fn sort_group(v: Vec<Self>, sorter: &dyn LocalSort) -> Vec<Self>;
+}
+
+impl Dc7Record for TextRec32 {
+    #[inline]
+    fn head_of(x: u64) -> Window {
+        Window(x)
+    }
+    fn sort_group(v: Vec<Self>, sorter: &dyn LocalSort) -> Vec<Self> {
+        // (first l characters, rank at i + l): 27 + 32 bits at most; ranks are unique.
+        sort_by_key_via_index(v, sorter, None, |r| {
+            let (l, s) = Dc7::group_key(r.residue());
+            (r.head.prefix(l) << 32) | r.r[s] as u64
+        })
+    }
+}
+
+impl Dc7Record for NameRec32 {
+    #[inline]
+    fn head_of(x: u64) -> Name<u32> {
+        Name(x as u32)
+    }
+    fn sort_group(mut v: Vec<Self>, sorter: &dyn LocalSort) -> Vec<Self> {
+        // A pe's records lie in one range of the final order and a name is the SA index of its
+        // group's first member, so the names of one pe span little more than its share: a
+        // counting sort by name and a sort of each (small) group of equal names by rank beats a
+        // radix sort of 20-byte records (seven passes of moves).
+        let (lo, hi) = v.iter().fold((u32::MAX, 0), |(a, b), r| {
+            (a.min(r.head.0), b.max(r.head.0))
+        });
+        if v.len() < 2 || (hi - lo) as usize > 4 * v.len() {
+            radix_sort_local(bytemuck::cast_slice_mut::<_, GroupRec32>(&mut v), sorter);
+            return v;
+        }
+        let mut start = vec![0u32; (hi - lo) as usize + 2];
+        for r in v.iter() {
+            start[(r.head.0 - lo) as usize + 1] += 1;
+        }
+        for j in 1..start.len() {
+            start[j] += start[j - 1];
+        }
+        let mut out = vec![NameRec32::zeroed(); v.len()];
+        let mut fill = start.clone();
+        for r in v.iter() {
+            let b = (r.head.0 - lo) as usize;
+            out[fill[b] as usize] = *r;
+            fill[b] += 1;
+        }
+        let key = |r: &NameRec32| r.r[Dc7::group_key(r.residue()).1];
+        for w in start.windows(2) {
+            let g = &mut out[w[0] as usize..w[1] as usize];
+            if g.len() > 1 {
+                g.sort_unstable_by_key(key);
+            }
+        }
+        out
+    }
+}
+
+/// The 64-bit records (positions from 2^32 on): a comparison sort for the residue groups.
+macro_rules! wide_record {
+    ($name:ident, $head:expr) => {
+        impl Dc7Record for $name {
+            #[inline]
+            fn head_of(x: u64) -> Self::Head {
+                $head(x)
+            }
+            fn sort_group(mut v: Vec<Self>, _sorter: &dyn LocalSort) -> Vec<Self> {
+                crate::dist::sample_sort::par_sort(&mut v);
+                v
+            }
+        }
+    };
+}
+
+wide_record!(TextRec64, Window);
+wide_record!(NameRec64, Name);
+
+/// A narrow record of a group of non-sample residues, radix-sorted by its group's key
+/// (name, rank(i + l)): within a group that key orders exactly as the comparison does (so the
+/// radix sort's comparison fall-backs use it too).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+struct GroupRec32(NameRec32);
+
+impl PartialOrd for GroupRec32 {
+    #[inline]
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        use voracious_radix_sort::Radixable;
+        Some(self.key().cmp(&o.key()))
+    }
+}
+
+impl voracious_radix_sort::Radixable<u64> for GroupRec32 {
+    type Key = u64;
+    #[inline]
+    fn key(&self) -> u64 {
+        let s = Dc7::group_key(self.0.residue()).1;
+        ((self.0.head.0 as u64) << 32) | self.0.r[s] as u64
+    }
+}
+
+/// The record widths of a DC7 level.
+trait Dc7Width: Width {
+    type FromText: Dc7Record<Head = Window>;
+    type FromNames: Dc7Record;
+}
+
+impl Dc7Width for Narrow {
+    type FromText = TextRec32;
+    type FromNames = NameRec32;
+}
+
+impl Dc7Width for Wide {
+    type FromText = TextRec64;
+    type FromNames = NameRec64;
+}

@@ -1,0 +1,420 @@
+//! The difference-cover skeleton (Kärkkäinen, Sanders & Burkhardt's DCX, distributed as in Kulla &
+//! Sanders' pDC3 and Haag, Kurpicz, Sanders & Schimek's Distributed DCX) and its instances:
+//! pDC3 ([`dc3`], cover {1, 2} mod 3) and DC7 ([`dc7`], cover {1, 2, 4} mod 7).
+//!
+//! For a cover D of Z_X ([`cover`]) and a level of n characters distributed in a [`Layout`]:
+//! 1. **name the samples**: every sample position i (i mod X in D) gets a name that orders it by
+//!    its first X characters: the instance builds one key per sample, one sample sort and a
+//!    prefix sum name them (`name_samples`); or pCSS' prefix names stand in (`name_pairs`).
+//!    When n mod X is a residue of D other than the last, a dummy sample at n (the empty window)
+//!    ends that class (`Samples`);
+//! 2. **recursion**: unless the names are unique, the string of names (the class of `D[0]` in
+//!    position order, then `D[1]`, …) is solved by the distributed pDC3 level (`dc3::level`) down
+//!    to a base case gathered on pe 0; its suffix array gives every sample its rank
+//!    (`sample_ranks`);
+//! 3. **ranks to text order**: every rank goes to the pe owning its position
+//!    ([`send_to_owners`]);
+//! 4. **merge** (`merge::merge`): one record per position (its first X − 1 characters or its
+//!    name, and the ranks of the |D| sample positions among the next X), built already split into
+//!    the samples and the groups of other residues that share a deciding offset; splitters from a
+//!    random sample of all records cut the final order into p ranges; every record goes once to
+//!    the pe of its range, where the samples are placed by rank (their ranks form one interval),
+//!    each group is sorted by the instance's local sort, and one linear merge of the sorted lists
+//!    gives the pe's part of the suffix array.
+//!
+//! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4–8 B per
+//! position, merge records 20–40 B each, with up to two copies of one kind alive during its
+//! exchange.
+
+pub mod cover;
+pub mod dc3;
+pub mod dc7;
+mod merge;
+
+use std::marker::PhantomData;
+
+use bytemuck::Pod;
+use rayon::prelude::*;
+
+use crate::dist::{name_sorted, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey};
+use crate::local::LocalSort;
+use crate::Ctx;
+use cover::Cover;
+
+/// A character of a level's text, as a value ≥ 1 (0 stands for "past the end").
+pub trait Symbol: Pod + Send + Sync {
+    fn val(self) -> u64;
+    /// Sequential suffix array of a gathered text.
+    fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64>;
+    /// The backend's own suffix array of a gathered text, if it builds one (the GPU).
+    fn backend_sa(text: &[Self], sorter: &dyn LocalSort) -> Option<Vec<u64>>;
+    /// This pe's part of the suffix array of a distributed text, built whole on pe 0's device
+    /// if it takes it ([`super::pooled`]). Collective.
+    fn pooled_sa(ctx: &Ctx, text: &[Self], layout: &Layout) -> Option<Vec<u64>>;
+}
+
+impl Symbol for u8 {
+    #[inline]
+    fn val(self) -> u64 {
+        self as u64 + 1
+    }
+    fn sequential_sa(text: &[u8], threads: usize) -> Vec<u64> {
+        super::seq::sa_bytes(text, threads)
+    }
+    fn backend_sa(text: &[u8], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
+        sorter.suffix_array_bytes(text)
+    }
+    fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
+        super::pooled::pooled_sa(ctx, text, layout)
+    }
+}
+
+impl Symbol for u64 {
+    #[inline]
+    fn val(self) -> u64 {
+        self
+    }
+    fn sequential_sa(text: &[u64], threads: usize) -> Vec<u64> {
+        super::seq::sa_ints(text, threads)
+    }
+    fn backend_sa(text: &[u64], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
+        sorter.suffix_array_ints(text)
+    }
+    fn pooled_sa(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u64>> {
+        super::pooled::pooled_sa_ints(ctx, text, layout)
+    }
+}
+
+/// A suffix array as a sequence sorted across pes (pe r's entries before pe r+1's) in some
+/// distribution: this pe's entries and the global SA index of the first of them.
+struct SortedPart {
+    sa: Vec<u64>,
+    first: u64,
+}
+
+fn bits(x: u64) -> u32 {
+    64 - x.leading_zeros()
+}
+
+/// Positions per chunk of the per-position loops.
+const CHUNK: usize = 1 << 16;
+
+/// Whether this pe's loops run on several threads (rayon's pool is the pe's threads).
+fn parallel() -> bool {
+    rayon::current_num_threads() > 1
+}
+
+/// `v.iter().enumerate().map(f).collect()`, on the pe's threads when it has several.
+fn map_maybe_par<T: Sync, U: Send>(v: &[T], f: impl Fn(usize, &T) -> U + Sync) -> Vec<U> {
+    if parallel() && v.len() >= CHUNK {
+        v.par_iter().enumerate().map(|(j, x)| f(j, x)).collect()
+    } else {
+        v.iter().enumerate().map(|(j, x)| f(j, x)).collect()
+    }
+}
+
+/// The record widths of one level: (name or rank, position) pairs and the rank array.
+trait Width {
+    type P: Pair;
+    /// A sample rank in text order (half the memory traffic of the random writes when narrow).
+    type K: RankWord;
+}
+
+/// 32-bit fields: every position, rank and character of the level is below 2^32.
+struct Narrow;
+impl Width for Narrow {
+    type P = u64;
+    type K = u32;
+}
+
+/// 64-bit fields.
+struct Wide;
+impl Width for Wide {
+    type P = u128;
+    type K = u64;
+}
+
+/// Whether a level with positions up to `positions` and characters up to `alphabet` fits
+/// [`Narrow`] fields.
+fn fits_narrow(ctx: &Ctx, positions: usize, alphabet: u64) -> bool {
+    (positions as u64) + 2 < 1 << 32 && alphabet < 1 << 32 && !ctx.tune.force_wide
+}
+
+/// A rank (or position, or character) in a field of a level's width.
+trait RankWord: Pod + Send + Sync {
+    fn from_u64(x: u64) -> Self;
+    fn get(self) -> u64;
+}
+
+impl RankWord for u32 {
+    #[inline]
+    fn from_u64(x: u64) -> Self {
+        x as u32
+    }
+    #[inline]
+    fn get(self) -> u64 {
+        self as u64
+    }
+}
+
+impl RankWord for u64 {
+    #[inline]
+    fn from_u64(x: u64) -> Self {
+        x
+    }
+    #[inline]
+    fn get(self) -> u64 {
+        self
+    }
+}
+
+/// Character access for one level: this pe's slice, the characters after it up to a halo (from
+/// the right neighbours), 0 past the end.
+struct Chars<'a, C: Symbol> {
+    t: &'a [C],
+    halo: Vec<u64>,
+    lo: usize,
+    hi: usize,
+}
+
+impl<'a, C: Symbol> Chars<'a, C> {
+    /// With the `halo` characters after this pe's slice. Collective.
+    fn new(ctx: &Ctx, t: &'a [C], layout: &Layout, halo: usize) -> Self {
+        let me = ctx.comm.rank();
+        let halo = right_halo(&ctx.comm, t, halo)
+            .into_iter()
+            .map(|c| c.val())
+            .collect();
+        Chars {
+            t,
+            halo,
+            lo: layout.start(me),
+            hi: layout.end(me),
+        }
+    }
+
+    /// The character at global position i (from this pe's slice or its halo).
+    #[inline]
+    fn at(&self, i: usize) -> u64 {
+        if i < self.hi {
+            self.t[i - self.lo].val()
+        } else {
+            self.halo.get(i - self.hi).copied().unwrap_or(0)
+        }
+    }
+}
+
+/// Where the samples go in the recursion string: the class of residue D[s] (its positions below
+/// n, in order) starts at `off[s]`, the classes in the order of D.
+struct Samples<C: Cover> {
+    off: Vec<usize>,
+    /// Length of the recursion string.
+    m: usize,
+    /// Whether the string holds a dummy sample at position n (see [`Samples::new`]).
+    dummy: bool,
+    cover: PhantomData<C>,
+}
+
+impl<C: Cover> Samples<C> {
+    /// The samples of a text of n characters. With `dummy_if_needed` (samples named by their
+    /// X-character windows): when n mod X is a residue of D other than the last, that class's last
+    /// sample is n − X, whose window lies inside the text and need not be unique, so it would not
+    /// separate the class from the next one in the recursion string; a dummy sample at n (empty
+    /// window, the smallest name) ends the class. Prefix names longer than X need none: the name
+    /// of n − X is unique.
+    fn new(n: usize, dummy_if_needed: bool) -> Self {
+        let last = C::residue(C::S - 1);
+        let dummy = dummy_if_needed && n % C::X != last && C::slot(n % C::X) < C::S;
+        let count = |d: usize| {
+            (if n > d { (n - d).div_ceil(C::X) } else { 0 }) + usize::from(dummy && n % C::X == d)
+        };
+        let mut off = Vec::with_capacity(C::S);
+        let mut m = 0;
+        for s in 0..C::S {
+            off.push(m);
+            m += count(C::residue(s));
+        }
+        Samples {
+            off,
+            m,
+            dummy,
+            cover: PhantomData,
+        }
+    }
+
+    /// The place of sample position i in the recursion string.
+    #[inline]
+    fn rpos(&self, i: usize) -> usize {
+        self.off[C::slot(i % C::X)] + i / C::X
+    }
+
+    /// The sample position at place q of the recursion string.
+    #[inline]
+    fn text_pos(&self, q: usize) -> usize {
+        let mut s = C::S - 1;
+        while self.off[s] > q {
+            s -= 1;
+        }
+        C::X * (q - self.off[s]) + C::residue(s)
+    }
+}
+
+/// The names an instance gives its phases (kept stable for the phase tables and benchmarks).
+struct Phases {
+    /// The sample sort of the sample keys.
+    sort_samples: &'static str,
+    /// Naming the sorted keys.
+    name_samples: &'static str,
+    /// Sending and sorting the groups of non-sample records in the merge.
+    sort_groups: &'static str,
+}
+
+/// A sample's sort record: its first X characters and its position, in some packing (`bi`: the
+/// bits of the position where the packing needs them).
+trait SampleKey: SortKey {
+    /// Whether two records hold the same characters.
+    fn same_chars(&self, o: &Self, bi: u32) -> bool;
+    /// The position.
+    fn index(&self, bi: u32) -> u64;
+}
+
+/// Step 1 for sample keys: sorts them and names them (1 + the number of smaller windows).
+/// Returns (name, place in the recursion string) pairs of this pe's share of the samples (the
+/// dummy included) and whether all names differ. Collective.
+fn name_samples<C: Cover, K: SampleKey, P: Pair>(
+    ctx: &Ctx,
+    smp: &Samples<C>,
+    keys: Vec<K>,
+    bi: u32,
+    phases: &Phases,
+) -> (Vec<P>, bool) {
+    let sorted = ctx.phase(phases.sort_samples, || sample_sort(ctx, keys));
+    let (names, distinct) = ctx.phase(phases.name_samples, || {
+        name_sorted(&ctx.comm, &sorted, |a, b| a.same_chars(b, bi))
+    });
+    let pairs = sorted
+        .iter()
+        .zip(&names)
+        .map(|(k, &nm)| P::pack(nm, smp.rpos(k.index(bi) as usize) as u64))
+        .collect();
+    (pairs, distinct as usize == smp.m)
+}
+
+/// Step 1 from prefix names (pCSS' hand-over): `name_of[j]` is the name of position `lo + j`, the
+/// number of suffixes whose first h > X characters are smaller (a suffix shorter than h has a
+/// name of its own). Returns (name + 1, place in the recursion string) for this pe's samples.
+/// Local.
+fn name_pairs<C: Cover, P: Pair>(
+    ctx: &Ctx,
+    layout: &Layout,
+    smp: &Samples<C>,
+    name_of: &[u64],
+) -> Vec<P> {
+    let me = ctx.comm.rank();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    (lo..hi)
+        .filter(|&i| C::slot(i % C::X) < C::S)
+        .map(|i| P::pack(name_of[i - lo] + 1, smp.rpos(i) as u64))
+        .collect()
+}
+
+/// Steps 2–3: from (name ≥ 1, place in the recursion string) pairs of all samples to the rank
+/// among the real samples (1-based) of every sample position this pe owns, in text order (0 at
+/// other positions). With `unique` the names are the ranks already; otherwise the recursion
+/// string is solved ([`recurse`]). Collective.
+///
+/// Entry: any pe may hold any pairs. Exit: `layout.local_len(me)` ranks. Communication: the
+/// recursion, and one all-to-all of m pairs.
+#[must_use]
+fn sample_ranks<C: Cover, P: Pair, K: RankWord>(
+    ctx: &Ctx,
+    layout: &Layout,
+    smp: &Samples<C>,
+    pairs: Vec<P>,
+    unique: bool,
+) -> Vec<K> {
+    let n = layout.len();
+    // The dummy (position n) has the smallest name and rank 1: real ranks are one less.
+    let shift = u64::from(smp.dummy);
+    let ranked: Vec<P> = if unique {
+        pairs
+            .into_iter()
+            .map(|x| (x.a(), smp.text_pos(x.b() as usize)))
+            .filter(|&(_, i)| i < n)
+            .map(|(r, i)| P::pack(r - shift, i as u64))
+            .collect()
+    } else {
+        let sa_r = recurse(ctx, smp, pairs);
+        let base = sa_r.first;
+        sa_r.sa
+            .into_iter()
+            .enumerate()
+            .map(|(k, q)| (base + k as u64 + 1, smp.text_pos(q as usize)))
+            .filter(|&(_, i)| i < n)
+            .map(|(r, i)| P::pack(r - shift, i as u64))
+            .collect()
+    };
+    ctx.phase("ranks to text", || {
+        let mut rank = vec![K::from_u64(0); layout.local_len(ctx.comm.rank())];
+        send_to_owners(&ctx.comm, layout, ranked, &mut rank[..], |x| {
+            (x.b() as usize, K::from_u64(x.a()))
+        });
+        rank
+    })
+}
+
+/// The recursion step: the names go to their places in the recursion string (block layout), and
+/// the string is solved one level deeper by pDC3. Returns its suffix array, sorted across pes.
+/// Collective.
+fn recurse<C: Cover, P: Pair>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<P>) -> SortedPart {
+    let comm = &ctx.comm;
+    let rl = Layout::block(smp.m, comm.size());
+    let r_text: Vec<u64> = ctx.phase("build recursion", || {
+        let mut r = vec![0u64; rl.local_len(comm.rank())];
+        send_to_owners(comm, &rl, pairs, &mut r[..], |x| (x.b() as usize, x.a()));
+        r
+    });
+    ctx.deeper(|| dc3::level::<u64>(ctx, &r_text, &rl))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cover::{Dc3, Dc7};
+    use super::*;
+
+    /// The places of the samples: classes in the order of D, each in position order, and the
+    /// dummy exactly where a class other than the last ends with a window inside the text.
+    fn check<C: Cover>(n: usize, dummy_if_needed: bool) {
+        let smp = Samples::<C>::new(n, dummy_if_needed);
+        let mut want: Vec<usize> = Vec::new();
+        for s in 0..C::S {
+            let d = C::residue(s);
+            want.extend((0..n).filter(|&i| i % C::X == d));
+            if smp.dummy && n % C::X == d {
+                want.push(n);
+            }
+        }
+        assert_eq!(smp.m, want.len(), "n = {n}");
+        for (q, &i) in want.iter().enumerate() {
+            assert_eq!(smp.rpos(i), q, "n = {n}, i = {i}");
+            assert_eq!(smp.text_pos(q), i, "n = {n}, q = {q}");
+        }
+        let r = n % C::X;
+        let needs = C::slot(r) < C::S && r != C::residue(C::S - 1);
+        assert_eq!(smp.dummy, dummy_if_needed && needs, "n = {n}");
+    }
+
+    #[test]
+    fn samples_are_placed_by_class() {
+        for n in 8..60 {
+            for dummy in [false, true] {
+                check::<Dc3>(n, dummy);
+                check::<Dc7>(n, dummy);
+            }
+        }
+        // DC3's dummy: n mod 3 = 1; DC7's: n mod 7 = 1 or 2.
+        assert!(Samples::<Dc3>::new(10, true).dummy && !Samples::<Dc3>::new(11, true).dummy);
+        assert!(Samples::<Dc7>::new(15, true).dummy && Samples::<Dc7>::new(16, true).dummy);
+        assert!(!Samples::<Dc7>::new(18, true).dummy);
+    }
+}
