@@ -41,7 +41,7 @@
 #   --no-build         do not run cargo; use the binaries given by --psa/--baseline [BENCH_NO_BUILD=1]
 #   --clean-build      build the committed HEAD (git archive) in .bench-tmp/ with its own target
 #                      dir, not the working tree: for results that name a commit [BENCH_CLEAN_BUILD=1]
-#   --psa BIN, --baseline BIN   binaries [target/release/psa, target/release/sais-baseline]
+#   --psa BIN, --baseline BIN   binaries [target/release/psa, target/release/examples/sais-baseline]
 #   --commit ID        commit the binaries were built from, when there is no git [BENCH_COMMIT]
 #   --mpirun-args "…"  extra mpirun arguments [BENCH_MPIRUN_ARGS]
 #   --bind auto|none   pin each pe to its cores when p × threads fits (auto), or never [BENCH_BIND; auto]
@@ -93,7 +93,7 @@ NO_BUILD=${BENCH_NO_BUILD:-0}
 CLEAN_BUILD=${BENCH_CLEAN_BUILD:-0}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 PSA=${BENCH_PSA:-$TARGET/release/psa}
-BASELINE=${BENCH_BASELINE:-$TARGET/release/sais-baseline}
+BASELINE=${BENCH_BASELINE:-$TARGET/release/examples/sais-baseline}
 COMMIT=${BENCH_COMMIT:-}
 MPIRUN_ARGS=${BENCH_MPIRUN_ARGS:-}
 BIND=${BENCH_BIND:-auto}
@@ -171,15 +171,15 @@ if [[ $CLEAN_BUILD == 1 ]]; then
   SRC=$ROOT/.bench-tmp/build-src
   rm -rf "$SRC" && mkdir -p "$SRC"
   git -C "$ROOT" archive HEAD | tar -x -C "$SRC"
-  log "building HEAD ($COMMIT) in $SRC: cargo build --release --bin psa --bin sais-baseline"
-  (cd "$SRC" && cargo build --release --target-dir "$ROOT/.bench-tmp/build-target" --bin psa --bin sais-baseline) ||
+  log "building HEAD ($COMMIT) in $SRC: cargo build --release --bin psa --example sais-baseline"
+  (cd "$SRC" && cargo build --release --target-dir "$ROOT/.bench-tmp/build-target" --bin psa --example sais-baseline) ||
     die "cargo build of HEAD failed"
   PSA=$ROOT/.bench-tmp/build-target/release/psa
-  BASELINE=$ROOT/.bench-tmp/build-target/release/sais-baseline
+  BASELINE=$ROOT/.bench-tmp/build-target/release/examples/sais-baseline
 elif [[ $NO_BUILD != 1 ]]; then
   command -v cargo >/dev/null || die "cargo is not on PATH (or use --no-build with --psa/--baseline)"
-  log "building: cargo build --release --bin psa --bin sais-baseline"
-  (cd "$ROOT" && cargo build --release --bin psa --bin sais-baseline) || die "cargo build failed"
+  log "building: cargo build --release --bin psa --example sais-baseline"
+  (cd "$ROOT" && cargo build --release --bin psa --example sais-baseline) || die "cargo build failed"
 fi
 [[ -x "$PSA" ]] || die "psa binary '$PSA' not found or not executable"
 [[ -x "$BASELINE" ]] || die "baseline binary '$BASELINE' not found or not executable"

@@ -15,8 +15,9 @@
 #
 # Build: default `cargo build --release` of the working tree; --clean-build builds the committed
 # HEAD (git archive) with its own target dir in .bench-tmp/ (what the results should name);
-# --no-build takes target/release/{psa,sais-baseline} as they are. --features gpu builds psa
-# with the GPU backend (cudarc loads CUDA at run time, so the binary also runs without a GPU).
+# --no-build takes target/release/psa and target/release/examples/sais-baseline as they are.
+# --features gpu builds psa with the GPU backend (cudarc loads CUDA at run time, so the binary also
+# runs without a GPU).
 #
 # Then copy the repository with DIR to the GPU node and run `bash scripts/device-bench.sh` there.
 set -euo pipefail
@@ -53,23 +54,24 @@ case $MODE in
     rm -rf "$SRC" && mkdir -p "$SRC"
     git -C "$ROOT" archive HEAD | tar -x -C "$SRC"
     (cd "$SRC" && cargo build --release --target-dir "$ROOT/.bench-tmp/build-target" "${feat[@]+"${feat[@]}"}" \
-      --bin psa --bin sais-baseline) || die "cargo build of HEAD failed"
+      --bin psa --example sais-baseline) || die "cargo build of HEAD failed"
     BIN=$ROOT/.bench-tmp/build-target/release ;;
   build)
-    (cd "$ROOT" && cargo build --release "${feat[@]+"${feat[@]}"}" --bin psa --bin sais-baseline) || die "cargo build failed"
+    (cd "$ROOT" && cargo build --release "${feat[@]+"${feat[@]}"}" --bin psa --example sais-baseline) || die "cargo build failed"
     BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
     [[ -z "$(git -C "$ROOT" status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null)" ]] || COMMIT="$COMMIT+dirty" ;;
   none)
     BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
     COMMIT="$COMMIT (prebuilt target/release binaries, not rebuilt)" ;;
 esac
-[[ -x $BIN/psa && -x $BIN/sais-baseline ]] || die "no binaries in $BIN"
+BASELINE=$BIN/examples/sais-baseline
+[[ -x $BIN/psa && -x $BASELINE ]] || die "no binaries in $BIN (psa, examples/sais-baseline)"
 
 rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR/bin" "$OUTDIR/lib" "$OUTDIR/corpora"
 strip -o "$OUTDIR/bin/psa" "$BIN/psa"
-strip -o "$OUTDIR/bin/sais-baseline" "$BIN/sais-baseline"
-gomp=$(ldd "$BIN/sais-baseline" | awk '/libgomp/ {print $3}')
+strip -o "$OUTDIR/bin/sais-baseline" "$BASELINE"
+gomp=$(ldd "$BASELINE" | awk '/libgomp/ {print $3}')
 [[ -z "$gomp" ]] || cp -L "$gomp" "$OUTDIR/lib/"
 {
   echo "commit=$COMMIT"

@@ -16,7 +16,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PSA=$HERE/../target/release/psa
-BASE=$HERE/../target/release/sais-baseline
+BASE=$HERE/../target/release/examples/sais-baseline
 PROCS="2 3 4 5 7"
 while [[ $# -gt 0 ]]; do
   case "$1" in

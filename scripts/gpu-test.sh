@@ -2,8 +2,8 @@
 # GPU backend: build here, run on a GPU machine.
 #
 # The GPU machine (CUDA driver + NVRTC, Open MPI, no Rust) gets prebuilt binaries. This script
-#   1. builds `psa` and `gpu-sort-bench` with --features gpu, and the GPU test binary
-#      (tests/gpu.rs) without running it;
+#   1. builds `psa` and the example `gpu-sort-bench` with --features gpu, and the GPU test
+#      binary (tests/gpu.rs) without running it;
 #   2. copies stripped binaries into .gpu-carry/ (ignored by git through .git/info/exclude),
 #      small enough to carry (the debug info makes the unstripped ones ~50 MB each);
 #   3. prints the commands to run on the GPU machine.
@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release --features gpu --bins
+cargo build --release --features gpu --bin psa --example gpu-sort-bench
 # The test executable's path has a hash; cargo prints it with --message-format=json.
 test_exe=$(cargo test --release --features gpu --test gpu --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
@@ -36,7 +36,7 @@ fi
 mkdir -p .git/info .gpu-carry
 grep -qx '/.gpu-carry/' .git/info/exclude 2>/dev/null || echo '/.gpu-carry/' >>.git/info/exclude
 strip -o .gpu-carry/psa target/release/psa
-strip -o .gpu-carry/gpu-sort-bench target/release/gpu-sort-bench
+strip -o .gpu-carry/gpu-sort-bench target/release/examples/gpu-sort-bench
 strip -o .gpu-carry/gpu-tests "$test_exe"
 echo "test executable: $test_exe"
 ls -l .gpu-carry

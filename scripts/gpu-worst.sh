@@ -16,7 +16,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PSA=$HERE/../target/release/psa
-BASE=$HERE/../target/release/sais-baseline
+BASE=$HERE/../target/release/examples/sais-baseline
 MB=64
 PROCS="1 4 16"
 CPU_PROCS="4 16"

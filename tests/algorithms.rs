@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
 
 use common::*;
 
@@ -249,38 +248,6 @@ fn random_texts_cli() {
         failures.is_empty(),
         "{}",
         failure_report(&failures, 2 * TEXTS)
-    );
-}
-
-/// Many more random texts through the library (`psa::suffix_array`) in one mpirun per p: the
-/// self-test binary generates each text on every pe, splits it unevenly over the pes (empty pes
-/// included), runs both algorithms with a random base case and compares every pe's slice with
-/// libsais.
-#[test]
-fn random_texts_library_batched() {
-    let dir = TempDir::new("random_lib");
-    let mut failures = Vec::new();
-    for p in 1..=5usize {
-        let mut c = mpirun(p, SELFTEST);
-        c.args([
-            "random-sa",
-            "--count",
-            "150",
-            "--max-len",
-            "3000",
-            "--seed",
-            &(1000 + p).to_string(),
-        ]);
-        let o = run_with_timeout(c, dir.path(), Duration::from_secs(120));
-        let summary_ok = o.stdout.contains("random-sa: ") && o.stdout.contains(" 0 failed");
-        if !o.success() || !summary_ok {
-            failures.push(format!("p = {p}: {}", o.describe()));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "library property loop failed:\n\n{}",
-        failures.join("\n\n")
     );
 }
 

@@ -1,10 +1,12 @@
-//! Shared helpers for the integration tests: running `psa` (and `psa-selftest`) under `mpirun`
-//! with a timeout, temporary directories, decoding the output, seeded input generators and the
-//! two oracles.
+//! Shared helpers for the integration tests: running `psa` under `mpirun` with a timeout,
+//! temporary directories, decoding the output, seeded input generators and the two oracles; and
+//! [`harness`], the harness of the MPI tests (`tests/mpi_*.rs`), whose bodies run on every pe.
 //!
 //! Every integration test file includes this module (`mod common;`); not every file uses every
 //! helper, hence the `dead_code` allowance.
 #![allow(dead_code)]
+
+pub mod harness;
 
 use std::ffi::OsStr;
 use std::fs;
@@ -15,8 +17,6 @@ use std::time::{Duration, Instant};
 
 /// The `psa` binary cargo built for these tests.
 pub const PSA: &str = env!("CARGO_BIN_EXE_psa");
-/// The primitive self-test binary.
-pub const SELFTEST: &str = env!("CARGO_BIN_EXE_psa-selftest");
 
 /// Both algorithms: every algorithm test runs for each of them.
 pub const ALGOS: &[&str] = &["dc3", "css"];
@@ -169,6 +169,12 @@ fn tail(s: &str, n: usize) -> &str {
 /// with one shared tree a job ending can remove a directory another is creating ("orte_init failed
 /// … orte_session_dir failed", seen once in CI before psa even started).
 pub fn mpirun(p: usize, exe: &str) -> Command {
+    mpirun_exporting(p, &[], OsStr::new(exe))
+}
+
+/// [`mpirun`] that also hands the processes the variables `export` names (`-x NAME`: set them
+/// on the command; launches on other nodes do not inherit mpirun's environment).
+pub fn mpirun_exporting(p: usize, export: &[&str], exe: &OsStr) -> Command {
     let session = std::env::temp_dir()
         .join(format!("psa-tests-ompi-{}", std::process::id()))
         .join(COUNTER.fetch_add(1, Ordering::SeqCst).to_string());
@@ -184,8 +190,11 @@ pub fn mpirun(p: usize, exe: &str) -> Command {
         .arg("-n")
         .arg(p.to_string())
         .arg("--bind-to")
-        .arg("none")
-        .arg(exe);
+        .arg("none");
+    for name in export {
+        c.arg("-x").arg(name);
+    }
+    c.arg(exe);
     c
 }
 

@@ -1,6 +1,7 @@
 //! `gpu-sort-bench`: the GPU backend's local sort (transfers included) against voracious_mt_sort
-//! on random u64 keys, (u64 key, u64 value) records and u128 keys. Build with
-//! `cargo build --release --features gpu --bins`.
+//! on random u64 keys, (u64 key, u64 value) records and u128 keys. An example of the crate: build
+//! with `cargo build --release --features gpu --example gpu-sort-bench` (the binary is
+//! `target/release/examples/gpu-sort-bench`).
 //!
 //! Usage: gpu-sort-bench [--sizes 1e8,1e9] [--threads 16] [--reps 3] [--cpu-reps 1] [--pageable]
 //!                       [--kinds u64,rec,u128] [--groups auto,1] [--passes onesweep,classic]
@@ -24,18 +25,10 @@
 //! [`psa::GpuOptions`] (as psa's hidden `--gpu-stage`, `--gpu-copy-piece`, `--gpu-pin` and its
 //! `--kernel-cache` do; default: none, the kernels are compiled by every run).
 
-#[cfg(not(feature = "gpu"))]
-fn main() {
-    eprintln!("gpu-sort-bench: this build has no GPU support; build with: cargo build --release --features gpu --bins");
-    std::process::exit(2);
-}
-
-#[cfg(feature = "gpu")]
 fn main() {
     bench::main()
 }
 
-#[cfg(feature = "gpu")]
 mod bench {
     use std::time::Instant;
 

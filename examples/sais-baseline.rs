@@ -19,7 +19,9 @@
 //! otherwise spin after each parallel region, which on a shared machine steals cores from the
 //! other processes (and from the MPI ranks of a psa run started next to it) and inflates timings.
 //!
-//! A plain program: no MPI. Exit status 0 on success, 1 on an error, 2 for bad arguments.
+//! A plain program: no MPI. Exit status 0 on success, 1 on an error, 2 for bad arguments. An
+//! example of the crate, not installed with psa: `cargo build --release --example sais-baseline`
+//! builds `target/release/examples/sais-baseline`.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,0 +1,203 @@
+//! The library's entry points on every pe (see `common::harness`): the distributed checker, the
+//! suffix array of small fixed texts on uneven splits with empty pes, random texts split at
+//! random, and the library on the calling thread or on a pool of its own. The `psa` binary's runs
+//! of the same algorithms are in tests/algorithms.rs.
+
+mod common;
+
+use common::harness::{ctx_with, length_patterns, mpi_test, mpi_test_at, scaled_cuts};
+use common::Rng;
+use psa::algo::{check::check, seq::sa_bytes};
+use psa::dist::Layout;
+use psa::Algo;
+
+/// The distributed checker accepts the right suffix array and rejects wrong ones: two neighbours
+/// swapped, a duplicate entry, an entry equal to n, the whole array reversed.
+#[test]
+fn checker_accepts_right_rejects_wrong() {
+    mpi_test(|comm| {
+        let ctx = ctx_with(Algo::Dc3, 1 << 20, |_| {});
+        let p = comm.size();
+        let me = comm.rank();
+        for (tname, text) in [
+            (
+                "random",
+                (0..5000u32)
+                    .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 % 4)
+                    .collect::<Vec<u8>>(),
+            ),
+            ("a^n", vec![b'a'; 777]),
+            ("3 bytes", b"cab".to_vec()),
+        ] {
+            let n = text.len();
+            let sa = sa_bytes(&text, 1);
+            let l = Layout::block(n, p);
+            let (lo, hi) = (l.start(me), l.end(me));
+            let t = &text[lo..hi];
+            let r = check(&ctx, t, &sa[lo..hi], &l);
+            assert!(
+                r.is_ok(),
+                "{tname}: check rejects the right suffix array: {:?}",
+                r.err()
+            );
+            let mut bad = sa.clone();
+            bad.swap(n / 2, n / 2 - 1);
+            assert!(
+                check(&ctx, t, &bad[lo..hi], &l).is_err(),
+                "{tname}: check accepts a suffix array with SA[{}] and SA[{}] swapped",
+                n / 2 - 1,
+                n / 2
+            );
+            let mut bad = sa.clone();
+            bad[n - 1] = bad[0];
+            assert!(
+                check(&ctx, t, &bad[lo..hi], &l).is_err(),
+                "{tname}: check accepts a suffix array with a duplicate entry"
+            );
+            let mut bad = sa.clone();
+            bad[n / 3] = n as u64;
+            assert!(
+                check(&ctx, t, &bad[lo..hi], &l).is_err(),
+                "{tname}: check accepts an entry equal to n"
+            );
+            let rev: Vec<u64> = sa.iter().rev().copied().collect();
+            assert!(
+                check(&ctx, t, &rev[lo..hi], &l).is_err(),
+                "{tname}: check accepts the reversed suffix array"
+            );
+        }
+    });
+}
+
+/// psa::suffix_array with both algorithms and base cases 4, 5 and 2^20 on a text with 0x00 and
+/// 0xff bytes, split by every length pattern (empty pes in many places); a base case below 4 is an
+/// error on every pe, not a hang.
+#[test]
+fn suffix_array_uneven_splits() {
+    mpi_test(|comm| {
+        let p = comm.size();
+        let me = comm.rank();
+        let text: Vec<u8> = b"mississippi\0\xff\0\xffmississippi$banana".to_vec();
+        let want = sa_bytes(&text, 1);
+        for (name, lens) in length_patterns(p) {
+            let cuts = scaled_cuts(&lens, text.len());
+            let want_mine = &want[cuts[me]..cuts[me + 1]];
+            for algo in [Algo::Dc3, Algo::Css] {
+                for base in [4usize, 5, 1 << 20] {
+                    let ctx = ctx_with(algo, base, |_| {});
+                    let case = format!("{algo:?}, base case {base}, split {name} {cuts:?}");
+                    let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    assert_eq!(got, want_mine, "{case}: pe {me}'s part");
+                }
+            }
+        }
+        let ctx = ctx_with(Algo::Dc3, 3, |_| {});
+        assert!(
+            psa::suffix_array(&ctx, b"abc").is_err(),
+            "base_case = 3 must be rejected"
+        );
+    });
+}
+
+/// A context whose thread count is that of the calling thread's pool (1 here, as `psa --threads 1`
+/// sizes the global pool) runs the library on the calling thread; one with another count runs it
+/// on a pool of its own of that size (calling MPI from there: the job asks for
+/// `Threading::Serialized`). Both give the right suffix array.
+#[test]
+fn ctx_calling_thread_or_own_pool() {
+    mpi_test(|comm| {
+        let me = comm.rank();
+        let text: Vec<u8> = b"abracadabra\0cadabra".repeat(23);
+        let want = sa_bytes(&text, 1);
+        let cuts = Layout::block(text.len(), comm.size()).offsets().to_vec();
+        let caller = std::thread::current().id();
+        for threads in [1usize, 3] {
+            for algo in [Algo::Dc3, Algo::Css] {
+                let ctx = ctx_with(algo, 16, |c| c.threads = threads);
+                let (pool, on) =
+                    ctx.install(|_| (rayon::current_num_threads(), std::thread::current().id()));
+                assert_eq!(
+                    pool, threads,
+                    "threads = {threads}: the library's pool size"
+                );
+                assert_eq!(
+                    on == caller,
+                    threads == 1,
+                    "threads = {threads}: whether it ran on the calling thread"
+                );
+                let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
+                    .unwrap_or_else(|e| panic!("threads = {threads}, {algo:?}: {e}"));
+                assert_eq!(
+                    got,
+                    want[cuts[me]..cuts[me + 1]],
+                    "threads = {threads}, {algo:?}: pe {me}'s part"
+                );
+            }
+        }
+    });
+}
+
+/// Many random texts through the library: every pe generates each text (seeded by p), splits it
+/// in the block layout or at random cuts (empty pes included), runs both algorithms with a random
+/// base case (4, 5..=64 or the default-sized 2^20) and compares its slice with libsais.
+#[test]
+fn random_texts_uneven_splits() {
+    const COUNT: usize = 150;
+    const MAX_LEN: usize = 3000;
+    mpi_test_at(&[1, 2, 3, 4, 5], |comm| {
+        let p = comm.size();
+        let me = comm.rank();
+        let mut rng = Rng::new(1000 + p as u64);
+        for k in 0..COUNT {
+            let n = if rng.below(10) == 0 {
+                rng.range(0, 12)
+            } else {
+                rng.range(0, MAX_LEN)
+            };
+            let sigma = rng.range(1, 256);
+            let first = rng.below(256) as u8;
+            let text: Vec<u8> = (0..n)
+                .map(|_| first.wrapping_add(rng.below(sigma as u64) as u8))
+                .collect();
+            let cuts: Vec<usize> = if rng.below(3) == 0 {
+                Layout::block(n, p).offsets().to_vec()
+            } else {
+                let mut c: Vec<usize> = (0..p - 1).map(|_| rng.range(0, n)).collect();
+                c.sort_unstable();
+                let mut v = vec![0];
+                v.extend(c);
+                v.push(n);
+                v
+            };
+            let want = sa_bytes(&text, 1);
+            let want_mine = &want[cuts[me]..cuts[me + 1]];
+            for algo in [Algo::Dc3, Algo::Css] {
+                let base = match rng.below(3) {
+                    0 => 4,
+                    1 => rng.range(5, 64),
+                    _ => 1 << 20,
+                };
+                let ctx = ctx_with(algo, base, |_| {});
+                let case = format!(
+                    "text #{k} (n = {n}, sigma = {sigma}, first byte {first}, cuts {cuts:?}), {algo:?}, base case {base}"
+                );
+                let got = psa::suffix_array(&ctx, &text[cuts[me]..cuts[me + 1]])
+                    .unwrap_or_else(|e| panic!("{case}: {e}"));
+                if let Some(j) = got.iter().zip(want_mine).position(|(a, b)| a != b) {
+                    panic!(
+                        "{case}: pe {me}'s part differs first at SA[{}]: {} instead of {}",
+                        cuts[me] + j,
+                        got[j],
+                        want_mine[j]
+                    );
+                }
+                assert_eq!(
+                    got.len(),
+                    want_mine.len(),
+                    "{case}: pe {me}'s part's length"
+                );
+            }
+        }
+    });
+}

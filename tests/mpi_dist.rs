@@ -1,0 +1,495 @@
+//! The distributed primitives of `psa::dist`: layouts, exchange_by and rebalance (also through a
+//! small MPI count limit), right_halo and last_of_left across empty pes, name_sorted, and
+//! sample_sort, on every pe at p = 1, 2, 3, 4, 7 (see `common::harness`).
+
+mod common;
+
+use common::harness::{ctx_with, length_patterns, mpi_test, offsets};
+use common::Rng;
+use mpi::topology::SimpleCommunicator;
+use psa::comm::Comm;
+use psa::dist::{
+    exchange, exchange_by, last_of_left, name_sorted, rebalance, right_halo, sample_sort,
+    send_to_owners, Layout, OwnerCursor, SortKey,
+};
+use psa::{Algo, Ctx};
+
+// ------------------------------------------------------------------------------------------------
+// Layout
+
+/// Layout::block for n up to 1001 over 1 to 9 pes: contiguous, balanced ranges; owner and
+/// OwnerCursor agree with the ranges. (Local: no MPI job.)
+#[test]
+fn layout_block() {
+    for n in [0usize, 1, 2, 3, 5, 7, 100, 1001] {
+        for p in 1..=9 {
+            let l = Layout::block(n, p);
+            let case = format!("block({n}, {p})");
+            assert_eq!((l.len(), l.pes()), (n, p), "{case}: len, pes");
+            assert_eq!(l.is_empty(), n == 0, "{case}: is_empty");
+            assert_eq!(l.offsets().len(), p + 1, "{case}: offsets");
+            assert_eq!(l.offsets()[0], 0, "{case}: offsets");
+            for r in 0..p {
+                assert!(l.start(r) <= l.end(r), "{case}: pe {r}'s range reversed");
+                assert_eq!(
+                    l.local_len(r),
+                    l.end(r) - l.start(r),
+                    "{case}: local_len({r})"
+                );
+                let lo = n / p;
+                assert!(
+                    l.local_len(r) == lo || l.local_len(r) == lo + 1,
+                    "{case}: pe {r} holds {} (not balanced)",
+                    l.local_len(r)
+                );
+                if r + 1 < p {
+                    assert_eq!(
+                        l.end(r),
+                        l.start(r + 1),
+                        "{case}: ranges not contiguous at {r}"
+                    );
+                }
+            }
+            let mut cur = OwnerCursor::new(&l);
+            for i in 0..n {
+                let o = l.owner(i);
+                assert!(l.start(o) <= i && i < l.end(o), "{case}: owner({i}) = {o}");
+                assert_eq!(cur.owner(i), o, "{case}: OwnerCursor and owner at {i}");
+            }
+        }
+    }
+}
+
+/// Layout::from_local_len with empty pes: the offsets, owner and OwnerCursor.
+#[test]
+fn layout_from_local_len() {
+    mpi_test(|comm| {
+        let p = comm.size();
+        let me = comm.rank();
+        for (name, lens) in length_patterns(p) {
+            let l = Layout::from_local_len(comm, lens[me]);
+            let o = offsets(&lens);
+            assert_eq!(l.offsets(), &o[..], "{name}: offsets");
+            assert_eq!(l.len(), o[p], "{name}: len");
+            let mut cur = OwnerCursor::new(&l);
+            for i in 0..l.len() {
+                let ow = l.owner(i);
+                assert!(
+                    l.start(ow) <= i && i < l.end(ow),
+                    "{name}: owner({i}) = {ow} with offsets {o:?}"
+                );
+                assert_eq!(cur.owner(i), ow, "{name}: OwnerCursor({i}), offsets {o:?}");
+            }
+        }
+    });
+}
+
+// ------------------------------------------------------------------------------------------------
+// exchange_by, rebalance
+
+/// exchange_by sends each record to the pe its function names; the receiver gets them by source
+/// pe, then in their original order.
+fn check_exchange_by(comm: &Comm) {
+    let p = comm.size();
+    let me = comm.rank();
+    let dest = |x: &u64| ((x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize) % p;
+    for (name, lens) in length_patterns(p) {
+        let o = offsets(&lens);
+        let local: Vec<u64> = (o[me]..o[me + 1]).map(|i| i as u64).collect();
+        let got = exchange_by(comm, &local, dest);
+        // Ids ascend with the source pe and within it, so "by source, then original order" is
+        // simply ascending here.
+        let want: Vec<u64> = (0..o[p] as u64).filter(|x| dest(x) == me).collect();
+        assert_eq!(got, want, "{name}: exchange_by");
+    }
+}
+
+/// rebalance from every length pattern into the block layout and into every other pattern of the
+/// same total.
+fn check_rebalance(comm: &Comm) {
+    let p = comm.size();
+    let me = comm.rank();
+    let pats = length_patterns(p);
+    for (name, lens) in &pats {
+        let o = offsets(lens);
+        let n = o[p];
+        let mut targets = vec![("block".to_string(), Layout::block(n, p))];
+        for (tn, tl) in &pats {
+            if offsets(tl)[p] == n && tn != name {
+                targets.push((tn.clone(), Layout::from_local_len(comm, tl[me])));
+            }
+        }
+        for (tname, target) in targets {
+            let local: Vec<u64> = (o[me]..o[me + 1]).map(|i| i as u64 + 1000).collect();
+            let got = rebalance(comm, local, &target);
+            let want: Vec<u64> = (target.start(me)..target.end(me))
+                .map(|i| i as u64 + 1000)
+                .collect();
+            assert_eq!(got, want, "rebalance from '{name}' to '{tname}'");
+        }
+    }
+}
+
+/// The world communicator with MPI calls of at most `max_count` elements (chunked all-to-alls).
+fn with_max_count(max_count: usize) -> Comm {
+    Comm::with_max_count(SimpleCommunicator::world(), max_count)
+}
+
+#[test]
+fn exchange_by_uneven() {
+    mpi_test(check_exchange_by);
+}
+
+#[test]
+fn exchange_by_max_count_1() {
+    mpi_test(|_| check_exchange_by(&with_max_count(1)));
+}
+
+#[test]
+fn exchange_by_max_count_3() {
+    mpi_test(|_| check_exchange_by(&with_max_count(3)));
+}
+
+#[test]
+fn exchange_by_max_count_7() {
+    mpi_test(|_| check_exchange_by(&with_max_count(7)));
+}
+
+#[test]
+fn rebalance_between_uneven_layouts() {
+    mpi_test(check_rebalance);
+}
+
+#[test]
+fn rebalance_max_count_1() {
+    mpi_test(|_| check_rebalance(&with_max_count(1)));
+}
+
+#[test]
+fn rebalance_max_count_3() {
+    mpi_test(|_| check_rebalance(&with_max_count(3)));
+}
+
+#[test]
+fn rebalance_max_count_7() {
+    mpi_test(|_| check_rebalance(&with_max_count(7)));
+}
+
+/// Records held in one layout (each pe its pattern's share) go to the owners of a reversed index
+/// in another layout (the block layout, and every pattern of the same total), into one slice and
+/// into two at once.
+fn check_send_to_owners(comm: &Comm) {
+    let p = comm.size();
+    let me = comm.rank();
+    let pats = length_patterns(p);
+    for (name, lens) in &pats {
+        let o = offsets(lens);
+        let n = o[p];
+        let mut targets = vec![("block".to_string(), Layout::block(n, p))];
+        for (tn, tl) in &pats {
+            if offsets(tl)[p] == n {
+                targets.push((tn.clone(), Layout::from_local_len(comm, tl[me])));
+            }
+        }
+        for (tname, target) in targets {
+            // Record j holds index n − 1 − j and value 3j + 1.
+            let recs: Vec<[u64; 2]> = (o[me]..o[me + 1])
+                .map(|j| [(n - 1 - j) as u64, 3 * j as u64 + 1])
+                .collect();
+            let want: Vec<u64> = (target.start(me)..target.end(me))
+                .map(|i| 3 * (n - 1 - i) as u64 + 1)
+                .collect();
+            let mut got = vec![0u64; target.local_len(me)];
+            send_to_owners(comm, &target, recs.clone(), &mut got[..], |r| {
+                (r[0] as usize, r[1])
+            });
+            assert_eq!(got, want, "{name} into {tname}: send_to_owners");
+            let (mut a, mut b) = (vec![0u64; got.len()], vec![0u32; got.len()]);
+            send_to_owners(comm, &target, recs, (&mut a[..], &mut b[..]), |r| {
+                (r[0] as usize, (r[1], r[1] as u32 + 1))
+            });
+            let want_b: Vec<u32> = want.iter().map(|&v| v as u32 + 1).collect();
+            assert!(
+                a == want && b == want_b,
+                "{name} into {tname}: send_to_owners into two slices got {a:?}, {b:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn send_to_owners_between_uneven_layouts() {
+    mpi_test(check_send_to_owners);
+}
+
+#[test]
+fn send_to_owners_max_count_1() {
+    mpi_test(|_| check_send_to_owners(&with_max_count(1)));
+}
+
+#[test]
+fn send_to_owners_max_count_7() {
+    mpi_test(|_| check_send_to_owners(&with_max_count(7)));
+}
+
+/// `exchange` in rounds (a small round volume, as under a memory budget; also with chunked MPI
+/// calls inside the rounds) delivers what `exchange_by` delivers, in the same order: by source,
+/// within a source in the original order.
+#[test]
+fn exchange_in_rounds_equals_one_round() {
+    mpi_test(|world| {
+        let p = world.size();
+        let me = world.rank();
+        for (bytes, max_count) in [
+            (8, usize::MAX),
+            (24, usize::MAX),
+            (1000, usize::MAX),
+            (40, 3),
+        ] {
+            let comm = with_max_count(max_count.min(i32::MAX as usize));
+            comm.set_round_bytes(bytes);
+            for (name, lens) in length_patterns(p) {
+                let o = offsets(&lens);
+                let local: Vec<u64> = (o[me]..o[me + 1])
+                    .map(|i| (i as u64) * 7919 % 1009)
+                    .collect();
+                let dest = |x: &u64| (*x as usize * 31) % p;
+                let want = exchange_by(world, &local, dest);
+                let got = exchange(&comm, local, dest);
+                assert_eq!(
+                    got, want,
+                    "{name}: rounds of {bytes} bytes, max count {max_count}"
+                );
+            }
+        }
+    });
+}
+
+// ------------------------------------------------------------------------------------------------
+// shift: right_halo, last_of_left
+
+/// right_halo(k) of u64 and u8 records: the next k records of the global sequence after this pe's
+/// (fewer at the end), across empty pes.
+#[test]
+fn right_halo_across_empty_pes() {
+    mpi_test(|comm| {
+        let p = comm.size();
+        let me = comm.rank();
+        for (name, lens) in length_patterns(p) {
+            let o = offsets(&lens);
+            let n = o[p];
+            for k in [0usize, 1, 2, 3, 5, 60] {
+                let after = o[me + 1]..(o[me + 1] + k).min(n);
+                let local: Vec<u64> = (o[me]..o[me + 1]).map(|i| i as u64 * 2 + 1).collect();
+                let want: Vec<u64> = after.clone().map(|i| i as u64 * 2 + 1).collect();
+                assert_eq!(
+                    right_halo(comm, &local, k),
+                    want,
+                    "right_halo(k = {k}) of u64, {name} {lens:?}"
+                );
+                let local: Vec<u8> = (o[me]..o[me + 1]).map(|i| (i * 5 + 1) as u8).collect();
+                let want: Vec<u8> = after.map(|i| (i * 5 + 1) as u8).collect();
+                assert_eq!(
+                    right_halo(comm, &local, k),
+                    want,
+                    "right_halo(k = {k}) of u8, {name} {lens:?}"
+                );
+            }
+        }
+    });
+}
+
+/// last_of_left of u64 and u8 records: the global sequence's record just before this pe's (None
+/// on pe 0 and behind only empty pes).
+#[test]
+fn last_of_left_across_empty_pes() {
+    mpi_test(|comm| {
+        let p = comm.size();
+        let me = comm.rank();
+        for (name, lens) in length_patterns(p) {
+            let o = offsets(&lens);
+            let before = o[me].checked_sub(1);
+            let local: Vec<u64> = (o[me]..o[me + 1]).map(|i| i as u64 + 7).collect();
+            assert_eq!(
+                last_of_left(comm, &local),
+                before.map(|i| i as u64 + 7),
+                "last_of_left of u64, {name} {lens:?}"
+            );
+            let local: Vec<u8> = (o[me]..o[me + 1]).map(|i| i as u8 ^ 0xa5).collect();
+            assert_eq!(
+                last_of_left(comm, &local),
+                before.map(|i| i as u8 ^ 0xa5),
+                "last_of_left of u8, {name} {lens:?}"
+            );
+        }
+    });
+}
+
+// ------------------------------------------------------------------------------------------------
+// naming
+
+/// name_sorted over sorted sequences with runs of equal keys crossing pe boundaries (keys not
+/// consecutive numbers), and with `same` looking at one field of a record only.
+#[test]
+fn name_sorted_runs() {
+    mpi_test(|comm| {
+        let p = comm.size();
+        let me = comm.rank();
+        let mut pats = length_patterns(p);
+        pats.push(("long".into(), (0..p).map(|r| 100 + r * 13).collect()));
+        for (name, lens) in pats {
+            let o = offsets(&lens);
+            let n = o[p];
+            for run in [1usize, 2, 3, 7, 1000] {
+                let key = |i: usize| (i / run) as u64 * 10 + 3;
+                let local: Vec<u64> = (o[me]..o[me + 1]).map(key).collect();
+                let (names, distinct) = name_sorted(comm, &local, |a, b| a == b);
+                let want: Vec<u64> = (o[me]..o[me + 1]).map(|i| (i / run) as u64 + 1).collect();
+                assert_eq!(names, want, "name_sorted {name} {lens:?}, runs of {run}");
+                assert_eq!(
+                    distinct,
+                    n.div_ceil(run) as u64,
+                    "name_sorted {name}, runs of {run}: distinct names"
+                );
+            }
+            let local: Vec<[u64; 2]> = (o[me]..o[me + 1])
+                .map(|i| [(i / 4) as u64, i as u64])
+                .collect();
+            let (names, _) = name_sorted(comm, &local, |a, b| a[0] == b[0]);
+            let want: Vec<u64> = (o[me]..o[me + 1]).map(|i| (i / 4) as u64 + 1).collect();
+            assert_eq!(names, want, "name_sorted on a record field, {name}");
+        }
+    });
+}
+
+// ------------------------------------------------------------------------------------------------
+// sample sort
+
+/// Checks a sample-sort result: each pe's run is sorted, runs are in pe order, every input record
+/// is there exactly once (records carry their global index in the low 32 bits), and, when
+/// `check_balance`, the fullest pe holds at most 1.5·n/p + 64 records. Collective.
+fn assert_sorted<T: SortKey + std::fmt::Debug>(
+    comm: &Comm,
+    what: &str,
+    out: &[T],
+    n: usize,
+    index_of: impl Fn(&T) -> u64,
+    check_balance: bool,
+) {
+    let p = comm.size();
+    let me = comm.rank();
+    if let Some(j) = out.windows(2).position(|w| w[0] >= w[1]) {
+        panic!(
+            "{what}: pe {me} is not sorted at {j}: {:?} >= {:?}",
+            out[j],
+            out[j + 1]
+        );
+    }
+    if let (Some(prev), Some(first)) = (last_of_left(comm, out), out.first()) {
+        assert!(
+            prev < *first,
+            "{what}: pe {me}'s first record {first:?} is not above its left neighbour's last {prev:?}"
+        );
+    }
+    let total = comm.all_reduce_sum(out.len() as u64) as usize;
+    assert_eq!(total, n, "{what}: records after the sort");
+    // Every index exactly once: send each to the owner of its index in a block layout.
+    let l = Layout::block(n, p);
+    let idx: Vec<u64> = out.iter().map(&index_of).collect();
+    assert!(
+        idx.iter().all(|&i| (i as usize) < n),
+        "{what}: an index is out of range"
+    );
+    let got = exchange_by(comm, &idx, |&i| l.owner(i as usize));
+    let mut seen = vec![false; l.local_len(me)];
+    for i in got {
+        let s = &mut seen[i as usize - l.start(me)];
+        assert!(!*s, "{what}: the record with index {i} appears twice");
+        *s = true;
+    }
+    assert!(seen.iter().all(|&s| s), "{what}: some record went missing");
+    if check_balance {
+        let max = comm.all_reduce_max(out.len() as u64) as f64;
+        let bound = 1.5 * n as f64 / p as f64 + 64.0;
+        assert!(
+            max <= bound,
+            "{what}: the fullest pe holds {max} records of {n} (bound {bound:.0} = 1.5·n/p + 64)"
+        );
+    }
+}
+
+/// sample_sort of equal u64 keys, few distinct u64 keys, random u128 keys and equal u128 keys, for
+/// n from 0 (and n < p) to 60 000, from the block layout and with everything on the first or the
+/// last pe; equal keys must still come out balanced.
+fn check_sample_sort(ctx: &Ctx, label: &str) {
+    let comm = &ctx.comm;
+    let p = comm.size();
+    let me = comm.rank();
+    let mut rng = Rng::new(42 + me as u64);
+    type Shape = Box<dyn Fn(usize) -> Vec<usize>>;
+    let shapes: Vec<(&str, Shape)> = vec![
+        (
+            "block",
+            Box::new(move |n| (0..p).map(|r| Layout::block(n, p).local_len(r)).collect()),
+        ),
+        (
+            "all on pe 0",
+            Box::new(move |n| (0..p).map(|r| if r == 0 { n } else { 0 }).collect()),
+        ),
+        (
+            "all on the last pe",
+            Box::new(move |n| (0..p).map(|r| if r == p - 1 { n } else { 0 }).collect()),
+        ),
+    ];
+    for n in [0usize, 1, 3, 1000, 60_000] {
+        for (shape, lens_of) in &shapes {
+            let o = offsets(&lens_of(n));
+            let mine = o[me]..o[me + 1];
+            let big = n >= 1000;
+            let low32 = |x: &u64| x & 0xffff_ffff;
+            let low32_128 = |x: &u128| (*x as u64) & 0xffff_ffff;
+            // All keys equal: (7 << 32) | global index.
+            let data: Vec<u64> = mine.clone().map(|i| (7u64 << 32) | i as u64).collect();
+            let what = format!("{label}: equal u64 keys, n = {n}, {shape}");
+            assert_sorted(comm, &what, &sample_sort(ctx, data), n, low32, big);
+            // Few distinct keys in random order.
+            let data: Vec<u64> = mine
+                .clone()
+                .map(|i| (rng.below(3) << 32) | i as u64)
+                .collect();
+            let what = format!("{label}: 3 distinct u64 keys, n = {n}, {shape}");
+            assert_sorted(comm, &what, &sample_sort(ctx, data), n, low32, big);
+            // Random 128-bit keys, index in the low bits.
+            let data: Vec<u128> = mine
+                .clone()
+                .map(|i| {
+                    ((rng.next_u64() as u128) << 64) | (rng.below(2) as u128) << 32 | i as u128
+                })
+                .collect();
+            let what = format!("{label}: random u128 keys, n = {n}, {shape}");
+            assert_sorted(comm, &what, &sample_sort(ctx, data), n, low32_128, big);
+            // All u128 keys equal.
+            let data: Vec<u128> = mine.map(|i| (u128::MAX << 32) | i as u128).collect();
+            let what = format!("{label}: equal u128 keys, n = {n}, {shape}");
+            assert_sorted(comm, &what, &sample_sort(ctx, data), n, low32_128, big);
+        }
+    }
+}
+
+/// sample_sort: equal keys balanced, uneven input, n < p.
+#[test]
+fn sample_sort_keys_and_shapes() {
+    mpi_test(|_| {
+        let ctx = ctx_with(Algo::Dc3, 1 << 20, |_| {});
+        check_sample_sort(&ctx, "sample_sort");
+    });
+}
+
+/// sample_sort with MPI calls of at most 7 elements.
+#[test]
+fn sample_sort_max_count_7() {
+    mpi_test(|_| {
+        let ctx = ctx_with(Algo::Dc3, 1 << 20, |c| c.mpi_max_count = 7);
+        check_sample_sort(&ctx, "sample_sort (max count 7)");
+    });
+}
