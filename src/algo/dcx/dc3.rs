@@ -27,6 +27,7 @@
 use std::cmp::Ordering;
 
 use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
 
 use super::cover::{Cover, Dc3};
 use super::merge::{merge, merge_record, radix_sort_local, sort_by_key_via_index, Head};
@@ -392,7 +393,8 @@ impl Dc3Record for Rec64 {
     }
     fn sort_mod0(ctx: &Ctx, mut v: Vec<Self>, char_bits: u32, rank_bits: u32) -> Vec<Self> {
         if char_bits + rank_bits > 64 || ctx.tune.force_wide {
-            crate::dist::sample_sort::par_sort(&mut v);
+            // By the key alone: among mod-0 records it orders as the comparison does.
+            v.par_sort_unstable_by_key(|r| (r.head[0], r.r[MOD0_SLOT]));
             return v;
         }
         sort_by_key_via_index(v, ctx.sorter.as_ref(), Some(char_bits + rank_bits), |r| {
