@@ -660,79 +660,76 @@ fn check_exchange_by(comm: &Comm) -> CheckResult {
 /// in another layout (the block layout, and every pattern of the same total), into one slice and
 /// into two at once.
 fn check_send_to_owners(comm: &Comm) -> CheckResult {
-    let p = comm.size();
     let me = comm.rank();
-    let pats = length_patterns(p);
-    for (name, lens) in &pats {
-        let o = offsets(lens);
-        let n = o[p];
-        let mut targets = vec![("block".to_string(), Layout::block(n, p))];
-        for (tn, tl) in &pats {
-            if offsets(tl)[p] == n {
-                targets.push((tn.clone(), layout_of(comm, tl[me])));
-            }
-        }
-        for (tname, target) in targets {
-            // Record j holds index n − 1 − j and value 3j + 1.
-            let recs: Vec<[u64; 2]> = (o[me]..o[me + 1])
-                .map(|j| [(n - 1 - j) as u64, 3 * j as u64 + 1])
-                .collect();
-            let want: Vec<u64> = (target.start(me)..target.end(me))
-                .map(|i| 3 * (n - 1 - i) as u64 + 1)
-                .collect();
-            let mut got = vec![0u64; target.local_len(me)];
-            send_to_owners(comm, &target, recs.clone(), &mut got[..], |r| {
-                (r[0] as usize, r[1])
-            });
-            ensure!(
-                got == want,
-                "{name} into {tname}: send_to_owners got {got:?}, want {want:?}"
-            );
-            let (mut a, mut b) = (vec![0u64; got.len()], vec![0u32; got.len()]);
-            send_to_owners(comm, &target, recs, (&mut a[..], &mut b[..]), |r| {
-                (r[0] as usize, (r[1], r[1] as u32 + 1))
-            });
-            let want_b: Vec<u32> = want.iter().map(|&v| v as u32 + 1).collect();
-            ensure!(
-                a == want && b == want_b,
-                "{name} into {tname}: send_to_owners into two slices got {a:?}, {b:?}"
-            );
-        }
+    for (name, o, tname, target) in relayouts(comm, true) {
+        let n = target.len();
+        // Record j holds index n − 1 − j and value 3j + 1.
+        let recs: Vec<[u64; 2]> = (o[me]..o[me + 1])
+            .map(|j| [(n - 1 - j) as u64, 3 * j as u64 + 1])
+            .collect();
+        let want: Vec<u64> = (target.start(me)..target.end(me))
+            .map(|i| 3 * (n - 1 - i) as u64 + 1)
+            .collect();
+        let mut got = vec![0u64; target.local_len(me)];
+        send_to_owners(comm, &target, recs.clone(), &mut got[..], |r| {
+            (r[0] as usize, r[1])
+        });
+        ensure!(
+            got == want,
+            "{name} into {tname}: send_to_owners got {got:?}, want {want:?}"
+        );
+        let (mut a, mut b) = (vec![0u64; got.len()], vec![0u32; got.len()]);
+        send_to_owners(comm, &target, recs, (&mut a[..], &mut b[..]), |r| {
+            (r[0] as usize, (r[1], r[1] as u32 + 1))
+        });
+        let want_b: Vec<u32> = want.iter().map(|&v| v as u32 + 1).collect();
+        ensure!(
+            a == want && b == want_b,
+            "{name} into {tname}: send_to_owners into two slices got {a:?}, {b:?}"
+        );
     }
     Ok(())
 }
 
 fn check_rebalance(comm: &Comm) -> CheckResult {
-    let p = comm.size();
     let me = comm.rank();
-    let pats = length_patterns(p);
-    for (name, lens) in &pats {
-        let o = offsets(lens);
-        let n = o[p];
-        // Into the block layout, and into every other pattern of the same total.
-        let mut targets = vec![("block".to_string(), Layout::block(n, p))];
-        for (tn, tl) in &pats {
-            if offsets(tl)[p] == n && tn != name {
-                targets.push((tn.clone(), layout_of(comm, tl[me])));
-            }
-        }
-        for (tname, target) in targets {
-            let local: Vec<u64> = (o[me]..o[me + 1]).map(|i| i as u64 + 1000).collect();
-            let got = rebalance(comm, local, &target);
-            let want: Vec<u64> = (target.start(me)..target.end(me))
-                .map(|i| i as u64 + 1000)
-                .collect();
-            ensure!(
-                got == want,
-                "rebalance from '{name}' to '{tname}': got {got:?}, want {want:?}"
-            );
-        }
+    // Into the block layout, and into every other pattern of the same total.
+    for (name, o, tname, target) in relayouts(comm, false) {
+        let local: Vec<u64> = (o[me]..o[me + 1]).map(|i| i as u64 + 1000).collect();
+        let got = rebalance(comm, local, &target);
+        let want: Vec<u64> = (target.start(me)..target.end(me))
+            .map(|i| i as u64 + 1000)
+            .collect();
+        ensure!(
+            got == want,
+            "rebalance from '{name}' to '{tname}': got {got:?}, want {want:?}"
+        );
     }
     Ok(())
 }
 
 fn layout_of(comm: &Comm, local_len: usize) -> Layout {
     Layout::from_local_len(comm, local_len)
+}
+
+/// Moves between layouts: for every length pattern (its name and offsets), the block layout of
+/// its total and every pattern of the same total (itself too with `same_too`), by name.
+/// Collective.
+fn relayouts(comm: &Comm, same_too: bool) -> Vec<(String, Vec<usize>, String, Layout)> {
+    let (p, me) = (comm.size(), comm.rank());
+    let pats = length_patterns(p);
+    let mut moves = Vec::new();
+    for (name, lens) in &pats {
+        let o = offsets(lens);
+        let n = o[p];
+        moves.push((name.clone(), o.clone(), "block".into(), Layout::block(n, p)));
+        for (tn, tl) in &pats {
+            if offsets(tl)[p] == n && (same_too || tn != name) {
+                moves.push((name.clone(), o.clone(), tn.clone(), layout_of(comm, tl[me])));
+            }
+        }
+    }
+    moves
 }
 
 // ------------------------------------------------------------------------------------------------
