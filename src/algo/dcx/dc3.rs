@@ -27,9 +27,12 @@
 use std::cmp::Ordering;
 
 use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
 
 use super::cover::{Cover, Dc3};
-use super::merge::{merge, merge_record, radix_sort_local, sort_by_key_via_index, Head};
+use super::merge::{
+    merge, merge_record, radix_by_key, radix_sort_local, sort_by_key_via_index, Head,
+};
 use super::{
     bits, fits_narrow, name_pairs, name_samples, sample_ranks, Chars, Narrow, Phases, SampleKey,
     Samples, SortedPart, Symbol, Wide, Width,
@@ -392,7 +395,8 @@ impl Dc3Record for Rec64 {
     }
     fn sort_mod0(ctx: &Ctx, mut v: Vec<Self>, char_bits: u32, rank_bits: u32) -> Vec<Self> {
         if char_bits + rank_bits > 64 || ctx.tune.force_wide {
-            crate::dist::sample_sort::par_sort(&mut v);
+            // By the key alone: among mod-0 records it orders as the comparison does.
+            v.par_sort_unstable_by_key(|r| (r.head[0], r.r[MOD0_SLOT]));
             return v;
         }
         sort_by_key_via_index(v, ctx.sorter.as_ref(), Some(char_bits + rank_bits), |r| {
@@ -405,28 +409,11 @@ impl Dc3Record for Rec64 {
 /// against the cover's table in the tests).
 const MOD0_SLOT: usize = 0;
 
-/// A narrow mod-0 merge record, radix-sorted by (t[i], rank[i+1]) as one 64-bit key: among mod-0
-/// records that key orders exactly as the comparison does (so the radix sort's comparison
-/// fall-backs use it too).
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-struct Mod0Rec32(Rec32);
-
-impl PartialOrd for Mod0Rec32 {
-    #[inline]
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        use voracious_radix_sort::Radixable;
-        Some(self.key().cmp(&o.key()))
-    }
-}
-
-impl voracious_radix_sort::Radixable<u64> for Mod0Rec32 {
-    type Key = u64;
-    #[inline]
-    fn key(&self) -> u64 {
-        ((self.0.head[0] as u64) << 32) | self.0.r[MOD0_SLOT] as u64
-    }
-}
+radix_by_key!(
+    /// A narrow mod-0 merge record, radix-sorted by (t[i], rank[i+1]) as one 64-bit key.
+    Mod0Rec32(Rec32),
+    |r| ((r.head[0] as u64) << 32) | r.r[MOD0_SLOT] as u64
+);
 
 /// The record widths of a DC3 level.
 trait Dc3Width: Width {

@@ -33,7 +33,8 @@ use rayon::prelude::*;
 
 use super::cover::{Cover, Dc7};
 use super::merge::{
-    merge, merge_record, radix_sort_local, sort_by_key_via_index, Head, MergeRecord, Name,
+    merge, merge_record, radix_by_key, radix_sort_local, sort_by_key_via_index, Head, MergeRecord,
+    Name,
 };
 use super::{
     fits_narrow, name_pairs, name_samples, parallel, sample_ranks, Chars, Narrow, Phases, RankWord,
@@ -354,29 +355,12 @@ macro_rules! wide_record {
 wide_record!(TextRec64, Window);
 wide_record!(NameRec64, Name);
 
-/// A narrow record of a group of non-sample residues, radix-sorted by its group's key
-/// (name, rank(i + l)): within a group that key orders exactly as the comparison does (so the
-/// radix sort's comparison fall-backs use it too).
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-struct GroupRec32(NameRec32);
-
-impl PartialOrd for GroupRec32 {
-    #[inline]
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        use voracious_radix_sort::Radixable;
-        Some(self.key().cmp(&o.key()))
-    }
-}
-
-impl voracious_radix_sort::Radixable<u64> for GroupRec32 {
-    type Key = u64;
-    #[inline]
-    fn key(&self) -> u64 {
-        let s = Dc7::group_key(self.0.residue()).1;
-        ((self.0.head.0 as u64) << 32) | self.0.r[s] as u64
-    }
-}
+radix_by_key!(
+    /// A narrow record of a group of non-sample residues, radix-sorted by its group's key
+    /// (name, rank(i + l)) as one 64-bit key.
+    GroupRec32(NameRec32),
+    |r| ((r.head.0 as u64) << 32) | r.r[Dc7::group_key(r.residue()).1] as u64
+);
 
 /// The record widths of a DC7 level.
 trait Dc7Width: Width {

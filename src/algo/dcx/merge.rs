@@ -133,6 +133,36 @@ macro_rules! merge_record {
 }
 pub(super) use merge_record;
 
+/// Declares a narrow record wrapper radix-sorted by a 64-bit key that orders one group of records
+/// exactly as their comparison does: `radix_by_key!(Wrapper(Record), |r| key)`. Its comparisons
+/// (the radix sort's fall-backs for small buckets) use the key too.
+macro_rules! radix_by_key {
+    ($(#[$doc:meta])* $name:ident($rec:ty), |$r:ident| $key:expr) => {
+        $(#[$doc])*
+        #[repr(transparent)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+        struct $name($rec);
+
+        impl PartialOrd for $name {
+            #[inline]
+            fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+                use voracious_radix_sort::Radixable;
+                Some(self.key().cmp(&o.key()))
+            }
+        }
+
+        impl voracious_radix_sort::Radixable<u64> for $name {
+            type Key = u64;
+            #[inline]
+            fn key(&self) -> u64 {
+                let $r = &self.0;
+                $key
+            }
+        }
+    };
+}
+pub(super) use radix_by_key;
+
 /// Sorts all suffixes of a level with the sample ranks; returns its suffix array, sorted across
 /// pes but not rebalanced. Collective.
 ///
