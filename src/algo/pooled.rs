@@ -87,7 +87,7 @@ pub fn pooled_sa_ints(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u6
     build(ctx, text, layout, Alphabet::Ints(max), as_u32)?.send_to_pes(ctx, layout)
 }
 
-/// A suffix array built on pe 0's device, not yet brought back: on pe 0 the session and its
+/// A suffix array built on pe 0's device, not yet brought back: on pe 0 the device build and its
 /// piece buffer, on the others nothing.
 struct Built<'a> {
     session: Option<Box<dyn PooledSa + 'a>>,

@@ -208,7 +208,7 @@ impl GpuSort {
     }
 
     /// Starts a device suffix array of `n` characters over `alphabet`: checks the device memory
-    /// and allocates everything, holding the device until the session is dropped. The text then
+    /// and allocates everything, holding the device until the build handle is dropped. The text then
     /// goes up in consecutive pieces ([`DeviceSa::upload`]), [`DeviceSa::build`] sorts, and the
     /// suffix array comes back in any pieces ([`DeviceSa::download`]). Device memory ≈
     /// [`DEVICE_BYTES_PER_CHAR`] per character; host memory only the staging buffers.
