@@ -511,9 +511,11 @@ impl OutputFile {
         comm.broadcast_bytes(&mut tmp, 0);
         let tmp = (!tmp.is_empty()).then(|| PathBuf::from(std::ffi::OsString::from_vec(tmp)));
         let file = match (&tmp, &root) {
-            (Some(_), Some(s)) => s.file.try_clone().map(Some).map_err(|e| {
-                Error::io("open output", tmp.as_ref().expect("staged"), e)
-            }),
+            (Some(t), Some(s)) => s
+                .file
+                .try_clone()
+                .map(Some)
+                .map_err(|e| Error::io("open output", t, e)),
             (Some(t), None) => OpenOptions::new()
                 .write(true)
                 .open(t)
