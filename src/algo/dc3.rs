@@ -28,7 +28,7 @@ use crate::dist::{
     build_by_kind, exchange, name_sorted, rebalance, right_halo, sample_sort, scatter, Layout,
     Pair, SortKey,
 };
-use crate::local::LocalSort;
+use crate::local::{DeviceSuffixArray, LocalSort};
 use crate::Ctx;
 
 /// A character of a level's text, as a value ≥ 1 (0 stands for "past the end").
@@ -36,8 +36,8 @@ pub trait Symbol: Pod + Send + Sync {
     fn val(self) -> u64;
     /// Sequential suffix array of a gathered text.
     fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64>;
-    /// The backend's own suffix array of a gathered text, if it builds one (the GPU).
-    fn backend_sa(text: &[Self], sorter: &dyn LocalSort) -> Option<Vec<u64>>;
+    /// The suffix array of a gathered text built by `device`, if it takes the text.
+    fn device_sa(text: &[Self], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>>;
     /// This pe's part of the suffix array of a distributed text, built whole on pe 0's device
     /// if it takes it ([`super::pooled`]). Collective.
     fn pooled_sa(ctx: &Ctx, text: &[Self], layout: &Layout) -> Option<Vec<u64>>;
@@ -51,8 +51,8 @@ impl Symbol for u8 {
     fn sequential_sa(text: &[u8], threads: usize) -> Vec<u64> {
         super::seq::sa_bytes(text, threads)
     }
-    fn backend_sa(text: &[u8], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
-        sorter.suffix_array_bytes(text)
+    fn device_sa(text: &[u8], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
+        device.suffix_array_bytes(text)
     }
     fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
         super::pooled::pooled_sa(ctx, text, layout)
@@ -67,8 +67,8 @@ impl Symbol for u64 {
     fn sequential_sa(text: &[u64], threads: usize) -> Vec<u64> {
         super::seq::sa_ints(text, threads)
     }
-    fn backend_sa(text: &[u64], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
-        sorter.suffix_array_ints(text)
+    fn device_sa(text: &[u64], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
+        device.suffix_array_ints(text)
     }
     fn pooled_sa(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u64>> {
         super::pooled::pooled_sa_ints(ctx, text, layout)
@@ -106,7 +106,8 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
         let _wide = crate::affinity::widen(&ctx.node_cpus);
         let threads = crate::affinity::count(&ctx.node_cpus).max(ctx.config.threads);
         let t0 = std::time::Instant::now();
-        if let Some(sa) = C::backend_sa(&all, ctx.sorter.as_ref()) {
+        let device = ctx.device_suffix_array();
+        if let Some(sa) = device.and_then(|d| C::device_sa(&all, d)) {
             log::debug!(
                 "base case: {} characters on the {} backend: {:.3} s",
                 all.len(),
@@ -148,7 +149,8 @@ fn fits_device(ctx: &Ctx, n: usize) -> bool {
         return false;
     }
     let mut cap = if ctx.comm.rank() == 0 {
-        ctx.sorter.suffix_array_max_len() as u64
+        ctx.device_suffix_array()
+            .map_or(0, |d| d.suffix_array_max_len()) as u64
     } else {
         0
     };

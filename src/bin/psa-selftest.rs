@@ -29,7 +29,7 @@ use psa::dist::{
     OwnerCursor, SortKey,
 };
 use psa::local::cpu::CpuSort;
-use psa::local::{Alphabet, LocalSort, PooledSa};
+use psa::local::{Alphabet, DeviceSuffixArray, LocalSort, PooledSa};
 use psa::stats::PhaseLog;
 use psa::{Algo, Backend, Config, Ctx, Error};
 
@@ -1099,6 +1099,12 @@ impl LocalSort for CpuPool {
     fn sort_u128(&self, v: &mut [u128]) {
         self.cpu.sort_u128(v)
     }
+    fn device_suffix_array(&self) -> Option<&dyn DeviceSuffixArray> {
+        Some(self)
+    }
+}
+
+impl DeviceSuffixArray for CpuPool {
     fn suffix_array_max_len(&self) -> usize {
         1 << 40
     }
