@@ -76,7 +76,15 @@ fn parent(name: &str, procs: &[usize]) {
     for &p in procs {
         let dir = TempDir::new(&format!("{name}-p{p}"));
         let o = job(&exe, name, p, dir.path());
-        let passed = o.stdout.matches("test result: ok. 1 passed").count();
+        // Each pe that finished the body leaves a file (its stdout lines may interleave with
+        // the other pes' and cannot be counted reliably).
+        let passed = std::fs::read_dir(dir.path())
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("passed-pe-"))
+                    .count()
+            })
+            .unwrap_or(0);
         if !o.success() {
             failures.push(format!("p = {p}: {}", report(&o)));
             if o.timed_out {
@@ -160,6 +168,8 @@ fn child(name: &str, body: impl FnOnce(&Comm)) {
     let comm = Comm::new(universe.world());
     body(&comm);
     comm.barrier();
+    // In the job's directory (the parent's current_dir): this pe ran the body to its end.
+    std::fs::write(format!("passed-pe-{}", comm.rank()), b"").expect("write the pass marker");
     drop(comm);
     drop(universe); // MPI_Finalize
 }
