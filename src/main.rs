@@ -96,10 +96,15 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             // Every pe parsed the same argv and reached the same verdict; one prints it.
+            let code = if e.use_stderr() { 2 } else { 0 };
             if launcher_rank().unwrap_or(0) == 0 {
                 let _ = e.print();
+            } else if code != 0 {
+                // A launcher ends the job at the first non-zero exit, possibly before rank 0
+                // has printed: the others leave late (the launcher usually ends them first).
+                std::thread::sleep(std::time::Duration::from_secs(5));
             }
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            return ExitCode::from(code);
         }
     };
     let Some(universe) = mpi::initialize() else {
