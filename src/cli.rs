@@ -119,6 +119,9 @@ pub struct Tuning {
     /// Records per message of the relay through pe 0 (--gpu at p > 1)
     #[arg(long, hide = true, value_name = "N", value_parser = at_least(1))]
     pub pool_piece: Option<usize>,
+    /// Key ranges pCSS's sorts run in, one after the other (0: chosen from the input)
+    #[arg(long, hide = true, value_name = "N")]
+    pub sort_rounds: Option<usize>,
     /// Pinned staging buffers of GPU transfers: N buffers (at least 2) of M MiB
     #[arg(long, hide = true, value_name = "NxM", value_parser = stage_shape)]
     pub gpu_stage: Option<(usize, usize)>,
@@ -223,6 +226,7 @@ impl Cli {
         }
         tune.gpu_pool = !t.no_gpu_pool;
         tune.pool_piece = t.pool_piece.unwrap_or(tune.pool_piece);
+        tune.sort_rounds = t.sort_rounds.unwrap_or(tune.sort_rounds);
         let gpu = &mut c.gpu;
         if let Some((n, bytes)) = t.gpu_stage {
             (gpu.stage_buffers, gpu.stage_buffer_bytes) = (n, bytes);

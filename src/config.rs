@@ -98,6 +98,11 @@ pub struct Tunables {
     /// Records per message of that relay through pe 0 (default [`crate::algo::pooled::PIECE`];
     /// at least 1) (`--pool-piece N`).
     pub pool_piece: usize,
+    /// Key ranges that pCSS's sorts run in, one after the other (a range's records are made,
+    /// sorted, named and freed before the next: less memory, see
+    /// [`crate::algo::css::peak_bytes_per_pe`]); 0 (the default): chosen from the slice size
+    /// (`--sort-rounds N`).
+    pub sort_rounds: usize,
 }
 
 impl Default for Tunables {
@@ -110,6 +115,7 @@ impl Default for Tunables {
             css_predicted: Predicted::Dc7,
             gpu_pool: true,
             pool_piece: crate::algo::pooled::PIECE,
+            sort_rounds: 0,
         }
     }
 }
@@ -216,6 +222,7 @@ impl Config {
             ("css_predicted", s(t.css_predicted.name())),
             ("gpu_pool", t.gpu_pool.to_string()),
             ("pool_piece", t.pool_piece.to_string()),
+            ("sort_rounds", t.sort_rounds.to_string()),
             ("gpu_stage_buffers", g.stage_buffers.to_string()),
             ("gpu_stage_buffer_bytes", g.stage_buffer_bytes.to_string()),
             ("gpu_copy_piece", g.copy_piece.to_string()),
@@ -275,6 +282,7 @@ mod tests {
                     css_predicted: _,
                     gpu_pool: _,
                     pool_piece: _,
+                    sort_rounds: _,
                 },
             gpu:
                 GpuOptions {
@@ -285,7 +293,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 6 + 7 + 5);
+        assert_eq!(names.len(), 6 + 8 + 5);
     }
 
     #[test]

@@ -43,7 +43,8 @@ use rayon::prelude::*;
 
 use crate::comm::Comm;
 use crate::dist::{
-    collect_kept, fetch, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey,
+    collect_kept, fetch, right_halo, sample_sort, send_to_owners, sort_in_rounds, Layout, Pair,
+    Round, SortKey,
 };
 use crate::local::LocalSort;
 use crate::{Ctx, Predicted};
@@ -70,40 +71,58 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         return build(ctx, text, layout);
     }
     let codes = ctx.phase("alphabet", || Codes::of(ctx, text));
-    let keys = ctx.phase("keys", || first_keys(ctx, text, layout, &codes));
-    let decided = predict(ctx, &keys, n, &codes)
+    let rounds = sort_rounds(ctx, layout);
+    let (keys, held) = ctx.phase("keys", || {
+        let keys = KeyGen::new(ctx, text, layout, &codes);
+        // One round: every record made at once (a range would be made by filtering all).
+        let held = (rounds == 1).then(|| keys.all());
+        (keys, held)
+    });
+    let decided = predict(ctx, &keys, held.as_deref(), n)
         .and_then(|shared| hand_over(ctx, n, Progress::Predicted { shared, k: codes.k }));
     if let Some(build) = decided.and_then(HandOver::whole) {
-        drop(keys);
+        drop(held);
         ctx.log.refine_rounds.set(0);
         return build(ctx, text, layout);
     }
-    let mut sorted = ctx.phase("sort keys", || sample_sort(ctx, keys));
-    ctx.phase("order tails", || order_tails(&mut sorted, codes.k));
     // With the finish decided, only the number of unresolved suffixes matters.
-    let first = ctx.phase("names", || {
-        first_names(ctx, sorted, n, &codes, decided.is_none())
-    });
+    let first = first_sort(ctx, layout, &keys, held, rounds, decided.is_none());
+    drop(keys);
     let tied = ctx.comm.all_reduce_sum(first.tied as u64);
     if ctx.comm.rank() == 0 {
         log::info!(
-            "css: {} characters per key ({} bits each); {tied} of {n} suffixes need refinement",
+            "css: {} characters per key ({} bits each), {rounds} sort round(s); {tied} of {n} suffixes need refinement",
             codes.k,
             codes.b
         );
     }
-    if tied == 0 {
+    let mut name_of = match first.names {
         // Every name is final: it is the suffix's index in the SA.
+        Names::Sorted(pairs) if tied == 0 => {
+            ctx.log.refine_rounds.set(0);
+            return ctx.phase("place", || pairs.place(&ctx.comm, layout));
+        }
+        Names::Sorted(pairs) => {
+            ctx.phase("names to text", || pairs.into_text_order(&ctx.comm, layout))
+        }
+        Names::Text(name_of) => name_of,
+    };
+    if tied == 0 {
         ctx.log.refine_rounds.set(0);
-        return ctx.phase("place", || first.pairs.place(&ctx.comm, layout));
+        return ctx.phase("place", || place_names(ctx, layout, name_of));
     }
-    let mut name_of = ctx.phase("names to text", || {
-        first.pairs.into_text_order(&ctx.comm, layout)
-    });
     let refined = match decided {
         // Predicted: doubling would crawl. The first sort's names (depth k ≥ 8) are finished.
         Some(_) => Refined::HandedOver { rounds: 0 },
-        None => refine(ctx, text, layout, &codes, &mut name_of, first.unresolved),
+        None => refine(
+            ctx,
+            text,
+            layout,
+            &codes,
+            &mut name_of,
+            first.unresolved,
+            rounds,
+        ),
     };
     match refined {
         Refined::HandedOver { rounds } => {
@@ -282,107 +301,316 @@ impl Codes {
     }
 }
 
-/// Phase 2: the first sort's record of every position of this pe (see [`HiKey`]). Collective (a
-/// halo of k − 1 characters).
-fn first_keys(ctx: &Ctx, text: &[u8], layout: &Layout, codes: &Codes) -> Vec<HiKey> {
-    let n = layout.len();
-    let (b, k, align) = (codes.b, codes.k, codes.align);
-    let lo = layout.start(ctx.comm.rank());
-    let halo = right_halo(&ctx.comm, text, k - 1);
-    let ext: Vec<u8> = text.iter().chain(halo.iter()).copied().collect();
-    let used = 64 - align;
-    let mask = if used == 64 {
-        u64::MAX
-    } else {
-        (1u64 << used) - 1
-    };
-    let code = &codes.code;
-    let chr = |j: usize| {
-        if j < ext.len() {
-            code[ext[j] as usize]
-        } else {
-            0
+/// Phase 2: the first sort's records of this pe's positions (see [`HiKey`]), made from the text
+/// and a halo of k − 1 characters: all at once ([`KeyGen::all`]), one at a time
+/// ([`KeyGen::at`]), or those of one key range ([`KeyGen::range`], for the sort in rounds).
+struct KeyGen<'a> {
+    text: &'a [u8],
+    halo: Vec<u8>,
+    codes: &'a Codes,
+    /// The global position of `text[0]`, and the text's length.
+    lo: usize,
+    n: usize,
+    /// The used bits of a key (b·k).
+    mask: u64,
+}
+
+/// Positions per task when making keys.
+const KEY_CHUNK: usize = 1 << 16;
+
+impl<'a> KeyGen<'a> {
+    /// Collective (the halo).
+    fn new(ctx: &Ctx, text: &'a [u8], layout: &Layout, codes: &'a Codes) -> Self {
+        let halo = right_halo(&ctx.comm, text, codes.k - 1);
+        let used = 64 - codes.align;
+        KeyGen {
+            text,
+            halo,
+            codes,
+            lo: layout.start(ctx.comm.rank()),
+            n: layout.len(),
+            mask: if used == 64 {
+                u64::MAX
+            } else {
+                (1u64 << used) - 1
+            },
         }
-    };
-    const CHUNK: usize = 1 << 16;
-    let mut out = vec![HiKey(0); text.len()];
-    out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, dst)| {
-        let j0 = c * CHUNK;
-        // Window of k characters starting at j0 - 1, rolled forward one character per position.
+    }
+
+    /// Number of records (this pe's positions).
+    fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    /// The code of local character j (the halo past the slice; the smallest code past the end).
+    #[inline]
+    fn chr(&self, j: usize) -> u64 {
+        let c = match self.text.get(j) {
+            Some(&c) => c,
+            None => match self.halo.get(j - self.text.len()) {
+                Some(&c) => c,
+                None => return 0,
+            },
+        };
+        self.codes.code[c as usize]
+    }
+
+    #[inline]
+    fn record(&self, j: usize, key: u64) -> HiKey {
+        let i = self.lo + j;
+        HiKey::new(key << self.codes.align, (self.n - i).min(self.codes.k), i)
+    }
+
+    /// The record of local position j.
+    fn at(&self, j: usize) -> HiKey {
+        let key = (j..j + self.codes.k).fold(0u64, |key, t| (key << self.codes.b) | self.chr(t));
+        self.record(j, key & self.mask)
+    }
+
+    /// The records of local positions j0, j0 + 1, … into `dst` (a window of k characters rolled
+    /// forward one character per position).
+    fn fill(&self, j0: usize, dst: &mut [HiKey]) {
+        let (b, k) = (self.codes.b, self.codes.k);
         let mut key = 0u64;
         for t in 0..k - 1 {
-            key = (key << b) | chr(j0 + t);
+            key = (key << b) | self.chr(j0 + t);
         }
         for (d, slot) in dst.iter_mut().enumerate() {
             let j = j0 + d;
-            key = ((key << b) | chr(j + k - 1)) & mask;
-            let i = lo + j;
-            *slot = HiKey::new(key << align, (n - i).min(k), i);
+            key = ((key << b) | self.chr(j + k - 1)) & self.mask;
+            *slot = self.record(j, key);
         }
-    });
-    out
+    }
+
+    /// Every record, in position order.
+    fn all(&self) -> Vec<HiKey> {
+        let mut out = vec![HiKey(0); self.len()];
+        out.par_chunks_mut(KEY_CHUNK)
+            .enumerate()
+            .for_each(|(c, dst)| self.fill(c * KEY_CHUNK, dst));
+        out
+    }
+
+    /// The records x with lo ≤ x < hi (None: unbounded), in position order. Memory: the result
+    /// about twice while the pieces of the tasks are joined.
+    fn range(&self, lo: Option<HiKey>, hi: Option<HiKey>) -> Vec<HiKey> {
+        let keep = |x: &HiKey| lo.is_none_or(|l| l <= *x) && hi.is_none_or(|h| *x < h);
+        let pieces: Vec<Vec<HiKey>> = (0..self.len().div_ceil(KEY_CHUNK))
+            .into_par_iter()
+            .map(|c| {
+                let j0 = c * KEY_CHUNK;
+                let mut buf = vec![HiKey(0); KEY_CHUNK.min(self.len() - j0)];
+                self.fill(j0, &mut buf);
+                let mut kept: Vec<HiKey> = buf.into_iter().filter(keep).collect();
+                kept.shrink_to_fit();
+                kept
+            })
+            .collect();
+        pieces.concat()
+    }
+
+    /// Calls `f` on the records of every chunk of positions (made into a buffer when not held)
+    /// and reduces the results. On the pe's threads.
+    fn map_chunks<A: Send>(
+        &self,
+        held: Option<&[HiKey]>,
+        f: impl Fn(&[HiKey]) -> A + Sync + Send,
+        reduce: impl Fn(A, A) -> A + Sync + Send,
+        zero: impl Fn() -> A + Sync + Send,
+    ) -> A {
+        match held {
+            Some(v) => v.par_chunks(KEY_CHUNK).map(&f).reduce(&zero, &reduce),
+            None => (0..self.len().div_ceil(KEY_CHUNK))
+                .into_par_iter()
+                .map(|c| {
+                    let j0 = c * KEY_CHUNK;
+                    let mut buf = vec![HiKey(0); KEY_CHUNK.min(self.len() - j0)];
+                    self.fill(j0, &mut buf);
+                    f(&buf)
+                })
+                .reduce(&zero, &reduce),
+        }
+    }
 }
 
 /// Phase 2b: the sampled fraction of suffixes that share their key with another one, when a
 /// hand-over before the sort is possible (None otherwise). Collective.
-fn predict(ctx: &Ctx, keys: &[HiKey], n: usize, codes: &Codes) -> Option<f64> {
+fn predict(ctx: &Ctx, keys: &KeyGen, held: Option<&[HiKey]>, n: usize) -> Option<f64> {
     (ctx.tune.css_handover < 1.0 && ctx.tune.css_predict)
-        .then(|| ctx.phase("predict", || shared_key_fraction(ctx, keys, n, codes)))
+        .then(|| ctx.phase("predict", || shared_key_fraction(ctx, keys, held, n)))
 }
 
-/// What phase 4 leaves: every suffix's (name, position) pair, this pe's unresolved suffixes
-/// (empty when not kept) and their number.
+/// The number of rounds of pCSS's sorts: `ctx.tune.sort_rounds`, or with 0 (auto) as many as
+/// keep a round's records of the first sort at about [`AUTO_ROUND_BYTES_PER_CHAR`] bytes per
+/// character of the largest slice (1 for slices below [`AUTO_MIN_SLICE`]). Collective (every pe
+/// gets the same value).
+fn sort_rounds(ctx: &Ctx, layout: &Layout) -> usize {
+    if ctx.tune.sort_rounds > 0 {
+        return ctx.tune.sort_rounds;
+    }
+    let slice = (0..layout.pes())
+        .map(|r| layout.local_len(r))
+        .max()
+        .unwrap_or(0);
+    if slice < AUTO_MIN_SLICE {
+        1
+    } else {
+        (std::mem::size_of::<HiKey>() as u64).div_ceil(AUTO_ROUND_BYTES_PER_CHAR) as usize
+    }
+}
+
+/// Auto rounds: a round of the first sort holds about this many bytes of records per character.
+const AUTO_ROUND_BYTES_PER_CHAR: u64 = 4;
+
+/// Auto rounds: slices shorter than this sort in one round.
+const AUTO_MIN_SLICE: usize = 1 << 20;
+
+/// pCSS's peak memory per pe (bytes) for `n_local` characters per pe, p pes and `rounds` sort
+/// rounds, by this model (the allocations that are live together at the peak; the process's own
+/// ~17 MB not included):
+/// - throughout: the text (1 B per character) and the names in text order (8 B);
+/// - the first sort: per round n_local / rounds records of 16 B, three copies at once in an
+///   exchange (input, send buffer, received) plus 25 % imbalance between pes;
+/// - the unresolved suffixes after it: 24 B each, at most one per character (the worst case);
+/// - a doubling round over u unresolved suffixes: their 24 B, the answers 16 B, depths 8 B per
+///   character, and per round u / rounds records of 16 B with three copies and 25 % imbalance,
+///   plus 24 B per record of the round's updates.
+///
+/// The worst case (every suffix unresolved) is assumed: a budget met by this estimate is met by
+/// every input. Local.
+pub fn peak_bytes_per_pe(n_local: u64, p: usize, rounds: usize) -> u64 {
+    let _ = p; // the slices are balanced at any p; kept for a model that depends on it
+    let rounds = rounds.max(1) as u64;
+    let round = |records: u64| (records.div_ceil(rounds) as f64 * 1.25) as u64;
+    let base = 9 * n_local;
+    let first = base + 3 * 16 * round(n_local);
+    let unresolved = 24 * n_local;
+    let refine = base + unresolved + 16 * n_local + 8 * n_local + (3 * 16 + 24) * round(n_local);
+    first.max(refine)
+}
+
+/// What phase 4 leaves: the names (every suffix's (name, position) pair in sorted order after one
+/// round; the names in text order after several), this pe's unresolved suffixes (empty when not
+/// kept) and their number.
 struct FirstNames {
-    pairs: Pairs,
+    names: Names,
     unresolved: Vec<Suffix>,
     tied: usize,
 }
 
-/// Phase 4: groups are runs of equal key and clamped length in the sorted records; every suffix
-/// becomes a (name, position) pair (32 + 32 bits when n ≤ 2^32, the records' memory reused
-/// otherwise), and with `keep_unresolved` the suffixes not alone in their group are copied out
-/// with the depth their group shares (k), or 0 for those inside a run of one character (for the
-/// run step). Collective.
-fn first_names(
+/// The names after the first sort.
+enum Names {
+    /// (name, position) pairs in sorted order (the sort ran in one round).
+    Sorted(Pairs),
+    /// The names of this pe's positions in text order (sent round by round).
+    Text(Vec<u64>),
+}
+
+/// Phases 3–4, one key range at a time ([`sort_in_rounds`]): sort the records, then name their
+/// groups (runs of equal key and clamped length): a suffix's name is the global index of its
+/// group's first record. With one round, every suffix becomes a (name, position) pair (32 + 32
+/// bits when n ≤ 2^32, the records' memory reused otherwise); with several, each round's names
+/// go to the owners of the positions at once ("names to text"). With `keep_unresolved` the
+/// suffixes not alone in their group are kept with the depth their group shares (k), or 0 for
+/// those inside a run of one character (for the run step). Collective.
+fn first_sort(
     ctx: &Ctx,
-    sorted: Vec<HiKey>,
-    n: usize,
-    codes: &Codes,
+    layout: &Layout,
+    keys: &KeyGen,
+    held: Option<Vec<HiKey>>,
+    rounds: usize,
     keep_unresolved: bool,
 ) -> FirstNames {
+    let comm = &ctx.comm;
+    let codes = keys.codes;
     let k = codes.k as u64;
-    let (names, alone, _) = group_names(ctx, &sorted, |a, b| a.id() == b.id());
-    let unresolved: Option<Vec<Suffix>> = keep_unresolved.then(|| {
-        collect_kept(&sorted, &alone, |j, r| Suffix {
-            name: names[j],
-            pos: r.pos(),
-            depth: if codes.is_run(r.key()) { 0 } else { k },
-        })
-    });
-    let tied = match &unresolved {
-        Some(v) => v.len(),
-        None => alone.iter().filter(|&&a| !a).count(),
-    };
-    drop(alone);
-    let pairs = if narrow(ctx, n) {
-        let v: Vec<u64> = sorted
-            .par_iter()
-            .zip(&names)
-            .map(|(r, &nm)| Pair::pack(nm, r.pos()))
-            .collect();
-        drop(sorted);
-        Pairs::Narrow(v)
+    let held = std::cell::RefCell::new(held);
+    let mut sorted_pairs: Option<Pairs> = None;
+    let mut name_of: Vec<u64> = if rounds > 1 {
+        vec![0u64; keys.len()]
     } else {
-        // Reuse the records' memory for 64+64-bit pairs.
-        let mut v: Vec<u128> = bytemuck::cast_vec(sorted);
-        v.par_iter_mut().zip(&names).for_each(|(slot, &nm)| {
-            *slot = Pair::pack(nm, HiKey(*slot).pos());
-        });
-        Pairs::Wide(v)
+        Vec::new()
     };
+    let mut unresolved: Vec<Suffix> = Vec::new();
+    let mut tied = 0usize;
+    let mut carry = 0u64;
+    let mut open = OpenEnd::default();
+    sort_in_rounds(
+        ctx,
+        "sort keys",
+        rounds,
+        keys.len(),
+        |j| keys.at(j),
+        |lo, hi| match held.borrow_mut().take() {
+            Some(all) => all,
+            None => ctx.phase("keys", || keys.range(lo, hi)),
+        },
+        |mut round| {
+            let pairs = ctx.phase("names", || {
+                let sorted = &round.sorted;
+                let edges = Edges::of_round(&round, carry);
+                let g = group_names(ctx, sorted, &edges, |a, b| a.id() == b.id());
+                carry = g.carry;
+                let entry = |j: usize, r: &HiKey| Suffix {
+                    name: g.names[j],
+                    pos: r.pos(),
+                    depth: if codes.is_run(r.key()) { 0 } else { k },
+                };
+                if let Some(s) = open.settle(comm, &round, &g, |j| entry(j, &sorted[j])) {
+                    tied += 1;
+                    if keep_unresolved {
+                        unresolved.push(s);
+                    }
+                }
+                if keep_unresolved {
+                    let kept = collect_kept(sorted, &g.alone, entry);
+                    tied += kept.len();
+                    if unresolved.is_empty() {
+                        unresolved = kept;
+                    } else {
+                        unresolved.reserve_exact(kept.len());
+                        unresolved.extend_from_slice(&kept);
+                    }
+                } else {
+                    tied += g.alone.iter().filter(|&&a| !a).count();
+                }
+                let names = g.names;
+                if narrow(ctx, layout.len()) {
+                    Pairs::Narrow(
+                        round
+                            .sorted
+                            .par_iter()
+                            .zip(&names)
+                            .map(|(r, &nm)| Pair::pack(nm, r.pos()))
+                            .collect(),
+                    )
+                } else {
+                    // Reuse the records' memory for 64+64-bit pairs.
+                    let mut v: Vec<u128> = bytemuck::cast_vec(std::mem::take(&mut round.sorted));
+                    v.par_iter_mut().zip(&names).for_each(|(slot, &nm)| {
+                        *slot = Pair::pack(nm, HiKey(*slot).pos());
+                    });
+                    Pairs::Wide(v)
+                }
+            });
+            drop(round);
+            if rounds == 1 {
+                sorted_pairs = Some(pairs);
+            } else {
+                ctx.phase("names to text", || {
+                    pairs.fill_text_order(comm, layout, &mut name_of)
+                });
+            }
+        },
+    );
+    // A group start that ends the last non-empty round is alone: `open` is dropped.
+    drop(open);
     FirstNames {
-        pairs,
-        unresolved: unresolved.unwrap_or_default(),
+        names: match sorted_pairs {
+            Some(pairs) => Names::Sorted(pairs),
+            None => Names::Text(name_of),
+        },
+        unresolved,
         tied,
     }
 }
@@ -402,16 +630,20 @@ impl Pairs {
     /// The names of this pe's positions, in text order: each pair goes to the owner of its
     /// position. Collective.
     fn into_text_order(self, comm: &Comm, layout: &Layout) -> Vec<u64> {
-        fn to_text<P: Pair>(comm: &Comm, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
-            let mut name_of = vec![0u64; layout.local_len(comm.rank())];
-            send_to_owners(comm, layout, pairs, &mut name_of[..], |x| {
-                (x.b() as usize, x.a())
-            });
-            name_of
+        let mut name_of = vec![0u64; layout.local_len(comm.rank())];
+        self.fill_text_order(comm, layout, &mut name_of);
+        name_of
+    }
+
+    /// Writes the names of these pairs into `name_of` (this pe's positions, in text order) at
+    /// the owners of their positions. Collective.
+    fn fill_text_order(self, comm: &Comm, layout: &Layout, name_of: &mut [u64]) {
+        fn to_text<P: Pair>(comm: &Comm, layout: &Layout, pairs: Vec<P>, name_of: &mut [u64]) {
+            send_to_owners(comm, layout, pairs, name_of, |x| (x.b() as usize, x.a()));
         }
         match self {
-            Pairs::Narrow(v) => to_text(comm, layout, v),
-            Pairs::Wide(v) => to_text(comm, layout, v),
+            Pairs::Narrow(v) => to_text(comm, layout, v, name_of),
+            Pairs::Wide(v) => to_text(comm, layout, v, name_of),
         }
     }
 
@@ -473,6 +705,7 @@ fn refine(
     codes: &Codes,
     name_of: &mut [u64],
     mut unresolved: Vec<Suffix>,
+    rounds: usize,
 ) -> Refined {
     let comm = &ctx.comm;
     let n = layout.len();
@@ -499,18 +732,14 @@ fn refine(
             return Refined::HandedOver { rounds: round };
         }
         round += 1;
-        let (still, updates) = ctx.phase("refine", || {
+        let d = &mut depth_of[..];
+        unresolved = ctx.phase("refine", || {
             if 4 * (bits(n as u64) + 1) <= 128 && !ctx.tune.force_wide {
-                refine_round::<u128>(ctx, layout, &unresolved, name_of, &depth_of)
+                refine_round::<u128>(ctx, layout, &unresolved, name_of, d, rounds)
             } else {
-                refine_round::<WideRefine>(ctx, layout, &unresolved, name_of, &depth_of)
+                refine_round::<WideRefine>(ctx, layout, &unresolved, name_of, d, rounds)
             }
         });
-        drop(unresolved);
-        ctx.phase("update names", || {
-            apply_updates(comm, layout, updates, name_of, &mut depth_of)
-        });
-        unresolved = still;
         before = Some(remaining);
         remaining = comm.all_reduce_sum(unresolved.len() as u64);
         if comm.rank() == 0 {
@@ -546,20 +775,22 @@ struct Ahead {
 /// 2^12 positions drawn at random over all pes (at least one per pe), and every pe counts how often each drawn key
 /// occurs among its own keys. O(n/p) hash probes per pe and one small all-gather and reduction.
 /// Collective; every pe gets the same value.
-fn shared_key_fraction(ctx: &Ctx, recs: &[HiKey], n: usize, codes: &Codes) -> f64 {
+fn shared_key_fraction(ctx: &Ctx, keys: &KeyGen, held: Option<&[HiKey]>, n: usize) -> f64 {
+    let codes = keys.codes;
     // 2^12 draws: the estimate's standard error is below 0.01, and the filter and table stay in
     // the first cache levels, so counting costs a few ns per key even when nearly all keys hit.
     const SAMPLES: usize = 1 << 12;
     let comm = &ctx.comm;
     let me = comm.rank();
     // This pe's share of the draws, proportional to its slice.
-    let want = (recs.len() as u128 * SAMPLES as u128).div_ceil(n.max(1) as u128) as usize;
+    let len = keys.len();
+    let want = (len as u128 * SAMPLES as u128).div_ceil(n.max(1) as u128) as usize;
     let mut rng = crate::dist::sample_sort::SplitMix::new(0x9e37_79b9 ^ ((me as u64) << 32));
-    let local: Vec<u128> = if recs.is_empty() {
+    let local: Vec<u128> = if len == 0 {
         Vec::new()
     } else {
-        (0..want.min(recs.len()))
-            .map(|_| recs[(rng.next() % recs.len() as u64) as usize].id())
+        (0..want.min(len))
+            .map(|_| keys.at((rng.next() % len as u64) as usize).id())
             .collect()
     };
     let drawn = comm.all_gather_v(&local);
@@ -613,9 +844,9 @@ fn shared_key_fraction(ctx: &Ctx, recs: &[HiKey], n: usize, codes: &Codes) -> f6
             s = (s + 1) & (slots - 1);
         }
     };
-    let counts = recs
-        .par_chunks(1 << 18)
-        .map(|chunk| {
+    let counts = keys.map_chunks(
+        held,
+        |chunk| {
             let mut c = vec![0u64; distinct.len()];
             for r in chunk {
                 if let Some(j) = find(r.id()) {
@@ -623,16 +854,15 @@ fn shared_key_fraction(ctx: &Ctx, recs: &[HiKey], n: usize, codes: &Codes) -> f6
                 }
             }
             c
-        })
-        .reduce(
-            || vec![0u64; distinct.len()],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(b) {
-                    *x += y;
-                }
-                a
-            },
-        );
+        },
+        |mut a, b| {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+            a
+        },
+        || vec![0u64; distinct.len()],
+    );
     let counts = comm.all_reduce_sum_vec(&counts);
     let shared = drawn
         .iter()
@@ -649,7 +879,7 @@ fn shared_key_fraction(ctx: &Ctx, recs: &[HiKey], n: usize, codes: &Codes) -> f6
 /// The first sort's record: [key (64 bits) | clamped length (7) | position (56)]. Sample sort
 /// splits by the whole integer (so equal keys spread over pes), but the local sort looks at the
 /// key only, which halves its radix passes; the clamped length matters only for the ≤ k−1 short
-/// suffixes at the end of the text, which [`order_tails`] puts in place afterwards.
+/// suffixes at the end of the text, which [`order_tails`] then puts in place.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
 struct HiKey(u128);
@@ -681,37 +911,48 @@ impl HiKey {
 }
 
 impl SortKey for HiKey {
+    /// Ascending by key and clamped length (the order of the groups); positions within a group
+    /// in any order.
     fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
         sorter.sort_u128_by_high(bytemuck::cast_slice_mut(v));
+        order_tails(v);
     }
 }
 
 /// In a run sorted by key only, moves the records of suffixes shorter than k (clamped length
-/// below k) to the front of their run of equal keys, ordered by length: a shorter suffix whose
-/// padded key equals a longer one's is a prefix of it and sorts first. Local; O(length of the
-/// runs that hold such a record).
-fn order_tails(v: &mut [HiKey], k: usize) {
-    let len_of = |r: &HiKey| r.clamped_len();
-    let key_of = |r: &HiKey| r.key();
-    let mut j = 0;
+/// below the longest of their run of equal keys) to the front of that run, ordered by length: a
+/// shorter suffix whose padded key equals a longer one's is a prefix of it and sorts first.
+/// Positions within a group stay in any order. Local; one pass, plus O(length) for the runs that
+/// hold such a record.
+fn order_tails(v: &mut [HiKey]) {
+    let mut j = 1;
     while j < v.len() {
-        if len_of(&v[j]) >= k {
+        if v[j].key() != v[j - 1].key() || v[j].clamped_len() == v[j - 1].clamped_len() {
             j += 1;
             continue;
         }
-        let key = key_of(&v[j]);
-        let mut a = j;
-        while a > 0 && key_of(&v[a - 1]) == key {
+        let key = v[j].key();
+        let mut a = j - 1;
+        while a > 0 && v[a - 1].key() == key {
             a -= 1;
         }
         let mut e = j;
-        while e < v.len() && key_of(&v[e]) == key {
+        while e < v.len() && v[e].key() == key {
             e += 1;
         }
         let run = &mut v[a..e];
-        let mut short: Vec<HiKey> = run.iter().copied().filter(|r| len_of(r) < k).collect();
-        short.sort_unstable_by_key(|r| len_of(r));
-        let long: Vec<HiKey> = run.iter().copied().filter(|r| len_of(r) >= k).collect();
+        let k = run.iter().map(|r| r.clamped_len()).max().unwrap_or(0);
+        let mut short: Vec<HiKey> = run
+            .iter()
+            .copied()
+            .filter(|r| r.clamped_len() < k)
+            .collect();
+        short.sort_unstable_by_key(|r| r.clamped_len());
+        let long: Vec<HiKey> = run
+            .iter()
+            .copied()
+            .filter(|r| r.clamped_len() >= k)
+            .collect();
         for (slot, r) in run.iter_mut().zip(short.into_iter().chain(long)) {
             *slot = r;
         }
@@ -798,47 +1039,147 @@ impl RefineKey for WideRefine {
 
 /// One refinement round: every unresolved (name g, position i, depth d) — all members of group g
 /// share their first d characters — is keyed by (g, name(i+d)); a new subgroup shares d plus the
-/// depth of the group of i+d. Sort, rename. Collective.
+/// depth of the group of i+d. Sorted in `rounds` key ranges ([`sort_in_rounds`]); each range is
+/// renamed and its updates are written to the owners of the positions before the next one (the
+/// names of i+d are all fetched first, so later ranges see none of the new names). Returns the
+/// suffixes still unresolved. Collective.
 fn refine_round<K: RefineKey>(
     ctx: &Ctx,
     layout: &Layout,
     unresolved: &[Suffix],
-    name_of: &[u64],
-    depth_of: &[u64],
-) -> (Vec<Suffix>, Vec<Suffix>) {
+    name_of: &mut [u64],
+    depth_of: &mut [u64],
+    rounds: usize,
+) -> Vec<Suffix> {
     let comm = &ctx.comm;
     let n = layout.len();
     let bi = bits(n as u64);
+    // One answer per suffix (those with i + d past the end ask about position 0 and ignore it).
     let queries: Vec<u64> = unresolved
-        .iter()
+        .par_iter()
         .map(|s| s.pos + s.depth)
-        .filter(|&q| (q as usize) < n)
+        .map(|q| if (q as usize) < n { q } else { 0 })
         .collect();
     let answers = fetch(comm, layout, &queries, |j| Ahead {
         name: name_of[j] + 1,
         depth: depth_of[j],
     });
     drop(queries);
-    let mut a = answers.into_iter();
-    let recs: Vec<K> = unresolved
-        .iter()
-        .map(|s| {
-            let ahead = if ((s.pos + s.depth) as usize) < n {
-                a.next().expect("one answer per query")
+    let record = |j: usize| {
+        let s = unresolved[j];
+        let ahead = if ((s.pos + s.depth) as usize) < n {
+            answers[j]
+        } else {
+            Ahead::zeroed()
+        };
+        K::new(
+            s.name,
+            ahead.name,
+            s.pos,
+            (s.depth + ahead.depth).min(n as u64),
+            bi,
+        )
+    };
+    let mut still: Vec<Suffix> = Vec::new();
+    let (mut gcarry, mut scarry) = (0u64, 0u64);
+    let mut open = OpenEnd::default();
+    sort_in_rounds(
+        ctx,
+        "· sort",
+        rounds,
+        unresolved.len(),
+        record,
+        |lo, hi| {
+            let keep = |x: &K| lo.is_none_or(|l| l <= *x) && hi.is_none_or(|h| *x < h);
+            let all = (0..unresolved.len()).into_par_iter().map(record);
+            if rounds == 1 {
+                all.collect()
             } else {
-                Ahead::zeroed()
+                all.filter(keep).collect()
+            }
+        },
+        |round| {
+            let g_of = |r: &K| r.group(bi);
+            let sorted = &round.sorted;
+            let gstart = group_names(ctx, sorted, &Edges::of_round(&round, gcarry), |a, b| {
+                g_of(a) == g_of(b)
+            });
+            gcarry = gstart.carry;
+            let gstart = gstart.names;
+            let sub = group_names(ctx, sorted, &Edges::of_round(&round, scarry), |a, b| {
+                a.same_pair(b, bi)
+            });
+            scarry = sub.carry;
+            let update = |j: usize, r: &K| Suffix {
+                name: g_of(r) + (sub.names[j] - gstart[j]),
+                pos: r.pos(bi),
+                depth: r.depth(bi),
             };
-            K::new(
-                s.name,
-                ahead.name,
-                s.pos,
-                (s.depth + ahead.depth).min(n as u64),
-                bi,
-            )
-        })
-        .collect();
-    let sorted = sample_sort(ctx, recs);
-    refine_names(ctx, &sorted, bi)
+            let updates: Vec<Suffix> = sorted
+                .par_iter()
+                .enumerate()
+                .map(|(j, r)| update(j, r))
+                .collect();
+            still.extend(open.settle(comm, &round, &sub, |j| updates[j]));
+            let kept = collect_kept(&updates, &sub.alone, |_, u| *u);
+            if still.is_empty() {
+                still = kept;
+            } else {
+                still.reserve_exact(kept.len());
+                still.extend_from_slice(&kept);
+            }
+            drop(sub);
+            drop(gstart);
+            drop(round);
+            ctx.phase("update names", || {
+                apply_updates(comm, layout, updates, name_of, depth_of)
+            });
+        },
+    );
+    still
+}
+
+/// A group start that ends a round of a sort in rounds ([`sort_in_rounds`]): it is alone unless
+/// the first record of the next non-empty round continues its group. Held by the pe that holds
+/// the record.
+#[derive(Default)]
+struct OpenEnd(Option<Suffix>);
+
+impl OpenEnd {
+    /// After grouping a round into `g`: returns the suffix held open by an earlier round when this
+    /// round's first record continues its group (so it is not alone after all), and holds this
+    /// round's last record open when it may be alone only for want of a successor (`entry(j)`
+    /// makes the suffix of record j). Collective (one reduction; none in a sort of one round).
+    fn settle<T>(
+        &mut self,
+        comm: &Comm,
+        round: &Round<T>,
+        g: &Groups,
+        entry: impl FnOnce(usize) -> Suffix,
+    ) -> Option<Suffix> {
+        if round.rounds == 1 {
+            return None;
+        }
+        // Does the round's first record continue a group (1) or begin one (2)? 0: empty round.
+        let first = if round.holds_first() {
+            1 + u64::from(g.first_starts == Some(true))
+        } else {
+            0
+        };
+        let joined = match (comm.all_reduce_max(first), self.0.take()) {
+            (1, s) => s,
+            (0, s) => {
+                self.0 = s;
+                None
+            }
+            _ => None,
+        };
+        let last = round.sorted.len().wrapping_sub(1);
+        if round.open_end() && g.alone[last] {
+            self.0 = Some(entry(last));
+        }
+        joined
+    }
 }
 
 /// Sends (name, position, depth) updates to the owners of the positions. Collective.
@@ -954,8 +1295,16 @@ fn split_runs(
         .collect();
     drop(answers);
     let sorted = sample_sort(ctx, recs);
-    let (gstart, _, _) = group_names(ctx, &sorted, |a, b| a >> (2 * w + 1) == b >> (2 * w + 1));
-    let (sstart, alone, _) = group_names(ctx, &sorted, |a, b| a >> w == b >> w);
+    let edges = Edges::of(comm, &sorted);
+    let gstart = group_names(ctx, &sorted, &edges, |a, b| {
+        a >> (2 * w + 1) == b >> (2 * w + 1)
+    })
+    .names;
+    let Groups {
+        names: sstart,
+        alone,
+        ..
+    } = group_names(ctx, &sorted, &edges, |a, b| a >> w == b >> w);
     let updates: Vec<Suffix> = sorted
         .par_iter()
         .enumerate()
@@ -997,19 +1346,65 @@ fn collect_range<T: Send>(len: usize, f: impl Fn(usize) -> T + Sync + Send) -> V
     }
 }
 
+/// Where a sorted run of records sits in the whole sorted sequence: the global index of its first
+/// record, the records just before and after it (None at the sequence's ends, and `next` also
+/// at the end of a round whose successor is not known yet), and the name of the group open
+/// before it (the last group start of earlier rounds; 0 when there is none).
+struct Edges<T> {
+    offset: u64,
+    prev: Option<T>,
+    next: Option<T>,
+    carry: u64,
+}
+
+impl<T: bytemuck::Pod> Edges<T> {
+    /// For a sequence sorted in one piece (one [`sample_sort`]). Collective.
+    fn of(comm: &Comm, sorted: &[T]) -> Self {
+        Edges {
+            offset: comm.exscan_sum(sorted.len() as u64),
+            prev: crate::dist::last_of_left(comm, sorted),
+            next: right_halo(comm, sorted, 1).first().copied(),
+            carry: 0,
+        }
+    }
+
+    /// For one round of [`sort_in_rounds`], with the group start carried from earlier rounds.
+    fn of_round(round: &Round<T>, carry: u64) -> Self {
+        Edges {
+            offset: round.offset,
+            prev: round.prev,
+            next: round.next,
+            carry,
+        }
+    }
+}
+
+/// The groups of a sorted run (see [`group_names`]).
+struct Groups {
+    /// Per record: the global index of the first record of its group.
+    names: Vec<u64>,
+    /// Per record: whether it is alone in its group (a record without a known successor counts
+    /// as ending its group).
+    alone: Vec<bool>,
+    /// Whether this pe's first record begins a group (None without records).
+    first_starts: Option<bool>,
+    /// The group start open after the whole run on all pes (the carry for the next round).
+    carry: u64,
+}
+
 /// Groups of a globally sorted run: for each record, its name (global index of the first record
-/// of its group) and whether it is alone in its group. Collective. Also returns this pe's global
-/// offset.
+/// of its group) and whether it is alone in its group; `same` tells whether two neighbouring
+/// records are in one group. Collective (a max-scan and a max-reduction).
 fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
     ctx: &Ctx,
     sorted: &[T],
+    edges: &Edges<T>,
     same: F,
-) -> (Vec<u64>, Vec<bool>, u64) {
+) -> Groups {
     const CHUNK: usize = 1 << 16;
     let comm = &ctx.comm;
-    let offset = comm.exscan_sum(sorted.len() as u64);
-    let prev = crate::dist::last_of_left(comm, sorted);
-    let next = right_halo(comm, sorted, 1);
+    let offset = edges.offset;
+    let (prev, next) = (&edges.prev, &edges.next);
     let len = sorted.len();
     // alone[j]: does record j begin a group that the next record does not continue?
     let alone_of = |starts: &[bool]| -> Vec<bool> {
@@ -1017,7 +1412,7 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
             let ends = if j + 1 < len {
                 starts[j + 1]
             } else {
-                next.first().is_none_or(|nx| !same(&sorted[j], nx))
+                next.as_ref().is_none_or(|nx| !same(&sorted[j], nx))
             };
             starts[j] && ends
         })
@@ -1031,6 +1426,7 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
         };
         before.is_none_or(|b| !same(b, &sorted[j]))
     });
+    let first_starts = starts.first().copied();
     if rayon::current_num_threads() == 1 {
         // One thread: a single pass (the chunked scan below costs an extra pass).
         let mut names = Vec::with_capacity(len);
@@ -1043,7 +1439,7 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
             }
             names.push(cur);
         }
-        let carry = comm.exscan_max(local_max);
+        let carry = comm.exscan_max(local_max).max(edges.carry);
         for (nm, &s) in names.iter_mut().zip(&starts) {
             if s {
                 break;
@@ -1051,7 +1447,12 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
             *nm = carry;
         }
         let alone = alone_of(&starts);
-        return (names, alone, offset);
+        return Groups {
+            names,
+            alone,
+            first_starts,
+            carry: comm.all_reduce_max(local_max).max(edges.carry),
+        };
     }
     // A max-scan of group starts: the last start of each chunk, carried across chunks and pes.
     let last_start: Vec<Option<u64>> = starts
@@ -1064,7 +1465,7 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
         })
         .collect();
     let local_max = last_start.iter().flatten().copied().max().unwrap_or(0);
-    let mut carry = comm.exscan_max(local_max);
+    let mut carry = comm.exscan_max(local_max).max(edges.carry);
     let carries: Vec<u64> = last_start
         .iter()
         .map(|&l| {
@@ -1090,25 +1491,10 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
             }
         });
     let alone = alone_of(&starts);
-    (names, alone, offset)
-}
-
-/// One refinement step on sorted refine records: new name = group name + (index of the subgroup
-/// start − index of the group start). Returns (the suffixes still unresolved, updates for every
-/// record). Collective.
-fn refine_names<K: RefineKey>(ctx: &Ctx, sorted: &[K], bi: u32) -> (Vec<Suffix>, Vec<Suffix>) {
-    let g_of = |r: &K| r.group(bi);
-    let (gstart, _, _) = group_names(ctx, sorted, |a, b| g_of(a) == g_of(b));
-    let (sstart, alone, _) = group_names(ctx, sorted, |a, b| a.same_pair(b, bi));
-    let updates: Vec<Suffix> = sorted
-        .par_iter()
-        .enumerate()
-        .map(|(j, r)| Suffix {
-            name: g_of(r) + (sstart[j] - gstart[j]),
-            pos: r.pos(bi),
-            depth: r.depth(bi),
-        })
-        .collect();
-    let still = collect_kept(&updates, &alone, |_, u| *u);
-    (still, updates)
+    Groups {
+        names,
+        alone,
+        first_starts,
+        carry: comm.all_reduce_max(local_max).max(edges.carry),
+    }
 }

@@ -5,6 +5,7 @@ pub mod exchange;
 pub mod layout;
 pub mod naming;
 pub mod pair;
+pub mod rounds;
 pub mod sample_sort;
 pub mod shift;
 
@@ -15,5 +16,6 @@ pub use exchange::{
 pub use layout::{Layout, OwnerCursor};
 pub use naming::name_sorted;
 pub use pair::Pair;
+pub use rounds::{sort_in_rounds, Round};
 pub use sample_sort::{sample_sort, SortKey};
 pub use shift::{last_of_left, right_halo};

@@ -1,0 +1,143 @@
+//! Sample sort in rounds: the records of one key range at a time are generated, sorted across
+//! the pes and handed to a consumer, then freed (Distributed DCX's bucketed sort), so a pe never
+//! holds more than its share of one range.
+
+use super::sample_sort::{sample_sort, SplitMix};
+use super::{last_of_left, right_halo, SortKey};
+use crate::Ctx;
+
+/// Samples drawn over all pes per round to place the round boundaries: the relative error of a
+/// round's size is about 1/sqrt of it (≈ 4 %).
+const SAMPLES_PER_ROUND: usize = 512;
+
+/// One round of [`sort_in_rounds`], as the consumer sees it on one pe.
+pub struct Round<T> {
+    /// Which round (0-based) of how many.
+    pub index: usize,
+    pub rounds: usize,
+    /// This pe's part of the round, sorted; the parts are in pe order and the rounds in key order,
+    /// so the concatenation over rounds and pes is the whole sequence sorted.
+    pub sorted: Vec<T>,
+    /// The global rank of `sorted[0]` in the whole sorted sequence (the records of earlier rounds
+    /// plus those of lower pes in this round).
+    pub offset: u64,
+    /// The number of records in earlier rounds (the global rank of the round's first record).
+    pub before: u64,
+    /// The record just before `sorted[0]` in the whole sequence (on a lower pe or in an earlier
+    /// round), if any; when `sorted` is empty, the last record before this pe's place.
+    pub prev: Option<T>,
+    /// The record just after this pe's last one within this round (None when this pe holds the
+    /// round's last record, or nothing).
+    pub next: Option<T>,
+}
+
+impl<T> Round<T> {
+    /// Whether no round follows (so no record follows the round's last one).
+    pub fn is_last(&self) -> bool {
+        self.index + 1 == self.rounds
+    }
+
+    /// Whether this pe holds the round's first record.
+    pub fn holds_first(&self) -> bool {
+        self.offset == self.before && !self.sorted.is_empty()
+    }
+
+    /// Whether this pe holds the round's last record while later rounds follow (its successor
+    /// is the first record of the next non-empty round).
+    pub fn open_end(&self) -> bool {
+        !self.is_last() && self.next.is_none() && !self.sorted.is_empty()
+    }
+}
+
+/// Sorts a distributed sequence of records in `rounds` key ranges, one after the other.
+/// Collective.
+///
+/// Entry: this pe generates `len` records (unique over all pes, as for [`sample_sort`]):
+/// `record(j)` is its j-th (j < `len`; used to draw a sample), and `generate(lo, hi)` returns all
+/// of its records x with lo ≤ x < hi (None: unbounded), in any order. Exit: `consume` has been
+/// called once per round on every pe, in round order, with this pe's part of the round
+/// ([`Round`]); within a round the parts are balanced (about 1/p of the round each, whatever the
+/// keys: records are unique, so equal characters never pile up on one pe).
+///
+/// Each round's sort is timed as the phase `sort_phase`. With `rounds` = 1 this is [`sample_sort`] of `generate(None, None)` (no sample is drawn
+/// here). Otherwise round boundaries are chosen first from a sample of about
+/// [`SAMPLES_PER_ROUND`] records per round over all pes (every pe draws in proportion to `len`),
+/// so rounds hold about n / `rounds` records each.
+///
+/// Cost: `rounds` calls of `generate`, one [`sample_sort`] per round (its exchange and local
+/// sort), one all-gather of the sample, and a few one-record collectives per round. Memory: the
+/// round's records (two copies during its exchange) and what the consumer keeps, instead of all
+/// records.
+pub fn sort_in_rounds<T, R, G, C>(
+    ctx: &Ctx,
+    sort_phase: &str,
+    rounds: usize,
+    len: usize,
+    record: R,
+    generate: G,
+    mut consume: C,
+) where
+    T: SortKey,
+    R: Fn(usize) -> T,
+    G: Fn(Option<T>, Option<T>) -> Vec<T>,
+    C: FnMut(Round<T>),
+{
+    let comm = &ctx.comm;
+    let rounds = rounds.max(1);
+    let bounds: Vec<T> = if rounds == 1 {
+        Vec::new()
+    } else {
+        ctx.phase("· round splitters", || {
+            let n = comm.all_reduce_sum(len as u64);
+            let want = (len as u128 * (SAMPLES_PER_ROUND * rounds) as u128)
+                .div_ceil(n.max(1) as u128) as usize;
+            let mut rng = SplitMix::new(0x7f4a_7c15 ^ ((comm.rank() as u64) << 32) ^ n);
+            let sample: Vec<T> = if len == 0 {
+                Vec::new()
+            } else {
+                (0..want.min(len))
+                    .map(|_| record((rng.next() % len as u64) as usize))
+                    .collect()
+            };
+            let mut all = comm.all_gather_v(&sample);
+            all.sort_unstable();
+            if all.is_empty() {
+                Vec::new()
+            } else {
+                (1..rounds).map(|r| all[r * all.len() / rounds]).collect()
+            }
+        })
+    };
+    let mut done = 0u64; // records in earlier rounds
+    let mut last: Option<T> = None; // the last record of earlier rounds
+    for index in 0..rounds {
+        let lo = index.checked_sub(1).and_then(|r| bounds.get(r).copied());
+        let hi = bounds.get(index).copied();
+        let before = done;
+        let mine = generate(lo, hi);
+        let sorted = ctx.phase(sort_phase, || sample_sort(ctx, mine));
+        let offset = done + comm.exscan_sum(sorted.len() as u64);
+        let total = comm.all_reduce_sum(sorted.len() as u64);
+        let prev = last_of_left(comm, &sorted).or(last);
+        let next = right_halo(comm, &sorted, 1).first().copied();
+        // The round's last record, for the rounds after it (unchanged by an empty round).
+        last = last_of_all(comm, &sorted).or(last);
+        done += total;
+        consume(Round {
+            index,
+            rounds,
+            sorted,
+            offset,
+            before,
+            prev,
+            next,
+        });
+    }
+}
+
+/// The last record of the sequence held by all pes (the last one of the highest pe that holds
+/// any), on every pe. Collective.
+fn last_of_all<T: bytemuck::Pod>(comm: &crate::comm::Comm, local: &[T]) -> Option<T> {
+    let tail = &local[local.len().saturating_sub(1)..];
+    comm.all_gather_v(tail).last().copied()
+}
