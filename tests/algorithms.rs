@@ -371,6 +371,56 @@ fn exchanges_in_rounds() {
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
+/// `--sort-rounds N` makes pCSS sort in N key ranges one after the other (the first sort, its
+/// names and every doubling round), as large inputs do to save memory: 1, 2, 7 and 64 rounds
+/// (more rounds than records on the small inputs: empty rounds, groups and runs of equal keys
+/// across rounds and pes) on every input of the table at every p, down to tiny recursion levels
+/// (`--check`). With 2 and 64 rounds also without the prediction and the hand-over
+/// (`--no-css-predict --css-handover 2`), so the repetitive inputs reach the run step and many
+/// doubling rounds in rounds too. Results must stay exact.
+#[test]
+fn css_sorts_in_rounds() {
+    let variants: [&[&str]; 4] = [
+        &["--sort-rounds", "1"],
+        &[
+            "--sort-rounds",
+            "2",
+            "--no-css-predict",
+            "--css-handover",
+            "2",
+        ],
+        &["--sort-rounds", "7"],
+        &[
+            "--sort-rounds",
+            "64",
+            "--no-css-predict",
+            "--css-handover",
+            "2",
+        ],
+    ];
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for case in TABLE {
+        let text = (case.gen)();
+        let want = oracle(&text);
+        let dir = TempDir::new(case.name);
+        dir.write("input", &text);
+        for &p in PES {
+            for args in variants {
+                runs += 1;
+                if let Err(msg) = run_one(dir.path(), &want, p, "css", Base::Small(4), args) {
+                    failures.push(format!(
+                        "{}, input {}, p = {p}: {msg}",
+                        args.join(" "),
+                        case.name
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+}
+
 /// `--force-wide` sends both algorithms down their wide-record paths (normally only taken for
 /// n ≥ 2^41 or huge names) on small inputs; results must stay exact.
 #[test]

@@ -1039,10 +1039,13 @@ impl RefineKey for WideRefine {
 
 /// One refinement round: every unresolved (name g, position i, depth d) — all members of group g
 /// share their first d characters — is keyed by (g, name(i+d)); a new subgroup shares d plus the
-/// depth of the group of i+d. Sorted in `rounds` key ranges ([`sort_in_rounds`]); each range is
-/// renamed and its updates are written to the owners of the positions before the next one (the
-/// names of i+d are all fetched first, so later ranges see none of the new names). Returns the
-/// suffixes still unresolved. Collective.
+/// depth of the group of i+d. Sorted in `rounds` ranges of group names ([`sort_in_rounds`]; the
+/// boundaries cut between groups, so a round holds whole groups): per range, the names of i+d
+/// are fetched, the records sorted and renamed, and the updates written to the owners of the
+/// positions before the next range. A later range may thus see names already refined by an
+/// earlier one: they are finer prefix names of the same order (a group's new names stay within
+/// its old range, with the depths sent along), and all members of a group see the same ones.
+/// Returns the suffixes still unresolved. Collective.
 fn refine_round<K: RefineKey>(
     ctx: &Ctx,
     layout: &Layout,
@@ -1054,31 +1057,50 @@ fn refine_round<K: RefineKey>(
     let comm = &ctx.comm;
     let n = layout.len();
     let bi = bits(n as u64);
-    // One answer per suffix (those with i + d past the end ask about position 0 and ignore it).
-    let queries: Vec<u64> = unresolved
-        .par_iter()
-        .map(|s| s.pos + s.depth)
-        .map(|q| if (q as usize) < n { q } else { 0 })
-        .collect();
-    let answers = fetch(comm, layout, &queries, |j| Ahead {
-        name: name_of[j] + 1,
-        depth: depth_of[j],
-    });
-    drop(queries);
-    let record = |j: usize| {
-        let s = unresolved[j];
-        let ahead = if ((s.pos + s.depth) as usize) < n {
-            answers[j]
-        } else {
-            Ahead::zeroed()
+    let names = std::cell::RefCell::new((name_of, depth_of));
+    let generate = |lo: Option<K>, hi: Option<K>| -> Vec<K> {
+        let inside = |s: &&Suffix| {
+            lo.is_none_or(|l| s.name >= l.group(bi)) && hi.is_none_or(|h| s.name < h.group(bi))
         };
-        K::new(
-            s.name,
-            ahead.name,
-            s.pos,
-            (s.depth + ahead.depth).min(n as u64),
-            bi,
-        )
+        let members: Vec<Suffix> = if rounds == 1 {
+            unresolved.to_vec()
+        } else {
+            unresolved.iter().filter(inside).copied().collect()
+        };
+        // One answer per suffix (those with i + d past the end ask about position 0 and ignore
+        // it).
+        let queries: Vec<u64> = members
+            .par_iter()
+            .map(|s| s.pos + s.depth)
+            .map(|q| if (q as usize) < n { q } else { 0 })
+            .collect();
+        let answers = {
+            let names = names.borrow();
+            let (name_of, depth_of) = (&names.0, &names.1);
+            fetch(comm, layout, &queries, |j| Ahead {
+                name: name_of[j] + 1,
+                depth: depth_of[j],
+            })
+        };
+        drop(queries);
+        members
+            .par_iter()
+            .zip(&answers)
+            .map(|(s, &a)| {
+                let ahead = if ((s.pos + s.depth) as usize) < n {
+                    a
+                } else {
+                    Ahead::zeroed()
+                };
+                K::new(
+                    s.name,
+                    ahead.name,
+                    s.pos,
+                    (s.depth + ahead.depth).min(n as u64),
+                    bi,
+                )
+            })
+            .collect()
     };
     let mut still: Vec<Suffix> = Vec::new();
     let (mut gcarry, mut scarry) = (0u64, 0u64);
@@ -1088,16 +1110,9 @@ fn refine_round<K: RefineKey>(
         "· sort",
         rounds,
         unresolved.len(),
-        record,
-        |lo, hi| {
-            let keep = |x: &K| lo.is_none_or(|l| l <= *x) && hi.is_none_or(|h| *x < h);
-            let all = (0..unresolved.len()).into_par_iter().map(record);
-            if rounds == 1 {
-                all.collect()
-            } else {
-                all.filter(keep).collect()
-            }
-        },
+        // Boundaries (g, 0, 0, 0): a round holds the records of the groups from one to the next.
+        |j| K::new(unresolved[j].name, 0, 0, 0, bi),
+        generate,
         |round| {
             let g_of = |r: &K| r.group(bi);
             let sorted = &round.sorted;
@@ -1132,6 +1147,8 @@ fn refine_round<K: RefineKey>(
             drop(gstart);
             drop(round);
             ctx.phase("update names", || {
+                let mut names = names.borrow_mut();
+                let (name_of, depth_of) = &mut *names;
                 apply_updates(comm, layout, updates, name_of, depth_of)
             });
         },

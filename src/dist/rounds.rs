@@ -53,8 +53,12 @@ impl<T> Round<T> {
 /// Collective.
 ///
 /// Entry: this pe generates `len` records (unique over all pes, as for [`sample_sort`]):
-/// `record(j)` is its j-th (j < `len`; used to draw a sample), and `generate(lo, hi)` returns all
-/// of its records x with lo ≤ x < hi (None: unbounded), in any order. Exit: `consume` has been
+/// `record(j)` is its j-th (j < `len`), and `generate(lo, hi)` returns all of its records x with
+/// lo ≤ x < hi (None: unbounded), in any order. `generate` is called once per round on every pe,
+/// in round order, so it may be collective. `record` only draws the sample the boundaries are
+/// chosen from, and the boundaries are values it returned: a caller that wants boundaries only
+/// between some coarser classes of records (say, groups) may return the smallest value of the
+/// j-th record's class instead. Exit: `consume` has been
 /// called once per round on every pe, in round order, with this pe's part of the round
 /// ([`Round`]); within a round the parts are balanced (about 1/p of the round each, whatever the
 /// keys: records are unique, so equal characters never pile up on one pe).
