@@ -12,7 +12,10 @@
 //!    DC7 ([`super::dc7::dc7`]) builds the suffix array from the start instead of after a wasted
 //!    sort (`--css-predicted dc3`: pDC3; `sort`: the first sort, then the DC7 finish).
 //! 3. **sort keys**: one distributed sample sort of these 128-bit records (the position makes
-//!    them unique, so runs of equal keys spread over all pes: aⁿ stays balanced).
+//!    them unique, so runs of equal keys spread over all pes: aⁿ stays balanced), in
+//!    `sort_rounds` ranges of keys one after the other ([`sort_in_rounds`]): the records of a
+//!    range are made from the text again, sorted, named (phase 4) and their names sent to the
+//!    owners of the positions, then freed.
 //! 4. **names**: the name of a suffix is the global index of the first suffix with the same key
 //!    (a max-scan across pes). A suffix alone in its group is final: its name is its SA index.
 //! 5. **runs**: a suffix whose key is one character c repeated k times lies in a run c^r x…; one
@@ -36,7 +39,8 @@
 //! keys are never compared character by character (pSFFX's O(n²) trap).
 //!
 //! Memory per pe: text n/p, names 8 B per position (only when some key repeats), sort records
-//! 16 B each with up to three copies during an exchange.
+//! 16 B each with up to three copies during an exchange, of one range at a time; the model is
+//! [`peak_bytes_per_pe`].
 
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
@@ -1062,18 +1066,35 @@ fn refine_round<K: RefineKey>(
         let inside = |s: &&Suffix| {
             lo.is_none_or(|l| s.name >= l.group(bi)) && hi.is_none_or(|h| s.name < h.group(bi))
         };
-        let members: Vec<Suffix> = if rounds == 1 {
-            unresolved.to_vec()
-        } else {
-            unresolved.iter().filter(inside).copied().collect()
-        };
         // One answer per suffix (those with i + d past the end ask about position 0 and ignore
         // it).
-        let queries: Vec<u64> = members
-            .par_iter()
-            .map(|s| s.pos + s.depth)
-            .map(|q| if (q as usize) < n { q } else { 0 })
-            .collect();
+        let query = |s: &Suffix| {
+            let q = s.pos + s.depth;
+            if (q as usize) < n {
+                q
+            } else {
+                0
+            }
+        };
+        let make = |s: &Suffix, a: &Ahead| {
+            let ahead = if ((s.pos + s.depth) as usize) < n {
+                *a
+            } else {
+                Ahead::zeroed()
+            };
+            K::new(
+                s.name,
+                ahead.name,
+                s.pos,
+                (s.depth + ahead.depth).min(n as u64),
+                bi,
+            )
+        };
+        let queries: Vec<u64> = if rounds == 1 {
+            unresolved.par_iter().map(query).collect()
+        } else {
+            unresolved.iter().filter(inside).map(query).collect()
+        };
         let answers = {
             let names = names.borrow();
             let (name_of, depth_of) = (&names.0, &names.1);
@@ -1083,24 +1104,15 @@ fn refine_round<K: RefineKey>(
             })
         };
         drop(queries);
-        members
-            .par_iter()
-            .zip(&answers)
-            .map(|(s, &a)| {
-                let ahead = if ((s.pos + s.depth) as usize) < n {
-                    a
-                } else {
-                    Ahead::zeroed()
-                };
-                K::new(
-                    s.name,
-                    ahead.name,
-                    s.pos,
-                    (s.depth + ahead.depth).min(n as u64),
-                    bi,
-                )
-            })
-            .collect()
+        if rounds == 1 {
+            (unresolved.par_iter().zip(&answers))
+                .map(|(s, a)| make(s, a))
+                .collect()
+        } else {
+            (unresolved.iter().filter(inside).zip(&answers))
+                .map(|(s, a)| make(s, a))
+                .collect()
+        }
     };
     let mut still: Vec<Suffix> = Vec::new();
     let (mut gcarry, mut scarry) = (0u64, 0u64);
