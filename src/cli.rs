@@ -273,6 +273,7 @@ mod tests {
             "--css-predicted=sort",
             "--no-gpu-pool",
             "--pool-piece=3",
+            "--sort-rounds=5",
             "--gpu-stage=4x32",
             "--gpu-copy-piece=8192",
             "--gpu-pin=alloc",
@@ -284,7 +285,7 @@ mod tests {
             "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 \
              exchange_round_bytes=null force_wide=true \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
-             gpu_pool=false pool_piece=3 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
+             gpu_pool=false pool_piece=3 sort_rounds=5 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""
         );
         assert_eq!(

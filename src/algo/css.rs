@@ -607,8 +607,7 @@ fn first_sort(
             }
         },
     );
-    // A group start that ends the last non-empty round is alone: `open` is dropped.
-    drop(open);
+    // A group start that ends the last non-empty round is alone: what `open` holds is dropped.
     FirstNames {
         names: match sorted_pairs {
             Some(pairs) => Names::Sorted(pairs),
