@@ -39,7 +39,7 @@ pub use config::{Algo, Backend, Config, GpuOptions, PinMethod, Predicted, Tunabl
 pub use error::{Error, Result};
 
 use comm::Comm;
-use local::LocalSort;
+use local::{DeviceSuffixArray, LocalSort};
 use stats::{PhaseLog, PhaseRecord};
 
 /// Everything a pe needs to take part in a distributed run: the communicator, the local sort
@@ -154,6 +154,12 @@ impl Ctx {
         self
     }
 
+    /// The device of this pe's backend that builds whole suffix arrays (with `--gpu`), if it
+    /// has one. Local.
+    pub fn device_suffix_array(&self) -> Option<&dyn DeviceSuffixArray> {
+        self.sorter.device_suffix_array()
+    }
+
     /// Runs `f` as a named phase: its wall time and the bytes this pe sends are recorded. Every pe
     /// must run the same phases in the same order. Names starting with "·" are sub-phases of the
     /// enclosing phase (recorded before it; not to be added to it).
@@ -249,7 +255,7 @@ fn suffix_array_here(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
         // from the one slice, at p > 1 streamed through pe 0 to its device (algo::pooled).
         let sa = if ctx.comm.size() == 1 {
             ctx.phase("device suffix array", || {
-                ctx.sorter.suffix_array_bytes(text)
+                ctx.device_suffix_array()?.suffix_array_bytes(text)
             })
         } else if ctx.tune.gpu_pool {
             ctx.phase("device suffix array", || {
@@ -324,17 +330,18 @@ pub fn backend_for(ctx: &Ctx) -> Result<Box<dyn LocalSort>> {
         // the job at the start); the others check theirs now and open it when first used.
         #[cfg(feature = "gpu")]
         Backend::Gpu if ctx.comm.rank() == 0 => {
-            local::gpu::GpuSort::open(0, ctx.config.threads, ctx.config.gpu.clone())
-                .map(|g| Box::new(g) as Box<dyn LocalSort>)
+            let gpu = local::gpu::GpuSort::open(0, ctx.config.threads, ctx.config.gpu.clone())?;
+            Ok(Box::new(gpu))
         }
         #[cfg(feature = "gpu")]
-        Backend::Gpu => local::gpu::GpuSort::probe(ctx.comm.rank()).map(|_| {
-            Box::new(local::gpu::LazyGpu::new(
+        Backend::Gpu => {
+            local::gpu::GpuSort::probe(ctx.comm.rank())?;
+            Ok(Box::new(local::gpu::LazyGpu::new(
                 ctx.comm.rank(),
                 ctx.config.threads,
                 ctx.config.gpu.clone(),
-            )) as Box<dyn LocalSort>
-        }),
+            )))
+        }
         #[cfg(not(feature = "gpu"))]
         Backend::Gpu => Err(Error::Unsupported(
             "--gpu needs a build with GPU support: cargo build --release --features gpu".into(),

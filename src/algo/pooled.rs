@@ -112,7 +112,8 @@ fn build<'a, T: Pod + Send + Sync>(
     let root = 0;
     let n = layout.len();
     let mut session = if comm.rank() == root {
-        ctx.sorter.pooled_sa(n, &alphabet)
+        ctx.device_suffix_array()
+            .and_then(|d| d.pooled_sa(n, &alphabet))
     } else {
         None
     };

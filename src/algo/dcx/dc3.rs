@@ -214,7 +214,8 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
         let _wide = crate::affinity::widen(&ctx.node_cpus);
         let threads = crate::affinity::count(&ctx.node_cpus).max(ctx.config.threads);
         let t0 = std::time::Instant::now();
-        if let Some(sa) = C::backend_sa(&all, ctx.sorter.as_ref()) {
+        let device = ctx.device_suffix_array();
+        if let Some(sa) = device.and_then(|d| C::device_sa(&all, d)) {
             log::debug!(
                 "base case: {} characters on the {} backend: {:.3} s",
                 all.len(),
@@ -256,7 +257,8 @@ fn fits_device(ctx: &Ctx, n: usize) -> bool {
         return false;
     }
     let mut cap = if ctx.comm.rank() == 0 {
-        ctx.sorter.suffix_array_max_len() as u64
+        ctx.device_suffix_array()
+            .map_or(0, |d| d.suffix_array_max_len()) as u64
     } else {
         0
     };

@@ -37,7 +37,7 @@ use bytemuck::Pod;
 use rayon::prelude::*;
 
 use crate::dist::{name_sorted, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey};
-use crate::local::LocalSort;
+use crate::local::DeviceSuffixArray;
 use crate::Ctx;
 use cover::Cover;
 
@@ -46,8 +46,8 @@ pub trait Symbol: Pod + Send + Sync {
     fn val(self) -> u64;
     /// Sequential suffix array of a gathered text.
     fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64>;
-    /// The backend's own suffix array of a gathered text, if it builds one (the GPU).
-    fn backend_sa(text: &[Self], sorter: &dyn LocalSort) -> Option<Vec<u64>>;
+    /// The suffix array of a gathered text built by `device`, if it takes the text.
+    fn device_sa(text: &[Self], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>>;
     /// This pe's part of the suffix array of a distributed text, built whole on pe 0's device
     /// if it takes it ([`super::pooled`]). Collective.
     fn pooled_sa(ctx: &Ctx, text: &[Self], layout: &Layout) -> Option<Vec<u64>>;
@@ -61,8 +61,8 @@ impl Symbol for u8 {
     fn sequential_sa(text: &[u8], threads: usize) -> Vec<u64> {
         super::seq::sa_bytes(text, threads)
     }
-    fn backend_sa(text: &[u8], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
-        sorter.suffix_array_bytes(text)
+    fn device_sa(text: &[u8], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
+        device.suffix_array_bytes(text)
     }
     fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
         super::pooled::pooled_sa(ctx, text, layout)
@@ -77,8 +77,8 @@ impl Symbol for u64 {
     fn sequential_sa(text: &[u64], threads: usize) -> Vec<u64> {
         super::seq::sa_ints(text, threads)
     }
-    fn backend_sa(text: &[u64], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
-        sorter.suffix_array_ints(text)
+    fn device_sa(text: &[u64], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
+        device.suffix_array_ints(text)
     }
     fn pooled_sa(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u64>> {
         super::pooled::pooled_sa_ints(ctx, text, layout)
