@@ -58,3 +58,20 @@ impl Drop for DeviceBuffer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::DeviceBuffer;
+
+    /// The backend's state starts with empty buffers and replaces them freely: an empty one
+    /// must never call the driver (without CUDA that call would panic).
+    #[test]
+    fn an_empty_buffer_holds_nothing_and_frees_nothing() {
+        let mut bufs: [DeviceBuffer; 2] = Default::default();
+        assert!(bufs
+            .iter()
+            .all(|b| b.is_none() && b.ptr() == 0 && b.bytes() == 0));
+        bufs[0] = DeviceBuffer::default();
+        drop(bufs);
+    }
+}

@@ -141,3 +141,44 @@ pub(super) fn drv(what: &str) -> impl Fn(DriverError) -> GpuError + '_ {
 pub(super) fn fault(what: &'static str) -> impl Fn(DriverError) -> GpuError {
     move |source| GpuError::Kernel { what, source }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::GpuError;
+
+    #[test]
+    fn opening_errors_reach_the_library_with_the_flag_named() {
+        let e = crate::Error::from(GpuError::NoDriver);
+        assert!(matches!(e, crate::Error::Unsupported(_)));
+        let m = e.to_string();
+        assert!(m.starts_with("--gpu: no CUDA driver found"), "{m}");
+        let m = crate::Error::from(GpuError::OldDevice {
+            ordinal: 1,
+            major: 6,
+            minor: 1,
+        })
+        .to_string();
+        assert_eq!(
+            m,
+            "--gpu: device 1 has compute capability 6.1; the kernels need 7.0 or newer"
+        );
+    }
+
+    #[test]
+    fn messages_name_what_failed() {
+        let e = GpuError::Compile {
+            log: "psa_radix.cu(3): error".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "NVRTC failed to compile the sort kernels:\npsa_radix.cu(3): error"
+        );
+        let e = GpuError::Internal("SA[0..5) of 4".into());
+        assert_eq!(e.to_string(), "internal error: SA[0..5) of 4");
+        let e = GpuError::Os {
+            what: "mmap",
+            message: "Cannot allocate memory (os error 12)".into(),
+        };
+        assert_eq!(e.to_string(), "mmap: Cannot allocate memory (os error 12)");
+    }
+}

@@ -583,7 +583,7 @@ impl DeviceSuffixArray for GpuSort {
     }
 
     fn suffix_array_max_len(&self) -> usize {
-        if self.dev.ctx.bind_to_thread().is_err() {
+        if self.dev.bind().is_err() {
             return 0;
         }
         match result::mem_get_info() {
