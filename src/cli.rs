@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, ValueEnum};
+use psa::index::IndexWidth;
 use psa::io::Width;
 use psa::{Algo, Backend, Config, PinMethod, Predicted};
 
@@ -33,8 +34,8 @@ renamed when complete, so OUTPUT never holds a partial result. A device or FIFO 
 written through. psa refuses to overwrite its input, a directory or special file, and (without
 --force) a read-only file. Exit status: 0 on success, 1 on any error (reported once, by the
 lowest pe that failed), 2 for bad arguments and refused outputs (before the input is read).
-Test and tuning switches (--force-wide, --css-*, --no-gpu-pool, --mpi-max-count, --gpu-*, …) are
-not listed here (see README, Tests); --stats and -v show every setting of a run.
+Test and tuning switches (--force-wide, --index-bits, --css-*, --no-gpu-pool, --mpi-max-count,
+--gpu-*, …) are not listed here (see README, Tests); --stats and -v show every setting of a run.
 Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phases).";
 
 /// Distributed suffix array construction on MPI.
@@ -101,6 +102,9 @@ pub struct Tuning {
     /// Wide-record paths on any input
     #[arg(long, hide = true)]
     pub force_wide: bool,
+    /// Index width of the difference covers' records, at least (32, 40 or 64 bits)
+    #[arg(long, hide = true, value_name = "BITS", value_parser = index_bits)]
+    pub index_bits: Option<IndexWidth>,
     /// Fraction of unresolved suffixes above which pCSS hands over (1 or more: never)
     #[arg(long, hide = true, value_name = "F", value_parser = fraction)]
     pub css_handover: Option<f64>,
@@ -168,6 +172,14 @@ fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send
     }
 }
 
+/// `--index-bits`: 32, 40 or 64.
+fn index_bits(s: &str) -> Result<IndexWidth, String> {
+    s.parse::<u32>()
+        .ok()
+        .and_then(IndexWidth::from_bits)
+        .ok_or_else(|| format!("'{s}' is not 32, 40 or 64"))
+}
+
 /// A parser of finite numbers.
 fn fraction(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -209,6 +221,7 @@ impl Cli {
         };
         let tune = &mut c.tune;
         tune.force_wide = t.force_wide;
+        tune.index_width = t.index_bits;
         tune.css_handover = t.css_handover.unwrap_or(tune.css_handover);
         tune.css_predict = !t.no_css_predict;
         if let Some(f) = t.css_finish {
@@ -263,6 +276,7 @@ mod tests {
             "--base-case=99",
             "--mpi-max-count=7",
             "--force-wide",
+            "--index-bits=40",
             "--css-handover=2",
             "--no-css-predict",
             "--css-finish=dc3",
@@ -278,7 +292,7 @@ mod tests {
         assert_eq!(
             c.summary(),
             "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 \
-             exchange_round_bytes=null force_wide=true \
+             exchange_round_bytes=null force_wide=true index_bits=40 \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
              gpu_pool=false pool_piece=3 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""
@@ -300,6 +314,7 @@ mod tests {
             (&["--gpu-copy-piece", "100"], "must be at least 4096"),
             (&["--css-handover", "nan"], "not a number"),
             (&["--css-predicted", "dc5"], "invalid value"),
+            (&["--index-bits", "48"], "not 32, 40 or 64"),
         ] {
             let e = Cli::try_parse_from([&["psa"], args, &["in.txt"]].concat())
                 .expect_err("refused")

@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use crate::index::IndexWidth;
 use crate::stats::json_str;
 
 /// Which algorithm builds the suffix array.
@@ -76,8 +77,13 @@ impl Default for Config {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tunables {
     /// Use the wide-record paths (normally only for n ≥ 2^32..2^41) on any input, so tests reach
-    /// them (`--force-wide`).
+    /// them (`--force-wide`); for the difference covers it means `index_width` 64 unless that is
+    /// set.
     pub force_wide: bool,
+    /// The difference covers' index width at least this (None: the narrowest that holds the
+    /// level's positions and names, see [`IndexWidth::choose`]), so tests reach the 40- and
+    /// 64-bit records on small inputs (`--index-bits 32|40|64`).
+    pub index_width: Option<IndexWidth>,
     /// Fraction of unresolved suffixes above which pCSS hands over to DC7 (or DC3) instead of
     /// doubling; 1 or more: never (default 0.9) (`--css-handover F`).
     pub css_handover: f64,
@@ -100,10 +106,20 @@ pub struct Tunables {
     pub pool_piece: usize,
 }
 
+impl Tunables {
+    /// The index width the difference covers must use at least: `index_width`, else 64 bits
+    /// with `force_wide`.
+    pub fn forced_index_width(&self) -> Option<IndexWidth> {
+        self.index_width
+            .or(self.force_wide.then_some(IndexWidth::W64))
+    }
+}
+
 impl Default for Tunables {
     fn default() -> Self {
         Tunables {
             force_wide: false,
+            index_width: None,
             css_handover: 0.9,
             css_predict: true,
             css_finish_dc3: false,
@@ -207,6 +223,11 @@ impl Config {
                 self.round_bytes.map_or("null".into(), |b| b.to_string()),
             ),
             ("force_wide", t.force_wide.to_string()),
+            (
+                "index_bits",
+                t.index_width
+                    .map_or("null".into(), |w| w.bits().to_string()),
+            ),
             ("css_handover", format!("{:?}", t.css_handover)),
             ("css_predict", t.css_predict.to_string()),
             (
@@ -269,6 +290,7 @@ mod tests {
             tune:
                 Tunables {
                     force_wide: _,
+                    index_width: _,
                     css_handover: _,
                     css_predict: _,
                     css_finish_dc3: _,
@@ -285,7 +307,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 6 + 7 + 5);
+        assert_eq!(names.len(), 6 + 8 + 5);
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub mod config;
 pub mod dist;
 pub mod driver;
 pub mod error;
+pub mod index;
 pub mod io;
 pub mod local;
 pub mod stats;

@@ -8,6 +8,10 @@
 //! (`cover!`); everything the merge looks up is derived from that at compile time by
 //! [`Table::new`], so a larger cover is one more line, not new code.
 
+use bytemuck::Pod;
+
+use crate::index::Index;
+
 /// The lookups of one difference cover (see [`Cover`] for what each one means).
 pub struct Table<const X: usize, const S: usize> {
     set: [usize; S],
@@ -119,6 +123,8 @@ pub trait Cover: Send + Sync + 'static {
     const X: usize;
     /// |D|: the sample positions among any X consecutive positions (ranks per merge record).
     const S: usize;
+    /// The ranks of a merge record, one per slot: `[I; S]`.
+    type Ranks<I: Index>: Pod + AsRef<[I]> + AsMut<[I]> + Send + Sync;
     /// Kinds of merge records: the samples (kind 0) and each group of the other residues that
     /// share one deciding offset (kinds 1..KINDS).
     const KINDS: usize;
@@ -155,6 +161,7 @@ macro_rules! cover {
             const X: usize = $x;
             const S: usize = $name::S;
             const KINDS: usize = Self::TABLE.kinds;
+            type Ranks<I: Index> = [I; $name::S];
             #[inline]
             fn residue(s: usize) -> usize {
                 Self::TABLE.set[s]
