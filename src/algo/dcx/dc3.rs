@@ -94,8 +94,8 @@ fn level_with<C: Symbol, I: Index>(
         bits(alphabet),
         bits((layout.len() + usize::from(smp.dummy)) as u64),
     );
-    // A forced width takes the path of huge inputs: triples field by field.
-    let tb = if ctx.tune.forced_index_width().is_some() {
+    // --force-wide takes the path of huge names: triples field by field.
+    let tb = if ctx.tune.force_wide {
         u32::MAX
     } else {
         3 * bc + bi
@@ -213,8 +213,13 @@ fn sort_mod0<I: Index>(
     if I::BITS == 32 {
         radix_sort_group(v, ctx.sorter.as_ref())
     } else {
-        let forced = ctx.tune.forced_index_width().is_some();
-        sort_group(v, ctx.sorter.as_ref(), char_bits, rank_bits, forced)
+        sort_group(
+            v,
+            ctx.sorter.as_ref(),
+            char_bits,
+            rank_bits,
+            ctx.tune.force_wide,
+        )
     }
 }
 

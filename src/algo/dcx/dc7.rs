@@ -91,8 +91,13 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
                 // 27 + 32 bits: the keyed sort.
                 sort_group(v, ctx.sorter.as_ref(), head_bits, 32, false)
             } else {
-                let forced = ctx.tune.forced_index_width().is_some();
-                sort_group(v, ctx.sorter.as_ref(), head_bits, rank_bits, forced)
+                sort_group(
+                    v,
+                    ctx.sorter.as_ref(),
+                    head_bits,
+                    rank_bits,
+                    ctx.tune.force_wide,
+                )
             }
         },
     )
@@ -303,8 +308,7 @@ fn sort_by_names<I: Index>(
     if I::BITS == 32 {
         radix_sort_group(v, ctx.sorter.as_ref())
     } else {
-        let forced = ctx.tune.forced_index_width().is_some();
-        sort_group(v, ctx.sorter.as_ref(), bits, bits, forced)
+        sort_group(v, ctx.sorter.as_ref(), bits, bits, ctx.tune.force_wide)
     }
 }
 
