@@ -124,7 +124,7 @@ pub trait Cover: Send + Sync + 'static {
     /// |D|: the sample positions among any X consecutive positions (ranks per merge record).
     const S: usize;
     /// The ranks of a merge record, one per slot: `[I; S]`.
-    type Ranks<I: Index>: Pod + AsRef<[I]> + AsMut<[I]> + Send + Sync;
+    type Ranks<I: Index>: Pod + AsRef<[I]> + Send + Sync;
     /// Kinds of merge records: the samples (kind 0) and each group of the other residues that
     /// share one deciding offset (kinds 1..KINDS).
     const KINDS: usize;
@@ -144,6 +144,8 @@ pub trait Cover: Send + Sync + 'static {
     /// The offset from a position at residue a to the sample position of slot s among the next
     /// X positions: (`D[s]` − a) mod X.
     fn to_slot(a: usize, s: usize) -> usize;
+    /// The ranks `[f(0), …, f(S − 1)]`.
+    fn ranks<I: Index>(f: impl FnMut(usize) -> I) -> Self::Ranks<I>;
 }
 
 /// Declares a difference cover: `cover!(Name = X, [d0, d1, …])` with the residues ascending.
@@ -187,6 +189,10 @@ macro_rules! cover {
             #[inline]
             fn to_slot(a: usize, s: usize) -> usize {
                 Self::TABLE.to_slot[a][s] as usize
+            }
+            #[inline]
+            fn ranks<I: Index>(f: impl FnMut(usize) -> I) -> Self::Ranks<I> {
+                std::array::from_fn(f)
             }
         }
     };

@@ -87,13 +87,9 @@ impl<C: Cover, H: Head, I: Index> Rec<C, H, I> {
                 "a merge record without padding (it is Pod)"
             )
         };
-        let mut r = C::Ranks::<I>::zeroed();
-        for (s, x) in r.as_mut().iter_mut().enumerate() {
-            *x = I::from_u64(rank(s));
-        }
         Rec {
             head,
-            r,
+            r: C::ranks(|s| I::from_u64(rank(s))),
             i: I::from_u64(i),
         }
     }
