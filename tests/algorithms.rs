@@ -372,7 +372,9 @@ fn exchanges_in_rounds() {
 }
 
 /// `--force-wide` sends both algorithms down their wide-record paths (normally only taken for
-/// n ≥ 2^41 or huge names) on small inputs; results must stay exact.
+/// n ≥ 2^41 or huge names) on small inputs, and `--index-bits 40` the difference covers down
+/// their 40-bit records (n ≥ 2^32); results must stay exact. (Every width on the whole table:
+/// tests/mpi_algo.rs, `index_widths_on_hard_inputs`.)
 #[test]
 fn wide_record_paths() {
     let inputs: Vec<(&str, Vec<u8>)> = vec![
@@ -395,12 +397,15 @@ fn wide_record_paths() {
         for p in [1usize, 3, 4] {
             for &algo in ALGOS {
                 for base in [Base::Small(4), Base::Default] {
-                    runs += 1;
-                    if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &["--force-wide"]) {
-                        failures.push(format!(
-                            "--force-wide, input {name}, p = {p}, algo = {algo}, {}: {msg}",
-                            base.label()
-                        ));
+                    for switch in [&["--force-wide"][..], &["--index-bits", "40"]] {
+                        runs += 1;
+                        if let Err(msg) = run_one(dir.path(), &want, p, algo, base, switch) {
+                            failures.push(format!(
+                                "{}, input {name}, p = {p}, algo = {algo}, {}: {msg}",
+                                switch.join(" "),
+                                base.label()
+                            ));
+                        }
                     }
                 }
             }

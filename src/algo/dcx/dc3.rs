@@ -20,9 +20,9 @@
 //! libsais (see [`super::super::seq`]); larger ones recurse in parallel, so no pe ever holds more
 //! than its share of any level.
 //!
-//! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 20 B each (40 B
-//! when a level's positions do not fit 32 bits), with up to two copies of one kind alive during
-//! its exchange.
+//! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 20 B each (25 B
+//! when a level's positions do not fit 32 bits, 40 B past 40 bits: see [`crate::index`]), with up
+//! to two copies of one kind alive during its exchange.
 
 use bytemuck::{Pod, Zeroable};
 

@@ -116,7 +116,7 @@ impl<C: Cover, H: Head, I: Index> Rec<C, H, I> {
     /// of one group as [`compare`] does when it fits 64 bits.
     #[inline]
     pub(super) fn group_key(&self, rank_bits: u32) -> u64 {
-        let (l, s) = C::group_key(self.residue());
+        let (l, s) = C::ONE_GROUP.unwrap_or_else(|| C::group_key(self.residue()));
         let (h, r) = (self.head.prefix_key(l), self.rank(s));
         if rank_bits >= 64 {
             r

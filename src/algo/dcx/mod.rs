@@ -22,9 +22,13 @@
 //!    each group is sorted by the instance's local sort, and one linear merge of the sorted lists
 //!    gives the pe's part of the suffix array.
 //!
-//! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4–8 B per
-//! position, merge records 20–40 B each, with up to two copies of one kind alive during its
-//! exchange.
+//! Every record of a level stores positions, ranks and names in one index width ([`Index`]: 32,
+//! 40 or 64 bits), the narrowest that holds the level's values ([`IndexWidth::choose`]); one
+//! generic definition of each record serves every width.
+//!
+//! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4, 5 or 8 B
+//! per position, merge records 20–28 B each (40 B past 40 bits), with up to two copies of one
+//! kind alive during its exchange.
 
 pub mod cover;
 pub mod dc3;
