@@ -87,18 +87,13 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         rank,
         move |i| Window(heads[i - lo]),
         |v| {
-            if I::BITS == 32 {
-                // 27 + 32 bits: the keyed sort.
-                sort_group(v, ctx.sorter.as_ref(), head_bits, 32, false)
-            } else {
-                sort_group(
-                    v,
-                    ctx.sorter.as_ref(),
-                    head_bits,
-                    rank_bits,
-                    ctx.tune.force_wide,
-                )
-            }
+            sort_group(
+                v,
+                ctx.sorter.as_ref(),
+                head_bits,
+                rank_bits,
+                ctx.tune.force_wide,
+            )
         },
     )
 }
