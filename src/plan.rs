@@ -23,9 +23,9 @@ use crate::stats::json_str;
 /// thread pool (measured 19–23 MB at p = 1–16; rounded up).
 pub const BASE_BYTES: u64 = 32 << 20;
 
-/// The fullest pe's share of a phase's records over the mean that the model allows for (the
-/// sample sort's buckets and pCSS' runs; measured up to 1.4 on DNA at p = 16).
-pub const IMBALANCE: f64 = 1.5;
+/// The fullest pe's share over the mean that the model allows for (the sample sort's buckets:
+/// measured 1.01–1.09; the per-algorithm costs below already hold the fullest pe's peaks).
+pub const IMBALANCE: f64 = 1.1;
 
 /// The smallest exchange round the plan chooses, bytes per pe: the leanest plan's.
 pub const MIN_ROUND_BYTES: usize = 4096;
@@ -72,23 +72,27 @@ pub struct Costs {
     pub exchanged: f64,
 }
 
-/// pCSS: keys and positions (16 bytes) exchanged; its fullest phase is the first refinement
-/// round on English-like text (the refine keys sorted while names, depths and unresolved lists
-/// live), its sort and names on DNA and random text.
+/// pCSS: keys and positions (16 bytes) exchanged. Its fullest pe peaked (above the base) at
+/// 37–56 bytes per character of its block on DNA, random bytes and source text at p = 2–4, 65 on
+/// DNA (its runs step) and 136 on English (its first refinement round: the refine keys sorted
+/// while names, depths and unresolved lists live) at p = 16; `held` is that worst case less the
+/// exchange's second copy.
 fn css_costs(_shape: &Shape, _knobs: &Knobs) -> Costs {
-    // The slot for sort rounds: `held` falls with the buckets' share once the first sort runs in
-    // rounds.
+    // The slot for pCSS' sort in bucket rounds (`Tunables::sort_rounds`): its estimate of the
+    // peak for the knobs' rounds replaces `held` here, and `choose` gets candidates with more
+    // rounds, leanest last.
     Costs {
-        held: 140.0,
+        held: 120.0,
         exchanged: 16.0,
     }
 }
 
-/// pDC3: triples and quadruples with names (12–24 bytes) exchanged; its fullest phase is the
-/// merge of the samples and non-samples (with the recursion's results still held).
+/// pDC3: triples and quadruples with names (12–24 bytes) exchanged. Its fullest pe peaked at
+/// 49–56 bytes per character on DNA, random bytes and source text at p = 2–4, 58–71 on DNA and
+/// English and about 90 on a repeated block at p = 16 (the merge of samples and non-samples).
 fn dc3_costs(_shape: &Shape, _knobs: &Knobs) -> Costs {
     Costs {
-        held: 110.0,
+        held: 90.0,
         exchanged: 24.0,
     }
 }

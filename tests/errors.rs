@@ -995,11 +995,14 @@ fn running_out_of_memory_is_one_clear_error() {
     dir.write("big.txt", &gen::dna(12, 40_000_000));
     let out = dir.join("out.sa");
     fs::write(&out, SENTINEL).unwrap();
-    // Each pe's first sort records (16 bytes per character, 320 MB) exceed a 300 MiB address space.
+    // Each pe's first sort records (16 bytes per character, 320 MB) exceed a 300 MiB address space
+    // (a budget above it lets the run start: the default, from `ulimit -v`, would refuse it).
     let mut c = mpirun(2, "prlimit");
     c.args([
         &format!("--as={}", 300 << 20),
         PSA,
+        "--mem-per-pe",
+        "100G",
         "-o",
         "out.sa",
         "big.txt",
