@@ -209,7 +209,7 @@ fn bad_sizes_are_usage_errors() {
     let dir = TempDir::new("budget_usage");
     dir.write("in.txt", b"banana");
     for bad in ["3X", "-1G", "lots", "100K"] {
-        let o = run_psa(1, ["--mem-per-pe", bad, "in.txt"], dir.path());
+        let o = run_psa(1, [&format!("--mem-per-pe={bad}"), "in.txt"], dir.path());
         assert_eq!(o.code, Some(2), "{bad}: {}", o.describe());
         assert!(o.stderr.contains("--mem-per-pe"), "{bad}: {}", o.describe());
     }
