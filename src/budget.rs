@@ -70,7 +70,10 @@ pub fn node_memory_per_pe(root: &Path, local_pes: usize) -> Option<Budget> {
         (a, c) => a.or(c),
     }?;
     let pes = local_pes.max(1);
-    let per_pe = (node / pes as u64, format!("{what} / {pes} pe(s) on the node"));
+    let per_pe = (
+        node / pes as u64,
+        format!("{what} / {pes} pe(s) on the node"),
+    );
     Some(match psa::stats::address_space_limit() {
         Some(l) if l < per_pe.0 => (l, "ulimit -v".into()),
         _ => per_pe,
@@ -109,7 +112,13 @@ mod tests {
     #[test]
     fn slurm_per_node_over_the_pes_on_it() {
         let b = default_budget(&env(&[("SLURM_MEM_PER_NODE", "12000")]), 3).unwrap();
-        assert_eq!(b, (4000 << 20, "SLURM_MEM_PER_NODE / 3 pe(s) on the node".into()));
+        assert_eq!(
+            b,
+            (
+                4000 << 20,
+                "SLURM_MEM_PER_NODE / 3 pe(s) on the node".into()
+            )
+        );
     }
 
     #[test]

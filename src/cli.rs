@@ -32,7 +32,8 @@ The file is written under a temporary name beside OUTPUT, its space reserved at 
 renamed when complete, so OUTPUT never holds a partial result. A device or FIFO (-o /dev/null) is
 written through. psa refuses to overwrite its input, a directory or special file, and (without
 --force) a read-only file. Exit status: 0 on success, 1 on any error (reported once, by the
-lowest pe that failed), 2 for bad arguments and refused outputs (before the input is read).
+lowest pe that failed), 2 for bad arguments, refused outputs and memory budgets too small for
+the leanest plan (all found before the input is read).
 Test and tuning switches (--force-wide, --css-*, --no-gpu-pool, --mpi-max-count, --gpu-*, …) are
 not listed here (see README, Tests); --stats and -v show every setting of a run.
 Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phases).";

@@ -91,10 +91,14 @@ fn size_and_plan(ctx: &Ctx, job: &Job) -> Result<(usize, usize, Plan)> {
     };
     // The same on every pe (the same settings and size): pe 0 reports a refusal, every pe
     // leaves with its status.
-    let plan = comm.agree(plan::choose(&ctx.config, &shape, &ctx.config.mem_per_pe_from))?;
+    let plan = comm.agree(plan::choose(
+        &ctx.config,
+        &shape,
+        &ctx.config.mem_per_pe_from,
+    ))?;
     if comm.rank() == 0 {
-        let changed = plan.knobs.algo != ctx.config.algo
-            || plan.knobs.round_bytes != ctx.config.round_bytes;
+        let changed =
+            plan.knobs.algo != ctx.config.algo || plan.knobs.round_bytes != ctx.config.round_bytes;
         match job.show_plan || changed {
             true => log::info!("{}", plan.summary()),
             false => log::debug!("{}", plan.summary()),
@@ -212,9 +216,10 @@ pub fn report_table(r: &Report) -> String {
         "\nmemory: measured peak {} on the fullest pe, planned {} ({})",
         plan::size_text(peak),
         plan::size_text(r.plan.peak),
-        r.plan
-            .budget
-            .map_or("no budget".into(), |b| format!("budget {}", plan::size_text(b)))
+        r.plan.budget.map_or("no budget".into(), |b| format!(
+            "budget {}",
+            plan::size_text(b)
+        ))
     ));
     s
 }

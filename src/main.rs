@@ -125,9 +125,7 @@ fn main() -> ExitCode {
     if ctx.config.mem_per_pe.is_none() {
         // Collective: every pe asks for the pes on its node.
         let local_pes = ctx.comm.local_size();
-        if let Some((bytes, from)) =
-            budget::default_budget(&|v| std::env::var(v).ok(), local_pes)
-        {
+        if let Some((bytes, from)) = budget::default_budget(&|v| std::env::var(v).ok(), local_pes) {
             ctx.config.mem_per_pe = Some(bytes);
             ctx.config.mem_per_pe_from = from;
         }

@@ -276,11 +276,19 @@ pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
     if let Some(k) = all.iter().find(|k| peak_per_pe(shape, k) <= budget) {
         return Ok(plan(*k));
     }
-    Err(Error::Usage(refusal(config, shape, budget, source, leanest)))
+    Err(Error::Usage(refusal(
+        config, shape, budget, source, leanest,
+    )))
 }
 
 /// The message of a refused run: the budget, the need, the leanest plan, and what to do.
-fn refusal(config: &Config, shape: &Shape, budget: u64, source: &str, leanest: (u64, Knobs)) -> String {
+fn refusal(
+    config: &Config,
+    shape: &Shape,
+    budget: u64,
+    source: &str,
+    leanest: (u64, Knobs),
+) -> String {
     let (need, k) = leanest;
     let mut msg = format!(
         "memory budget too small: {} needs at least {need} bytes ({}) per pe on {} pes ({} with exchanges in rounds of {}), but the budget is {budget} bytes ({}) per pe ({source})",
@@ -428,7 +436,12 @@ mod tests {
         let s = shape(1 << 20, 2);
         let one = choose(&config(None), &s, "").unwrap();
         let mut last = usize::MAX;
-        for budget in [one.peak - 1, one.peak - (1 << 20), one.leanest + 8192, one.leanest] {
+        for budget in [
+            one.peak - 1,
+            one.peak - (1 << 20),
+            one.leanest + 8192,
+            one.leanest,
+        ] {
             let p = choose(&config(Some(budget)), &s, "").unwrap();
             assert!(p.peak <= budget, "{p:?}");
             let r = p.knobs.round_bytes.expect("rounds");
@@ -439,7 +452,10 @@ mod tests {
         let e = choose(&config(Some(one.leanest - 1)), &s, "the test").unwrap_err();
         assert_eq!(e.exit_code(), 2);
         let m = e.to_string();
-        assert!(m.contains(&format!("at least {} bytes", one.leanest)), "{m}");
+        assert!(
+            m.contains(&format!("at least {} bytes", one.leanest)),
+            "{m}"
+        );
         assert!(m.contains("(the test)") && m.contains("more pes"), "{m}");
     }
 
@@ -470,7 +486,9 @@ mod tests {
     fn the_refusal_names_enough_pes() {
         let s = shape(1 << 30, 2);
         let budget = 4 << 30;
-        let m = choose(&config(Some(budget)), &s, "x").unwrap_err().to_string();
+        let m = choose(&config(Some(budget)), &s, "x")
+            .unwrap_err()
+            .to_string();
         let pes: usize = m
             .split("about ")
             .nth(1)

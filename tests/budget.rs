@@ -62,7 +62,11 @@ fn a_budget_too_small_is_refused_before_the_input_is_read() {
             "use more pes (about ",
             "--mem-per-pe ",
         ] {
-            assert!(o.stderr.contains(needle), "p = {p}: no '{needle}': {}", o.describe());
+            assert!(
+                o.stderr.contains(needle),
+                "p = {p}: no '{needle}': {}",
+                o.describe()
+            );
         }
         assert_eq!(
             o.stderr.matches("memory budget too small").count(),
@@ -70,14 +74,19 @@ fn a_budget_too_small_is_refused_before_the_input_is_read() {
             "p = {p}: one message: {}",
             o.describe()
         );
-        assert_eq!(dir.entries(), ["huge.bin"], "p = {p}: something was written");
+        assert_eq!(
+            dir.entries(),
+            ["huge.bin"],
+            "p = {p}: something was written"
+        );
     }
     // Below what a pe needs before it holds any text.
     dir.write("small.txt", b"banana");
     let o = run_psa(2, ["--mem-per-pe", "20M", "small.txt"], dir.path());
     assert_eq!(o.code, Some(2), "{}", o.describe());
     assert!(
-        o.stderr.contains("before it holds any text: raise --mem-per-pe"),
+        o.stderr
+            .contains("before it holds any text: raise --mem-per-pe"),
         "{}",
         o.describe()
     );
@@ -112,12 +121,17 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
         assert!(o.success(), "{}", o.describe());
         assert_eq!(read_sa(&dir.join("out.sa"), 4), want, "p = {p}, {name}");
         assert!(
-            o.stderr
-                .contains(&format!("plan: {name}, exchanges in rounds of 4.0 KiB per pe")),
+            o.stderr.contains(&format!(
+                "plan: {name}, exchanges in rounds of 4.0 KiB per pe"
+            )),
             "-v shows the plan: {}",
             o.describe()
         );
-        assert!(o.stderr.contains("memory: measured peak "), "{}", o.describe());
+        assert!(
+            o.stderr.contains("memory: measured peak "),
+            "{}",
+            o.describe()
+        );
         let st = fs::read_to_string(dir.join("st.json")).unwrap();
         let plan = &st[st.find("\"plan\": {").expect("a plan") + 9..];
         assert_eq!(json_value(plan, "algo"), format!("\"{name}\""), "{st}");
@@ -126,12 +140,23 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
         assert!(rounds > 10, "{st}");
         assert_eq!(json_value(plan, "mem_per_pe"), budget, "{st}");
         assert_eq!(json_value(&st, "mem_per_pe"), budget, "{st}");
-        assert_eq!(json_value(&st, "mem_per_pe_from"), "\"--mem-per-pe\"", "{st}");
-        assert_eq!(json_value(&st, "exchange_round_bytes"), "4096", "config: {st}");
+        assert_eq!(
+            json_value(&st, "mem_per_pe_from"),
+            "\"--mem-per-pe\"",
+            "{st}"
+        );
+        assert_eq!(
+            json_value(&st, "exchange_round_bytes"),
+            "4096",
+            "config: {st}"
+        );
         let planned: u64 = json_value(&st, "planned_peak_bytes").parse().unwrap();
         let measured: u64 = json_value(&st, "measured_max_peak_bytes").parse().unwrap();
         assert!(planned <= budget.parse().unwrap(), "{st}");
-        assert!(measured > 0 && measured <= planned, "the model is an upper bound: {st}");
+        assert!(
+            measured > 0 && measured <= planned,
+            "the model is an upper bound: {st}"
+        );
     }
 }
 
@@ -140,7 +165,10 @@ fn without_algo_the_plan_may_take_the_leaner_algorithm() {
     let dir = TempDir::new("budget_algo");
     let text = gen::random(22, 1 << 20, 256, 0);
     dir.write("in.txt", &text);
-    let (css, dc3) = (leanest(text.len(), 1, Algo::Css), leanest(text.len(), 1, Algo::Dc3));
+    let (css, dc3) = (
+        leanest(text.len(), 1, Algo::Css),
+        leanest(text.len(), 1, Algo::Dc3),
+    );
     assert!(dc3 < css, "dc3 is the leaner in the model");
     let budget = ((css + dc3) / 2).to_string();
     let args = ["--mem-per-pe", &budget, "--stats", "st.json", "in.txt"];
@@ -148,8 +176,15 @@ fn without_algo_the_plan_may_take_the_leaner_algorithm() {
     assert!(o.success(), "{}", o.describe());
     let st = fs::read_to_string(dir.join("st.json")).unwrap();
     assert_eq!(json_value(&st, "algo"), "\"dc3\"", "{st}");
-    assert!(o.stderr.contains("plan: dc3"), "a changed plan is logged: {}", o.describe());
-    assert_eq!(read_sa(&dir.join("in.txt.sa"), 4), psa::algo::seq::sa_bytes(&text, 1));
+    assert!(
+        o.stderr.contains("plan: dc3"),
+        "a changed plan is logged: {}",
+        o.describe()
+    );
+    assert_eq!(
+        read_sa(&dir.join("in.txt.sa"), 4),
+        psa::algo::seq::sa_bytes(&text, 1)
+    );
     let o = run_psa(1, [&["--algo", "css"][..], &args].concat(), dir.path());
     assert_eq!(o.code, Some(2), "--algo css is kept: {}", o.describe());
     assert!(o.stderr.contains("(css with exchanges"), "{}", o.describe());
@@ -160,10 +195,19 @@ fn the_default_budget_comes_from_slurm() {
     let dir = TempDir::new("budget_slurm");
     dir.write("in.txt", &gen::dna(23, 1 << 20));
     let run = |p: usize, env: &[(&str, &str)]| {
-        run_psa_env(p, ["--stats", "st.json", "--force", "in.txt"], env, dir.path(), DEFAULT_TIMEOUT)
+        run_psa_env(
+            p,
+            ["--stats", "st.json", "--force", "in.txt"],
+            env,
+            dir.path(),
+            DEFAULT_TIMEOUT,
+        )
     };
     // 40 MiB per CPU × 1: too little for 1 MiB on one pe; refused, naming the variables.
-    let o = run(1, &[("SLURM_MEM_PER_CPU", "40"), ("SLURM_CPUS_PER_TASK", "1")]);
+    let o = run(
+        1,
+        &[("SLURM_MEM_PER_CPU", "40"), ("SLURM_CPUS_PER_TASK", "1")],
+    );
     assert_eq!(o.code, Some(2), "{}", o.describe());
     assert!(
         o.stderr.contains(
@@ -173,15 +217,26 @@ fn the_default_budget_comes_from_slurm() {
         o.describe()
     );
     // 30 MiB per CPU × 10 CPUs per task: enough.
-    let o = run(1, &[("SLURM_MEM_PER_CPU", "30"), ("SLURM_CPUS_PER_TASK", "10")]);
+    let o = run(
+        1,
+        &[("SLURM_MEM_PER_CPU", "30"), ("SLURM_CPUS_PER_TASK", "10")],
+    );
     assert!(o.success(), "{}", o.describe());
     let st = fs::read_to_string(dir.join("st.json")).unwrap();
-    assert_eq!(json_value(&st, "mem_per_pe"), (300u64 << 20).to_string(), "{st}");
+    assert_eq!(
+        json_value(&st, "mem_per_pe"),
+        (300u64 << 20).to_string(),
+        "{st}"
+    );
     // The node's grant over the pes on it.
     let o = run(2, &[("SLURM_MEM_PER_NODE", "1000")]);
     assert!(o.success(), "{}", o.describe());
     let st = fs::read_to_string(dir.join("st.json")).unwrap();
-    assert_eq!(json_value(&st, "mem_per_pe"), (500u64 << 20).to_string(), "{st}");
+    assert_eq!(
+        json_value(&st, "mem_per_pe"),
+        (500u64 << 20).to_string(),
+        "{st}"
+    );
     assert_eq!(
         json_value(&st, "mem_per_pe_from"),
         "\"SLURM_MEM_PER_NODE / 2 pe(s) on the node\"",
@@ -191,17 +246,31 @@ fn the_default_budget_comes_from_slurm() {
     let o = run(1, &[("SLURM_MEM_PER_NODE", "0")]);
     assert!(o.success(), "{}", o.describe());
     let st = fs::read_to_string(dir.join("st.json")).unwrap();
-    assert!(!json_value(&st, "mem_per_pe_from").contains("SLURM"), "{st}");
+    assert!(
+        !json_value(&st, "mem_per_pe_from").contains("SLURM"),
+        "{st}"
+    );
     let o = run_psa_env(
         1,
-        ["--mem-per-pe", "2G", "--stats", "st.json", "--force", "in.txt"],
+        [
+            "--mem-per-pe",
+            "2G",
+            "--stats",
+            "st.json",
+            "--force",
+            "in.txt",
+        ],
         &[("SLURM_MEM_PER_CPU", "40")],
         dir.path(),
         DEFAULT_TIMEOUT,
     );
     assert!(o.success(), "{}", o.describe());
     let st = fs::read_to_string(dir.join("st.json")).unwrap();
-    assert_eq!(json_value(&st, "mem_per_pe"), (2u64 << 30).to_string(), "{st}");
+    assert_eq!(
+        json_value(&st, "mem_per_pe"),
+        (2u64 << 30).to_string(),
+        "{st}"
+    );
 }
 
 #[test]
