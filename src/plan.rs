@@ -445,7 +445,7 @@ mod tests {
             let p = choose(&config(Some(budget)), &s, "").unwrap();
             assert!(p.peak <= budget, "{p:?}");
             let r = p.knobs.round_bytes.expect("rounds");
-            assert!(r <= last && r % MIN_ROUND_BYTES == 0, "{p:?}");
+            assert!(r <= last && r.is_multiple_of(MIN_ROUND_BYTES), "{p:?}");
             last = r;
         }
         assert_eq!(last, MIN_ROUND_BYTES);
