@@ -50,10 +50,12 @@ pub struct Config {
     /// [`crate::comm::Comm::all_to_all_rounds`]); tests set it small to run every exchange in many
     /// rounds (`--exchange-round-bytes N`).
     pub round_bytes: Option<usize>,
-    /// The memory budget of every pe, bytes: the run plans its knobs so that each pe's predicted
-    /// peak stays inside it, and is refused before its input is read when even its leanest plan
-    /// does not fit (see [`crate::plan`]). None: no budget (the knobs as configured). The `psa`
-    /// binary's default comes from Slurm or the node's memory (`--mem-per-pe SIZE`).
+    /// The memory budget of every pe, bytes: a file job ([`crate::driver::run`]) plans its knobs
+    /// so that each pe's predicted peak stays inside it, and is refused before its input is read
+    /// when even its leanest plan does not fit (see [`crate::plan`]; a caller of
+    /// [`crate::suffix_array`] can do the same with [`crate::plan::choose`]). None: no budget
+    /// (the knobs as configured). The `psa` binary's default comes from Slurm or the node's
+    /// memory (`--mem-per-pe SIZE`).
     pub mem_per_pe: Option<u64>,
     /// Where [`Self::mem_per_pe`] came from, for messages (`--mem-per-pe`, a Slurm variable, the
     /// node's memory).
