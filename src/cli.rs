@@ -32,7 +32,8 @@ The file is written under a temporary name beside OUTPUT, its space reserved at 
 renamed when complete, so OUTPUT never holds a partial result. A device or FIFO (-o /dev/null) is
 written through. psa refuses to overwrite its input, a directory or special file, and (without
 --force) a read-only file. Exit status: 0 on success, 1 on any error (reported once, by the
-lowest pe that failed), 2 for bad arguments and refused outputs (before the input is read).
+lowest pe that failed), 2 for bad arguments, refused outputs and memory budgets too small for
+the leanest plan (all found before the input is read).
 Test and tuning switches (--force-wide, --css-*, --no-gpu-pool, --mpi-max-count, --gpu-*, …) are
 not listed here (see README, Tests); --stats and -v show every setting of a run.
 Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phases).";
@@ -46,9 +47,10 @@ pub struct Cli {
     /// Output file [default: INPUT.sa]
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Algorithm (css is the faster on real texts; both give the same output)
-    #[arg(long, value_enum, default_value = "css")]
-    pub algo: AlgoArg,
+    /// Algorithm (css is the faster on real texts; both give the same output) [default: css, or
+    /// dc3 when only dc3 fits --mem-per-pe]
+    #[arg(long, value_enum)]
+    pub algo: Option<AlgoArg>,
     /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5), 4, 5 or 8
     #[arg(long, default_value = "auto", value_parser = Width::parse)]
     pub width: Width,
@@ -75,6 +77,12 @@ pub struct Cli {
     /// ~/.cache/psa]
     #[arg(long, value_name = "DIR")]
     pub kernel_cache: Option<PathBuf>,
+    /// Memory each pe may use (e.g. 3G, 512M, 1.5G, 1024K, bytes): psa plans its work to stay
+    /// inside it and refuses, before reading the input, a run whose leanest plan cannot fit
+    /// [default: Slurm's SLURM_MEM_PER_CPU × SLURM_CPUS_PER_TASK or SLURM_MEM_PER_NODE / pes on the
+    /// node, else the node's available memory / pes on the node]
+    #[arg(long, value_name = "SIZE", value_parser = mem_size)]
+    pub mem_per_pe: Option<u64>,
     /// Subproblems of at most this many characters are solved sequentially on one pe
     #[arg(long, default_value_t = 1 << 22, value_name = "N", value_parser = at_least(4))]
     pub base_case: usize,
@@ -168,6 +176,14 @@ fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send
     }
 }
 
+/// A parser of memory sizes ([`psa::plan::parse_size`]), at least 1 MiB.
+fn mem_size(s: &str) -> Result<u64, String> {
+    match psa::plan::parse_size(s)? {
+        b if b < 1 << 20 => Err(format!("'{s}' is less than 1M")),
+        b => Ok(b),
+    }
+}
+
 /// A parser of finite numbers.
 fn fraction(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -196,8 +212,14 @@ impl Cli {
         let t = &self.tuning;
         let mut c = Config {
             algo: match self.algo {
-                AlgoArg::Dc3 => Algo::Dc3,
-                AlgoArg::Css => Algo::Css,
+                Some(AlgoArg::Dc3) => Algo::Dc3,
+                Some(AlgoArg::Css) | None => Algo::Css,
+            },
+            plan_algo: self.algo.is_none(),
+            mem_per_pe: self.mem_per_pe,
+            mem_per_pe_from: match self.mem_per_pe {
+                Some(_) => "--mem-per-pe".into(),
+                None => String::new(),
             },
             backend: if self.gpu { Backend::Gpu } else { Backend::Cpu },
             // 0: the library's default (cores / pes on the node); --threads 0 means 1.
@@ -273,12 +295,14 @@ mod tests {
             "--gpu-copy-piece=8192",
             "--gpu-pin=alloc",
             "--kernel-cache=/k",
+            "--mem-per-pe=1.5G",
         ])
         .config(Some("/default".into()));
         assert_eq!(
             c.summary(),
             "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 \
-             exchange_round_bytes=null force_wide=true \
+             exchange_round_bytes=null mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
+             plan_algo=false force_wide=true \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
              gpu_pool=false pool_piece=3 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""
@@ -300,6 +324,9 @@ mod tests {
             (&["--gpu-copy-piece", "100"], "must be at least 4096"),
             (&["--css-handover", "nan"], "not a number"),
             (&["--css-predicted", "dc5"], "invalid value"),
+            (&["--mem-per-pe", "3X"], "not a size"),
+            (&["--mem-per-pe", "512K"], "less than 1M"),
+            (&["--mem-per-pe", ""], "not a size"),
         ] {
             let e = Cli::try_parse_from([&["psa"], args, &["in.txt"]].concat())
                 .expect_err("refused")

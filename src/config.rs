@@ -50,6 +50,19 @@ pub struct Config {
     /// [`crate::comm::Comm::all_to_all_rounds`]); tests set it small to run every exchange in many
     /// rounds (`--exchange-round-bytes N`).
     pub round_bytes: Option<usize>,
+    /// The memory budget of every pe, bytes: a file job ([`crate::driver::run`]) plans its knobs
+    /// so that each pe's predicted peak stays inside it, and is refused before its input is read
+    /// when even its leanest plan does not fit (see [`crate::plan`]; a caller of
+    /// [`crate::suffix_array`] can do the same with [`crate::plan::choose`]). None: no budget
+    /// (the knobs as configured). The `psa` binary's default comes from Slurm or the node's
+    /// memory (`--mem-per-pe SIZE`).
+    pub mem_per_pe: Option<u64>,
+    /// Where [`Self::mem_per_pe`] came from, for messages (`--mem-per-pe`, a Slurm variable, the
+    /// node's memory).
+    pub mem_per_pe_from: String,
+    /// The plan may run the other algorithm when the configured one cannot fit the budget (both
+    /// give the same output; default true). The `psa` binary clears it when `--algo` is given.
+    pub plan_algo: bool,
     /// Test and tuning switches of the algorithms (read as `ctx.tune`).
     pub tune: Tunables,
     /// Settings of the GPU backend.
@@ -65,6 +78,9 @@ impl Default for Config {
             base_case: 1 << 22,
             mpi_max_count: i32::MAX as usize,
             round_bytes: None,
+            mem_per_pe: None,
+            mem_per_pe_from: String::new(),
+            plan_algo: true,
             tune: Tunables::default(),
             gpu: GpuOptions::default(),
         }
@@ -206,6 +222,12 @@ impl Config {
                 "exchange_round_bytes",
                 self.round_bytes.map_or("null".into(), |b| b.to_string()),
             ),
+            (
+                "mem_per_pe",
+                self.mem_per_pe.map_or("null".into(), |b| b.to_string()),
+            ),
+            ("mem_per_pe_from", s(&self.mem_per_pe_from)),
+            ("plan_algo", self.plan_algo.to_string()),
             ("force_wide", t.force_wide.to_string()),
             ("css_handover", format!("{:?}", t.css_handover)),
             ("css_predict", t.css_predict.to_string()),
@@ -266,6 +288,9 @@ mod tests {
             base_case: _,
             mpi_max_count: _,
             round_bytes: _,
+            mem_per_pe: _,
+            mem_per_pe_from: _,
+            plan_algo: _,
             tune:
                 Tunables {
                     force_wide: _,
@@ -285,7 +310,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 6 + 7 + 5);
+        assert_eq!(names.len(), 9 + 7 + 5);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::io::{agreed_input_len, read_distributed, OutputFile, SideFile, Width};
+use crate::plan::{self, Plan, Shape};
 pub use crate::stats::json_str;
 use crate::stats::{summarise, PhaseSummary};
 use crate::{algo, suffix_array, suffix_array_or_write, Ctx};
@@ -19,6 +20,8 @@ pub struct Job {
     pub stats: Option<PathBuf>,
     /// Replace a read-only output (or stats file) instead of refusing.
     pub force: bool,
+    /// Log the memory plan (pe 0, at info) before the build; else only when it changes a knob.
+    pub show_plan: bool,
 }
 
 /// What a finished job measured (the same on every pe).
@@ -34,6 +37,8 @@ pub struct Report {
     /// pCSS prefix-doubling rounds (0 for DC3).
     pub refine_rounds: usize,
     pub checked: bool,
+    /// The memory plan the run kept ([`plan::choose`]).
+    pub plan: Plan,
 }
 
 impl Report {
@@ -55,22 +60,57 @@ impl Report {
 /// verdict.
 ///
 /// Everything that can be checked without the text is checked before it is read: the input's
-/// size on every pe, the entry width, the output and stats paths (created now, the output's
-/// space reserved, every pe opening it), so a doomed run fails in seconds, not after the build.
-pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
-    ctx.install(|ctx| run_here(ctx, job))
+/// size on every pe, the entry width, the memory plan ([`plan::choose`], which sets the context's
+/// algorithm and exchange rounds, or refuses a run that cannot fit [`crate::Config::mem_per_pe`]),
+/// the output and stats paths (created now, the output's space reserved, every pe opening it), so
+/// a doomed run fails in seconds, not after the build.
+pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
+    let (n, width, plan) = ctx.install(|ctx| size_and_plan(ctx, job))?;
+    ctx.config.algo = plan.knobs.algo;
+    if let Some(r) = plan.knobs.round_bytes {
+        ctx.config.round_bytes = Some(r);
+        ctx.comm.set_round_bytes(r);
+    }
+    ctx.install(|ctx| run_here(ctx, job, n, width, plan))
 }
 
-/// [`run`] on the calling thread's pool.
-fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
+/// The input's size (agreed by every pe), the entry width and the memory plan. Collective.
+fn size_and_plan(ctx: &Ctx, job: &Job) -> Result<(usize, usize, Plan)> {
     let comm = &ctx.comm;
-    let t0 = Instant::now();
     let n = agreed_input_len(comm, &job.input)?;
     let width = comm.agree(
         job.width
             .resolve(n)
             .map_err(|e| Error::Usage(e.to_string())),
     )?;
+    let shape = Shape {
+        n,
+        pes: comm.size(),
+        width,
+        check: job.check,
+    };
+    // The same on every pe (the same settings and size): pe 0 reports a refusal, every pe
+    // leaves with its status.
+    let plan = comm.agree(plan::choose(
+        &ctx.config,
+        &shape,
+        &ctx.config.mem_per_pe_from,
+    ))?;
+    if comm.rank() == 0 {
+        let changed =
+            plan.knobs.algo != ctx.config.algo || plan.knobs.round_bytes != ctx.config.round_bytes;
+        match job.show_plan || changed {
+            true => log::info!("{}", plan.summary()),
+            false => log::debug!("{}", plan.summary()),
+        }
+    }
+    Ok((n, width, plan))
+}
+
+/// [`run`] on the calling thread's pool.
+fn run_here(ctx: &Ctx, job: &Job, n: usize, width: usize, plan: Plan) -> Result<Report> {
+    let comm = &ctx.comm;
+    let t0 = Instant::now();
     let inputs = [job.input.as_path()];
     if let Some(stats) = &job.stats {
         let clash = comm.rank() == 0 && crate::io::output::same_destination(stats, &job.output);
@@ -87,7 +127,6 @@ fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
         None => None,
     };
     let out = OutputFile::create(comm, &job.output, &inputs, job.force, n, width)?;
-    warn_if_memory_short(ctx, n);
     if comm.rank() == 0 {
         log::info!(
             "building the suffix array of '{}' ({n} bytes) on {} pes × {} threads with {:?}, {}-byte entries",
@@ -132,32 +171,12 @@ fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
         max_imbalance,
         refine_rounds,
         checked: job.check,
+        plan,
     };
     if let Some(f) = stats_file {
         f.finish(comm, report_json(&report, ctx, job).as_bytes())?;
     }
     Ok(report)
-}
-
-/// Bytes per input character a run may need at most, summed over pes, on the inputs measured
-/// (English with css; MPI's own buffers included): the basis of the warning below.
-const PEAK_BYTES_PER_CHAR: u64 = 150;
-
-/// Warns (pe 0, before the text is read) when the run is likely to need more memory than its
-/// pes have, so that an out-of-memory kill later does not come without a word.
-fn warn_if_memory_short(ctx: &Ctx, n: usize) {
-    let comm = &ctx.comm;
-    let need = (n as u64).saturating_mul(PEAK_BYTES_PER_CHAR) / comm.size() as u64 + (32 << 20);
-    let have = crate::stats::memory_per_pe(comm.local_size());
-    let short = have.is_some_and(|h| need > h);
-    let short_pes = comm.all_reduce_sum(short as u64);
-    if comm.rank() == 0 && short_pes > 0 {
-        log::warn!(
-            "this run may need up to {:.1} GB per pe and {short_pes} pe(s) have less (pe 0: {:.1} GB available): it may run out of memory; use more pes or nodes",
-            need as f64 / 1e9,
-            have.unwrap_or(0) as f64 / 1e9
-        );
-    }
 }
 
 fn comm_max_f64(ctx: &Ctx, x: f64) -> f64 {
@@ -192,6 +211,15 @@ pub fn report_table(r: &Report) -> String {
         peak as f64 / 1e6,
         r.bytes_per_char_text(),
         r.max_imbalance
+    ));
+    s.push_str(&format!(
+        "\nmemory: measured peak {} on the fullest pe, planned {} ({})",
+        plan::size_text(peak),
+        plan::size_text(r.plan.peak),
+        r.plan.budget.map_or("no budget".into(), |b| format!(
+            "budget {}",
+            plan::size_text(b)
+        ))
     ));
     s
 }
@@ -233,7 +261,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         })
         .collect();
     format!(
-        "{{\n  \"input\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        "{{\n  \"input\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
         json_str(&job.input.display().to_string()),
         config_json(ctx),
         r.n,
@@ -250,6 +278,10 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         list(&r.bytes_sent),
         r.max_imbalance,
         r.refine_rounds,
+        r.plan.budget.map_or("null".into(), |b| b.to_string()),
+        r.plan.to_json(),
+        r.plan.peak,
+        r.peak_rss.iter().copied().max().unwrap_or(0),
         phases.join(",\n")
     )
 }

@@ -30,6 +30,7 @@ pub mod driver;
 pub mod error;
 pub mod io;
 pub mod local;
+pub mod plan;
 pub mod stats;
 
 use std::cell::OnceCell;

@@ -1,5 +1,6 @@
 //! `psa`: build the suffix array of a file on every MPI process of the job.
 
+mod budget;
 mod cli;
 
 use std::io::Write;
@@ -120,7 +121,15 @@ fn main() -> ExitCode {
     let mut config = cli.config(default_kernel_cache());
     config.threads = threads_per_pe(cli.threads, rank).unwrap_or(0);
     let size = world.size() as usize;
-    let ctx = Ctx::new(world, config);
+    let mut ctx = Ctx::new(world, config);
+    if ctx.config.mem_per_pe.is_none() {
+        // Collective: every pe asks for the pes on its node.
+        let local_pes = ctx.comm.local_size();
+        if let Some((bytes, from)) = budget::default_budget(&|v| std::env::var(v).ok(), local_pes) {
+            ctx.config.mem_per_pe = Some(bytes);
+            ctx.config.mem_per_pe_from = from;
+        }
+    }
     // The library's parallel work runs on the calling thread when its pool has the context's
     // thread count (Ctx::install): size the global pool so, and MPI stays on this thread.
     if let Err(e) = rayon::ThreadPoolBuilder::new()
@@ -133,7 +142,7 @@ fn main() -> ExitCode {
         log::info!("settings: {}", ctx.config.summary());
     }
     let result = ctx.comm.agree(psa::backend_for(&ctx)).and_then(|sorter| {
-        let ctx = ctx.with_sorter(sorter);
+        let mut ctx = ctx.with_sorter(sorter);
         let job = Job {
             output: cli.output.clone().unwrap_or_else(|| {
                 let mut s = cli.input.clone().into_os_string();
@@ -145,8 +154,9 @@ fn main() -> ExitCode {
             check: cli.check,
             stats: cli.stats.clone(),
             force: cli.force,
+            show_plan: cli.verbose >= 1,
         };
-        let report = run(&ctx, &job)?;
+        let report = run(&mut ctx, &job)?;
         if rank == 0 {
             if cli.verbose >= 1 {
                 log::info!("phases (max and mean over pes):\n{}", report_table(&report));

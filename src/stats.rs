@@ -124,36 +124,6 @@ pub fn peak_rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
-/// Memory a pe of this node may count on, in bytes: the node's available memory (MemAvailable)
-/// or its cgroup's limit, whichever is smaller, shared by the `local_pes` pes on the node, and
-/// at most this process's address-space limit (`ulimit -v`). None when unknown. Local.
-pub fn memory_per_pe(local_pes: usize) -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
-        s.lines()
-            .find(|l| l.starts_with("MemAvailable:"))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-    });
-    // cgroup v2, then v1; "max" or an absurd number means no limit.
-    let cgroup = [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .filter_map(|p| std::fs::read_to_string(p).ok())
-    .filter_map(|s| s.trim().parse::<u64>().ok())
-    .find(|&b| b < 1 << 60);
-    let node = match (meminfo, cgroup) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }?;
-    let per_pe = node / local_pes.max(1) as u64;
-    Some(match address_space_limit() {
-        Some(l) => per_pe.min(l),
-        None => per_pe,
-    })
-}
-
 /// This process's address-space limit (RLIMIT_AS) in bytes, None when unlimited.
 pub fn address_space_limit() -> Option<u64> {
     let mut r = libc::rlimit {

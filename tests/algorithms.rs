@@ -371,6 +371,48 @@ fn exchanges_in_rounds() {
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
+/// `--mem-per-pe` at the leanest budget of each run (its plan: every exchange in rounds of 4 KiB
+/// per pe) on every input of the table at every p, down to tiny recursion levels, with the
+/// checker; one algorithm per row, in turn (both at once cost twice the time for little more).
+#[test]
+fn leanest_memory_budget() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for (k, case) in TABLE.iter().enumerate() {
+        let text = (case.gen)();
+        let want = oracle(&text);
+        let dir = TempDir::new(case.name);
+        dir.write("input", &text);
+        let (algo, name) = [(psa::Algo::Css, "css"), (psa::Algo::Dc3, "dc3")][k % 2];
+        for &p in PES {
+            runs += 1;
+            let config = psa::Config {
+                algo,
+                plan_algo: false,
+                ..psa::Config::default()
+            };
+            let shape = psa::plan::Shape {
+                n: text.len(),
+                pes: p,
+                width: 4,
+                check: true,
+            };
+            let budget = psa::plan::choose(&config, &shape, "")
+                .expect("no budget")
+                .leanest
+                .to_string();
+            let args = ["--mem-per-pe", &budget];
+            if let Err(msg) = run_one(dir.path(), &want, p, name, Base::Small(4), &args) {
+                failures.push(format!(
+                    "--mem-per-pe {budget}, input {}, p = {p}, algo = {name}: {msg}",
+                    case.name
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+}
+
 /// `--force-wide` sends both algorithms down their wide-record paths (normally only taken for
 /// n ≥ 2^41 or huge names) on small inputs; results must stay exact.
 #[test]
