@@ -7,8 +7,6 @@
 
 use std::path::PathBuf;
 
-use crate::stats::json_str;
-
 /// Which algorithm builds the suffix array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algo {
@@ -95,8 +93,8 @@ pub struct Tunables {
     /// [`crate::algo::pooled`]); false: the distributed algorithm with device sorts (its recursion
     /// levels still go to the device when they fit) (`--no-gpu-pool`).
     pub gpu_pool: bool,
-    /// Records per message of that relay through pe 0 (default [`crate::algo::pooled::PIECE`];
-    /// at least 1) (`--pool-piece N`).
+    /// Records per message of that relay through pe 0 (default 2^24; at least 1;
+    /// tests use tiny pieces) (`--pool-piece N`).
     pub pool_piece: usize,
 }
 
@@ -109,7 +107,7 @@ impl Default for Tunables {
             css_finish_dc3: false,
             css_predicted: Predicted::Dc7,
             gpu_pool: true,
-            pool_piece: crate::algo::pooled::PIECE,
+            pool_piece: 1 << 24,
         }
     }
 }
@@ -244,6 +242,21 @@ impl Config {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// A JSON string literal for `s`.
+pub fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
 }
 
 #[cfg(test)]

@@ -438,11 +438,6 @@ impl SideFile {
         })
     }
 
-    /// Where the file goes (pe 0; None elsewhere).
-    pub fn dest(&self) -> Option<&Dest> {
-        self.staged.as_ref().map(|s| s.dest())
-    }
-
     /// Writes `content` (pe 0's is used) and puts the file in place. Collective.
     pub fn finish(self, comm: &Comm, content: &[u8]) -> Result<()> {
         let r = match self.staged {
