@@ -102,7 +102,12 @@ fn run(ctx: &Ctx, input: &Path, output: &Path) -> psa::Result<usize> {
 }
 
 /// `count` little-endian entries of `width` bytes from entry `first` of the file at `path`.
-fn read_entries(path: &Path, first: usize, count: usize, width: usize) -> std::io::Result<Vec<u64>> {
+fn read_entries(
+    path: &Path,
+    first: usize,
+    count: usize,
+    width: usize,
+) -> std::io::Result<Vec<u64>> {
     let file = std::fs::File::open(path)?;
     let mut bytes = vec![0u8; count * width];
     file.read_exact_at(&mut bytes, (first * width) as u64)?;

@@ -3,7 +3,7 @@
 //! Rust's default answer to a failed allocation is "memory allocation of N bytes failed" and
 //! SIGABRT on one pe, which leaves the others waiting in their next collective. [`AbortOnOom`]
 //! wraps the system allocator; when it returns nothing, the pe prints which pe and host failed,
-//! in which phase ([`set_phase`], kept by [`crate::Ctx::phase`]), how many bytes it asked for, its
+//! in which phase (as [`crate::Ctx::phase`] names it), how many bytes it asked for, its
 //! peak resident memory so far and its limit, removes the partial output file, and ends every
 //! pe of the job with MPI_Abort (exit status 1). The command-line tool installs it; a library
 //! user may too:

@@ -90,7 +90,7 @@ pub struct Tunables {
     /// (`--css-predicted dc7|dc3|sort`).
     pub css_predicted: Predicted,
     /// With the GPU at p > 1, build a whole text that fits pe 0's device there (default true; see
-    /// [`crate::algo::pooled`]); false: the distributed algorithm with device sorts (its recursion
+    /// `algo::pooled`); false: the distributed algorithm with device sorts (its recursion
     /// levels still go to the device when they fit) (`--no-gpu-pool`).
     pub gpu_pool: bool,
     /// Records per message of that relay through pe 0 (default 2^24; at least 1;
@@ -134,7 +134,7 @@ impl Predicted {
     }
 }
 
-/// Settings of the GPU backend ([`crate::local::gpu::GpuSort::open`]); the defaults are what
+/// Settings of the GPU backend (`local::gpu::GpuSort::open`, feature `gpu`); the defaults are what
 /// measurements chose, the other values are there to measure again. `psa` flags in parentheses.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuOptions {

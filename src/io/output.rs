@@ -476,7 +476,7 @@ pub fn host_name() -> String {
 }
 
 impl OutputFile {
-    /// Plans the output (see [`plan`]: refuses the input itself, directories, special files and,
+    /// Plans the output (see `plan`: refuses the input itself, directories, special files and,
     /// without `force`, read-only files), then creates it on pe 0 with room for `n` entries of
     /// `width` bytes reserved; every other pe opens it right away, so a directory that some
     /// node cannot see fails now. Collective; every pe gets the same verdict.
