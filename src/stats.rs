@@ -167,5 +167,5 @@ pub(crate) fn address_space_limit() -> Option<u64> {
     };
     // SAFETY: getrlimit writes one rlimit.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
-    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
 }
