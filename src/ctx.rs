@@ -36,10 +36,10 @@ pub struct Ctx {
     /// The phases recorded so far.
     pub log: PhaseLog,
     /// The algorithms' switches: a copy of `config.tune` made by [`Ctx::new`].
-    pub tune: Tunables,
+    pub(crate) tune: Tunables,
     /// The CPUs of this node that its pes may run on together (an affinity mask): pe 0 runs the
     /// sequential base case on all of them while every other pe waits asleep.
-    pub node_cpus: Vec<u64>,
+    pub(crate) node_cpus: Vec<u64>,
     /// The context's own rayon pool, made when first needed (None when it could not be made).
     pool: OnceCell<Option<rayon::ThreadPool>>,
 }

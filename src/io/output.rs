@@ -618,11 +618,6 @@ impl OutputFile {
         drop(file);
         comm.agree(root.map_or(Ok(()), |s| s.commit()))
     }
-
-    /// Path of the temporary file (None when written through).
-    pub fn tmp_path(&self) -> Option<&Path> {
-        self.tmp.as_deref()
-    }
 }
 
 #[cfg(test)]
