@@ -21,6 +21,25 @@ pub trait SortEnv {
     fn note_imbalance(&self, local: usize, total: usize);
 }
 
+/// A reference to an environment is one (so `sample_sort(&ctx, …)` works with `ctx: &Ctx`).
+impl<E: SortEnv> SortEnv for &E {
+    fn comm(&self) -> &Comm {
+        (**self).comm()
+    }
+
+    fn sorter(&self) -> &dyn LocalSort {
+        (**self).sorter()
+    }
+
+    fn phase<R>(&self, name: &str, f: impl FnOnce() -> R) -> R {
+        (**self).phase(name, f)
+    }
+
+    fn note_imbalance(&self, local: usize, total: usize) {
+        (**self).note_imbalance(local, total)
+    }
+}
+
 /// Records that sample sort can order: a total order (`Ord`) that is unique per record in psa
 /// (every key carries a position, which is what keeps the sort balanced when the characters of
 /// all keys are equal, as in aⁿ), and a local sort for this type.
