@@ -7,8 +7,6 @@
 
 use std::path::PathBuf;
 
-use crate::stats::json_str;
-
 /// Which algorithm builds the suffix array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algo {
@@ -108,11 +106,11 @@ pub struct Tunables {
     /// (`--css-predicted dc7|dc3|sort`).
     pub css_predicted: Predicted,
     /// With the GPU at p > 1, build a whole text that fits pe 0's device there (default true; see
-    /// [`crate::algo::pooled`]); false: the distributed algorithm with device sorts (its recursion
+    /// `algo::pooled`); false: the distributed algorithm with device sorts (its recursion
     /// levels still go to the device when they fit) (`--no-gpu-pool`).
     pub gpu_pool: bool,
-    /// Records per message of that relay through pe 0 (default [`crate::algo::pooled::PIECE`];
-    /// at least 1) (`--pool-piece N`).
+    /// Records per message of that relay through pe 0 (default 2^24; at least 1;
+    /// tests use tiny pieces) (`--pool-piece N`).
     pub pool_piece: usize,
 }
 
@@ -125,7 +123,7 @@ impl Default for Tunables {
             css_finish_dc3: false,
             css_predicted: Predicted::Dc7,
             gpu_pool: true,
-            pool_piece: crate::algo::pooled::PIECE,
+            pool_piece: 1 << 24,
         }
     }
 }
@@ -152,7 +150,7 @@ impl Predicted {
     }
 }
 
-/// Settings of the GPU backend ([`crate::local::gpu::GpuSort::open`]); the defaults are what
+/// Settings of the GPU backend (`local::gpu::GpuSort::open`, feature `gpu`); the defaults are what
 /// measurements chose, the other values are there to measure again. `psa` flags in parentheses.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuOptions {
@@ -266,6 +264,21 @@ impl Config {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// A JSON string literal for `s`.
+pub fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
 }
 
 #[cfg(test)]

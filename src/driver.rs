@@ -3,20 +3,25 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::config::json_str;
 use crate::error::{Error, Result};
 use crate::io::{agreed_input_len, read_distributed, OutputFile, SideFile, Width};
 use crate::plan::{self, Plan, Shape};
-pub use crate::stats::json_str;
 use crate::stats::{summarise, PhaseSummary};
 use crate::{algo, suffix_array, suffix_array_or_write, Ctx};
 
 /// What the command line asks for.
 #[derive(Clone, Debug)]
 pub struct Job {
+    /// The text, a file every pe can read.
     pub input: PathBuf,
+    /// Where the suffix array goes (a file, a device or a FIFO).
     pub output: PathBuf,
+    /// Bytes per SA entry.
     pub width: Width,
+    /// Run the distributed checker before writing.
     pub check: bool,
+    /// Where to write the report as JSON (`--stats`).
     pub stats: Option<PathBuf>,
     /// Replace a read-only output (or stats file) instead of refusing.
     pub force: bool,
@@ -27,15 +32,23 @@ pub struct Job {
 /// What a finished job measured (the same on every pe).
 #[derive(Clone, Debug)]
 pub struct Report {
+    /// Characters of the text.
     pub n: usize,
+    /// Bytes per SA entry written.
     pub width: usize,
+    /// Wall time of the whole job, seconds.
     pub total_secs: f64,
+    /// Every phase, summarised over pes.
     pub phases: Vec<PhaseSummary>,
+    /// Peak resident memory of each pe over the run, bytes.
     pub peak_rss: Vec<u64>,
+    /// Bytes each pe sent.
     pub bytes_sent: Vec<u64>,
+    /// The largest share of one pe after a sort, over the mean.
     pub max_imbalance: f64,
     /// pCSS prefix-doubling rounds (0 for DC3).
     pub refine_rounds: usize,
+    /// Whether the distributed checker passed the result.
     pub checked: bool,
     /// The memory plan the run kept ([`plan::choose`]).
     pub plan: Plan,

@@ -183,7 +183,7 @@ fn main() -> ExitCode {
                 1 => eprintln!("psa: error: {e}"),
                 _ => eprintln!(
                     "psa: error on pe {rank} (host {}): {e}",
-                    psa::io::output::host_name()
+                    psa::io::host_name()
                 ),
             }
             ExitCode::from(e.exit_code())

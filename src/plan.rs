@@ -17,7 +17,7 @@
 
 use crate::config::{Algo, Config};
 use crate::error::{Error, Result};
-use crate::stats::json_str;
+use crate::config::json_str;
 
 /// Resident memory of a pe before it holds any of the text: the binary, MPI's buffers, the
 /// thread pool (measured 19–23 MB at p = 1–16; rounded up).

@@ -97,7 +97,7 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
     let dir = TempDir::new("budget_leanest");
     let text = gen::dna(21, 30_000);
     dir.write("in.txt", &text);
-    let want = psa::algo::seq::sa_bytes(&text, 1);
+    let want = psa::internals::sa_bytes(&text, 1);
     for (p, algo, name) in [(2, Algo::Css, "css"), (3, Algo::Dc3, "dc3")] {
         let budget = leanest(text.len(), p, algo).to_string();
         let o = run_psa(
@@ -183,7 +183,7 @@ fn without_algo_the_plan_may_take_the_leaner_algorithm() {
     );
     assert_eq!(
         read_sa(&dir.join("in.txt.sa"), 4),
-        psa::algo::seq::sa_bytes(&text, 1)
+        psa::internals::sa_bytes(&text, 1)
     );
     let o = run_psa(1, [&["--algo", "css"][..], &args].concat(), dir.path());
     assert_eq!(o.code, Some(2), "--algo css is kept: {}", o.describe());

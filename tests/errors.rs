@@ -533,7 +533,7 @@ fn fewer_characters_than_pes() {
     let dir = TempDir::new("n_lt_p");
     for text in [&b"z"[..], b"ba", b"aab", b"\xff\x00\xff"] {
         dir.write("input", text);
-        let want = psa::algo::oracle::naive_sa(text);
+        let want = psa::internals::naive_sa(text);
         for p in [4, 7] {
             for algo in ALGOS {
                 let o = run_psa(

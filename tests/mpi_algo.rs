@@ -7,9 +7,8 @@ mod common;
 
 use common::harness::{ctx_with, length_patterns, mpi_test, mpi_test_at, scaled_cuts};
 use common::Rng;
-use psa::algo::{check::check, seq::sa_bytes};
-use psa::dist::Layout;
-use psa::Algo;
+use psa::internals::sa_bytes;
+use psa::{check, Algo, Layout};
 
 /// The distributed checker accepts the right suffix array and rejects wrong ones: two neighbours
 /// swapped, a duplicate entry, an entry equal to n, the whole array reversed.

@@ -438,11 +438,6 @@ impl SideFile {
         })
     }
 
-    /// Where the file goes (pe 0; None elsewhere).
-    pub fn dest(&self) -> Option<&Dest> {
-        self.staged.as_ref().map(|s| s.dest())
-    }
-
     /// Writes `content` (pe 0's is used) and puts the file in place. Collective.
     pub fn finish(self, comm: &Comm, content: &[u8]) -> Result<()> {
         let r = match self.staged {
@@ -481,7 +476,7 @@ pub fn host_name() -> String {
 }
 
 impl OutputFile {
-    /// Plans the output (see [`plan`]: refuses the input itself, directories, special files and,
+    /// Plans the output (see `plan`: refuses the input itself, directories, special files and,
     /// without `force`, read-only files), then creates it on pe 0 with room for `n` entries of
     /// `width` bytes reserved; every other pe opens it right away, so a directory that some
     /// node cannot see fails now. Collective; every pe gets the same verdict.
@@ -495,7 +490,7 @@ impl OutputFile {
     ) -> Result<OutputFile> {
         let mut tag = random_tag();
         comm.broadcast(&mut tag, 0);
-        let bytes = (n as u64).checked_mul(width as u64).unwrap_or(u64::MAX);
+        let bytes = (n as u64).saturating_mul(width as u64);
         let root = match comm.rank() {
             0 => plan(requested, inputs, force, "output", tag)
                 .and_then(|d| Staged::create(d, bytes, "output"))
@@ -622,11 +617,6 @@ impl OutputFile {
         let OutputFile { root, file, .. } = self;
         drop(file);
         comm.agree(root.map_or(Ok(()), |s| s.commit()))
-    }
-
-    /// Path of the temporary file (None when written through).
-    pub fn tmp_path(&self) -> Option<&Path> {
-        self.tmp.as_deref()
     }
 }
 
