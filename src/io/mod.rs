@@ -3,6 +3,7 @@
 //! and is renamed into place only after every pe has written its part).
 
 pub mod output;
+pub mod seq;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
