@@ -50,6 +50,10 @@ pub struct Config {
     /// [`crate::comm::Comm::all_to_all_rounds`]); tests set it small to run every exchange in many
     /// rounds (`--exchange-round-bytes N`).
     pub round_bytes: Option<usize>,
+    /// Decompressed bytes pe 0 reads from a gzip input at a time (the piece it parses and hands
+    /// out; default 16 MiB); tests set it small to cut records and lines at every place
+    /// (`--read-piece N`).
+    pub read_piece: usize,
     /// Test and tuning switches of the algorithms (read as `ctx.tune`).
     pub tune: Tunables,
     /// Settings of the GPU backend.
@@ -65,6 +69,7 @@ impl Default for Config {
             base_case: 1 << 22,
             mpi_max_count: i32::MAX as usize,
             round_bytes: None,
+            read_piece: 16 << 20,
             tune: Tunables::default(),
             gpu: GpuOptions::default(),
         }
@@ -206,6 +211,7 @@ impl Config {
                 "exchange_round_bytes",
                 self.round_bytes.map_or("null".into(), |b| b.to_string()),
             ),
+            ("read_piece", self.read_piece.to_string()),
             ("force_wide", t.force_wide.to_string()),
             ("css_handover", format!("{:?}", t.css_handover)),
             ("css_predict", t.css_predict.to_string()),

@@ -1,10 +1,13 @@
 //! The file-to-file job: read each pe's slice, build, optionally check, write, report.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::io::{agreed_input_len, read_distributed, OutputFile, SideFile, Width};
+use crate::io::index::{side_path, IndexMeta, InputMeta, RecordMeta, VERSION};
+use crate::io::seq::{self, Format, InputFile, Record, SeqOptions};
+use crate::io::{OutputFile, SideFile, Width};
 pub use crate::stats::json_str;
 use crate::stats::{summarise, PhaseSummary};
 use crate::{algo, suffix_array, suffix_array_or_write, Ctx};
@@ -12,7 +15,10 @@ use crate::{algo, suffix_array, suffix_array_or_write, Ctx};
 /// What the command line asks for.
 #[derive(Clone, Debug)]
 pub struct Job {
-    pub input: PathBuf,
+    /// The input files, in T order (one or more).
+    pub inputs: Vec<PathBuf>,
+    /// How the inputs become the text (formats, case, reverse complements).
+    pub seq: SeqOptions,
     pub output: PathBuf,
     pub width: Width,
     pub check: bool,
@@ -65,13 +71,9 @@ pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
 fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
     let comm = &ctx.comm;
     let t0 = Instant::now();
-    let n = agreed_input_len(comm, &job.input)?;
-    let width = comm.agree(
-        job.width
-            .resolve(n)
-            .map_err(|e| Error::Usage(e.to_string())),
-    )?;
-    let inputs = [job.input.as_path()];
+    let files = InputFile::open_all(comm, &job.inputs, &job.seq)?;
+    let sequence = files.iter().any(|f| f.format != Format::Raw);
+    let inputs: Vec<&Path> = job.inputs.iter().map(|p| p.as_path()).collect();
     if let Some(stats) = &job.stats {
         let clash = comm.rank() == 0 && crate::io::output::same_destination(stats, &job.output);
         if comm.any(clash) {
@@ -86,19 +88,70 @@ fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
         Some(p) => Some(SideFile::create(comm, p, &inputs, job.force, "stats file")?),
         None => None,
     };
-    let out = OutputFile::create(comm, &job.output, &inputs, job.force, n, width)?;
-    warn_if_memory_short(ctx, n);
-    if comm.rank() == 0 {
+    let side = IndexFiles::create(comm, &job.output, &inputs, job.force, sequence)?;
+    // The output's size is known before reading when every input is raw: created now, so a
+    // doomed run fails in seconds; for sequence input once T is counted.
+    let create_out = |n: usize| -> Result<(OutputFile, usize)> {
+        let width = comm.agree(
+            job.width
+                .resolve(n)
+                .map_err(|e| Error::Usage(e.to_string())),
+        )?;
+        let out = OutputFile::create(comm, &job.output, &inputs, job.force, n, width)?;
+        Ok((out, width))
+    };
+    let early = match InputFile::known_len(&files) {
+        Some(n) => Some(create_out(n)?),
+        None => None,
+    };
+    if let (Some((_, width)), 0) = (&early, comm.rank()) {
+        let n = InputFile::known_len(&files).unwrap_or(0);
+        warn_if_memory_short(ctx, n);
         log::info!(
-            "building the suffix array of '{}' ({n} bytes) on {} pes × {} threads with {:?}, {}-byte entries",
-            job.input.display(),
+            "building the suffix array of {} ({n} bytes) on {} pes × {} threads with {:?}, {}-byte entries",
+            shown_inputs(&job.inputs),
             comm.size(),
             ctx.config.threads,
             ctx.config.algo,
             width
         );
+    } else if early.is_some() {
+        warn_if_memory_short(ctx, InputFile::known_len(&files).unwrap_or(0));
     }
-    let (text, layout) = ctx.phase("read", || read_distributed(comm, &job.input, n))?;
+    let loaded = ctx.phase("read", || {
+        seq::load(comm, &files, &job.seq, ctx.config.read_piece)
+    })?;
+    let seq::Loaded {
+        text,
+        layout,
+        records,
+    } = loaded;
+    let n = layout.len();
+    let (out, width) = match early {
+        Some(x) => x,
+        None => {
+            let (out, width) = create_out(n)?;
+            warn_if_memory_short(ctx, n);
+            if comm.rank() == 0 {
+                log::info!(
+                    "building the suffix array of {} ({n} characters in {} records) on {} pes × {} threads with {:?}, {}-byte entries",
+                    shown_inputs(&job.inputs),
+                    records.len(),
+                    comm.size(),
+                    ctx.config.threads,
+                    ctx.config.algo,
+                    width
+                );
+            }
+            (out, width)
+        }
+    };
+    let text_file = match (&side, sequence) {
+        (Some(_), true) => Some(ctx.phase("write text", || {
+            write_text(comm, &job.output, &inputs, job.force, &text, &layout)
+        })?),
+        _ => None,
+    };
     // The checker needs every pe's part; without it pe 0 may write the device's SA itself
     // (only into a regular file: a device or FIFO gets every part in order through pe 0).
     let sa = match job.check || !out.is_positional() {
@@ -116,6 +169,13 @@ fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
         ctx.phase("write", || out.write(comm, layout.start(comm.rank()), &sa))?;
     }
     out.commit(comm)?;
+    if let Some(t) = text_file {
+        t.commit(comm)?;
+    }
+    if let Some(side) = side {
+        let meta = index_meta(comm, &files, job, n, width, sequence, &records);
+        side.finish(comm, &records, meta)?;
+    }
     let total_secs = comm_max_f64(ctx, t0.elapsed().as_secs_f64());
     let phases = summarise(comm, &ctx.log);
     let peak_rss = comm.all_gather(ctx.log.run_peak_rss());
@@ -137,6 +197,142 @@ fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
         f.finish(comm, report_json(&report, ctx, job).as_bytes())?;
     }
     Ok(report)
+}
+
+/// The inputs for messages: 'a', or 'a' and 2 more files.
+fn shown_inputs(inputs: &[PathBuf]) -> String {
+    match inputs {
+        [one] => format!("'{}'", one.display()),
+        [first, rest @ ..] => format!("'{}' and {} more files", first.display(), rest.len()),
+        [] => "no input".into(),
+    }
+}
+
+/// The index's side files (`OUT.records.tsv`, `OUT.meta`), planned and created before the
+/// input is read (pe 0 writes them at the end). None when the output is a device or FIFO.
+struct IndexFiles {
+    records: SideFile,
+    meta: SideFile,
+}
+
+impl IndexFiles {
+    /// Collective.
+    fn create(
+        comm: &Comm,
+        out: &Path,
+        inputs: &[&Path],
+        force: bool,
+        sequence: bool,
+    ) -> Result<Option<IndexFiles>> {
+        use std::os::unix::fs::FileTypeExt;
+        let special = comm.rank() == 0
+            && std::fs::metadata(out).is_ok_and(|m| {
+                let t = m.file_type();
+                t.is_char_device() || t.is_fifo()
+            });
+        if comm.any(special) {
+            if comm.rank() == 0 {
+                log::info!(
+                    "the output '{}' is not a regular file: no index files are written beside it",
+                    out.display()
+                );
+            }
+            return Ok(None);
+        }
+        // T's file is made once its size is known; its path is checked now.
+        if sequence {
+            let text = side_path(out, ".text");
+            let planned = match comm.rank() {
+                0 => crate::io::output::plan(&text, inputs, force, "text file", 0).map(|_| ()),
+                _ => Ok(()),
+            };
+            comm.agree(planned)?;
+        }
+        let records = SideFile::create(
+            comm,
+            &side_path(out, ".records.tsv"),
+            inputs,
+            force,
+            "records table",
+        )?;
+        let meta = SideFile::create(comm, &side_path(out, ".meta"), inputs, force, "index file")?;
+        Ok(Some(IndexFiles { records, meta }))
+    }
+
+    /// Writes and puts in place the records table and then the metadata (pe 0's). Collective.
+    fn finish(self, comm: &Comm, records: &[Record], meta: Option<IndexMeta>) -> Result<()> {
+        self.records
+            .finish(comm, &IndexMeta::records_tsv(records))?;
+        let bytes = meta.map_or_else(Vec::new, |m| m.encode());
+        self.meta.finish(comm, &bytes)
+    }
+}
+
+/// Writes T beside the output (`OUT.text`), every pe its block; put in place by the caller
+/// with [`OutputFile::commit`] once the SA is. Collective.
+fn write_text(
+    comm: &Comm,
+    out: &Path,
+    inputs: &[&Path],
+    force: bool,
+    text: &[u8],
+    layout: &crate::dist::Layout,
+) -> Result<OutputFile> {
+    let path = side_path(out, ".text");
+    let file = OutputFile::create(comm, &path, inputs, force, layout.len(), 1)?;
+    let me = comm.rank();
+    comm.agree(
+        file.write_part(layout.start(me), text)
+            .and_then(|()| file.sync_local()),
+    )?;
+    Ok(file)
+}
+
+/// The index metadata (pe 0; None elsewhere).
+fn index_meta(
+    comm: &Comm,
+    files: &[InputFile],
+    job: &Job,
+    n: usize,
+    width: usize,
+    sequence: bool,
+    records: &[Record],
+) -> Option<IndexMeta> {
+    if comm.rank() != 0 {
+        return None;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let inputs = files
+        .iter()
+        .map(|f| InputMeta {
+            given: f.path.display().to_string(),
+            absolute: std::fs::canonicalize(&f.path)
+                .unwrap_or_else(|_| f.path.clone())
+                .as_os_str()
+                .as_bytes()
+                .to_vec(),
+            size: f.size,
+            format: f.format.name().into(),
+            gzip: f.gzip,
+        })
+        .collect();
+    Some(IndexMeta {
+        version: VERSION,
+        n: n as u64,
+        width: width as u32,
+        sequence,
+        keep_case: job.seq.keep_case,
+        revcomp: job.seq.revcomp,
+        inputs,
+        records: records
+            .iter()
+            .map(|r| RecordMeta {
+                name: r.name.clone(),
+                start: r.start,
+                len: r.len,
+            })
+            .collect(),
+    })
 }
 
 /// Bytes per input character a run may need at most, summed over pes, on the inputs measured
@@ -233,8 +429,16 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         })
         .collect();
     format!(
-        "{{\n  \"input\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
-        json_str(&job.input.display().to_string()),
+        "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        json_str(&job.inputs.first().map(|p| p.display().to_string()).unwrap_or_default()),
+        job.inputs
+            .iter()
+            .map(|p| json_str(&p.display().to_string()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        job.seq.format.map_or("null".into(), |f| json_str(f.name())),
+        job.seq.keep_case,
+        job.seq.revcomp,
         config_json(ctx),
         r.n,
         ctx.comm.size(),
