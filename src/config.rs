@@ -272,6 +272,7 @@ mod tests {
             base_case: _,
             mpi_max_count: _,
             round_bytes: _,
+            read_piece: _,
             tune:
                 Tunables {
                     force_wide: _,
@@ -291,7 +292,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 6 + 7 + 5);
+        assert_eq!(names.len(), 7 + 7 + 5);
     }
 
     #[test]
