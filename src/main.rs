@@ -88,8 +88,8 @@ fn default_kernel_cache() -> Option<PathBuf> {
 
 /// `psa query …`: no MPI at all (the binary runs without a launcher), on rayon's threads.
 fn query_main() -> ExitCode {
-    let args = std::iter::once(std::ffi::OsString::from("psa query"))
-        .chain(std::env::args_os().skip(2));
+    let args =
+        std::iter::once(std::ffi::OsString::from("psa query")).chain(std::env::args_os().skip(2));
     let cli = match QueryCli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {

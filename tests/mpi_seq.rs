@@ -47,7 +47,11 @@ fn check(comm: &Comm, tag: &str, case: &Case) {
     let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     let (t, recs) = reference(&plain, &names, case.opts.keep_case, case.opts.revcomp);
     let me = comm.rank();
-    assert_eq!(got.layout, Layout::block(t.len(), comm.size()), "{tag}: layout");
+    assert_eq!(
+        got.layout,
+        Layout::block(t.len(), comm.size()),
+        "{tag}: layout"
+    );
     let want = &t[got.layout.start(me)..got.layout.end(me)];
     assert!(
         got.text == want,
@@ -145,7 +149,9 @@ fn several_inputs_and_revcomp() {
     mpi_test(|comm| {
         for seed in 0..8u64 {
             let mut rng = Rng::new(seed);
-            let raw: Vec<u8> = (0..rng.range(0, 50)).map(|_| rng.below(256) as u8).collect();
+            let raw: Vec<u8> = (0..rng.range(0, 50))
+                .map(|_| rng.below(256) as u8)
+                .collect();
             let mixed = Case {
                 files: vec![
                     ("x.fa".into(), fasta(seed, 3, 60), Kind::Fasta),

@@ -20,7 +20,11 @@ fn records_tsv(out: &Path) -> Vec<Rec> {
     lines
         .map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
-            (f[0].to_string(), f[1].parse().unwrap(), f[2].parse().unwrap())
+            (
+                f[0].to_string(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
         })
         .collect()
 }
@@ -43,7 +47,11 @@ fn query(dir: &Path, args: &[&str]) -> (bool, String, String) {
 /// Patterns of T: substrings (some lower-cased, some across a `$`), and absent ones.
 fn patterns(t: &[u8], seed: u64) -> Vec<String> {
     let mut rng = Rng::new(seed);
-    let mut v = vec!["ACG".to_string(), "nN".into(), "TTTTTTTTTTTTTTTTTTTTTTTTT".into()];
+    let mut v = vec![
+        "ACG".to_string(),
+        "nN".into(),
+        "TTTTTTTTTTTTTTTTTTTTTTTTT".into(),
+    ];
     for _ in 0..30 {
         if t.is_empty() {
             break;
@@ -85,11 +93,21 @@ fn check_queries(dir: &Path, out: &str, t: &[u8], recs: &[Rec], fold: bool, seed
     std::fs::write(&listed, pats.join("\r\n")).unwrap();
     let (ok, counts, _) = query(dir, &[out, "--patterns", "patterns.txt"]);
     assert!(ok);
-    let want_counts: String = want.lines().filter(|l| l.split('\t').count() == 2).map(|l| format!("{l}\n")).collect();
+    let want_counts: String = want
+        .lines()
+        .filter(|l| l.split('\t').count() == 2)
+        .map(|l| format!("{l}\n"))
+        .collect();
     assert_eq!(counts, want_counts, "--patterns");
-    let (ok, json, _) = query(dir, &[out, "--json", "--locate", "--max-hits", "1", &pats[0]]);
+    let (ok, json, _) = query(
+        dir,
+        &[out, "--json", "--locate", "--max-hits", "1", &pats[0]],
+    );
     assert!(ok);
-    assert!(json.starts_with(&format!("{{\"pattern\": \"{}\", \"count\": ", pats[0])), "{json}");
+    assert!(
+        json.starts_with(&format!("{{\"pattern\": \"{}\", \"count\": ", pats[0])),
+        "{json}"
+    );
     assert!(json.matches("\"record\"").count() <= 1, "{json}");
 }
 
@@ -137,7 +155,19 @@ fn keep_case_and_format() {
     let dir = TempDir::new("seq-case");
     let fa = fasta(7, 4, 200);
     std::fs::write(dir.join("reads.txt"), &fa).unwrap();
-    let o = run_psa(3, ["reads.txt", "--format", "fasta", "--keep-case", "-o", "k.sa", "-q"], dir.path());
+    let o = run_psa(
+        3,
+        [
+            "reads.txt",
+            "--format",
+            "fasta",
+            "--keep-case",
+            "-o",
+            "k.sa",
+            "-q",
+        ],
+        dir.path(),
+    );
     assert!(o.success(), "{}", o.describe());
     let (t, recs) = reference(&[(fa, Kind::Fasta)], &["reads.txt".into()], true, false);
     assert!(std::fs::read(dir.join("k.sa.text")).unwrap() == t);
@@ -151,7 +181,9 @@ fn keep_case_and_format() {
 fn raw_inputs_build_and_answer() {
     let dir = TempDir::new("seq-raw");
     let mut rng = Rng::new(3);
-    let a: Vec<u8> = (0..300).map(|_| b"abcab\n"[rng.below(6) as usize]).collect();
+    let a: Vec<u8> = (0..300)
+        .map(|_| b"abcab\n"[rng.below(6) as usize])
+        .collect();
     let b: Vec<u8> = (0..1).map(|_| b'a').collect();
     let c: Vec<u8> = (0..500).map(|_| b"abc"[rng.below(3) as usize]).collect();
     for (n, d) in [("a.txt", &a), ("b.txt", &b), ("c.txt", &c)] {
@@ -163,7 +195,10 @@ fn raw_inputs_build_and_answer() {
         assert!(o.success(), "{}", o.describe());
         let t: Vec<u8> = [a.clone(), b.clone(), c.clone()].concat();
         assert_eq!(read_sa(&dir.join(&out), 4), oracle(&t), "p={p}");
-        assert!(!dir.join(&format!("{out}.text")).exists(), "raw input got a text copy");
+        assert!(
+            !dir.join(&format!("{out}.text")).exists(),
+            "raw input got a text copy"
+        );
         let recs: Vec<Rec> = vec![
             ("a.txt".into(), 0, 300),
             ("b.txt".into(), 300, 1),
@@ -175,7 +210,10 @@ fn raw_inputs_build_and_answer() {
     // One raw file: offsets are text offsets; the index survives a move of the working directory.
     let o = run_psa(2, ["c.txt", "-q"], dir.path());
     assert!(o.success(), "{}", o.describe());
-    let (ok, out, _) = query(Path::new("/"), &[dir.join("c.txt.sa").to_str().unwrap(), "abc"]);
+    let (ok, out, _) = query(
+        Path::new("/"),
+        &[dir.join("c.txt.sa").to_str().unwrap(), "abc"],
+    );
     assert!(ok);
     assert_eq!(out, format!("abc\t{}\n", naive_find(&c, b"abc").len()));
 }
@@ -190,21 +228,50 @@ fn bad_input_names_file_and_line() {
     let mut binary = b">x\nACGT\n".to_vec();
     binary.extend((0..64).map(|i| (i * 37) as u8));
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("q.fq", b"@a\nACGT\n+\nIIII\n@b\nACG\n+\nII\n".to_vec(), "q.fq: line 8: the quality line has 2 characters but the sequence has 3"),
-        ("q2.fq", b"@a\nACGT\n+\nIIII\n@b\nAC".to_vec(), "q2.fq: line 6: the file ends inside the FASTQ record that starts at line 5"),
-        ("s.fa", b"ACGT\n>a\nAC\n".to_vec(), "s.fa: line 1: sequence before the first header"),
+        (
+            "q.fq",
+            b"@a\nACGT\n+\nIIII\n@b\nACG\n+\nII\n".to_vec(),
+            "q.fq: line 8: the quality line has 2 characters but the sequence has 3",
+        ),
+        (
+            "q2.fq",
+            b"@a\nACGT\n+\nIIII\n@b\nAC".to_vec(),
+            "q2.fq: line 6: the file ends inside the FASTQ record that starts at line 5",
+        ),
+        (
+            "s.fa",
+            b"ACGT\n>a\nAC\n".to_vec(),
+            "s.fa: line 1: sequence before the first header",
+        ),
         ("bin.fa", binary, "bin.fa: line 3: "),
         ("t.fa.gz", truncated, "t.fa.gz: line "),
-        ("h.fq", b"ACGT\n".to_vec(), "h.fq: line 1: a FASTQ record starts with '@'"),
+        (
+            "h.fq",
+            b"ACGT\n".to_vec(),
+            "h.fq: line 1: a FASTQ record starts with '@'",
+        ),
     ];
     for (name, bytes, msg) in &cases {
         std::fs::write(dir.join(name), bytes).unwrap();
         for p in [1, 3] {
             let o = run_psa(p, [*name, "-o", "bad.sa"], dir.path());
             assert_eq!(o.code, Some(1), "{name} p={p}: {}", o.describe());
-            assert!(o.stderr.contains(msg), "{name} p={p}: wanted '{msg}' in:\n{}", o.stderr);
-            assert_eq!(o.stderr.matches("error").count(), 1, "{name} p={p}: one message:\n{}", o.stderr);
-            let left: Vec<String> = dir.entries().into_iter().filter(|e| e.contains("bad.sa")).collect();
+            assert!(
+                o.stderr.contains(msg),
+                "{name} p={p}: wanted '{msg}' in:\n{}",
+                o.stderr
+            );
+            assert_eq!(
+                o.stderr.matches("error").count(),
+                1,
+                "{name} p={p}: one message:\n{}",
+                o.stderr
+            );
+            let left: Vec<String> = dir
+                .entries()
+                .into_iter()
+                .filter(|e| e.contains("bad.sa"))
+                .collect();
             assert!(left.is_empty(), "{name} p={p}: left behind {left:?}");
         }
     }
@@ -213,5 +280,9 @@ fn bad_input_names_file_and_line() {
     assert!(!ok && err.contains("missing.sa.meta"), "{err}");
     let o = run_psa(1, ["s.fa", "--format", "raw", "--revcomp"], dir.path());
     assert_eq!(o.code, Some(2), "{}", o.describe());
-    assert!(o.stderr.contains("--revcomp needs sequence input"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("--revcomp needs sequence input"),
+        "{}",
+        o.stderr
+    );
 }

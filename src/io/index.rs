@@ -85,7 +85,9 @@ impl IndexMeta {
                 path.display()
             ))
         };
-        let body = bytes.strip_prefix(MAGIC).ok_or_else(|| bad("no psa magic"))?;
+        let body = bytes
+            .strip_prefix(MAGIC)
+            .ok_or_else(|| bad("no psa magic"))?;
         let (meta, _): (IndexMeta, usize) =
             bincode::decode_from_slice(body, bincode::config::standard())
                 .map_err(|e| bad(&e.to_string()))?;
@@ -254,9 +256,10 @@ impl Index {
     pub fn range(&self, pat: &[u8]) -> (usize, usize) {
         let n = self.meta.n as usize;
         let lo = partition(n, |k| self.text.cmp_at(self.sa(k), pat) == Ordering::Less);
-        let hi = lo + partition(n - lo, |k| {
-            self.text.cmp_at(self.sa(lo + k), pat) != Ordering::Greater
-        });
+        let hi = lo
+            + partition(n - lo, |k| {
+                self.text.cmp_at(self.sa(lo + k), pat) != Ordering::Greater
+            });
         (lo, hi)
     }
 

@@ -128,7 +128,10 @@ fn answer(index: &Index, pat: &[u8], locate: bool, max: usize, json: bool) -> (S
     };
     let mut s = String::new();
     if json {
-        s.push_str(&format!("{{\"pattern\": {}, \"count\": {count}", json_str(&shown)));
+        s.push_str(&format!(
+            "{{\"pattern\": {}, \"count\": {count}",
+            json_str(&shown)
+        ));
         if locate {
             let list: Vec<String> = hits
                 .iter()

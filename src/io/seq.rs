@@ -341,10 +341,7 @@ impl Parser {
     fn body(&mut self, seg: &[u8], out: &mut Parsed) -> Parse<()> {
         if self.st.in_header {
             if let Some(&b) = seg.iter().find(|&&b| b == 0) {
-                return self.error(format!(
-                    "{} in a header: this is not a text file",
-                    shown(b)
-                ));
+                return self.error(format!("{} in a header: this is not a text file", shown(b)));
             }
             if self.st.name_open {
                 let end = seg.iter().position(|&b| is_space(b));
@@ -363,7 +360,10 @@ impl Parser {
         match (self.format, self.st.line % 4) {
             (Format::Fasta, _) | (_, 1) => self.residues(seg, out),
             (_, 3) => {
-                if let Some(&b) = seg.iter().find(|&&b| !is_space(b) && !(b'!'..=b'~').contains(&b)) {
+                if let Some(&b) = seg
+                    .iter()
+                    .find(|&&b| !is_space(b) && !(b'!'..=b'~').contains(&b))
+                {
                     return self.error(format!("{} is not a quality character", shown(b)));
                 }
                 self.st.qual += seg.iter().filter(|&&b| !is_space(b)).count() as u64;
@@ -378,8 +378,11 @@ impl Parser {
         let before = out.kept.len();
         for &b in seg {
             if is_residue(b) {
-                out.kept
-                    .push(if self.keep_case { b } else { b.to_ascii_uppercase() });
+                out.kept.push(if self.keep_case {
+                    b
+                } else {
+                    b.to_ascii_uppercase()
+                });
             } else if !is_space(b) {
                 out.kept.truncate(before);
                 let what = match self.format {
@@ -651,18 +654,19 @@ fn assemble(frags: Vec<Frag>) -> Vec<(String, u64)> {
 // ------------------------------------------------------------------------------------------------
 // gzip: pe 0 streams
 
-/// Reads up to `buf.len()` decompressed bytes (fewer only at the end).
-fn fill(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+/// Reads up to `buf.len()` decompressed bytes (fewer only at the end), and the error that
+/// stopped it early, if any (the bytes before it are still good to parse).
+fn fill(r: &mut impl Read, buf: &mut [u8]) -> (usize, Option<std::io::Error>) {
     let mut got = 0;
     while got < buf.len() {
         match r.read(&mut buf[got..]) {
             Ok(0) => break,
             Ok(k) => got += k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => return (got, Some(e)),
         }
     }
-    Ok(got)
+    (got, None)
 }
 
 /// Streams the decompressed file through the parser on pe 0, a piece at a time: `each(kept)`
@@ -683,19 +687,20 @@ fn stream_gzip(
     let mut out = Parsed::default();
     let mut buf = vec![0u8; piece.max(1)];
     loop {
-        let got = fill(&mut z, &mut buf).map_err(|e| {
+        let (got, failed) = fill(&mut z, &mut buf);
+        parser
+            .feed(&buf[..got], &mut out)
+            .map_err(|e| invalid(&file.path, e.line, e.msg))?;
+        if let Some(e) = failed {
             let why = match e.kind() {
                 std::io::ErrorKind::UnexpectedEof => "the gzip stream is truncated".to_string(),
                 _ => format!("not a valid gzip stream ({e})"),
             };
-            invalid(&file.path, parser.st.line, why)
-        })?;
+            return Err(invalid(&file.path, parser.st.line, why));
+        }
         if got == 0 {
             break;
         }
-        parser
-            .feed(&buf[..got], &mut out)
-            .map_err(|e| invalid(&file.path, e.line, e.msg))?;
         each(&out.kept)?;
         out.drained += out.kept.len() as u64;
         out.kept.clear();
@@ -856,7 +861,11 @@ fn with_revcomp(comm: &Comm, text: Vec<u8>, layout: &Layout) -> (Vec<u8>, Layout
         .rev()
         .map(|&b| complement(b))
         .collect();
-    let rc_first = if rc.is_empty() { 2 * n } else { 2 * n - 1 - upto };
+    let rc_first = if rc.is_empty() {
+        2 * n
+    } else {
+        2 * n - 1 - upto
+    };
     drop(text);
     let back = place(comm, rc_first, &rc, &target);
     let mut out = fwd;
@@ -884,12 +893,7 @@ enum Pending {
 /// Memory per pe: its share of each plain file's characters until T's layout is known, then
 /// its block of T (twice that with `revcomp` while the reverse complement is placed); pe 0 also
 /// one piece of a gzip stream and the names of the records.
-pub fn load(
-    comm: &Comm,
-    files: &[InputFile],
-    opts: &SeqOptions,
-    piece: usize,
-) -> Result<Loaded> {
+pub fn load(comm: &Comm, files: &[InputFile], opts: &SeqOptions, piece: usize) -> Result<Loaded> {
     let mut pending = Vec::with_capacity(files.len());
     let mut records = Vec::new();
     let mut base = 0u64;
@@ -989,7 +993,10 @@ pub fn load(
 
 /// T of `files` computed sequentially from whole files: the reference the tests compare with
 /// (and a convenience for small inputs). Local.
-pub fn text_of(files: &[(Vec<u8>, Format)], opts: &SeqOptions) -> std::result::Result<(Vec<u8>, Vec<Record>), String> {
+pub fn text_of(
+    files: &[(Vec<u8>, Format)],
+    opts: &SeqOptions,
+) -> std::result::Result<(Vec<u8>, Vec<Record>), String> {
     let mut t = Vec::new();
     let mut records = Vec::new();
     for (k, (bytes, format)) in files.iter().enumerate() {
@@ -1027,7 +1034,11 @@ pub fn text_of(files: &[(Vec<u8>, Format)], opts: &SeqOptions) -> std::result::R
     }
     if opts.revcomp && !t.is_empty() {
         let n = t.len() as u64;
-        let rc: Vec<u8> = t[..t.len() - 1].iter().rev().map(|&b| complement(b)).collect();
+        let rc: Vec<u8> = t[..t.len() - 1]
+            .iter()
+            .rev()
+            .map(|&b| complement(b))
+            .collect();
         t.extend(rc);
         t.push(b'$');
         for k in (0..records.len()).rev() {
@@ -1084,7 +1095,10 @@ mod tests {
         let e = err(b"@r\nACG\n+\nII\n", Format::Fastq);
         assert!(e.starts_with("line 4: the quality line has 2"), "{e}");
         let e = err(b"@r\nACG\n+\nIII\n@s\nA\n", Format::Fastq);
-        assert!(e.contains("ends inside the FASTQ record that starts at line 5"), "{e}");
+        assert!(
+            e.contains("ends inside the FASTQ record that starts at line 5"),
+            "{e}"
+        );
         let e = err(b"@r\nACG\n-\nIII\n", Format::Fastq);
         assert!(e.starts_with("line 3:"), "{e}");
     }
@@ -1095,9 +1109,13 @@ mod tests {
             revcomp: true,
             ..SeqOptions::default()
         };
-        let (text, recs) = text_of(&[(b">a\nAAC\n>b\nGT\n".to_vec(), Format::Fasta)], &opts).unwrap();
+        let (text, recs) =
+            text_of(&[(b">a\nAAC\n>b\nGT\n".to_vec(), Format::Fasta)], &opts).unwrap();
         assert_eq!(text, b"AAC$GT$AC$GTT$");
-        let names: Vec<_> = recs.iter().map(|r| (r.name.as_str(), r.start, r.len)).collect();
+        let names: Vec<_> = recs
+            .iter()
+            .map(|r| (r.name.as_str(), r.start, r.len))
+            .collect();
         assert_eq!(
             names,
             [("a", 0, 3), ("b", 4, 2), ("b/rc", 7, 2), ("a/rc", 10, 3)]
@@ -1107,12 +1125,32 @@ mod tests {
     #[test]
     fn names_cut_anywhere_assemble() {
         let frags = vec![
-            Frag::Start { at: 0, name: b"ch".to_vec(), done: false },
-            Frag::Cont { name: b"r1".to_vec(), done: true },
-            Frag::Cont { name: b"zz".to_vec(), done: true },
-            Frag::Start { at: 5, name: b"".to_vec(), done: false },
-            Frag::Cont { name: b"".to_vec(), done: false },
-            Frag::Cont { name: b"x".to_vec(), done: true },
+            Frag::Start {
+                at: 0,
+                name: b"ch".to_vec(),
+                done: false,
+            },
+            Frag::Cont {
+                name: b"r1".to_vec(),
+                done: true,
+            },
+            Frag::Cont {
+                name: b"zz".to_vec(),
+                done: true,
+            },
+            Frag::Start {
+                at: 5,
+                name: b"".to_vec(),
+                done: false,
+            },
+            Frag::Cont {
+                name: b"".to_vec(),
+                done: false,
+            },
+            Frag::Cont {
+                name: b"x".to_vec(),
+                done: true,
+            },
         ];
         assert_eq!(assemble(frags), [("chr1".into(), 0), ("x".into(), 5)]);
     }
