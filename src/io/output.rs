@@ -492,7 +492,7 @@ impl OutputFile {
     ) -> Result<OutputFile> {
         let mut tag = random_tag();
         comm.broadcast(&mut tag, 0);
-        let bytes = (n as u64).checked_mul(width as u64).unwrap_or(u64::MAX);
+        let bytes = (n as u64).saturating_mul(width as u64);
         let root = match comm.rank() {
             0 => plan(requested, inputs, force, "output", tag)
                 .and_then(|d| Staged::create(d, bytes, "output"))

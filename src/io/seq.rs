@@ -442,7 +442,7 @@ impl Parser {
     /// The piece ends and the file goes on (on the next pe): a FASTQ record in progress is
     /// reported as a piece.
     fn end_piece(&mut self, out: &mut Parsed) {
-        let between = self.st.at_line_start && self.st.line % 4 == 0;
+        let between = self.st.at_line_start && self.st.line.is_multiple_of(4);
         if self.format == Format::Fastq && !between {
             out.cut.push([self.st.line / 4, self.st.seq, self.st.qual]);
         }
@@ -456,7 +456,7 @@ impl Parser {
         }
         match self.format {
             Format::Fasta if self.st.seen_header => out.kept.push(b'$'),
-            Format::Fastq if lines % 4 != 0 => {
+            Format::Fastq if !lines.is_multiple_of(4) => {
                 return Err(LineError {
                     line: lines - 1,
                     msg: format!(
@@ -530,7 +530,7 @@ fn parse_plain(comm: &Comm, file: &InputFile, keep_case: bool) -> Result<Part> {
     let in_header = !at_line_start
         && match file.format {
             Format::Fasta => last_before & 1 == 1,
-            _ => line % 4 == 0,
+            _ => line.is_multiple_of(4),
         };
     let st = State {
         line,
