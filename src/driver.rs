@@ -88,7 +88,6 @@ fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
         Some(p) => Some(SideFile::create(comm, p, &inputs, job.force, "stats file")?),
         None => None,
     };
-    let side = IndexFiles::create(comm, &job.output, &inputs, job.force, sequence)?;
     // The output's size is known before reading when every input is raw: created now, so a
     // doomed run fails in seconds; for sequence input once T is counted.
     let create_out = |n: usize| -> Result<(OutputFile, usize)> {
@@ -104,6 +103,7 @@ fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
         Some(n) => Some(create_out(n)?),
         None => None,
     };
+    let side = IndexFiles::create(comm, &job.output, &inputs, job.force, sequence)?;
     if let (Some((_, width)), 0) = (&early, comm.rank()) {
         let n = InputFile::known_len(&files).unwrap_or(0);
         warn_if_memory_short(ctx, n);
@@ -235,6 +235,15 @@ impl IndexFiles {
                 log::info!(
                     "the output '{}' is not a regular file: no index files are written beside it",
                     out.display()
+                );
+            }
+            return Ok(None);
+        }
+        let name_len = out.file_name().map_or(0, |n| n.len());
+        if name_len + ".records.tsv".len() > 255 {
+            if comm.rank() == 0 {
+                log::warn!(
+                    "the output's name is too long for the index files beside it (OUT.records.tsv, OUT.meta): none are written, and psa query cannot use this output"
                 );
             }
             return Ok(None);
