@@ -376,7 +376,14 @@ impl Parser {
     /// Sequence bytes: checked, whitespace dropped, case folded, kept.
     fn residues(&mut self, seg: &[u8], out: &mut Parsed) -> Parse<()> {
         let before = out.kept.len();
-        for &b in seg {
+        // Most lines are letters only: copied in one go.
+        let plain = seg.iter().all(|&b| is_residue(b));
+        match (plain, self.keep_case) {
+            (true, true) => out.kept.extend_from_slice(seg),
+            (true, false) => out.kept.extend(seg.iter().map(|b| b.to_ascii_uppercase())),
+            _ => {}
+        }
+        for &b in seg.iter().filter(|_| !plain) {
             if is_residue(b) {
                 out.kept.push(if self.keep_case {
                     b
@@ -991,8 +998,8 @@ pub fn load(comm: &Comm, files: &[InputFile], opts: &SeqOptions, piece: usize) -
     })
 }
 
-/// T of `files` computed sequentially from whole files: the reference the tests compare with
-/// (and a convenience for small inputs). Local.
+/// T and its records from whole files in memory, sequentially, by the same parser (`psa query`
+/// reads its patterns files with it; raw files are named `#k`). Local.
 pub fn text_of(
     files: &[(Vec<u8>, Format)],
     opts: &SeqOptions,
