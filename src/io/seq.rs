@@ -376,30 +376,31 @@ impl Parser {
     /// Sequence bytes: checked, whitespace dropped, case folded, kept.
     fn residues(&mut self, seg: &[u8], out: &mut Parsed) -> Parse<()> {
         let before = out.kept.len();
-        // Most lines are letters only: copied in one go.
-        let plain = seg.iter().all(|&b| is_residue(b));
-        match (plain, self.keep_case) {
-            (true, true) => out.kept.extend_from_slice(seg),
-            (true, false) => out.kept.extend(seg.iter().map(|b| b.to_ascii_uppercase())),
-            _ => {}
-        }
-        for &b in seg.iter().filter(|_| !plain) {
-            if is_residue(b) {
-                out.kept.push(if self.keep_case {
-                    b
-                } else {
-                    b.to_ascii_uppercase()
-                });
-            } else if !is_space(b) {
-                out.kept.truncate(before);
-                let what = match self.format {
-                    Format::Fasta => "FASTA",
-                    _ => "FASTQ",
-                };
-                return self.error(format!(
-                    "{} is not a sequence letter (is this a {what} file?)",
-                    shown(b)
-                ));
+        // Most lines are letters only: copied in one go; the others byte by byte.
+        if seg.iter().all(|&b| is_residue(b)) {
+            match self.keep_case {
+                true => out.kept.extend_from_slice(seg),
+                false => out.kept.extend(seg.iter().map(|b| b.to_ascii_uppercase())),
+            }
+        } else {
+            for &b in seg {
+                if is_residue(b) {
+                    out.kept.push(if self.keep_case {
+                        b
+                    } else {
+                        b.to_ascii_uppercase()
+                    });
+                } else if !is_space(b) {
+                    out.kept.truncate(before);
+                    let what = match self.format {
+                        Format::Fasta => "FASTA",
+                        _ => "FASTQ",
+                    };
+                    return self.error(format!(
+                        "{} is not a sequence letter (is this a {what} file?)",
+                        shown(b)
+                    ));
+                }
             }
         }
         let got = (out.kept.len() - before) as u64;
