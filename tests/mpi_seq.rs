@@ -117,7 +117,7 @@ fn single_files_match_the_reference() {
 }
 
 /// Corner files: empty, only a header, only blank lines, one record without a line break,
-/// headers with no name, one-byte lines.
+/// headers with no name, one-byte lines, a name and a read each longer than a pe's range.
 #[test]
 fn corner_files() {
     mpi_test(|comm| {
@@ -133,6 +133,16 @@ fn corner_files() {
             ("q.fq", b"@\n\n+\n\n"),
             ("q2.fq", b"@r\nA\n+\n!"),
         ];
+        // Names and reads longer than a pe's range: a name and a FASTQ record over several pes.
+        let long_fa = format!(">{} d\nACGT\n>{}\nGG\n", "n".repeat(200), "m".repeat(150));
+        let long_fq = format!(
+            "@r\n{}\n+\n{}\n@s\nA\n+\n!\n",
+            "A".repeat(300),
+            "I".repeat(300)
+        );
+        let mut cases: Vec<(&str, Vec<u8>)> = cases.iter().map(|(n, b)| (*n, b.to_vec())).collect();
+        cases.push(("long.fa", long_fa.into_bytes()));
+        cases.push(("long.fq", long_fq.into_bytes()));
         for (k, (name, bytes)) in cases.iter().enumerate() {
             for piece in [1, 3] {
                 let case = one(name, bytes.to_vec(), SeqOptions::default(), piece);
