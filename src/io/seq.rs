@@ -895,13 +895,37 @@ enum Pending {
     Gzip,
 }
 
-/// Reads every input into T, laid out evenly over the pes, with its records on pe 0. Collective;
-/// an error on one pe is an error on all. `piece`: bytes pe 0 decompresses at a time.
+/// Reads every input into T, laid out evenly over the pes, with its records on pe 0: [`scan`]
+/// then [`Scanned::place`]. Collective; an error on one pe is an error on all. `piece`: bytes pe
+/// 0 decompresses at a time.
 ///
 /// Memory per pe: its share of each plain file's characters until T's layout is known, then
 /// its block of T (twice that with `revcomp` while the reverse complement is placed); pe 0 also
 /// one piece of a gzip stream and the names of the records.
 pub fn load(comm: &Comm, files: &[InputFile], opts: &SeqOptions, piece: usize) -> Result<Loaded> {
+    scan(comm, files, opts, piece)?.place(comm)
+}
+
+/// The inputs parsed and counted, T not yet laid out: [`Scanned::len`] is T's length (for a
+/// plan made before T's characters move), [`Scanned::place`] moves them.
+pub struct Scanned<'a> {
+    files: &'a [InputFile],
+    opts: SeqOptions,
+    piece: usize,
+    pending: Vec<(u64, Pending)>,
+    records: Vec<Record>,
+    /// Characters before the reverse complement.
+    forward: u64,
+}
+
+/// The first half of [`load`]: every plain sequence file parsed (each pe keeps its share of its
+/// characters), every gzip file counted by pe 0, the records found. Collective.
+pub fn scan<'a>(
+    comm: &Comm,
+    files: &'a [InputFile],
+    opts: &SeqOptions,
+    piece: usize,
+) -> Result<Scanned<'a>> {
     let mut pending = Vec::with_capacity(files.len());
     let mut records = Vec::new();
     let mut base = 0u64;
@@ -936,6 +960,51 @@ pub fn load(comm: &Comm, files: &[InputFile], opts: &SeqOptions, piece: usize) -
         pending.push((base, how));
         base = end;
     }
+    Ok(Scanned {
+        files,
+        opts: opts.clone(),
+        piece,
+        pending,
+        records,
+        forward: base,
+    })
+}
+
+impl Scanned<'_> {
+    /// T's length (with the reverse complement when asked).
+    pub fn len(&self) -> u64 {
+        self.forward * if self.opts.revcomp { 2 } else { 1 }
+    }
+
+    /// Whether T is empty.
+    pub fn is_empty(&self) -> bool {
+        self.forward == 0
+    }
+
+    /// The second half of [`load`]: T's characters to their pes in the block layout. Collective.
+    pub fn place(self, comm: &Comm) -> Result<Loaded> {
+        let Scanned {
+            files,
+            opts,
+            piece,
+            pending,
+            records,
+            forward: base,
+        } = self;
+        place_all(comm, files, &opts, piece, pending, records, base)
+    }
+}
+
+/// [`Scanned::place`].
+fn place_all(
+    comm: &Comm,
+    files: &[InputFile],
+    opts: &SeqOptions,
+    piece: usize,
+    pending: Vec<(u64, Pending)>,
+    mut records: Vec<Record>,
+    base: u64,
+) -> Result<Loaded> {
     let n = usize::try_from(base)
         .map_err(|_| Error::Invalid(format!("the text has {base} characters: too many")))?;
     let layout = Layout::block(n, comm.size());
