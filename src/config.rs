@@ -61,6 +61,10 @@ pub struct Config {
     /// The plan may run the other algorithm when the configured one cannot fit the budget (both
     /// give the same output; default true). The `psa` binary clears it when `--algo` is given.
     pub plan_algo: bool,
+    /// Decompressed bytes pe 0 reads from a gzip input at a time (the piece it parses and hands
+    /// out; default 16 MiB); tests set it small to cut records and lines at every place
+    /// (`--read-piece N`).
+    pub read_piece: usize,
     /// Test and tuning switches of the algorithms (read as `ctx.tune`).
     pub tune: Tunables,
     /// Settings of the GPU backend.
@@ -79,6 +83,7 @@ impl Default for Config {
             mem_per_pe: None,
             mem_per_pe_from: String::new(),
             plan_algo: true,
+            read_piece: 16 << 20,
             tune: Tunables::default(),
             gpu: GpuOptions::default(),
         }
@@ -226,6 +231,7 @@ impl Config {
             ),
             ("mem_per_pe_from", s(&self.mem_per_pe_from)),
             ("plan_algo", self.plan_algo.to_string()),
+            ("read_piece", self.read_piece.to_string()),
             ("force_wide", t.force_wide.to_string()),
             ("css_handover", format!("{:?}", t.css_handover)),
             ("css_predict", t.css_predict.to_string()),
@@ -304,6 +310,7 @@ mod tests {
             mem_per_pe: _,
             mem_per_pe_from: _,
             plan_algo: _,
+            read_piece: _,
             tune:
                 Tunables {
                     force_wide: _,
@@ -324,6 +331,7 @@ mod tests {
                 },
         } = &c;
         assert_eq!(names.len(), 9 + 7 + 5);
+        assert_eq!(names.len(), 7 + 7 + 5);
     }
 
     #[test]

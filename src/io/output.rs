@@ -255,12 +255,9 @@ fn reserve(f: &File, bytes: u64, dir: &Path) -> Result<()> {
 
 /// Temporary files a signal or a panic should remove (pe 0's; a few slots, set once each, so
 /// that the signal handler reads them without locks).
-static PARTIALS: [std::sync::OnceLock<std::ffi::CString>; 4] = [
-    std::sync::OnceLock::new(),
-    std::sync::OnceLock::new(),
-    std::sync::OnceLock::new(),
-    std::sync::OnceLock::new(),
-];
+/// (The SA, `--stats`, and the index's text, records table and metadata: 5; 8 leave room.)
+static PARTIALS: [std::sync::OnceLock<std::ffi::CString>; 8] =
+    [const { std::sync::OnceLock::new() }; 8];
 
 /// Removes every registered temporary file now (for the panic and out-of-memory handlers, which
 /// end the job with MPI_Abort before any destructor runs). Async-signal-safe.
