@@ -330,8 +330,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 9 + 7 + 5);
-        assert_eq!(names.len(), 7 + 7 + 5);
+        assert_eq!(names.len(), 10 + 7 + 5);
     }
 
     #[test]
