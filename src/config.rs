@@ -8,7 +8,6 @@
 use std::path::PathBuf;
 
 use crate::index::IndexWidth;
-use crate::stats::json_str;
 
 /// Which algorithm builds the suffix array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +50,23 @@ pub struct Config {
     /// [`crate::comm::Comm::all_to_all_rounds`]); tests set it small to run every exchange in many
     /// rounds (`--exchange-round-bytes N`).
     pub round_bytes: Option<usize>,
+    /// The memory budget of every pe, bytes: a file job ([`crate::driver::run`]) plans its knobs
+    /// so that each pe's predicted peak stays inside it, and is refused before its input is read
+    /// when even its leanest plan does not fit (see [`crate::plan`]; a caller of
+    /// [`crate::suffix_array`] can do the same with [`crate::plan::choose`]). None: no budget
+    /// (the knobs as configured). The `psa` binary's default comes from Slurm or the node's
+    /// memory (`--mem-per-pe SIZE`).
+    pub mem_per_pe: Option<u64>,
+    /// Where [`Self::mem_per_pe`] came from, for messages (`--mem-per-pe`, a Slurm variable, the
+    /// node's memory).
+    pub mem_per_pe_from: String,
+    /// The plan may run the other algorithm when the configured one cannot fit the budget (both
+    /// give the same output; default true). The `psa` binary clears it when `--algo` is given.
+    pub plan_algo: bool,
+    /// Decompressed bytes pe 0 reads from a gzip input at a time (the piece it parses and hands
+    /// out; default 16 MiB); tests set it small to cut records and lines at every place
+    /// (`--read-piece N`).
+    pub read_piece: usize,
     /// Test and tuning switches of the algorithms (read as `ctx.tune`).
     pub tune: Tunables,
     /// Settings of the GPU backend.
@@ -66,6 +82,10 @@ impl Default for Config {
             base_case: 1 << 22,
             mpi_max_count: i32::MAX as usize,
             round_bytes: None,
+            mem_per_pe: None,
+            mem_per_pe_from: String::new(),
+            plan_algo: true,
+            read_piece: 16 << 20,
             tune: Tunables::default(),
             gpu: GpuOptions::default(),
         }
@@ -98,11 +118,11 @@ pub struct Tunables {
     /// (`--css-predicted dc7|dc3|sort`).
     pub css_predicted: Predicted,
     /// With the GPU at p > 1, build a whole text that fits pe 0's device there (default true; see
-    /// [`crate::algo::pooled`]); false: the distributed algorithm with device sorts (its recursion
+    /// `algo::pooled`); false: the distributed algorithm with device sorts (its recursion
     /// levels still go to the device when they fit) (`--no-gpu-pool`).
     pub gpu_pool: bool,
-    /// Records per message of that relay through pe 0 (default [`crate::algo::pooled::PIECE`];
-    /// at least 1) (`--pool-piece N`).
+    /// Records per message of that relay through pe 0 (default 2^24; at least 1;
+    /// tests use tiny pieces) (`--pool-piece N`).
     pub pool_piece: usize,
 }
 
@@ -125,7 +145,7 @@ impl Default for Tunables {
             css_finish_dc3: false,
             css_predicted: Predicted::Dc7,
             gpu_pool: true,
-            pool_piece: crate::algo::pooled::PIECE,
+            pool_piece: 1 << 24,
         }
     }
 }
@@ -152,7 +172,7 @@ impl Predicted {
     }
 }
 
-/// Settings of the GPU backend ([`crate::local::gpu::GpuSort::open`]); the defaults are what
+/// Settings of the GPU backend (`local::gpu::GpuSort::open`, feature `gpu`); the defaults are what
 /// measurements chose, the other values are there to measure again. `psa` flags in parentheses.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuOptions {
@@ -222,6 +242,13 @@ impl Config {
                 "exchange_round_bytes",
                 self.round_bytes.map_or("null".into(), |b| b.to_string()),
             ),
+            (
+                "mem_per_pe",
+                self.mem_per_pe.map_or("null".into(), |b| b.to_string()),
+            ),
+            ("mem_per_pe_from", s(&self.mem_per_pe_from)),
+            ("plan_algo", self.plan_algo.to_string()),
+            ("read_piece", self.read_piece.to_string()),
             ("force_wide", t.force_wide.to_string()),
             (
                 "index_bits",
@@ -267,6 +294,21 @@ impl Config {
     }
 }
 
+/// A JSON string literal for `s`.
+pub fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +329,10 @@ mod tests {
             base_case: _,
             mpi_max_count: _,
             round_bytes: _,
+            mem_per_pe: _,
+            mem_per_pe_from: _,
+            plan_algo: _,
+            read_piece: _,
             tune:
                 Tunables {
                     force_wide: _,
@@ -307,7 +353,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 6 + 8 + 5);
+        assert_eq!(names.len(), 10 + 8 + 5);
     }
 
     #[test]

@@ -102,12 +102,13 @@ impl fmt::Debug for U40 {
     }
 }
 
-/// The width a run (or a level of it) stores its indices in: its [`Index`] type.
+/// The width a run (or a level of it) stores its indices in: its `Index` type (32 bits, a
+/// packed 5-byte 40-bit type, or 64 bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum IndexWidth {
     /// `u32`.
     W32,
-    /// [`U40`].
+    /// 40 bits in 5 bytes.
     W40,
     /// `u64`.
     W64,
@@ -124,6 +125,7 @@ impl IndexWidth {
         }
     }
 
+    /// Bits of an index of this width.
     pub fn bits(self) -> u32 {
         match self {
             IndexWidth::W32 => u32::BITS,

@@ -7,9 +7,8 @@ mod common;
 
 use common::harness::{ctx_with, length_patterns, mpi_test, mpi_test_at, scaled_cuts};
 use common::Rng;
-use psa::algo::{check::check, seq::sa_bytes};
-use psa::dist::Layout;
-use psa::Algo;
+use psa::internals::sa_bytes;
+use psa::{check, Algo, Layout};
 
 /// The distributed checker accepts the right suffix array and rejects wrong ones: two neighbours
 /// swapped, a duplicate entry, an entry equal to n, the whole array reversed.
@@ -211,7 +210,7 @@ fn random_texts_uneven_splits() {
 #[test]
 fn index_widths_on_hard_inputs() {
     use common::gen;
-    use psa::index::IndexWidth;
+    use psa::IndexWidth;
     use psa::Predicted;
     let inputs: Vec<(&str, Vec<u8>)> = vec![
         ("empty", Vec::new()),
@@ -286,7 +285,7 @@ fn index_widths_on_hard_inputs() {
                     assert_eq!(got, want[lo..hi], "{case}: pe {me}'s part");
                 }
                 let ctx = &runs[0].1;
-                let got = ctx.install(|ctx| psa::algo::dc7::dc7(ctx, &text[lo..hi], &layout));
+                let got = ctx.install(|ctx| psa::internals::dc7(ctx, &text[lo..hi], &layout));
                 assert_eq!(
                     got,
                     want[lo..hi],

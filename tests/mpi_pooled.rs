@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use common::harness::{ctx_with, length_patterns, mpi_test, scaled_cuts};
 use common::Rng;
-use psa::algo::seq::{sa_bytes, sa_ints};
 use psa::comm::Comm;
+use psa::internals::{sa_bytes, sa_ints};
 use psa::local::cpu::CpuSort;
 use psa::local::{Alphabet, DeviceSuffixArray, LocalSort, PooledSa};
 use psa::stats::PhaseLog;

@@ -168,7 +168,7 @@ pub enum Alphabet {
 }
 
 /// The byte values that occur in `t` (in parallel).
-pub fn used_bytes(t: &[u8]) -> [bool; 256] {
+pub(crate) fn used_bytes(t: &[u8]) -> [bool; 256] {
     use rayon::prelude::*;
     t.par_chunks(1 << 20)
         .map(|c| {
@@ -209,7 +209,7 @@ pub trait PooledSa {
 ///
 /// # Safety
 /// `p` points to a buffer of at least n u64 whose first n u32 slots are initialised.
-pub unsafe fn widen_in_place(p: *mut u64, n: usize) {
+pub(crate) unsafe fn widen_in_place(p: *mut u64, n: usize) {
     use rayon::prelude::*;
     let base = p as usize;
     let mut hi = n;

@@ -20,27 +20,50 @@ pub enum GpuError {
     NoDevice,
     /// The device is older than the kernels need (compute capability 7.0).
     OldDevice {
+        /// The device's number.
         ordinal: usize,
+        /// Its compute capability, major …
         major: i32,
+        /// … and minor.
         minor: i32,
     },
     /// A driver call failed: what was being done, and the driver's error.
-    Driver { what: String, source: DriverError },
+    Driver {
+        /// What was being done.
+        what: String,
+        /// The driver's error.
+        source: DriverError,
+    },
     /// A kernel failed, found when its stream was synchronized: which, and the driver's error.
     Kernel {
+        /// The kernel or the work it did.
         what: &'static str,
+        /// The driver's error.
         source: DriverError,
     },
     /// NVRTC could not compile the kernels: its log.
-    Compile { log: String },
+    Compile {
+        /// NVRTC's compile log.
+        log: String,
+    },
     /// NVRTC failed otherwise.
     Nvrtc(String),
     /// Device memory could not be allocated: the bytes asked for, and the driver's error.
-    Alloc { bytes: usize, source: DriverError },
+    Alloc {
+        /// The bytes asked for.
+        bytes: usize,
+        /// The driver's error.
+        source: DriverError,
+    },
     /// The device has too little free memory for the work: what, the bytes it needs and has.
     OutOfMemory(String),
     /// A call of the operating system failed (page-locking host memory): which, and its error.
-    Os { what: &'static str, message: String },
+    Os {
+        /// The call.
+        what: &'static str,
+        /// Its error.
+        message: String,
+    },
     /// The input is beyond what the device path takes (its length, its values).
     Unsupported(String),
     /// A broken promise inside the backend (a bug).

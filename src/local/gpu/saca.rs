@@ -74,11 +74,14 @@ impl SacaKernels {
 
 /// A text for the device: bytes, or integers below 2^32.
 pub enum SacaText<'a> {
+    /// A byte text.
     Bytes(&'a [u8]),
+    /// A text of integers below 2^32.
     Ints(&'a [u64]),
 }
 
 impl SacaText<'_> {
+    /// Characters of the text.
     pub fn len(&self) -> usize {
         match self {
             SacaText::Bytes(t) => t.len(),
@@ -86,6 +89,7 @@ impl SacaText<'_> {
         }
     }
 
+    /// Whether the text has no characters.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
