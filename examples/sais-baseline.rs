@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use libsais::{SuffixArrayConstruction, ThreadCount};
-use psa::driver::json_str;
+use psa::internals::json_str;
 use psa::io::Width;
 
 /// Suffix array of a file with libsais (the baseline for psa's benchmarks).

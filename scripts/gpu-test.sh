@@ -33,8 +33,11 @@ if [[ -z "$test_exe" ]]; then
     exit 1
 fi
 
-mkdir -p .git/info .gpu-carry
-grep -qx '/.gpu-carry/' .git/info/exclude 2>/dev/null || echo '/.gpu-carry/' >>.git/info/exclude
+mkdir -p .gpu-carry
+# The exclude file of this checkout (a worktree's .git is a file naming its git directory).
+exclude=$(git rev-parse --git-path info/exclude 2>/dev/null || echo .git/info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.gpu-carry/' "$exclude" 2>/dev/null || echo '/.gpu-carry/' >>"$exclude"
 strip -o .gpu-carry/psa target/release/psa
 strip -o .gpu-carry/gpu-sort-bench target/release/examples/gpu-sort-bench
 strip -o .gpu-carry/gpu-tests "$test_exe"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/nvrtc-check.py — compile psa's CUDA kernels with NVRTC on a machine without a GPU.
 
-psa compiles src/local/gpu/kernels.cu + saca.cu at run time with NVRTC (src/local/gpu/mod.rs), so a
+psa compiles src/local/gpu/kernels.cu + saca.cu at run time with NVRTC (src/local/gpu/kernels.rs), so a
 kernel that does not compile would only show up on the GPU host. This script compiles the same
 source with the same options, for every architecture listed, and fails with NVRTC's log if any
 compilation fails. It needs only libnvrtc, which it takes from the `nvidia-cuda-nvrtc` wheel on
@@ -21,7 +21,7 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".bench-tmp", "nvrtc")
-# The same concatenation as `KERNELS` in src/local/gpu/mod.rs.
+# The same concatenation as `KERNELS` in src/local/gpu/kernels.rs.
 SOURCES = ["src/local/gpu/kernels.cu", "src/local/gpu/saca.cu"]
 
 

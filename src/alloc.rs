@@ -3,7 +3,7 @@
 //! Rust's default answer to a failed allocation is "memory allocation of N bytes failed" and
 //! SIGABRT on one pe, which leaves the others waiting in their next collective. [`AbortOnOom`]
 //! wraps the system allocator; when it returns nothing, the pe prints which pe and host failed,
-//! in which phase ([`set_phase`], kept by [`crate::Ctx::phase`]), how many bytes it asked for, its
+//! in which phase (as [`crate::Ctx::phase`] names it), how many bytes it asked for, its
 //! peak resident memory so far and its limit, removes the partial output file, and ends every
 //! pe of the job with MPI_Abort (exit status 1). The command-line tool installs it; a library
 //! user may too:
@@ -30,12 +30,12 @@ static PHASE: [AtomicU8; 48] = [const { AtomicU8::new(0) }; 48];
 static PHASE_LEN: AtomicUsize = AtomicUsize::new(0);
 
 /// Tells the allocator which pe this is (done by [`crate::Ctx::new`]).
-pub fn set_rank(rank: usize) {
+pub(crate) fn set_rank(rank: usize) {
     RANK.store(rank, Ordering::Relaxed);
 }
 
 /// Names the phase that allocations now belong to (done by [`crate::Ctx::phase`]).
-pub fn set_phase(name: &str) {
+pub(crate) fn set_phase(name: &str) {
     let b = name.as_bytes();
     let len = b.len().min(PHASE.len());
     for (slot, &c) in PHASE.iter().zip(&b[..len]) {
@@ -45,7 +45,7 @@ pub fn set_phase(name: &str) {
 }
 
 /// The current phase name's bytes, to put back with [`restore_phase`] when a nested phase ends.
-pub fn current_phase() -> ([u8; 48], usize) {
+pub(crate) fn current_phase() -> ([u8; 48], usize) {
     let mut b = [0u8; 48];
     for (d, s) in b.iter_mut().zip(&PHASE) {
         *d = s.load(Ordering::Relaxed);
@@ -54,7 +54,7 @@ pub fn current_phase() -> ([u8; 48], usize) {
 }
 
 /// Puts back a phase name saved by [`current_phase`].
-pub fn restore_phase(saved: ([u8; 48], usize)) {
+pub(crate) fn restore_phase(saved: ([u8; 48], usize)) {
     for (slot, &c) in PHASE.iter().zip(&saved.0) {
         slot.store(c, Ordering::Relaxed);
     }

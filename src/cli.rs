@@ -5,8 +5,21 @@
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, ValueEnum};
+use psa::io::seq::{Format, SeqOptions};
 use psa::io::Width;
+use psa::IndexWidth;
 use psa::{Algo, Backend, Config, PinMethod, Predicted};
+
+/// `--format`: [`Format`].
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FormatArg {
+    /// the bytes as they are
+    Raw,
+    /// FASTA (plain or gzip)
+    Fasta,
+    /// FASTQ (plain or gzip)
+    Fastq,
+}
 
 /// `--algo`: [`Algo`].
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -26,14 +39,26 @@ Examples:
   mpirun -n 2 --bind-to none psa --threads 8 x.txt  without --bind-to none, Open MPI pins each of
                                                   up to 2 processes to one core
   srun --mpi=pmix psa --check corpus.txt          in a Slurm job (Open MPI; see slurm/psa.sbatch)
+  mpirun -n 16 psa -o chrX.sa chrX.fa.gz          a FASTA (by its name; gzip too): writes chrX.sa,
+                                                  chrX.sa.text, chrX.sa.records.tsv, chrX.sa.meta
+  psa query chrX.sa ACGTTGCA --locate             counts and places of patterns (no mpirun; see
+                                                  psa query --help)
+
+Sequence input (FASTA .fa .fasta .fna .ffn .faa .fas, FASTQ .fq .fastq, each optionally .gz, or
+--format): the text T is each record's sequence without line breaks and whitespace, upper-cased
+(--keep-case keeps case), followed by '$', records in file order, files in the order given;
+--revcomp appends the reverse complement of T up to its last '$', then '$'. Raw inputs add their
+bytes as they are. Beside OUTPUT: OUTPUT.text (T; sequence input), OUTPUT.records.tsv (name,
+start in T, length) and OUTPUT.meta (what psa query reads).
 
 Output: SA[0..n) as little-endian unsigned integers of --width bytes each (n × width bytes).
 The file is written under a temporary name beside OUTPUT, its space reserved at the start, and
 renamed when complete, so OUTPUT never holds a partial result. A device or FIFO (-o /dev/null) is
 written through. psa refuses to overwrite its input, a directory or special file, and (without
 --force) a read-only file. Exit status: 0 on success, 1 on any error (reported once, by the
-lowest pe that failed), 2 for bad arguments and refused outputs (before the input is read).
-Test and tuning switches (--force-wide, --css-*, --no-gpu-pool, --mpi-max-count, --gpu-*, …) are
+lowest pe that failed), 2 for bad arguments, refused outputs and memory budgets too small for
+the leanest plan (all found before the input is read).
+Test and tuning switches (--force-wide, --index-bits, --css-*, --no-gpu-pool, --mpi-max-count, --gpu-*, …) are
 not listed here (see README, Tests); --stats and -v show every setting of a run.
 Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phases).";
 
@@ -41,14 +66,26 @@ Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phas
 #[derive(Parser, Debug)]
 #[command(name = "psa", version, about, after_help = AFTER_HELP)]
 pub struct Cli {
-    /// Input file (any bytes; every pe reads only its own slice)
-    pub input: PathBuf,
-    /// Output file [default: INPUT.sa]
+    /// Input files, one suffix array over all of them in this order (raw bytes, or FASTA/FASTQ
+    /// by name or --format; every pe reads only its own slice)
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<PathBuf>,
+    /// Output file [default: the first INPUT.sa]
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Algorithm (css is the faster on real texts; both give the same output)
-    #[arg(long, value_enum, default_value = "css")]
-    pub algo: AlgoArg,
+    /// Format of every input [default: each file's by its name; raw for other names]
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Keep the case of sequence letters (default: upper-case them)
+    #[arg(long)]
+    pub keep_case: bool,
+    /// Append the reverse complement of every record (sequence input)
+    #[arg(long)]
+    pub revcomp: bool,
+    /// Algorithm (css is the faster on real texts; both give the same output) [default: css, or
+    /// dc3 when only dc3 fits --mem-per-pe]
+    #[arg(long, value_enum)]
+    pub algo: Option<AlgoArg>,
     /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5), 4, 5 or 8
     #[arg(long, default_value = "auto", value_parser = Width::parse)]
     pub width: Width,
@@ -75,6 +112,12 @@ pub struct Cli {
     /// ~/.cache/psa]
     #[arg(long, value_name = "DIR")]
     pub kernel_cache: Option<PathBuf>,
+    /// Memory each pe may use (e.g. 3G, 512M, 1.5G, 1024K, bytes): psa plans its work to stay
+    /// inside it and refuses, before reading the input, a run whose leanest plan cannot fit
+    /// [default: Slurm's SLURM_MEM_PER_CPU × SLURM_CPUS_PER_TASK or SLURM_MEM_PER_NODE / pes on the
+    /// node, else the node's available memory / pes on the node]
+    #[arg(long, value_name = "SIZE", value_parser = mem_size)]
+    pub mem_per_pe: Option<u64>,
     /// Subproblems of at most this many characters are solved sequentially on one pe
     #[arg(long, default_value_t = 1 << 22, value_name = "N", value_parser = at_least(4))]
     pub base_case: usize,
@@ -98,9 +141,15 @@ pub struct Tuning {
     /// Largest volume a pe sends in one exchange round (tests: small values, many rounds)
     #[arg(long, hide = true, value_name = "BYTES", value_parser = at_least(1))]
     pub exchange_round_bytes: Option<usize>,
+    /// Decompressed bytes of a gzip input read at a time (tests: small values, many pieces)
+    #[arg(long, hide = true, value_name = "BYTES", value_parser = at_least(1))]
+    pub read_piece: Option<usize>,
     /// Wide-record paths on any input
     #[arg(long, hide = true)]
     pub force_wide: bool,
+    /// Index width of the difference covers' records, at least (32, 40 or 64 bits)
+    #[arg(long, hide = true, value_name = "BITS", value_parser = index_bits)]
+    pub index_bits: Option<IndexWidth>,
     /// Fraction of unresolved suffixes above which pCSS hands over (1 or more: never)
     #[arg(long, hide = true, value_name = "F", value_parser = fraction)]
     pub css_handover: Option<f64>,
@@ -171,6 +220,22 @@ fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send
     }
 }
 
+/// `--index-bits`: 32, 40 or 64.
+fn index_bits(s: &str) -> Result<IndexWidth, String> {
+    s.parse::<u32>()
+        .ok()
+        .and_then(IndexWidth::from_bits)
+        .ok_or_else(|| format!("'{s}' is not 32, 40 or 64"))
+}
+
+/// A parser of memory sizes ([`psa::plan::parse_size`]), at least 1 MiB.
+fn mem_size(s: &str) -> Result<u64, String> {
+    match psa::plan::parse_size(s)? {
+        b if b < 1 << 20 => Err(format!("'{s}' is less than 1M")),
+        b => Ok(b),
+    }
+}
+
 /// A parser of finite numbers.
 fn fraction(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -192,6 +257,19 @@ fn stage_shape(s: &str) -> Result<(usize, usize), String> {
 }
 
 impl Cli {
+    /// How the inputs become the text.
+    pub fn seq_options(&self) -> SeqOptions {
+        SeqOptions {
+            format: self.format.map(|f| match f {
+                FormatArg::Raw => Format::Raw,
+                FormatArg::Fasta => Format::Fasta,
+                FormatArg::Fastq => Format::Fastq,
+            }),
+            keep_case: self.keep_case,
+            revcomp: self.revcomp,
+        }
+    }
+
     /// The library's settings for this command line; `kernel_cache` is the default directory of
     /// compiled GPU kernels (`--kernel-cache` overrides it).
     pub fn config(&self, kernel_cache: Option<PathBuf>) -> Config {
@@ -199,8 +277,14 @@ impl Cli {
         let t = &self.tuning;
         let mut c = Config {
             algo: match self.algo {
-                AlgoArg::Dc3 => Algo::Dc3,
-                AlgoArg::Css => Algo::Css,
+                Some(AlgoArg::Dc3) => Algo::Dc3,
+                Some(AlgoArg::Css) | None => Algo::Css,
+            },
+            plan_algo: self.algo.is_none(),
+            mem_per_pe: self.mem_per_pe,
+            mem_per_pe_from: match self.mem_per_pe {
+                Some(_) => "--mem-per-pe".into(),
+                None => String::new(),
             },
             backend: if self.gpu { Backend::Gpu } else { Backend::Cpu },
             // 0: the library's default (cores / pes on the node); --threads 0 means 1.
@@ -208,10 +292,12 @@ impl Cli {
             base_case: self.base_case,
             mpi_max_count: t.mpi_max_count.unwrap_or(d.mpi_max_count),
             round_bytes: t.exchange_round_bytes,
+            read_piece: t.read_piece.unwrap_or(d.read_piece),
             ..d
         };
         let tune = &mut c.tune;
         tune.force_wide = t.force_wide;
+        tune.index_width = t.index_bits;
         tune.css_handover = t.css_handover.unwrap_or(tune.css_handover);
         tune.css_predict = !t.no_css_predict;
         if let Some(f) = t.css_finish {
@@ -243,6 +329,61 @@ impl Cli {
     }
 }
 
+/// `psa query`: answers from the files a build wrote, without MPI.
+#[derive(Parser, Debug)]
+#[command(
+    name = "psa query",
+    version,
+    about = "Counts and places of patterns in an index built by psa (no mpirun needed)",
+    after_help = QUERY_AFTER_HELP
+)]
+pub struct QueryCli {
+    /// The suffix array a build wrote (its OUTPUT; OUTPUT.meta and, for sequence input,
+    /// OUTPUT.text beside it)
+    pub index: PathBuf,
+    /// Patterns (upper-cased for sequence input built without --keep-case)
+    pub pattern: Vec<std::ffi::OsString>,
+    /// Read patterns from FILE: one a line, or the reads of a FASTA/FASTQ file (gzip too)
+    #[arg(long, value_name = "FILE")]
+    pub patterns: Option<PathBuf>,
+    /// Also report where each pattern occurs
+    #[arg(long)]
+    pub locate: bool,
+    /// Report at most K occurrences per pattern (with --locate) [default: all]
+    #[arg(long, value_name = "K")]
+    pub max_hits: Option<usize>,
+    /// One JSON object per pattern and line instead of TSV
+    #[arg(long)]
+    pub json: bool,
+    /// Threads [default: the cores this process may use]
+    #[arg(long, value_parser = at_least(1))]
+    pub threads: Option<usize>,
+}
+
+const QUERY_AFTER_HELP: &str = "\
+Output (TSV), for each pattern in order: pattern<TAB>count; with --locate, then one line per
+reported occurrence: pattern<TAB>record<TAB>offset (the offset in the record of the records
+table; for raw input the record is the input file). With --json: {\"pattern\", \"count\",
+\"hits\": [{\"record\", \"offset\", \"text_offset\"}]} per line.
+Examples:
+  psa query chrX.sa ACGTTGCA GATTACA
+  psa query chrX.sa --patterns reads.fq.gz --locate --max-hits 10 > hits.tsv";
+
+impl QueryCli {
+    /// The query this command line asks.
+    pub fn query(&self) -> psa::io::query::Query {
+        use std::os::unix::ffi::OsStrExt;
+        psa::io::query::Query {
+            index: self.index.clone(),
+            patterns: self.pattern.iter().map(|p| p.as_bytes().to_vec()).collect(),
+            patterns_file: self.patterns.clone(),
+            locate: self.locate,
+            max_hits: self.max_hits,
+            json: self.json,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,7 +407,9 @@ mod tests {
             "--threads=3",
             "--base-case=99",
             "--mpi-max-count=7",
+            "--read-piece=5",
             "--force-wide",
+            "--index-bits=40",
             "--css-handover=2",
             "--no-css-predict",
             "--css-finish=dc3",
@@ -278,12 +421,14 @@ mod tests {
             "--gpu-copy-piece=8192",
             "--gpu-pin=alloc",
             "--kernel-cache=/k",
+            "--mem-per-pe=1.5G",
         ])
         .config(Some("/default".into()));
         assert_eq!(
             c.summary(),
             "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 \
-             exchange_round_bytes=null force_wide=true \
+             exchange_round_bytes=null mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
+             plan_algo=false read_piece=5 force_wide=true index_bits=40 \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
              gpu_pool=false pool_piece=3 sort_rounds=5 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""
@@ -305,6 +450,10 @@ mod tests {
             (&["--gpu-copy-piece", "100"], "must be at least 4096"),
             (&["--css-handover", "nan"], "not a number"),
             (&["--css-predicted", "dc5"], "invalid value"),
+            (&["--index-bits", "48"], "not 32, 40 or 64"),
+            (&["--mem-per-pe", "3X"], "not a size"),
+            (&["--mem-per-pe", "512K"], "less than 1M"),
+            (&["--mem-per-pe", ""], "not a size"),
         ] {
             let e = Cli::try_parse_from([&["psa"], args, &["in.txt"]].concat())
                 .expect_err("refused")

@@ -669,7 +669,7 @@ impl Comm {
 }
 
 /// Exclusive prefix sums of `v` (same length).
-pub fn exclusive_prefix(v: &[usize]) -> Vec<usize> {
+pub(crate) fn exclusive_prefix(v: &[usize]) -> Vec<usize> {
     let mut acc = 0;
     v.iter()
         .map(|&x| {

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use crate::stats::json_str;
+use crate::index::IndexWidth;
 
 /// Which algorithm builds the suffix array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +50,23 @@ pub struct Config {
     /// [`crate::comm::Comm::all_to_all_rounds`]); tests set it small to run every exchange in many
     /// rounds (`--exchange-round-bytes N`).
     pub round_bytes: Option<usize>,
+    /// The memory budget of every pe, bytes: a file job ([`crate::driver::run`]) plans its knobs
+    /// so that each pe's predicted peak stays inside it, and is refused before its input is read
+    /// when even its leanest plan does not fit (see [`crate::plan`]; a caller of
+    /// [`crate::suffix_array`] can do the same with [`crate::plan::choose`]). None: no budget
+    /// (the knobs as configured). The `psa` binary's default comes from Slurm or the node's
+    /// memory (`--mem-per-pe SIZE`).
+    pub mem_per_pe: Option<u64>,
+    /// Where [`Self::mem_per_pe`] came from, for messages (`--mem-per-pe`, a Slurm variable, the
+    /// node's memory).
+    pub mem_per_pe_from: String,
+    /// The plan may run the other algorithm when the configured one cannot fit the budget (both
+    /// give the same output; default true). The `psa` binary clears it when `--algo` is given.
+    pub plan_algo: bool,
+    /// Decompressed bytes pe 0 reads from a gzip input at a time (the piece it parses and hands
+    /// out; default 16 MiB); tests set it small to cut records and lines at every place
+    /// (`--read-piece N`).
+    pub read_piece: usize,
     /// Test and tuning switches of the algorithms (read as `ctx.tune`).
     pub tune: Tunables,
     /// Settings of the GPU backend.
@@ -65,6 +82,10 @@ impl Default for Config {
             base_case: 1 << 22,
             mpi_max_count: i32::MAX as usize,
             round_bytes: None,
+            mem_per_pe: None,
+            mem_per_pe_from: String::new(),
+            plan_algo: true,
+            read_piece: 16 << 20,
             tune: Tunables::default(),
             gpu: GpuOptions::default(),
         }
@@ -76,8 +97,13 @@ impl Default for Config {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tunables {
     /// Use the wide-record paths (normally only for n ≥ 2^32..2^41) on any input, so tests reach
-    /// them (`--force-wide`).
+    /// them (`--force-wide`): in the difference covers, 64-bit indices (unless `index_width` says
+    /// otherwise) and the paths of huge names (triples field by field, comparison sorts).
     pub force_wide: bool,
+    /// The difference covers' index width at least this (None: the narrowest that holds the
+    /// level's positions and names, see [`IndexWidth::choose`]), so tests and measurements reach
+    /// the 40- and 64-bit records on small inputs (`--index-bits 32|40|64`).
+    pub index_width: Option<IndexWidth>,
     /// Fraction of unresolved suffixes above which pCSS hands over to DC7 (or DC3) instead of
     /// doubling; 1 or more: never (default 0.9) (`--css-handover F`).
     pub css_handover: f64,
@@ -92,11 +118,11 @@ pub struct Tunables {
     /// (`--css-predicted dc7|dc3|sort`).
     pub css_predicted: Predicted,
     /// With the GPU at p > 1, build a whole text that fits pe 0's device there (default true; see
-    /// [`crate::algo::pooled`]); false: the distributed algorithm with device sorts (its recursion
+    /// `algo::pooled`); false: the distributed algorithm with device sorts (its recursion
     /// levels still go to the device when they fit) (`--no-gpu-pool`).
     pub gpu_pool: bool,
-    /// Records per message of that relay through pe 0 (default [`crate::algo::pooled::PIECE`];
-    /// at least 1) (`--pool-piece N`).
+    /// Records per message of that relay through pe 0 (default 2^24; at least 1;
+    /// tests use tiny pieces) (`--pool-piece N`).
     pub pool_piece: usize,
     /// Key ranges that pCSS's sorts run in, one after the other (a range's records are made,
     /// sorted, named and freed before the next: less memory, see
@@ -105,16 +131,26 @@ pub struct Tunables {
     pub sort_rounds: usize,
 }
 
+impl Tunables {
+    /// The index width the difference covers must use at least: `index_width`, else 64 bits
+    /// with `force_wide`.
+    pub fn forced_index_width(&self) -> Option<IndexWidth> {
+        self.index_width
+            .or(self.force_wide.then_some(IndexWidth::W64))
+    }
+}
+
 impl Default for Tunables {
     fn default() -> Self {
         Tunables {
             force_wide: false,
+            index_width: None,
             css_handover: 0.9,
             css_predict: true,
             css_finish_dc3: false,
             css_predicted: Predicted::Dc7,
             gpu_pool: true,
-            pool_piece: crate::algo::pooled::PIECE,
+            pool_piece: 1 << 24,
             sort_rounds: 0,
         }
     }
@@ -142,7 +178,7 @@ impl Predicted {
     }
 }
 
-/// Settings of the GPU backend ([`crate::local::gpu::GpuSort::open`]); the defaults are what
+/// Settings of the GPU backend (`local::gpu::GpuSort::open`, feature `gpu`); the defaults are what
 /// measurements chose, the other values are there to measure again. `psa` flags in parentheses.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuOptions {
@@ -212,7 +248,19 @@ impl Config {
                 "exchange_round_bytes",
                 self.round_bytes.map_or("null".into(), |b| b.to_string()),
             ),
+            (
+                "mem_per_pe",
+                self.mem_per_pe.map_or("null".into(), |b| b.to_string()),
+            ),
+            ("mem_per_pe_from", s(&self.mem_per_pe_from)),
+            ("plan_algo", self.plan_algo.to_string()),
+            ("read_piece", self.read_piece.to_string()),
             ("force_wide", t.force_wide.to_string()),
+            (
+                "index_bits",
+                t.index_width
+                    .map_or("null".into(), |w| w.bits().to_string()),
+            ),
             ("css_handover", format!("{:?}", t.css_handover)),
             ("css_predict", t.css_predict.to_string()),
             (
@@ -253,6 +301,21 @@ impl Config {
     }
 }
 
+/// A JSON string literal for `s`.
+pub fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,9 +336,14 @@ mod tests {
             base_case: _,
             mpi_max_count: _,
             round_bytes: _,
+            mem_per_pe: _,
+            mem_per_pe_from: _,
+            plan_algo: _,
+            read_piece: _,
             tune:
                 Tunables {
                     force_wide: _,
+                    index_width: _,
                     css_handover: _,
                     css_predict: _,
                     css_finish_dc3: _,
@@ -293,7 +361,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 6 + 8 + 5);
+        assert_eq!(names.len(), 10 + 9 + 5);
     }
 
     #[test]

@@ -1,39 +1,62 @@
 //! The file-to-file job: read each pe's slice, build, optionally check, write, report.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::comm::Comm;
+use crate::config::json_str;
 use crate::error::{Error, Result};
-use crate::io::{agreed_input_len, read_distributed, OutputFile, SideFile, Width};
-pub use crate::stats::json_str;
+use crate::io::index::{side_path, IndexMeta, InputMeta, RecordMeta, VERSION};
+use crate::io::seq::{self, Format, InputFile, Record, SeqOptions};
+use crate::io::{OutputFile, SideFile, Width};
+use crate::plan::{self, Plan, Shape};
 use crate::stats::{summarise, PhaseSummary};
 use crate::{algo, suffix_array, suffix_array_or_write, Ctx};
 
 /// What the command line asks for.
 #[derive(Clone, Debug)]
 pub struct Job {
-    pub input: PathBuf,
+    /// The input files, in T order (one or more).
+    pub inputs: Vec<PathBuf>,
+    /// How the inputs become the text (formats, case, reverse complements).
+    pub seq: SeqOptions,
+    /// Where the suffix array goes (a file, a device or a FIFO).
     pub output: PathBuf,
+    /// Bytes per SA entry.
     pub width: Width,
+    /// Run the distributed checker before writing.
     pub check: bool,
+    /// Where to write the report as JSON (`--stats`).
     pub stats: Option<PathBuf>,
     /// Replace a read-only output (or stats file) instead of refusing.
     pub force: bool,
+    /// Log the memory plan (pe 0, at info) before the build; else only when it changes a knob.
+    pub show_plan: bool,
 }
 
 /// What a finished job measured (the same on every pe).
 #[derive(Clone, Debug)]
 pub struct Report {
+    /// Characters of the text.
     pub n: usize,
+    /// Bytes per SA entry written.
     pub width: usize,
+    /// Wall time of the whole job, seconds.
     pub total_secs: f64,
+    /// Every phase, summarised over pes.
     pub phases: Vec<PhaseSummary>,
+    /// Peak resident memory of each pe over the run, bytes.
     pub peak_rss: Vec<u64>,
+    /// Bytes each pe sent.
     pub bytes_sent: Vec<u64>,
+    /// The largest share of one pe after a sort, over the mean.
     pub max_imbalance: f64,
     /// pCSS prefix-doubling rounds (0 for DC3).
     pub refine_rounds: usize,
+    /// Whether the distributed checker passed the result.
     pub checked: bool,
+    /// The memory plan the run kept ([`plan::choose`]).
+    pub plan: Plan,
 }
 
 impl Report {
@@ -54,51 +77,178 @@ impl Report {
 /// Runs a job, on the context's threads ([`Ctx::install`]). Collective; every pe returns the same
 /// verdict.
 ///
-/// Everything that can be checked without the text is checked before it is read: the input's
-/// size on every pe, the entry width, the output and stats paths (created now, the output's
-/// space reserved, every pe opening it), so a doomed run fails in seconds, not after the build.
-pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
-    ctx.install(|ctx| run_here(ctx, job))
+/// Everything that can be checked without the text is checked before it is read: the inputs'
+/// sizes and formats on every pe, the stats and index files' paths (created now), and for raw
+/// input the entry width, the memory plan ([`plan::choose`], which sets the context's algorithm
+/// and exchange rounds, or refuses a run that cannot fit [`crate::Config::mem_per_pe`]) and the
+/// output (created now, its space reserved, every pe opening it), so a doomed run fails in
+/// seconds, not after the build. Sequence input is parsed and counted first ([`seq::scan`]);
+/// its plan and output follow, before its characters move.
+pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
+    let t0 = Instant::now();
+    let files = ctx.install(|ctx| InputFile::open_all(&ctx.comm, &job.inputs, &job.seq))?;
+    let inputs: Vec<&Path> = job.inputs.iter().map(|p| p.as_path()).collect();
+    let sequence = files.iter().any(|f| f.format != Format::Raw);
+    let early = ctx.install(|ctx| EarlyFiles::create(ctx, job, &inputs, sequence))?;
+    // T's length: the files' sizes for raw input, else parsed and counted.
+    let scanned = match InputFile::known_len(&files) {
+        Some(_) => None,
+        None => Some(ctx.install(|ctx| {
+            ctx.phase("scan", || {
+                seq::scan(&ctx.comm, &files, &job.seq, ctx.config.read_piece)
+            })
+        })?),
+    };
+    let n = match &scanned {
+        Some(s) => s.len() as usize,
+        None => InputFile::known_len(&files).unwrap_or(0),
+    };
+    let (width, plan) = ctx.install(|ctx| width_and_plan(ctx, job, n))?;
+    ctx.config.algo = plan.knobs.algo;
+    if let Some(r) = plan.knobs.round_bytes {
+        ctx.config.round_bytes = Some(r);
+        ctx.comm.set_round_bytes(r);
+    }
+    ctx.config.tune.sort_rounds = plan.knobs.sort_rounds;
+    ctx.tune.sort_rounds = plan.knobs.sort_rounds;
+    ctx.install(|ctx| {
+        let run = Run {
+            job,
+            files: &files,
+            inputs: &inputs,
+            sequence,
+            n,
+            width,
+            plan,
+            t0,
+        };
+        run_here(ctx, run, early, scanned)
+    })
 }
 
-/// [`run`] on the calling thread's pool.
-fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
+/// The entry width and the memory plan for n characters. Collective.
+fn width_and_plan(ctx: &Ctx, job: &Job, n: usize) -> Result<(usize, Plan)> {
     let comm = &ctx.comm;
-    let t0 = Instant::now();
-    let n = agreed_input_len(comm, &job.input)?;
     let width = comm.agree(
         job.width
             .resolve(n)
             .map_err(|e| Error::Usage(e.to_string())),
     )?;
-    let inputs = [job.input.as_path()];
-    if let Some(stats) = &job.stats {
-        let clash = comm.rank() == 0 && crate::io::output::same_destination(stats, &job.output);
-        if comm.any(clash) {
-            return comm.agree(Err(Error::Usage(format!(
-                "--stats '{}' and the output '{}' are the same file",
-                stats.display(),
-                job.output.display()
-            ))));
+    let shape = Shape {
+        n,
+        pes: comm.size(),
+        width,
+        check: job.check,
+    };
+    // The same on every pe (the same settings and size): pe 0 reports a refusal, every pe
+    // leaves with its status.
+    let plan = comm.agree(plan::choose(
+        &ctx.config,
+        &shape,
+        &ctx.config.mem_per_pe_from,
+    ))?;
+    if comm.rank() == 0 {
+        let changed = plan.knobs.algo != ctx.config.algo
+            || plan.knobs.round_bytes != ctx.config.round_bytes
+            || plan.knobs.sort_rounds != ctx.config.tune.sort_rounds;
+        match job.show_plan || changed {
+            true => log::info!("{}", plan.summary()),
+            false => log::debug!("{}", plan.summary()),
         }
     }
-    let stats_file = match &job.stats {
-        Some(p) => Some(SideFile::create(comm, p, &inputs, job.force, "stats file")?),
-        None => None,
-    };
-    let out = OutputFile::create(comm, &job.output, &inputs, job.force, n, width)?;
-    warn_if_memory_short(ctx, n);
+    Ok((width, plan))
+}
+
+/// What [`run`] settled before the build.
+struct Run<'a> {
+    job: &'a Job,
+    files: &'a [InputFile],
+    inputs: &'a [&'a Path],
+    sequence: bool,
+    n: usize,
+    width: usize,
+    plan: Plan,
+    t0: Instant,
+}
+
+/// The stats file and the index's side files, created before the input is read.
+struct EarlyFiles {
+    stats: Option<SideFile>,
+    side: Option<IndexFiles>,
+}
+
+impl EarlyFiles {
+    /// Collective.
+    fn create(ctx: &Ctx, job: &Job, inputs: &[&Path], sequence: bool) -> Result<EarlyFiles> {
+        let comm = &ctx.comm;
+        if let Some(stats) = &job.stats {
+            let clash = comm.rank() == 0 && crate::io::output::same_destination(stats, &job.output);
+            if comm.any(clash) {
+                return comm.agree(Err(Error::Usage(format!(
+                    "--stats '{}' and the output '{}' are the same file",
+                    stats.display(),
+                    job.output.display()
+                ))));
+            }
+        }
+        let stats = match &job.stats {
+            Some(p) => Some(SideFile::create(comm, p, inputs, job.force, "stats file")?),
+            None => None,
+        };
+        let side = IndexFiles::create(comm, &job.output, inputs, job.force, sequence)?;
+        Ok(EarlyFiles { stats, side })
+    }
+}
+
+/// [`run`] on the calling thread's pool, once the plan is made.
+fn run_here(
+    ctx: &Ctx,
+    run: Run<'_>,
+    early: EarlyFiles,
+    scanned: Option<seq::Scanned<'_>>,
+) -> Result<Report> {
+    let comm = &ctx.comm;
+    let Run {
+        job,
+        files,
+        inputs,
+        sequence,
+        n,
+        width,
+        plan,
+        t0,
+    } = run;
+    let EarlyFiles {
+        stats: stats_file,
+        side,
+    } = early;
+    let out = OutputFile::create(comm, &job.output, inputs, job.force, n, width)?;
     if comm.rank() == 0 {
         log::info!(
-            "building the suffix array of '{}' ({n} bytes) on {} pes × {} threads with {:?}, {}-byte entries",
-            job.input.display(),
+            "building the suffix array of {} ({n} characters) on {} pes × {} threads with {:?}, {}-byte entries",
+            shown_inputs(&job.inputs),
             comm.size(),
             ctx.config.threads,
             ctx.config.algo,
             width
         );
     }
-    let (text, layout) = ctx.phase("read", || read_distributed(comm, &job.input, n))?;
+    let loaded = ctx.phase("read", || match scanned {
+        Some(s) => s.place(comm),
+        None => seq::load(comm, files, &job.seq, ctx.config.read_piece),
+    })?;
+    let seq::Loaded {
+        text,
+        layout,
+        records,
+    } = loaded;
+    debug_assert_eq!(layout.len(), n);
+    let text_file = match (&side, sequence) {
+        (Some(_), true) => Some(ctx.phase("write text", || {
+            write_text(comm, &job.output, inputs, job.force, &text, &layout)
+        })?),
+        _ => None,
+    };
     // The checker needs every pe's part; without it pe 0 may write the device's SA itself
     // (only into a regular file: a device or FIFO gets every part in order through pe 0).
     let sa = match job.check || !out.is_positional() {
@@ -116,6 +266,13 @@ fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
         ctx.phase("write", || out.write(comm, layout.start(comm.rank()), &sa))?;
     }
     out.commit(comm)?;
+    if let Some(t) = text_file {
+        t.commit(comm)?;
+    }
+    if let Some(side) = side {
+        let meta = index_meta(comm, files, job, n, width, sequence, &records);
+        side.finish(comm, &records, meta)?;
+    }
     let total_secs = comm_max_f64(ctx, t0.elapsed().as_secs_f64());
     let phases = summarise(comm, &ctx.log);
     let peak_rss = comm.all_gather(ctx.log.run_peak_rss());
@@ -132,6 +289,7 @@ fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
         max_imbalance,
         refine_rounds,
         checked: job.check,
+        plan,
     };
     if let Some(f) = stats_file {
         f.finish(comm, report_json(&report, ctx, job).as_bytes())?;
@@ -139,25 +297,149 @@ fn run_here(ctx: &Ctx, job: &Job) -> Result<Report> {
     Ok(report)
 }
 
-/// Bytes per input character a run may need at most, summed over pes, on the inputs measured
-/// (English with css; MPI's own buffers included): the basis of the warning below.
-const PEAK_BYTES_PER_CHAR: u64 = 150;
-
-/// Warns (pe 0, before the text is read) when the run is likely to need more memory than its
-/// pes have, so that an out-of-memory kill later does not come without a word.
-fn warn_if_memory_short(ctx: &Ctx, n: usize) {
-    let comm = &ctx.comm;
-    let need = (n as u64).saturating_mul(PEAK_BYTES_PER_CHAR) / comm.size() as u64 + (32 << 20);
-    let have = crate::stats::memory_per_pe(comm.local_size());
-    let short = have.is_some_and(|h| need > h);
-    let short_pes = comm.all_reduce_sum(short as u64);
-    if comm.rank() == 0 && short_pes > 0 {
-        log::warn!(
-            "this run may need up to {:.1} GB per pe and {short_pes} pe(s) have less (pe 0: {:.1} GB available): it may run out of memory; use more pes or nodes",
-            need as f64 / 1e9,
-            have.unwrap_or(0) as f64 / 1e9
-        );
+/// The inputs for messages: 'a', or 'a' and 2 more files.
+fn shown_inputs(inputs: &[PathBuf]) -> String {
+    match inputs {
+        [one] => format!("'{}'", one.display()),
+        [first, rest @ ..] => format!("'{}' and {} more files", first.display(), rest.len()),
+        [] => "no input".into(),
     }
+}
+
+/// The index's side files (`OUT.records.tsv`, `OUT.meta`), planned and created before the
+/// input is read (pe 0 writes them at the end). None when the output is a device or FIFO.
+struct IndexFiles {
+    records: SideFile,
+    meta: SideFile,
+}
+
+impl IndexFiles {
+    /// Collective.
+    fn create(
+        comm: &Comm,
+        out: &Path,
+        inputs: &[&Path],
+        force: bool,
+        sequence: bool,
+    ) -> Result<Option<IndexFiles>> {
+        use std::os::unix::fs::FileTypeExt;
+        let special = comm.rank() == 0
+            && std::fs::metadata(out).is_ok_and(|m| {
+                let t = m.file_type();
+                t.is_char_device() || t.is_fifo()
+            });
+        if comm.any(special) {
+            if comm.rank() == 0 {
+                log::info!(
+                    "the output '{}' is not a regular file: no index files are written beside it",
+                    out.display()
+                );
+            }
+            return Ok(None);
+        }
+        let name_len = out.file_name().map_or(0, |n| n.len());
+        if name_len + ".records.tsv".len() > 255 {
+            if comm.rank() == 0 {
+                log::warn!(
+                    "the output's name is too long for the index files beside it (OUT.records.tsv, OUT.meta): none are written, and psa query cannot use this output"
+                );
+            }
+            return Ok(None);
+        }
+        // T's file is made once its size is known; its path is checked now.
+        if sequence {
+            let text = side_path(out, ".text");
+            let planned = match comm.rank() {
+                0 => crate::io::output::plan(&text, inputs, force, "text file", 0).map(|_| ()),
+                _ => Ok(()),
+            };
+            comm.agree(planned)?;
+        }
+        let records = SideFile::create(
+            comm,
+            &side_path(out, ".records.tsv"),
+            inputs,
+            force,
+            "records table",
+        )?;
+        let meta = SideFile::create(comm, &side_path(out, ".meta"), inputs, force, "index file")?;
+        Ok(Some(IndexFiles { records, meta }))
+    }
+
+    /// Writes and puts in place the records table and then the metadata (pe 0's). Collective.
+    fn finish(self, comm: &Comm, records: &[Record], meta: Option<IndexMeta>) -> Result<()> {
+        self.records
+            .finish(comm, &IndexMeta::records_tsv(records))?;
+        let bytes = meta.map_or_else(Vec::new, |m| m.encode());
+        self.meta.finish(comm, &bytes)
+    }
+}
+
+/// Writes T beside the output (`OUT.text`), every pe its block; put in place by the caller
+/// with [`OutputFile::commit`] once the SA is. Collective.
+fn write_text(
+    comm: &Comm,
+    out: &Path,
+    inputs: &[&Path],
+    force: bool,
+    text: &[u8],
+    layout: &crate::dist::Layout,
+) -> Result<OutputFile> {
+    let path = side_path(out, ".text");
+    let file = OutputFile::create(comm, &path, inputs, force, layout.len(), 1)?;
+    let me = comm.rank();
+    comm.agree(
+        file.write_part(layout.start(me), text)
+            .and_then(|()| file.sync_local()),
+    )?;
+    Ok(file)
+}
+
+/// The index metadata (pe 0; None elsewhere).
+fn index_meta(
+    comm: &Comm,
+    files: &[InputFile],
+    job: &Job,
+    n: usize,
+    width: usize,
+    sequence: bool,
+    records: &[Record],
+) -> Option<IndexMeta> {
+    if comm.rank() != 0 {
+        return None;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let inputs = files
+        .iter()
+        .map(|f| InputMeta {
+            given: f.path.display().to_string(),
+            absolute: std::fs::canonicalize(&f.path)
+                .unwrap_or_else(|_| f.path.clone())
+                .as_os_str()
+                .as_bytes()
+                .to_vec(),
+            size: f.size,
+            format: f.format.name().into(),
+            gzip: f.gzip,
+        })
+        .collect();
+    Some(IndexMeta {
+        version: VERSION,
+        n: n as u64,
+        width: width as u32,
+        sequence,
+        keep_case: job.seq.keep_case,
+        revcomp: job.seq.revcomp,
+        inputs,
+        records: records
+            .iter()
+            .map(|r| RecordMeta {
+                name: r.name.clone(),
+                start: r.start,
+                len: r.len,
+            })
+            .collect(),
+    })
 }
 
 fn comm_max_f64(ctx: &Ctx, x: f64) -> f64 {
@@ -192,6 +474,15 @@ pub fn report_table(r: &Report) -> String {
         peak as f64 / 1e6,
         r.bytes_per_char_text(),
         r.max_imbalance
+    ));
+    s.push_str(&format!(
+        "\nmemory: measured peak {} on the fullest pe, planned {} ({})",
+        plan::size_text(peak),
+        plan::size_text(r.plan.peak),
+        r.plan.budget.map_or("no budget".into(), |b| format!(
+            "budget {}",
+            plan::size_text(b)
+        ))
     ));
     s
 }
@@ -233,8 +524,16 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         })
         .collect();
     format!(
-        "{{\n  \"input\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
-        json_str(&job.input.display().to_string()),
+        "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        json_str(&job.inputs.first().map(|p| p.display().to_string()).unwrap_or_default()),
+        job.inputs
+            .iter()
+            .map(|p| json_str(&p.display().to_string()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        job.seq.format.map_or("null".into(), |f| json_str(f.name())),
+        job.seq.keep_case,
+        job.seq.revcomp,
         config_json(ctx),
         r.n,
         ctx.comm.size(),
@@ -250,6 +549,10 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         list(&r.bytes_sent),
         r.max_imbalance,
         r.refine_rounds,
+        r.plan.budget.map_or("null".into(), |b| b.to_string()),
+        r.plan.to_json(),
+        r.plan.peak,
+        r.peak_rss.iter().copied().max().unwrap_or(0),
         phases.join(",\n")
     )
 }

@@ -12,8 +12,11 @@ use std::path::PathBuf;
 pub enum Error {
     /// An I/O operation on `path` failed.
     Io {
+        /// What was being done ("read input", "create output", …).
         what: &'static str,
+        /// The file it was done to.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
     /// A user-given value is out of range or inconsistent.
@@ -27,7 +30,12 @@ pub enum Error {
     Unsupported(String),
     /// Another pe reported an error; it printed the message. `code` is that error's
     /// [`Error::exit_code`], so every pe leaves with the same status.
-    Remote { pe: usize, code: u8 },
+    Remote {
+        /// The lowest pe that failed.
+        pe: usize,
+        /// Its error's exit code.
+        code: u8,
+    },
     /// The distributed checker found the suffix array wrong.
     CheckFailed(String),
 }

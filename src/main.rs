@@ -1,5 +1,6 @@
 //! `psa`: build the suffix array of a file on every MPI process of the job.
 
+mod budget;
 mod cli;
 
 use std::io::Write;
@@ -11,7 +12,7 @@ use mpi::traits::Communicator;
 use psa::driver::{report_table, run, Job};
 use psa::{Ctx, Error};
 
-use cli::Cli;
+use cli::{Cli, QueryCli};
 
 /// A failed allocation ends the whole job with one clear message (see `psa::alloc`).
 #[global_allocator]
@@ -86,7 +87,43 @@ fn default_kernel_cache() -> Option<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/psa")))
 }
 
+/// `psa query …`: no MPI at all (the binary runs without a launcher), on rayon's threads.
+fn query_main() -> ExitCode {
+    let args =
+        std::iter::once(std::ffi::OsString::from("psa query")).chain(std::env::args_os().skip(2));
+    let cli = match QueryCli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    if cli.pattern.is_empty() && cli.patterns.is_none() {
+        eprintln!("psa query: error: give patterns, or --patterns FILE");
+        return ExitCode::from(2);
+    }
+    if let Some(t) = cli.threads {
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build_global();
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    match psa::io::query::run(&cli.query(), &mut out) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("psa query: error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    // `psa query` needs no MPI: decided before anything starts it. (An input file named
+    // `query` is given as `./query`.)
+    if std::env::args_os().nth(1).is_some_and(|a| a == "query") {
+        return query_main();
+    }
     // libsais (base cases) uses OpenMP; spinning idle OpenMP threads slow everything else on a
     // busy node by up to 10×. Set before any thread starts.
     if std::env::var_os("OMP_WAIT_POLICY").is_none() {
@@ -120,7 +157,15 @@ fn main() -> ExitCode {
     let mut config = cli.config(default_kernel_cache());
     config.threads = threads_per_pe(cli.threads, rank).unwrap_or(0);
     let size = world.size() as usize;
-    let ctx = Ctx::new(world, config);
+    let mut ctx = Ctx::new(world, config);
+    if ctx.config.mem_per_pe.is_none() {
+        // Collective: every pe asks for the pes on its node.
+        let local_pes = ctx.comm.local_size();
+        if let Some((bytes, from)) = budget::default_budget(&|v| std::env::var(v).ok(), local_pes) {
+            ctx.config.mem_per_pe = Some(bytes);
+            ctx.config.mem_per_pe_from = from;
+        }
+    }
     // The library's parallel work runs on the calling thread when its pool has the context's
     // thread count (Ctx::install): size the global pool so, and MPI stays on this thread.
     if let Err(e) = rayon::ThreadPoolBuilder::new()
@@ -133,20 +178,22 @@ fn main() -> ExitCode {
         log::info!("settings: {}", ctx.config.summary());
     }
     let result = ctx.comm.agree(psa::backend_for(&ctx)).and_then(|sorter| {
-        let ctx = ctx.with_sorter(sorter);
+        let mut ctx = ctx.with_sorter(sorter);
         let job = Job {
             output: cli.output.clone().unwrap_or_else(|| {
-                let mut s = cli.input.clone().into_os_string();
+                let mut s = cli.inputs[0].clone().into_os_string();
                 s.push(".sa");
                 PathBuf::from(s)
             }),
-            input: cli.input.clone(),
+            inputs: cli.inputs.clone(),
+            seq: cli.seq_options(),
             width: cli.width,
             check: cli.check,
             stats: cli.stats.clone(),
             force: cli.force,
+            show_plan: cli.verbose >= 1,
         };
-        let report = run(&ctx, &job)?;
+        let report = run(&mut ctx, &job)?;
         if rank == 0 {
             if cli.verbose >= 1 {
                 log::info!("phases (max and mean over pes):\n{}", report_table(&report));
@@ -173,7 +220,7 @@ fn main() -> ExitCode {
                 1 => eprintln!("psa: error: {e}"),
                 _ => eprintln!(
                     "psa: error on pe {rank} (host {}): {e}",
-                    psa::io::output::host_name()
+                    psa::io::host_name()
                 ),
             }
             ExitCode::from(e.exit_code())

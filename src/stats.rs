@@ -1,7 +1,6 @@
 //! Named phases with timers and byte counts; summaries over pes; peak memory.
 
 use std::cell::RefCell;
-use std::time::Instant;
 
 use crate::comm::Comm;
 
@@ -10,7 +9,9 @@ use crate::comm::Comm;
 pub struct PhaseRecord {
     /// Recursion level (0 = the input text).
     pub level: usize,
+    /// The phase's name (names starting with "·" are sub-phases of the enclosing one).
     pub name: String,
+    /// Wall time, seconds.
     pub secs: f64,
     /// Bytes this pe sent to others during the phase.
     pub bytes: u64,
@@ -23,17 +24,20 @@ pub struct PhaseRecord {
 /// The phases of a run on this pe, in order. Every pe records the same sequence of phases.
 #[derive(Default)]
 pub struct PhaseLog {
+    /// The phases that ended, in the order they ended (a phase after the phases inside it).
     pub phases: RefCell<Vec<PhaseRecord>>,
-    pub level: std::cell::Cell<usize>,
+    /// The recursion level of the phases running now (see [`crate::Ctx::deeper`]).
+    pub(crate) level: std::cell::Cell<usize>,
+    /// The largest share of one pe after a sort, over the mean (1.0: perfectly balanced).
     pub max_imbalance: std::cell::Cell<f64>,
     /// Prefix-doubling rounds pCSS needed (0 for DC3).
     pub refine_rounds: std::cell::Cell<usize>,
     /// For each phase running now, outermost first: the highest peak of the phases it contains
     /// that have ended (each phase resets the kernel's peak when it starts).
-    pub peak_stack: RefCell<Vec<u64>>,
+    pub(crate) peak_stack: RefCell<Vec<u64>>,
     /// The highest peak resident memory seen so far in this run (the kernel's own mark is reset
     /// by every phase): see [`PhaseLog::run_peak_rss`].
-    pub run_peak: std::cell::Cell<u64>,
+    pub(crate) run_peak: std::cell::Cell<u64>,
 }
 
 impl PhaseLog {
@@ -43,7 +47,7 @@ impl PhaseLog {
     }
 
     /// Notes a peak seen (by a phase, or before one reset the kernel's mark).
-    pub fn note_peak(&self, bytes: u64) {
+    pub(crate) fn note_peak(&self, bytes: u64) {
         self.run_peak.set(self.run_peak.get().max(bytes));
     }
 }
@@ -51,16 +55,23 @@ impl PhaseLog {
 /// A phase summarised over all pes.
 #[derive(Clone, Debug)]
 pub struct PhaseSummary {
+    /// Recursion level (0 = the input text).
     pub level: usize,
+    /// The phase's name.
     pub name: String,
+    /// Wall time of the slowest pe, seconds.
     pub max_secs: f64,
+    /// Mean wall time over pes, seconds.
     pub mean_secs: f64,
     /// Mean over pes of the seconds spent in all-to-all exchanges.
     pub mean_a2a_secs: f64,
+    /// Bytes sent during the phase: by the pe that sent most, and by all pes together.
     pub max_bytes: f64,
+    /// See [`Self::max_bytes`].
     pub total_bytes: f64,
     /// Peak resident memory during the phase: the largest over pes, and the sum over pes.
     pub max_peak_rss: f64,
+    /// See [`Self::max_peak_rss`].
     pub sum_peak_rss: f64,
 }
 
@@ -94,16 +105,10 @@ pub fn summarise(comm: &Comm, log: &PhaseLog) -> Vec<PhaseSummary> {
         .collect()
 }
 
-/// A running timer for one phase; see [`crate::Ctx::phase`].
-pub struct Timer {
-    pub start: Instant,
-    pub bytes0: u64,
-}
-
 /// Starts measuring a phase's peak resident memory: resets the kernel's high-water mark to the
 /// current resident size (`/proc/self/clear_refs` ← 5, which touches no pages). Returns the
 /// peak so far, which the enclosing phase keeps (see [`PhaseLog::peak_stack`]).
-pub fn reset_peak_rss() -> u64 {
+pub(crate) fn reset_peak_rss() -> u64 {
     let before = peak_rss_bytes();
     let _ = std::fs::write("/proc/self/clear_refs", b"5");
     before
@@ -124,36 +129,6 @@ pub fn peak_rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
-/// Memory a pe of this node may count on, in bytes: the node's available memory (MemAvailable)
-/// or its cgroup's limit, whichever is smaller, shared by the `local_pes` pes on the node, and
-/// at most this process's address-space limit (`ulimit -v`). None when unknown. Local.
-pub fn memory_per_pe(local_pes: usize) -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
-        s.lines()
-            .find(|l| l.starts_with("MemAvailable:"))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-    });
-    // cgroup v2, then v1; "max" or an absurd number means no limit.
-    let cgroup = [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .filter_map(|p| std::fs::read_to_string(p).ok())
-    .filter_map(|s| s.trim().parse::<u64>().ok())
-    .find(|&b| b < 1 << 60);
-    let node = match (meminfo, cgroup) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }?;
-    let per_pe = node / local_pes.max(1) as u64;
-    Some(match address_space_limit() {
-        Some(l) => per_pe.min(l),
-        None => per_pe,
-    })
-}
-
 /// This process's address-space limit (RLIMIT_AS) in bytes, None when unlimited.
 pub fn address_space_limit() -> Option<u64> {
     let mut r = libc::rlimit {
@@ -162,20 +137,5 @@ pub fn address_space_limit() -> Option<u64> {
     };
     // SAFETY: getrlimit writes one rlimit.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
-    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
-}
-
-/// A JSON string literal for `s`.
-pub fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
 }

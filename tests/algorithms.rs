@@ -185,8 +185,8 @@ fn oracles_agree_on_table_inputs() {
     for case in TABLE {
         let text = (case.gen)();
         if text.len() <= NAIVE_MAX {
-            let a = psa::algo::oracle::naive_sa(&text);
-            let b = psa::algo::seq::sa_bytes(&text, 1);
+            let a = psa::internals::naive_sa(&text);
+            let b = psa::internals::sa_bytes(&text, 1);
             assert_eq!(a, b, "naive oracle and libsais differ on {}", case.name);
         }
     }
@@ -371,6 +371,48 @@ fn exchanges_in_rounds() {
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
+/// `--mem-per-pe` at the leanest budget of each run (its plan: every exchange in rounds of 4 KiB
+/// per pe) on every input of the table at every p, down to tiny recursion levels, with the
+/// checker; one algorithm per row, in turn (both at once cost twice the time for little more).
+#[test]
+fn leanest_memory_budget() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for (k, case) in TABLE.iter().enumerate() {
+        let text = (case.gen)();
+        let want = oracle(&text);
+        let dir = TempDir::new(case.name);
+        dir.write("input", &text);
+        let (algo, name) = [(psa::Algo::Css, "css"), (psa::Algo::Dc3, "dc3")][k % 2];
+        for &p in PES {
+            runs += 1;
+            let config = psa::Config {
+                algo,
+                plan_algo: false,
+                ..psa::Config::default()
+            };
+            let shape = psa::plan::Shape {
+                n: text.len(),
+                pes: p,
+                width: 4,
+                check: true,
+            };
+            let budget = psa::plan::choose(&config, &shape, "")
+                .expect("no budget")
+                .leanest
+                .to_string();
+            let args = ["--mem-per-pe", &budget];
+            if let Err(msg) = run_one(dir.path(), &want, p, name, Base::Small(4), &args) {
+                failures.push(format!(
+                    "--mem-per-pe {budget}, input {}, p = {p}, algo = {name}: {msg}",
+                    case.name
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+}
+
 /// `--sort-rounds N` makes pCSS sort in N key ranges one after the other (the first sort, its
 /// names and every doubling round), as large inputs do to save memory: 1, 2, 7 and 64 rounds
 /// (more rounds than records on the small inputs: empty rounds, groups and runs of equal keys
@@ -422,7 +464,9 @@ fn css_sorts_in_rounds() {
 }
 
 /// `--force-wide` sends both algorithms down their wide-record paths (normally only taken for
-/// n ≥ 2^41 or huge names) on small inputs; results must stay exact.
+/// n ≥ 2^41 or huge names) on small inputs, and `--index-bits 40` the difference covers down
+/// their 40-bit records (n ≥ 2^32); results must stay exact. (Every width on the whole table:
+/// tests/mpi_algo.rs, `index_widths_on_hard_inputs`.)
 #[test]
 fn wide_record_paths() {
     let inputs: Vec<(&str, Vec<u8>)> = vec![
@@ -445,12 +489,15 @@ fn wide_record_paths() {
         for p in [1usize, 3, 4] {
             for &algo in ALGOS {
                 for base in [Base::Small(4), Base::Default] {
-                    runs += 1;
-                    if let Err(msg) = run_one(dir.path(), &want, p, algo, base, &["--force-wide"]) {
-                        failures.push(format!(
-                            "--force-wide, input {name}, p = {p}, algo = {algo}, {}: {msg}",
-                            base.label()
-                        ));
+                    for switch in [&["--force-wide"][..], &["--index-bits", "40"]] {
+                        runs += 1;
+                        if let Err(msg) = run_one(dir.path(), &want, p, algo, base, switch) {
+                            failures.push(format!(
+                                "{}, input {name}, p = {p}, algo = {algo}, {}: {msg}",
+                                switch.join(" "),
+                                base.label()
+                            ));
+                        }
                     }
                 }
             }

@@ -534,7 +534,7 @@ fn sa_texts(n: usize, seed: u64) -> Vec<(&'static str, Vec<u8>)> {
 
 #[test]
 fn device_suffix_array_equals_libsais() {
-    use psa::algo::{oracle::naive_sa, seq};
+    use psa::internals::{naive_sa, sa_bytes, sa_ints};
     use psa::local::gpu::SacaText;
     let Some(g) = gpu("device_suffix_array_equals_libsais") else {
         return;
@@ -547,7 +547,7 @@ fn device_suffix_array_equals_libsais() {
             let want = if n <= 1000 {
                 naive_sa(&t)
             } else {
-                seq::sa_bytes(&t, 4)
+                sa_bytes(&t, 4)
             };
             let got = g
                 .suffix_array_on_device(SacaText::Bytes(&t))
@@ -571,7 +571,7 @@ fn device_suffix_array_equals_libsais() {
     for n in [5000usize, 1_000_000] {
         for m in [2u64, 1000, n as u64] {
             let ints: Vec<u64> = (0..n).map(|i| 1 + splitmix(i as u64 ^ m) % m).collect();
-            let want = seq::sa_ints(&ints, 4);
+            let want = sa_ints(&ints, 4);
             let got = g
                 .suffix_array_on_device(SacaText::Ints(&ints))
                 .unwrap_or_else(|e| panic!("ints n={n} m={m}: device failed: {e}"));
@@ -582,9 +582,11 @@ fn device_suffix_array_equals_libsais() {
     // Through the trait, as the algorithms call it (above the size where the device is used).
     let t = &sa_texts(1 << 20, 99)[2].1;
     let got = g
+        .device_suffix_array()
+        .expect("the GPU backend builds suffix arrays")
         .suffix_array_bytes(t)
         .expect("2^20 characters go to the device");
-    assert!(got == seq::sa_bytes(t, 4), "trait path differs");
+    assert!(got == sa_bytes(t, 4), "trait path differs");
     let (_, fallbacks) = g.counters();
     assert_eq!(fallbacks, 0, "a device suffix array fell back to the CPU");
     say(&format!(

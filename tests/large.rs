@@ -22,7 +22,7 @@ fn dna_24mb_p4_checked_both_algorithms() {
     let text = gen::dna(24, N);
     let dir = TempDir::new("large");
     dir.write("genome.txt", &text);
-    let want = psa::algo::seq::sa_bytes(&text, 2);
+    let want = psa::internals::sa_bytes(&text, 2);
     assert_eq!(want.len(), N);
     eprintln!(
         "large: generated {N} bytes and the libsais SA in {:.1}s",

@@ -7,9 +7,8 @@ mod common;
 
 use common::harness::{ctx_with, length_patterns, mpi_test, mpi_test_at, scaled_cuts};
 use common::Rng;
-use psa::algo::{check::check, seq::sa_bytes};
-use psa::dist::Layout;
-use psa::Algo;
+use psa::internals::sa_bytes;
+use psa::{check, Algo, Layout};
 
 /// The distributed checker accepts the right suffix array and rejects wrong ones: two neighbours
 /// swapped, a duplicate entry, an entry equal to n, the whole array reversed.
@@ -196,6 +195,101 @@ fn random_texts_uneven_splits() {
                     got.len(),
                     want_mine.len(),
                     "{case}: pe {me}'s part's length"
+                );
+            }
+        }
+    });
+}
+
+/// The difference covers' records in every index width on the hard inputs: 32 bits (what these
+/// texts get by default), 40 and 64 forced (`Tunables::index_width`), and 64 with the paths of
+/// huge names (`force_wide`: triples field by field, comparison sorts). Each through pDC3, DC7 from
+/// the text, and pCSS handing over to both (DC7 when its sample predicts it, DC7 and DC3 from the
+/// prefix names), with base case 4 (the distributed recursion down to tiny levels, empty pes).
+/// Every pe compares its slice with libsais.
+#[test]
+fn index_widths_on_hard_inputs() {
+    use common::gen;
+    use psa::IndexWidth;
+    use psa::Predicted;
+    let inputs: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", Vec::new()),
+        ("one byte", b"x".to_vec()),
+        ("n < p", b"aab".to_vec()),
+        ("0x00/0xFF", gen::zero_ff(1, 2000)),
+        ("a^n", gen::a_n(3001)),
+        ("(ab)^n a", gen::ab_n_a(1000)),
+        ("(abc)^n", gen::abc_n(1000)),
+        ("Fibonacci", gen::fibonacci(4181)),
+        (
+            "repeated block, n = 1 mod 7",
+            gen::repeated_block(12, 64, 7 * 300 + 1, 26),
+        ),
+        (
+            "repeated block, n = 2 mod 7",
+            gen::repeated_block(13, 64, 7 * 300 + 2, 26),
+        ),
+        ("DNA", gen::dna(9, 5000)),
+        ("random, sigma 4", gen::random(6, 4999, 4, b'a')),
+        ("random, sigma 256", gen::random(7, 5000, 256, 0)),
+    ];
+    let widths: [(&str, Option<IndexWidth>, bool); 4] = [
+        ("32 bits", None, false),
+        ("40 bits", Some(IndexWidth::W40), false),
+        ("64 bits", Some(IndexWidth::W64), false),
+        ("--force-wide", None, true),
+    ];
+    mpi_test(|comm| {
+        let (p, me) = (comm.size(), comm.rank());
+        for (name, text) in &inputs {
+            let want = sa_bytes(text, 1);
+            let layout = Layout::block(text.len(), p);
+            let (lo, hi) = (layout.start(me), layout.end(me));
+            for (wname, width, force_wide) in widths {
+                let tuned = |algo, edit: fn(&mut psa::Tunables)| {
+                    ctx_with(algo, 4, |c| {
+                        c.tune.index_width = width;
+                        c.tune.force_wide = force_wide;
+                        edit(&mut c.tune);
+                    })
+                };
+                // pCSS hands over on the inputs that its first sort leaves unresolved (Fibonacci,
+                // repeated blocks, DNA); the others it finishes itself.
+                let runs: [(&str, psa::Ctx); 5] = [
+                    ("dc3", tuned(Algo::Dc3, |_| {})),
+                    (
+                        "css, DC7 from the text when predicted",
+                        tuned(Algo::Css, |_| {}),
+                    ),
+                    ("css, DC7 from names after the first sort when predicted", {
+                        tuned(Algo::Css, |t| t.css_predicted = Predicted::SortThenDc7)
+                    }),
+                    ("css, DC7 from names", {
+                        tuned(Algo::Css, |t| {
+                            t.css_predict = false;
+                            t.css_handover = 0.0;
+                        })
+                    }),
+                    ("css, DC3 from names", {
+                        tuned(Algo::Css, |t| {
+                            t.css_predict = false;
+                            t.css_handover = 0.0;
+                            t.css_finish_dc3 = true;
+                        })
+                    }),
+                ];
+                for (algo, ctx) in &runs {
+                    let case = format!("{name} (n = {}), {wname}, {algo}", text.len());
+                    let got = psa::suffix_array(ctx, &text[lo..hi])
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    assert_eq!(got, want[lo..hi], "{case}: pe {me}'s part");
+                }
+                let ctx = &runs[0].1;
+                let got = ctx.install(|ctx| psa::internals::dc7(ctx, &text[lo..hi], &layout));
+                assert_eq!(
+                    got,
+                    want[lo..hi],
+                    "{name}, {wname}, DC7 from the text: pe {me}'s part"
                 );
             }
         }

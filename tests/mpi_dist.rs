@@ -8,7 +8,7 @@ use common::harness::{ctx_with, length_patterns, mpi_test, offsets};
 use common::Rng;
 use mpi::topology::SimpleCommunicator;
 use psa::comm::Comm;
-use psa::dist::{
+use psa::internals::{
     exchange, exchange_by, last_of_left, name_sorted, rebalance, right_halo, sample_sort,
     send_to_owners, Layout, OwnerCursor, SortKey,
 };

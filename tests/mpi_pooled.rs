@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use common::harness::{ctx_with, length_patterns, mpi_test, scaled_cuts};
 use common::Rng;
-use psa::algo::seq::{sa_bytes, sa_ints};
 use psa::comm::Comm;
+use psa::internals::{sa_bytes, sa_ints};
 use psa::local::cpu::CpuSort;
-use psa::local::{Alphabet, LocalSort, PooledSa};
+use psa::local::{Alphabet, DeviceSuffixArray, LocalSort, PooledSa};
 use psa::stats::PhaseLog;
 use psa::{Algo, Backend, Ctx};
 
@@ -61,6 +61,12 @@ impl LocalSort for CpuPool {
     fn sort_u128(&self, v: &mut [u128]) {
         self.cpu.sort_u128(v)
     }
+    fn device_suffix_array(&self) -> Option<&dyn DeviceSuffixArray> {
+        Some(self)
+    }
+}
+
+impl DeviceSuffixArray for CpuPool {
     fn suffix_array_max_len(&self) -> usize {
         1 << 40
     }

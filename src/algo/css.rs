@@ -456,6 +456,12 @@ fn sort_rounds(ctx: &Ctx, layout: &Layout) -> usize {
         .map(|r| layout.local_len(r))
         .max()
         .unwrap_or(0);
+    auto_sort_rounds(slice)
+}
+
+/// The rounds `--sort-rounds 0` (auto) gives when the largest slice has `slice` characters.
+/// Local.
+pub fn auto_sort_rounds(slice: usize) -> usize {
     if slice < AUTO_MIN_SLICE {
         1
     } else {

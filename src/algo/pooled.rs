@@ -25,10 +25,6 @@ use crate::io::OutputFile;
 use crate::local::{used_bytes, widen_in_place, Alphabet, HostBuf, PooledSa};
 use crate::Ctx;
 
-/// Characters (and SA entries) pe 0 relays per message by default ([`crate::Tunables::pool_piece`];
-/// tests use tiny pieces).
-pub const PIECE: usize = 1 << 24;
-
 /// The suffix array part of this pe for a byte text, built on pe 0's device; None (on every pe)
 /// when the device does not take the text. Collective.
 pub fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
@@ -112,7 +108,8 @@ fn build<'a, T: Pod + Send + Sync>(
     let root = 0;
     let n = layout.len();
     let mut session = if comm.rank() == root {
-        ctx.sorter.pooled_sa(n, &alphabet)
+        ctx.device_suffix_array()
+            .and_then(|d| d.pooled_sa(n, &alphabet))
     } else {
         None
     };

@@ -467,6 +467,7 @@ where
 
 /// Where [`send_to_owners`] stores its values: one slice, or two slices written together.
 pub trait Slots {
+    /// The value stored in one slot.
     type Value;
     /// `self[i] = v` for `(i, v) = f(item)`, every item (see [`scatter`]).
     fn place<T: Sync>(self, items: &[T], f: impl Fn(&T) -> (usize, Self::Value) + Sync);

@@ -77,17 +77,19 @@ impl Layout {
 }
 
 /// Assigns owners to a stream of ascending global indices without a binary search per element.
-/// `dest(i)` must be called with non-decreasing `i`.
+/// [`OwnerCursor::owner`] must be called with non-decreasing indices.
 pub struct OwnerCursor<'a> {
     layout: &'a Layout,
     pe: usize,
 }
 
 impl<'a> OwnerCursor<'a> {
+    /// A cursor at pe 0.
     pub fn new(layout: &'a Layout) -> Self {
         OwnerCursor { layout, pe: 0 }
     }
 
+    /// The pe that owns global index `i` (at least the previous call's `i`).
     pub fn owner(&mut self, i: usize) -> usize {
         while self.layout.end(self.pe) <= i {
             self.pe += 1;

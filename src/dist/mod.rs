@@ -10,12 +10,11 @@ pub mod sample_sort;
 pub mod shift;
 
 pub use exchange::{
-    build_by_kind, collect_kept, exchange, exchange_by, fetch, rebalance, scatter, scatter2,
-    send_to_owners, Slots,
+    build_by_kind, collect_kept, exchange, exchange_by, fetch, rebalance, scatter, send_to_owners,
 };
 pub use layout::{Layout, OwnerCursor};
 pub use naming::name_sorted;
 pub use pair::Pair;
 pub use rounds::{sort_in_rounds, Round};
-pub use sample_sort::{sample_sort, SortKey};
+pub use sample_sort::{sample_sort, SortEnv, SortKey};
 pub use shift::{last_of_left, right_halo};

@@ -6,7 +6,7 @@ use bytemuck::Pod;
 
 /// Names the records of a globally sorted sequence. Collective.
 ///
-/// Entry: `sorted` is this pe's run of a sequence sorted across pes (as [`super::sample_sort`]
+/// Entry: `sorted` is this pe's run of a sequence sorted across pes (as `sample_sort`
 /// leaves it); `same(a, b)` tells whether two neighbouring records carry equal keys.
 /// Exit: `names[j]` for each local record: 1 + the number of distinct keys smaller than its key,
 /// i.e. names start at 1 and equal keys get equal names. Also returns the number of distinct keys

@@ -2,9 +2,8 @@
 //! the pes and handed to a consumer, then freed (Distributed DCX's bucketed sort), so a pe never
 //! holds more than its share of one range.
 
-use super::sample_sort::{sample_sort, SplitMix};
+use super::sample_sort::{sample_sort, SortEnv, SplitMix};
 use super::{last_of_left, right_halo, SortKey};
-use crate::Ctx;
 
 /// Samples drawn over all pes per round to place the round boundaries: the relative error of a
 /// round's size is about 1/sqrt of it (≈ 4 %).
@@ -73,7 +72,7 @@ impl<T> Round<T> {
 /// round's records (two copies during its exchange) and what the consumer keeps, instead of all
 /// records.
 pub fn sort_in_rounds<T, R, G, C>(
-    ctx: &Ctx,
+    ctx: &impl SortEnv,
     sort_phase: &str,
     rounds: usize,
     len: usize,
@@ -86,7 +85,7 @@ pub fn sort_in_rounds<T, R, G, C>(
     G: Fn(Option<T>, Option<T>) -> Vec<T>,
     C: FnMut(Round<T>),
 {
-    let comm = &ctx.comm;
+    let comm = ctx.comm();
     let rounds = rounds.max(1);
     let bounds: Vec<T> = if rounds == 1 {
         Vec::new()

@@ -4,8 +4,41 @@ use bytemuck::Pod;
 use rayon::prelude::*;
 
 use super::exchange;
+use crate::comm::Comm;
 use crate::local::LocalSort;
-use crate::Ctx;
+
+/// What sample sort needs from its caller: the communicator, the local sort, and a log that
+/// times its sub-phases and keeps the share of the fullest pe. The run context (`crate::Ctx`)
+/// is one; the primitives know nothing else of it.
+pub trait SortEnv {
+    /// The communicator of the sort.
+    fn comm(&self) -> &Comm;
+    /// The local sort backend.
+    fn sorter(&self) -> &dyn LocalSort;
+    /// Runs `f` as a named (sub-)phase; every pe runs the same phases in the same order.
+    fn phase<R>(&self, name: &str, f: impl FnOnce() -> R) -> R;
+    /// Records this pe's share `local` of `total` records after a sort.
+    fn note_imbalance(&self, local: usize, total: usize);
+}
+
+/// A reference to an environment is one (so `sample_sort(&ctx, …)` works with `ctx: &Ctx`).
+impl<E: SortEnv> SortEnv for &E {
+    fn comm(&self) -> &Comm {
+        (**self).comm()
+    }
+
+    fn sorter(&self) -> &dyn LocalSort {
+        (**self).sorter()
+    }
+
+    fn phase<R>(&self, name: &str, f: impl FnOnce() -> R) -> R {
+        (**self).phase(name, f)
+    }
+
+    fn note_imbalance(&self, local: usize, total: usize) {
+        (**self).note_imbalance(local, total)
+    }
+}
 
 /// Records that sample sort can order: a total order (`Ord`) that is unique per record in psa
 /// (every key carries a position, which is what keeps the sort balanced when the characters of
@@ -44,11 +77,11 @@ fn samples_per_pe(p: usize) -> usize {
 /// Cost: one pass to bucket (in place), one all-to-all of every record, one local sort. Memory:
 /// the input and the received records (two copies at the peak) plus 4 bytes per record.
 #[must_use]
-pub fn sample_sort<T: SortKey>(ctx: &Ctx, mut data: Vec<T>) -> Vec<T> {
-    let comm = &ctx.comm;
+pub fn sample_sort<T: SortKey>(env: &impl SortEnv, mut data: Vec<T>) -> Vec<T> {
+    let comm = env.comm();
     let p = comm.size();
     if p == 1 {
-        T::sort_local(&mut data, ctx.sorter.as_ref());
+        T::sort_local(&mut data, env.sorter());
         return data;
     }
     let n = comm.all_reduce_sum(data.len() as u64) as usize;
@@ -56,7 +89,7 @@ pub fn sample_sort<T: SortKey>(ctx: &Ctx, mut data: Vec<T>) -> Vec<T> {
         return data;
     }
     // Random sample, proportional to this pe's share.
-    let splitters = ctx.phase("· splitters", || {
+    let splitters = env.phase("· splitters", || {
         let want =
             ((data.len() as u128 * (samples_per_pe(p) * p) as u128).div_ceil(n as u128)) as usize;
         let want = want.min(data.len());
@@ -73,12 +106,10 @@ pub fn sample_sort<T: SortKey>(ctx: &Ctx, mut data: Vec<T>) -> Vec<T> {
         splitters
     });
 
-    let mut recv = ctx.phase("· exchange", || {
+    let mut recv = env.phase("· exchange", || {
         exchange(comm, data, |x| splitters.partition_point(|s| s < x))
     });
-    ctx.phase("· local sort", || {
-        T::sort_local(&mut recv, ctx.sorter.as_ref())
-    });
+    env.phase("· local sort", || T::sort_local(&mut recv, env.sorter()));
 
     {
         // Always reduce (a collective may not depend on a pe's own log level).
@@ -90,7 +121,7 @@ pub fn sample_sort<T: SortKey>(ctx: &Ctx, mut data: Vec<T>) -> Vec<T> {
             );
         }
     }
-    ctx.note_imbalance(recv.len(), n);
+    env.note_imbalance(recv.len(), n);
     recv
 }
 
@@ -103,10 +134,12 @@ pub fn par_sort<T: Ord + Send>(v: &mut [T]) {
 pub struct SplitMix(u64);
 
 impl SplitMix {
+    /// A generator started at `seed`.
     pub fn new(seed: u64) -> Self {
         SplitMix(seed)
     }
 
+    /// The next number.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);

@@ -1,14 +1,20 @@
 //! Reading each pe's slice of the input ([`read_distributed`]) and writing the suffix array at
-//! each pe's offset ([`output`]: the output goes to a temporary file beside the requested path
-//! and is renamed into place only after every pe has written its part).
+//! each pe's offset ([`OutputFile`]: the output goes to a temporary file beside the requested path
+//! and is renamed into place only after every pe has written its part); sequence input and
+//! several inputs ([`seq`]); the index files beside the SA and queries on them ([`index`],
+//! [`query`]).
 
-pub mod output;
+pub mod index;
+pub(crate) mod output;
+pub mod query;
+pub mod seq;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-pub use output::{remove_partial_now, OutputFile, SideFile};
+pub use output::{host_name, OutputFile};
+pub(crate) use output::{remove_partial_now, SideFile};
 
 use crate::comm::Comm;
 use crate::dist::Layout;
@@ -75,7 +81,9 @@ pub fn read_distributed(comm: &Comm, path: &Path, n: usize) -> Result<(Vec<u8>, 
 /// Width of an SA entry in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Width {
+    /// 4 when every index fits 32 bits, else 5.
     Auto,
+    /// This many bytes (4 to 8).
     Fixed(usize),
 }
 

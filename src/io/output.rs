@@ -255,12 +255,9 @@ fn reserve(f: &File, bytes: u64, dir: &Path) -> Result<()> {
 
 /// Temporary files a signal or a panic should remove (pe 0's; a few slots, set once each, so
 /// that the signal handler reads them without locks).
-static PARTIALS: [std::sync::OnceLock<std::ffi::CString>; 4] = [
-    std::sync::OnceLock::new(),
-    std::sync::OnceLock::new(),
-    std::sync::OnceLock::new(),
-    std::sync::OnceLock::new(),
-];
+/// (The SA, `--stats`, and the index's text, records table and metadata: 5; 8 leave room.)
+static PARTIALS: [std::sync::OnceLock<std::ffi::CString>; 8] =
+    [const { std::sync::OnceLock::new() }; 8];
 
 /// Removes every registered temporary file now (for the panic and out-of-memory handlers, which
 /// end the job with MPI_Abort before any destructor runs). Async-signal-safe.
@@ -438,11 +435,6 @@ impl SideFile {
         })
     }
 
-    /// Where the file goes (pe 0; None elsewhere).
-    pub fn dest(&self) -> Option<&Dest> {
-        self.staged.as_ref().map(|s| s.dest())
-    }
-
     /// Writes `content` (pe 0's is used) and puts the file in place. Collective.
     pub fn finish(self, comm: &Comm, content: &[u8]) -> Result<()> {
         let r = match self.staged {
@@ -481,7 +473,7 @@ pub fn host_name() -> String {
 }
 
 impl OutputFile {
-    /// Plans the output (see [`plan`]: refuses the input itself, directories, special files and,
+    /// Plans the output (see `plan`: refuses the input itself, directories, special files and,
     /// without `force`, read-only files), then creates it on pe 0 with room for `n` entries of
     /// `width` bytes reserved; every other pe opens it right away, so a directory that some
     /// node cannot see fails now. Collective; every pe gets the same verdict.
@@ -495,7 +487,7 @@ impl OutputFile {
     ) -> Result<OutputFile> {
         let mut tag = random_tag();
         comm.broadcast(&mut tag, 0);
-        let bytes = (n as u64).checked_mul(width as u64).unwrap_or(u64::MAX);
+        let bytes = (n as u64).saturating_mul(width as u64);
         let root = match comm.rank() {
             0 => plan(requested, inputs, force, "output", tag)
                 .and_then(|d| Staged::create(d, bytes, "output"))
@@ -622,11 +614,6 @@ impl OutputFile {
         let OutputFile { root, file, .. } = self;
         drop(file);
         comm.agree(root.map_or(Ok(()), |s| s.commit()))
-    }
-
-    /// Path of the temporary file (None when written through).
-    pub fn tmp_path(&self) -> Option<&Path> {
-        self.tmp.as_deref()
     }
 }
 

@@ -17,6 +17,7 @@ pub struct CpuSort {
 }
 
 impl CpuSort {
+    /// A sorter that uses `threads` threads (at least 1) for large sorts.
     pub fn new(threads: usize) -> Self {
         CpuSort {
             threads: threads.max(1),

@@ -1,5 +1,6 @@
 //! Local sorts behind one trait: the algorithms see [`LocalSort`] and do not know which backend
-//! sorts for them.
+//! sorts for them. A backend with a device that builds whole suffix arrays (the GPU) offers it as
+//! a [`DeviceSuffixArray`].
 
 pub mod cpu;
 #[cfg(feature = "gpu")]
@@ -23,9 +24,28 @@ pub trait LocalSort: Send + Sync {
     fn sort_u128_by_high(&self, v: &mut [u128]) {
         self.sort_u128(v);
     }
-    /// The suffix array of a whole byte text that this pe holds, if the backend builds suffix
-    /// arrays itself (the GPU does, for texts of 2^18 to 2^31 characters); None: the caller uses
-    /// the sequential CPU algorithm (libsais).
+    /// `bytes` of page-locked host memory that this backend's sorts copy to and from its device
+    /// directly (see [`HostBuf`]); None: the backend has none to give (the CPU backend, or the
+    /// allocation failed; the reason is logged).
+    fn host_mem(&self, _bytes: usize) -> Option<Box<dyn HostMem>> {
+        None
+    }
+    /// The backend's device that builds whole suffix arrays, if it has one (the GPU); None: the
+    /// algorithms build them themselves (libsais, or distributed). The callers ask for it through
+    /// [`crate::Ctx::device_suffix_array`].
+    fn device_suffix_array(&self) -> Option<&dyn DeviceSuffixArray> {
+        None
+    }
+}
+
+/// A device that builds whole suffix arrays (the GPU's, see `gpu::saca`), offered by a
+/// backend through [`LocalSort::device_suffix_array`]. A whole text comes in one piece (p = 1, a
+/// gathered base case) or streamed in pieces ([`Self::pooled_sa`]: the pes of a distributed run
+/// send their slices to the device through one pe, see `psa::algo::pooled`).
+pub trait DeviceSuffixArray: Send + Sync {
+    /// The suffix array of a whole byte text that this pe holds, if the device builds it (the
+    /// GPU does, for texts of 2^18 to 2^31 characters); None: the caller uses the sequential
+    /// CPU algorithm (libsais).
     fn suffix_array_bytes(&self, _text: &[u8]) -> Option<Vec<u64>> {
         None
     }
@@ -33,23 +53,13 @@ pub trait LocalSort: Send + Sync {
     fn suffix_array_ints(&self, _text: &[u64]) -> Option<Vec<u64>> {
         None
     }
-    /// The longest text [`Self::suffix_array_ints`] would take now (0: none).
-    fn suffix_array_max_len(&self) -> usize {
-        0
-    }
-    /// Starts a suffix array of a text of `n` characters over `alphabet`, handed to the backend
-    /// in pieces (the pes of a distributed run stream their slices to the device through one pe:
-    /// see `psa::algo::pooled`). None: the backend does not build it (not a GPU, too short, no
-    /// room on the device; the reason is logged).
-    fn pooled_sa(&self, _n: usize, _alphabet: &Alphabet) -> Option<Box<dyn PooledSa + '_>> {
-        None
-    }
-    /// `bytes` of page-locked host memory that this backend's sorts copy to and from its device
-    /// directly (see [`HostBuf`]); None: the backend has none to give (the CPU backend, or the
-    /// allocation failed; the reason is logged).
-    fn host_mem(&self, _bytes: usize) -> Option<Box<dyn HostMem>> {
-        None
-    }
+    /// The longest text [`Self::suffix_array_ints`] or [`Self::pooled_sa`] would take now (0:
+    /// none).
+    fn suffix_array_max_len(&self) -> usize;
+    /// Starts a suffix array of a text of `n` characters over `alphabet`, handed to the device
+    /// in pieces. None: the device does not build it (too short, no room on the device; the
+    /// reason is logged).
+    fn pooled_sa(&self, n: usize, alphabet: &Alphabet) -> Option<Box<dyn PooledSa + '_>>;
 }
 
 /// Memory a backend allocated for [`HostBuf`]; freed when dropped.
@@ -147,7 +157,7 @@ impl<T: bytemuck::Pod> std::ops::DerefMut for HostBuf<T> {
     }
 }
 
-/// The alphabet of a text handed to a backend's suffix array.
+/// The alphabet of a text handed to a device's suffix array.
 #[derive(Clone, Copy, Debug)]
 #[allow(clippy::large_enum_variant)] // made once per suffix array
 pub enum Alphabet {
@@ -158,7 +168,7 @@ pub enum Alphabet {
 }
 
 /// The byte values that occur in `t` (in parallel).
-pub fn used_bytes(t: &[u8]) -> [bool; 256] {
+pub(crate) fn used_bytes(t: &[u8]) -> [bool; 256] {
     use rayon::prelude::*;
     t.par_chunks(1 << 20)
         .map(|c| {
@@ -179,8 +189,8 @@ pub fn used_bytes(t: &[u8]) -> [bool; 256] {
         )
 }
 
-/// A suffix array that a backend builds from a text handed over in pieces; see
-/// [`LocalSort::pooled_sa`]. The backend's resources are held until it is dropped.
+/// A suffix array that a device builds from a text handed over in pieces; see
+/// [`DeviceSuffixArray::pooled_sa`]. The device's resources are held until it is dropped.
 pub trait PooledSa {
     /// The next piece of the text, in text order, encoded as [`Alphabet`] says.
     fn upload(&mut self, piece: &[u8]) -> Result<(), String>;
@@ -199,7 +209,7 @@ pub trait PooledSa {
 ///
 /// # Safety
 /// `p` points to a buffer of at least n u64 whose first n u32 slots are initialised.
-pub unsafe fn widen_in_place(p: *mut u64, n: usize) {
+pub(crate) unsafe fn widen_in_place(p: *mut u64, n: usize) {
     use rayon::prelude::*;
     let base = p as usize;
     let mut hi = n;

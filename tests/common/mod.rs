@@ -362,9 +362,9 @@ pub const NAIVE_MAX: usize = 4000;
 /// libsais for larger ones.
 pub fn oracle(text: &[u8]) -> Vec<u64> {
     if text.len() <= NAIVE_MAX {
-        psa::algo::oracle::naive_sa(text)
+        psa::internals::naive_sa(text)
     } else {
-        psa::algo::seq::sa_bytes(text, 2)
+        psa::internals::sa_bytes(text, 2)
     }
 }
 

@@ -8,6 +8,10 @@
 //! (`cover!`); everything the merge looks up is derived from that at compile time by
 //! [`Table::new`], so a larger cover is one more line, not new code.
 
+use bytemuck::Pod;
+
+use crate::index::Index;
+
 /// The lookups of one difference cover (see [`Cover`] for what each one means).
 pub struct Table<const X: usize, const S: usize> {
     set: [usize; S],
@@ -105,6 +109,18 @@ impl<const X: usize, const S: usize> Table<X, S> {
             kinds,
         }
     }
+
+    /// The group key shared by all the other residues when they form one group.
+    const fn one_group(&self) -> Option<(usize, usize)> {
+        if self.kinds != 2 {
+            return None;
+        }
+        let mut r = 0;
+        while self.kind[r] == 0 {
+            r += 1;
+        }
+        Some((self.group_key[r].0 as usize, self.group_key[r].1 as usize))
+    }
 }
 
 /// Whether residue r mod X is in the set whose slots are `slot`.
@@ -119,6 +135,8 @@ pub trait Cover: Send + Sync + 'static {
     const X: usize;
     /// |D|: the sample positions among any X consecutive positions (ranks per merge record).
     const S: usize;
+    /// The ranks of a merge record, one per slot: `[I; S]`.
+    type Ranks<I: Index>: Pod + AsRef<[I]> + Send + Sync;
     /// Kinds of merge records: the samples (kind 0) and each group of the other residues that
     /// share one deciding offset (kinds 1..KINDS).
     const KINDS: usize;
@@ -135,9 +153,14 @@ pub trait Cover: Send + Sync + 'static {
     /// For a residue r outside D: (l, slot of r + l), the offset its whole group shares. Within a
     /// group, (first l characters, rank of i + l) orders as the merge comparison does.
     fn group_key(r: usize) -> (usize, usize);
+    /// [`Cover::group_key`] of every residue outside D when they form one group (DC3: the mod-0
+    /// suffixes by (t[i], rank of i + 1)), known without the residue.
+    const ONE_GROUP: Option<(usize, usize)>;
     /// The offset from a position at residue a to the sample position of slot s among the next
     /// X positions: (`D[s]` − a) mod X.
     fn to_slot(a: usize, s: usize) -> usize;
+    /// The ranks `[f(0), …, f(S − 1)]`.
+    fn ranks<I: Index>(f: impl FnMut(usize) -> I) -> Self::Ranks<I>;
 }
 
 /// Declares a difference cover: `cover!(Name = X, [d0, d1, …])` with the residues ascending.
@@ -155,6 +178,8 @@ macro_rules! cover {
             const X: usize = $x;
             const S: usize = $name::S;
             const KINDS: usize = Self::TABLE.kinds;
+            const ONE_GROUP: Option<(usize, usize)> = Self::TABLE.one_group();
+            type Ranks<I: Index> = [I; $name::S];
             #[inline]
             fn residue(s: usize) -> usize {
                 Self::TABLE.set[s]
@@ -180,6 +205,10 @@ macro_rules! cover {
             #[inline]
             fn to_slot(a: usize, s: usize) -> usize {
                 Self::TABLE.to_slot[a][s] as usize
+            }
+            #[inline]
+            fn ranks<I: Index>(f: impl FnMut(usize) -> I) -> Self::Ranks<I> {
+                std::array::from_fn(f)
             }
         }
     };
@@ -249,6 +278,8 @@ mod tests {
         // DC3: the mod-0 suffixes by (t[i], rank[i+1]).
         assert_eq!(Dc3::KINDS, 2);
         assert_eq!(Dc3::group_key(0), (1, 0));
+        assert_eq!(Dc3::ONE_GROUP, Some((1, 0)));
+        assert_eq!(Dc7::ONE_GROUP, None);
         // DC7: residues 0 and 3 by (name, rank(i + 1)), 5 and 6 by (name, rank(i + 3)).
         assert_eq!(Dc7::KINDS, 3);
         assert_eq!(

@@ -20,24 +20,20 @@
 //! libsais (see [`super::super::seq`]); larger ones recurse in parallel, so no pe ever holds more
 //! than its share of any level.
 //!
-//! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 20 B each (40 B
-//! when a level's positions do not fit 32 bits), with up to two copies of one kind alive during
-//! its exchange.
-
-use std::cmp::Ordering;
+//! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 20 B each (25 B
+//! when a level's positions do not fit 32 bits, 40 B past 40 bits: see [`crate::index`]), with up
+//! to two copies of one kind alive during its exchange.
 
 use bytemuck::{Pod, Zeroable};
-use rayon::prelude::*;
 
 use super::cover::{Cover, Dc3};
-use super::merge::{
-    merge, merge_record, radix_by_key, radix_sort_local, sort_by_key_via_index, Head,
-};
+use super::merge::{merge, radix_sort_group, sort_group, Rec};
 use super::{
-    bits, fits_narrow, name_pairs, name_samples, sample_ranks, Chars, Narrow, Phases, SampleKey,
-    Samples, SortedPart, Symbol, Wide, Width,
+    bits, index_width, name_pairs, name_samples, sample_ranks, Chars, Phases, SampleKey, Samples,
+    SortedPart, Symbol,
 };
-use crate::dist::{build_by_kind, rebalance, Layout, Pair, SortKey};
+use crate::dist::{build_by_kind, rebalance, Layout, SortKey};
+use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::Ctx;
 
@@ -76,15 +72,17 @@ pub(super) fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPar
         (Chars::new(ctx, t, layout, 2), largest_char(ctx, t))
     });
     let smp = Samples::<Dc3>::new(n, true);
-    if fits_narrow(ctx, n + usize::from(smp.dummy), alphabet) {
-        level_with::<C, Narrow>(ctx, layout, &chars, alphabet, &smp)
-    } else {
-        level_with::<C, Wide>(ctx, layout, &chars, alphabet, &smp)
+    // Positions up to n (the dummy), ranks up to the samples + 1.
+    let largest = (n as u64 + 2).max(alphabet);
+    match index_width(ctx, largest) {
+        IndexWidth::W32 => level_with::<C, u32>(ctx, layout, &chars, alphabet, &smp),
+        IndexWidth::W40 => level_with::<C, U40>(ctx, layout, &chars, alphabet, &smp),
+        IndexWidth::W64 => level_with::<C, u64>(ctx, layout, &chars, alphabet, &smp),
     }
 }
 
-/// Steps 1–6 of a level in the record widths `W`.
-fn level_with<C: Symbol, W: Dc3Width>(
+/// Steps 1–6 of a level in the index width `I`.
+fn level_with<C: Symbol, I: Index>(
     ctx: &Ctx,
     layout: &Layout,
     chars: &Chars<C>,
@@ -96,20 +94,21 @@ fn level_with<C: Symbol, W: Dc3Width>(
         bits(alphabet),
         bits((layout.len() + usize::from(smp.dummy)) as u64),
     );
+    // --force-wide takes the path of huge names: triples field by field.
     let tb = if ctx.tune.force_wide {
-        129
+        u32::MAX
     } else {
         3 * bc + bi
     };
     let (pairs, unique) = if tb <= 64 {
-        name_triples::<u64, W::P, C>(ctx, layout, chars, smp, bc, bi)
+        name_triples::<u64, I, C>(ctx, layout, chars, smp, bc, bi)
     } else if tb <= 128 {
-        name_triples::<u128, W::P, C>(ctx, layout, chars, smp, bc, bi)
+        name_triples::<u128, I, C>(ctx, layout, chars, smp, bc, bi)
     } else {
-        name_triples::<WideTriple, W::P, C>(ctx, layout, chars, smp, bc, bi)
+        name_triples::<Triple<I>, I, C>(ctx, layout, chars, smp, bc, bi)
     };
-    let rank = sample_ranks::<Dc3, W::P, W::K>(ctx, layout, smp, pairs, unique);
-    merge_by_chars::<W, C>(ctx, layout, chars, alphabet, rank)
+    let rank = sample_ranks::<Dc3, I>(ctx, layout, smp, pairs, unique);
+    merge_by_chars::<I, C>(ctx, layout, chars, alphabet, rank)
 }
 
 /// Finishes a suffix array from order-consistent prefix names, for pCSS when prefix doubling
@@ -121,26 +120,22 @@ fn level_with<C: Symbol, W: Dc3Width>(
 /// taken theirs. Collective.
 #[must_use]
 pub fn finish_from_names(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
-    if fits_narrow(ctx, layout.len() + 1, 256) {
-        finish_with::<Narrow>(ctx, text, layout, name_of)
-    } else {
-        finish_with::<Wide>(ctx, text, layout, name_of)
+    // Names up to n (+ 1), positions below n, ranks up to the samples + 1.
+    match index_width(ctx, layout.len() as u64 + 3) {
+        IndexWidth::W32 => finish_with::<u32>(ctx, text, layout, name_of),
+        IndexWidth::W40 => finish_with::<U40>(ctx, text, layout, name_of),
+        IndexWidth::W64 => finish_with::<u64>(ctx, text, layout, name_of),
     }
 }
 
-fn finish_with<W: Dc3Width>(
-    ctx: &Ctx,
-    text: &[u8],
-    layout: &Layout,
-    name_of: Vec<u64>,
-) -> Vec<u64> {
+fn finish_with<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
     let smp = Samples::<Dc3>::new(layout.len(), false);
-    let pairs = name_pairs::<Dc3, W::P>(ctx, layout, &smp, &name_of);
+    let pairs = name_pairs::<Dc3, I>(ctx, layout, &smp, &name_of);
     drop(name_of);
-    let rank = sample_ranks::<Dc3, W::P, W::K>(ctx, layout, &smp, pairs, false);
+    let rank = sample_ranks::<Dc3, I>(ctx, layout, &smp, pairs, false);
     let chars = Chars::new(ctx, text, layout, 2);
     let alphabet = largest_char(ctx, text);
-    let sa = merge_by_chars::<W, u8>(ctx, layout, &chars, alphabet, rank);
+    let sa = merge_by_chars::<I, u8>(ctx, layout, &chars, alphabet, rank);
     ctx.phase("rebalance", || rebalance(&ctx.comm, sa.sa, layout))
 }
 
@@ -153,14 +148,14 @@ fn largest_char<C: Symbol>(ctx: &Ctx, t: &[C]) -> u64 {
 /// Steps 1–3: builds the triple of every sample position of this pe (and the dummy on the last
 /// pe), sorts and names them. Returns (name, place in the recursion string) pairs and whether
 /// all names differ. Collective.
-fn name_triples<K: TripleKey, P: Pair, C: Symbol>(
+fn name_triples<K: TripleKey, I: Index, C: Symbol>(
     ctx: &Ctx,
     layout: &Layout,
     chars: &Chars<C>,
     smp: &Samples<Dc3>,
     bc: u32,
     bi: u32,
-) -> (Vec<P>, bool) {
+) -> (Vec<[I; 2]>, bool) {
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
@@ -182,24 +177,50 @@ fn name_triples<K: TripleKey, P: Pair, C: Symbol>(
 }
 
 /// Step 6 with heads of two characters from `chars`.
-fn merge_by_chars<W: Dc3Width, C: Symbol>(
+fn merge_by_chars<I: Index, C: Symbol>(
     ctx: &Ctx,
     layout: &Layout,
     chars: &Chars<C>,
     alphabet: u64,
-    rank: Vec<W::K>,
+    rank: Vec<I>,
 ) -> SortedPart {
     let n = layout.len();
     let samples = n - n.div_ceil(3);
     let (char_bits, rank_bits) = (bits(alphabet), bits(samples as u64 + 1));
-    merge::<W::R, W::K, { Dc3::KINDS }>(
+    merge::<Dc3, [I; 2], I, { Dc3::KINDS }>(
         ctx,
         layout,
         rank,
-        |i| W::R::head_of([chars.at(i), chars.at(i + 1)]),
+        |i| [I::from_u64(chars.at(i)), I::from_u64(chars.at(i + 1))],
         &PHASES,
-        |v| W::R::sort_mod0(ctx, v, char_bits, rank_bits),
+        |v| sort_mod0(ctx, v, char_bits, rank_bits),
     )
+}
+
+/// A DC3 merge record: two characters, the ranks of i + 1 and i + 2 (mod-0: slots of 1 and 2;
+/// …), the position: 20, 25 or 40 bytes.
+type Dc3Rec<I> = Rec<Dc3, [I; 2], I>;
+
+/// Sorts one pe's mod-0 records by (t[i], rank[i+1]) (`char_bits` bits for a character,
+/// `rank_bits` for a rank): 32-bit records by a radix sort of the records, wider ones through
+/// their keys ([`sort_group`]). Local.
+fn sort_mod0<I: Index>(
+    ctx: &Ctx,
+    v: Vec<Dc3Rec<I>>,
+    char_bits: u32,
+    rank_bits: u32,
+) -> Vec<Dc3Rec<I>> {
+    if I::BITS == 32 {
+        radix_sort_group(v, ctx.sorter.as_ref())
+    } else {
+        sort_group(
+            v,
+            ctx.sorter.as_ref(),
+            char_bits,
+            rank_bits,
+            ctx.tune.force_wide,
+        )
+    }
 }
 
 /// Gathers the whole (small) text on pe 0, solves it there and sends each pe its part. The other
@@ -214,7 +235,8 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
         let _wide = crate::affinity::widen(&ctx.node_cpus);
         let threads = crate::affinity::count(&ctx.node_cpus).max(ctx.config.threads);
         let t0 = std::time::Instant::now();
-        if let Some(sa) = C::backend_sa(&all, ctx.sorter.as_ref()) {
+        let device = ctx.device_suffix_array();
+        if let Some(sa) = device.and_then(|d| C::device_sa(&all, d)) {
             log::debug!(
                 "base case: {} characters on the {} backend: {:.3} s",
                 all.len(),
@@ -256,7 +278,8 @@ fn fits_device(ctx: &Ctx, n: usize) -> bool {
         return false;
     }
     let mut cap = if ctx.comm.rank() == 0 {
-        ctx.sorter.suffix_array_max_len() as u64
+        ctx.device_suffix_array()
+            .map_or(0, |d| d.suffix_array_max_len()) as u64
     } else {
         0
     };
@@ -307,159 +330,99 @@ impl SampleKey for u128 {
     }
 }
 
-/// A triple that does not fit 128 bits (names above 2^32 or so): compared field by field.
+/// A triple that does not fit 128 bits (names above 2^29 or so), field by field: 32, 20 or 16
+/// bytes in the level's index width.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
-struct WideTriple {
-    c: [u64; 3],
-    i: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Triple<I> {
+    c: [I; 3],
+    i: I,
 }
 
-impl SortKey for WideTriple {
+// SAFETY: repr(C) of four fields of one Pod type: no padding.
+unsafe impl<I: Index> Zeroable for Triple<I> {}
+unsafe impl<I: Index> Pod for Triple<I> {}
+
+impl<I: Index> SortKey for Triple<I> {
     fn sort_local(v: &mut [Self], _sorter: &dyn LocalSort) {
         crate::dist::sample_sort::par_sort(v);
     }
 }
 
-impl TripleKey for WideTriple {
+impl<I: Index> TripleKey for Triple<I> {
     fn pack(c: [u64; 3], i: u64, _bc: u32, _bi: u32) -> Self {
-        WideTriple { c, i }
+        Triple {
+            c: c.map(I::from_u64),
+            i: I::from_u64(i),
+        }
     }
 }
 
-impl SampleKey for WideTriple {
+impl<I: Index> SampleKey for Triple<I> {
     fn same_chars(&self, o: &Self, _bi: u32) -> bool {
         self.c == o.c
     }
     fn index(&self, _bi: u32) -> u64 {
-        self.i
+        self.i.to_u64()
     }
-}
-
-merge_record!(
-    /// A merge record with 32-bit fields (20 bytes): when every position, rank and character of
-    /// the level fits, which shrinks the merge's volume.
-    Rec32: Dc3, [u32; 2], u32
-);
-
-merge_record!(
-    /// A merge record with 64-bit fields (40 bytes).
-    Rec64: Dc3, [u64; 2], u64
-);
-
-/// A head of two characters t[i], t[i+1] (0 past the end).
-macro_rules! two_chars {
-    ($w:ty) => {
-        impl Head for [$w; 2] {
-            #[inline]
-            fn cmp_prefix(&self, o: &Self, l: usize) -> Ordering {
-                match l {
-                    0 => Ordering::Equal,
-                    1 => self[0].cmp(&o[0]),
-                    _ => self.cmp(o),
-                }
-            }
-        }
-    };
-}
-
-two_chars!(u32);
-two_chars!(u64);
-
-/// DC3's merge records: heads of two characters, and the local sort of the mod-0 group.
-trait Dc3Record: super::merge::MergeRecord {
-    fn head_of(c: [u64; 2]) -> Self::Head;
-    /// Sorts one pe's mod-0 records by (t[i], rank[i+1]) (radix when the pair fits 64 bits:
-    /// `rank_bits` bits for a rank, `char_bits` for a character).
-    fn sort_mod0(ctx: &Ctx, v: Vec<Self>, char_bits: u32, rank_bits: u32) -> Vec<Self>;
-}
-
-impl Dc3Record for Rec32 {
-    #[inline]
-    fn head_of(c: [u64; 2]) -> [u32; 2] {
-        [c[0] as u32, c[1] as u32]
-    }
-    fn sort_mod0(ctx: &Ctx, mut v: Vec<Self>, _char_bits: u32, _rank_bits: u32) -> Vec<Self> {
-        radix_sort_local(
-            bytemuck::cast_slice_mut::<_, Mod0Rec32>(&mut v),
-            ctx.sorter.as_ref(),
-        );
-        v
-    }
-}
-
-impl Dc3Record for Rec64 {
-    #[inline]
-    fn head_of(c: [u64; 2]) -> [u64; 2] {
-        c
-    }
-    fn sort_mod0(ctx: &Ctx, mut v: Vec<Self>, char_bits: u32, rank_bits: u32) -> Vec<Self> {
-        if char_bits + rank_bits > 64 || ctx.tune.force_wide {
-            // By the key alone: among mod-0 records it orders as the comparison does.
-            v.par_sort_unstable_by_key(|r| (r.head[0], r.r[MOD0_SLOT]));
-            return v;
-        }
-        sort_by_key_via_index(v, ctx.sorter.as_ref(), Some(char_bits + rank_bits), |r| {
-            (r.head[0] << rank_bits) | r.r[MOD0_SLOT]
-        })
-    }
-}
-
-/// The slot of rank[i+1] in a mod-0 record: the mod-0 group's key is (t[i], rank[i+1]) (checked
-/// against the cover's table in the tests).
-const MOD0_SLOT: usize = 0;
-
-radix_by_key!(
-    /// A narrow mod-0 merge record, radix-sorted by (t[i], rank[i+1]) as one 64-bit key.
-    Mod0Rec32(Rec32),
-    |r| ((r.head[0] as u64) << 32) | r.r[MOD0_SLOT] as u64
-);
-
-/// The record widths of a DC3 level.
-trait Dc3Width: Width {
-    type R: Dc3Record<Cover = Dc3>;
-}
-
-impl Dc3Width for Narrow {
-    type R = Rec32;
-}
-
-impl Dc3Width for Wide {
-    type R = Rec64;
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::merge::MergeRecord;
     use super::*;
 
-    #[test]
-    fn mod0_key_is_the_group_key() {
-        assert_eq!(Dc3::group_key(0), (1, MOD0_SLOT));
-    }
-
-    /// The keyed sort of wide mod-0 records (n ≥ 2^32 only) orders as the comparison does.
-    #[test]
-    fn wide_mod0_keyed_sort_is_the_comparison_order() {
+    /// Mod-0 records with distinct ranks (as in a level), in every index width.
+    fn mod0_records<I: Index>(m: u64, sigma: u64) -> Vec<Dc3Rec<I>> {
         let mut rng = crate::dist::sample_sort::SplitMix::new(7);
-        let m = 5000u64;
         let mut ranks: Vec<u64> = (1..=2 * m).collect();
         for j in (1..ranks.len()).rev() {
             ranks.swap(j, (rng.next() % (j as u64 + 1)) as usize);
         }
-        let v: Vec<Rec64> = (0..m)
+        (0..m)
             .map(|k| {
-                let c = [1 + rng.next() % 4, 1 + rng.next() % 4];
+                let c = [1 + rng.next() % sigma, 1 + rng.next() % sigma];
                 let r = [ranks[2 * k as usize], ranks[2 * k as usize + 1]];
-                Rec64::new(3 * k, c, |s| r[s])
+                Rec::new(3 * k, c.map(I::from_u64), |s| r[s])
             })
-            .collect();
-        let mut want = v.clone();
-        want.sort();
+            .collect()
+    }
+
+    /// Every local sort of mod-0 records (radix sort of the records, keyed sort, comparison)
+    /// orders as the comparison does, in every width.
+    fn mod0_sorts_are_the_comparison_order<I: Index>() {
         let sorter = crate::local::cpu::CpuSort::new(2);
-        let got = sort_by_key_via_index(v, &sorter, Some(3 + 14), |r| {
-            (r.head[0] << 14) | r.r[MOD0_SLOT]
-        });
-        assert_eq!(got, want);
+        let m = 5000;
+        let rank_bits = bits(2 * m + 1);
+        for sigma in [1, 4, 300] {
+            let v = mod0_records::<I>(m, sigma);
+            let mut want = v.clone();
+            want.sort();
+            let char_bits = bits(sigma);
+            for by_comparison in [false, true] {
+                let got = sort_group(v.clone(), &sorter, char_bits, rank_bits, by_comparison);
+                assert_eq!(got, want, "{} bits, sigma {sigma}", I::BITS);
+            }
+            if I::BITS + char_bits <= 64 {
+                assert_eq!(radix_sort_group(v.clone(), &sorter), want);
+            }
+        }
+    }
+
+    #[test]
+    fn mod0_sorts_in_every_width() {
+        mod0_sorts_are_the_comparison_order::<u32>();
+        mod0_sorts_are_the_comparison_order::<U40>();
+        mod0_sorts_are_the_comparison_order::<u64>();
+    }
+
+    #[test]
+    fn records_and_triples_have_no_padding() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<Dc3Rec<u32>>(), 20);
+        assert_eq!(size_of::<Dc3Rec<U40>>(), 25);
+        assert_eq!(size_of::<Dc3Rec<u64>>(), 40);
+        assert_eq!(size_of::<Triple<u32>>(), 16);
+        assert_eq!(size_of::<Triple<U40>>(), 20);
+        assert_eq!(size_of::<Triple<u64>>(), 32);
     }
 }

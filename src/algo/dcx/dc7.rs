@@ -32,15 +32,13 @@ use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
 use super::cover::{Cover, Dc7};
-use super::merge::{
-    merge, merge_record, radix_by_key, radix_sort_local, sort_by_key_via_index, Head, MergeRecord,
-    Name,
-};
+use super::merge::{merge, radix_sort_group, sort_group, Head, Name, Rec};
 use super::{
-    fits_narrow, name_pairs, name_samples, parallel, sample_ranks, Chars, Narrow, Phases, RankWord,
-    SampleKey, Samples, Wide, Width, CHUNK,
+    bits, index_width, name_pairs, name_samples, parallel, sample_ranks, Chars, Phases, SampleKey,
+    Samples, CHUNK,
 };
 use crate::dist::{rebalance, Layout, SortKey};
+use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::Ctx;
 
@@ -64,24 +62,40 @@ pub fn dc7(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     if layout.len() <= ctx.config.base_case.max(X + 1) {
         return super::dc3::dc3(ctx, text, layout);
     }
-    if fits_narrow(ctx, layout.len(), 0) {
-        from_text::<Narrow>(ctx, text, layout)
-    } else {
-        from_text::<Wide>(ctx, text, layout)
+    match index_width(ctx, layout.len() as u64 + 2) {
+        IndexWidth::W32 => from_text::<u32>(ctx, text, layout),
+        IndexWidth::W40 => from_text::<U40>(ctx, text, layout),
+        IndexWidth::W64 => from_text::<u64>(ctx, text, layout),
     }
 }
 
-fn from_text<W: Dc7Width>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     let lo = layout.start(ctx.comm.rank());
     let smp = Samples::<Dc7>::new(layout.len(), true);
     let chars = ctx.phase("halo", || Chars::new(ctx, text, layout, X - 1));
     let keys = ctx.phase("sample keys", || sample_keys(ctx, layout, &chars, &smp));
     // The last sample of each class (the dummy, if any, included) reaches past the end: its
     // window is unique, so it separates the classes.
-    let (pairs, unique) = name_samples::<Dc7, WindowKey, W::P>(ctx, &smp, keys, 64, &PHASES);
-    let rank = sample_ranks::<Dc7, W::P, W::K>(ctx, layout, &smp, pairs, unique);
+    let (pairs, unique) = name_samples::<Dc7, WindowKey, I>(ctx, &smp, keys, 64, &PHASES);
+    let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, pairs, unique);
     let heads = heads(layout, ctx.comm.rank(), &chars);
-    merge_all::<W::FromText, W::K>(ctx, layout, rank, move |i| heads[i - lo])
+    // The groups' keys: (first l ≤ 3 characters, rank).
+    let (head_bits, rank_bits) = (CB * GROUP_OFFSET_MAX, bits(layout.len() as u64 + 1));
+    merge_all::<Window, I>(
+        ctx,
+        layout,
+        rank,
+        move |i| Window(heads[i - lo]),
+        |v| {
+            sort_group(
+                v,
+                ctx.sorter.as_ref(),
+                head_bits,
+                rank_bits,
+                ctx.tune.force_wide,
+            )
+        },
+    )
 }
 
 /// Builds the suffix array from prefix names (see the module doc for what `name_of` must hold:
@@ -89,37 +103,39 @@ fn from_text<W: Dc7Width>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 /// merge records are built. Collective; exit as [`super::dc3::dc3`].
 #[must_use]
 pub fn finish_from_names(ctx: &Ctx, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
-    if fits_narrow(ctx, layout.len(), 0) {
-        from_names::<Narrow>(ctx, layout, name_of)
-    } else {
-        from_names::<Wide>(ctx, layout, name_of)
+    match index_width(ctx, layout.len() as u64 + 2) {
+        IndexWidth::W32 => from_names::<u32>(ctx, layout, name_of),
+        IndexWidth::W40 => from_names::<U40>(ctx, layout, name_of),
+        IndexWidth::W64 => from_names::<u64>(ctx, layout, name_of),
     }
 }
 
-fn from_names<W: Dc7Width>(ctx: &Ctx, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+fn from_names<I: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
     let lo = layout.start(ctx.comm.rank());
     let smp = Samples::<Dc7>::new(layout.len(), false);
-    let pairs = name_pairs::<Dc7, W::P>(ctx, layout, &smp, &name_of);
-    let rank = sample_ranks::<Dc7, W::P, W::K>(ctx, layout, &smp, pairs, false);
-    merge_all::<W::FromNames, W::K>(ctx, layout, rank, move |i| name_of[i - lo])
-}
-
-/// The skeleton's merge with DC7's records `R`, the head of position i from `head(i)` (a packed
-/// window or a name; dropped once the records are built), rebalanced to `layout`. Collective.
-fn merge_all<R: Dc7Record, K: RankWord>(
-    ctx: &Ctx,
-    layout: &Layout,
-    rank: Vec<K>,
-    head: impl Fn(usize) -> u64 + Sync,
-) -> Vec<u64> {
-    let sa = merge::<R, K, { Dc7::KINDS }>(
+    let pairs = name_pairs::<Dc7, I>(ctx, layout, &smp, &name_of);
+    let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, pairs, false);
+    let bits = bits(layout.len() as u64 + 1);
+    merge_all::<Name<I>, I>(
         ctx,
         layout,
         rank,
-        move |i| R::head_of(head(i)),
-        &PHASES,
-        |v| R::sort_group(v, ctx.sorter.as_ref()),
-    );
+        move |i| Name(I::from_u64(name_of[i - lo])),
+        |v| sort_by_names(ctx, v, bits),
+    )
+}
+
+/// The skeleton's merge with DC7's records, the head of position i from `head(i)` (a packed
+/// window or a name; dropped once the records are built), each group sorted by `sort_group`,
+/// rebalanced to `layout`. Collective.
+fn merge_all<H: Head, I: Index>(
+    ctx: &Ctx,
+    layout: &Layout,
+    rank: Vec<I>,
+    head: impl Fn(usize) -> H + Sync,
+    sort_group: impl Fn(Vec<Dc7Rec<H, I>>) -> Vec<Dc7Rec<H, I>>,
+) -> Vec<u64> {
+    let sa = merge::<Dc7, H, I, { Dc7::KINDS }>(ctx, layout, rank, head, &PHASES, sort_group);
     ctx.phase("rebalance", || rebalance(&ctx.comm, sa.sa, layout))
 }
 
@@ -235,8 +251,9 @@ impl SampleKey for WindowKey {
 }
 
 /// A merge head from the text: t[i..i+6) (`CB` bits per character, big-endian), so the first l
-/// characters are `c >> (CB·(6 − l))`.
-#[repr(transparent)]
+/// characters are `c >> (CB·(6 − l))`. Packed (alignment 1), so records of 40-bit fields have no
+/// padding.
+#[repr(C, packed)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 struct Window(u64);
 
@@ -252,128 +269,72 @@ impl Head for Window {
     fn cmp_prefix(&self, o: &Self, l: usize) -> std::cmp::Ordering {
         self.prefix(l).cmp(&o.prefix(l))
     }
-}
-
-merge_record!(
-    /// A merge record of [`dc7`] with 32-bit ranks (24 bytes).
-    TextRec32: Dc7, Window, u32
-);
-merge_record!(
-    /// A merge record of [`dc7`] with 64-bit ranks (40 bytes).
-    TextRec64: Dc7, Window, u64
-);
-merge_record!(
-    /// A merge record of [`finish_from_names`] with 32-bit fields (20 bytes).
-    NameRec32: Dc7, Name<u32>, u32
-);
-merge_record!(
-    /// A merge record of [`finish_from_names`] with 64-bit fields (40 bytes).
-    NameRec64: Dc7, Name<u64>, u64
-);
-
-/// DC7's merge records: a head from one integer, and the local sort of a group of non-sample
-/// residues.
-trait Dc7Record: MergeRecord<Cover = Dc7> {
-    /// The head from a packed window or a name.
-    fn head_of(x: u64) -> Self::Head;
-    /// Sorts one pe's records of one group by (head, rank at the group's offset).
-    fn sort_group(v: Vec<Self>, sorter: &dyn LocalSort) -> Vec<Self>;
-}
-
-impl Dc7Record for TextRec32 {
     #[inline]
-    fn head_of(x: u64) -> Window {
-        Window(x)
-    }
-    fn sort_group(v: Vec<Self>, sorter: &dyn LocalSort) -> Vec<Self> {
-        // (first l characters, rank at i + l): 27 + 32 bits at most; ranks are unique.
-        sort_by_key_via_index(v, sorter, None, |r| {
-            let (l, s) = Dc7::group_key(r.residue());
-            (r.head.prefix(l) << 32) | r.r[s] as u64
-        })
+    fn prefix_key(&self, l: usize) -> u64 {
+        self.prefix(l)
     }
 }
 
-impl Dc7Record for NameRec32 {
-    #[inline]
-    fn head_of(x: u64) -> Name<u32> {
-        Name(x as u32)
+/// A DC7 merge record: a window or a name, the ranks of the three sample positions among the
+/// next seven, the position (from the text: 24, 28 or 40 bytes; from names: 20, 25 or 40).
+type Dc7Rec<H, I> = Rec<Dc7, H, I>;
+
+/// The largest offset of a group of non-sample residues (residues 5 and 6 by rank(i + 3)).
+const GROUP_OFFSET_MAX: u32 = 3;
+
+/// Sorts one pe's records of one group from names by (name, rank at the group's offset); names
+/// and ranks take up to `bits` bits. Local.
+fn sort_by_names<I: Index>(
+    ctx: &Ctx,
+    v: Vec<Dc7Rec<Name<I>, I>>,
+    bits: u32,
+) -> Vec<Dc7Rec<Name<I>, I>> {
+    // A pe's records lie in one range of the final order and a name is the SA index of its
+    // group's first member, so the names of one pe span little more than its share: a counting
+    // sort by name and a sort of each (small) group of equal names by rank beats a radix sort of
+    // 20-byte records (seven passes of moves).
+    let (lo, hi) = v.iter().fold((u64::MAX, 0), |(a, b), r| {
+        let x = r.head.0.to_u64();
+        (a.min(x), b.max(x))
+    });
+    if v.len() >= 2 && (hi - lo) as usize <= 4 * v.len() && v.len() < u32::MAX as usize {
+        return counting_sort_by_name(v, lo, hi);
     }
-    fn sort_group(mut v: Vec<Self>, sorter: &dyn LocalSort) -> Vec<Self> {
-        // A pe's records lie in one range of the final order and a name is the SA index of its
-        // group's first member, so the names of one pe span little more than its share: a
-        // counting sort by name and a sort of each (small) group of equal names by rank beats a
-        // radix sort of 20-byte records (seven passes of moves).
-        let (lo, hi) = v.iter().fold((u32::MAX, 0), |(a, b), r| {
-            (a.min(r.head.0), b.max(r.head.0))
-        });
-        if v.len() < 2 || (hi - lo) as usize > 4 * v.len() {
-            radix_sort_local(bytemuck::cast_slice_mut::<_, GroupRec32>(&mut v), sorter);
-            return v;
-        }
-        let mut start = vec![0u32; (hi - lo) as usize + 2];
-        for r in v.iter() {
-            start[(r.head.0 - lo) as usize + 1] += 1;
-        }
-        for j in 1..start.len() {
-            start[j] += start[j - 1];
-        }
-        let mut out = vec![NameRec32::zeroed(); v.len()];
-        let mut fill = start.clone();
-        for r in v.iter() {
-            let b = (r.head.0 - lo) as usize;
-            out[fill[b] as usize] = *r;
-            fill[b] += 1;
-        }
-        let key = |r: &NameRec32| r.r[Dc7::group_key(r.residue()).1];
-        for w in start.windows(2) {
-            let g = &mut out[w[0] as usize..w[1] as usize];
-            if g.len() > 1 {
-                g.sort_unstable_by_key(key);
-            }
-        }
-        out
+    if I::BITS == 32 {
+        radix_sort_group(v, ctx.sorter.as_ref())
+    } else {
+        sort_group(v, ctx.sorter.as_ref(), bits, bits, ctx.tune.force_wide)
     }
 }
 
-/// The 64-bit records (positions from 2^32 on): a comparison sort for the residue groups.
-macro_rules! wide_record {
-    ($name:ident, $head:expr) => {
-        impl Dc7Record for $name {
-            #[inline]
-            fn head_of(x: u64) -> Self::Head {
-                $head(x)
-            }
-            fn sort_group(mut v: Vec<Self>, _sorter: &dyn LocalSort) -> Vec<Self> {
-                crate::dist::sample_sort::par_sort(&mut v);
-                v
-            }
+/// A counting sort by name (names in lo..=hi), then each group of equal names by rank. Local;
+/// memory: 8 bytes per name of the range.
+fn counting_sort_by_name<I: Index>(
+    v: Vec<Dc7Rec<Name<I>, I>>,
+    lo: u64,
+    hi: u64,
+) -> Vec<Dc7Rec<Name<I>, I>> {
+    let bucket = |r: &Dc7Rec<Name<I>, I>| (r.head.0.to_u64() - lo) as usize;
+    let mut start = vec![0u32; (hi - lo) as usize + 2];
+    for r in v.iter() {
+        start[bucket(r) + 1] += 1;
+    }
+    for j in 1..start.len() {
+        start[j] += start[j - 1];
+    }
+    let mut out = vec![Dc7Rec::zeroed(); v.len()];
+    let mut fill = start.clone();
+    for r in v.iter() {
+        let b = bucket(r);
+        out[fill[b] as usize] = *r;
+        fill[b] += 1;
+    }
+    let key = |r: &Dc7Rec<Name<I>, I>| r.rank(Dc7::group_key(r.residue()).1);
+    for w in start.windows(2) {
+        let g = &mut out[w[0] as usize..w[1] as usize];
+        if g.len() > 1 {
+            g.sort_unstable_by_key(key);
         }
-    };
-}
-
-wide_record!(TextRec64, Window);
-wide_record!(NameRec64, Name);
-
-radix_by_key!(
-    /// A narrow record of a group of non-sample residues, radix-sorted by its group's key
-    /// (name, rank(i + l)) as one 64-bit key.
-    GroupRec32(NameRec32),
-    |r| ((r.head.0 as u64) << 32) | r.r[Dc7::group_key(r.residue()).1] as u64
-);
-
-/// The record widths of a DC7 level.
-trait Dc7Width: Width {
-    type FromText: Dc7Record<Head = Window>;
-    type FromNames: Dc7Record;
-}
-
-impl Dc7Width for Narrow {
-    type FromText = TextRec32;
-    type FromNames = NameRec32;
-}
-
-impl Dc7Width for Wide {
-    type FromText = TextRec64;
-    type FromNames = NameRec64;
+    }
+    out
 }

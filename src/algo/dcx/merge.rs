@@ -11,8 +11,9 @@ use std::cmp::Ordering;
 use bytemuck::{Pod, Zeroable};
 
 use super::cover::Cover;
-use super::{map_maybe_par, Phases, RankWord, SortedPart};
+use super::{map_maybe_par, Phases, SortedPart};
 use crate::dist::{build_by_kind, exchange, right_halo, scatter, Layout};
+use crate::index::Index;
 use crate::local::LocalSort;
 use crate::Ctx;
 
@@ -20,6 +21,9 @@ use crate::Ctx;
 pub(super) trait Head: Pod + Send + Sync {
     /// Compares the first l characters (l < X) of two suffixes.
     fn cmp_prefix(&self, o: &Self, l: usize) -> Ordering;
+    /// The first l characters as one number that orders as [`Head::cmp_prefix`] does, for the
+    /// offsets l of the cover's groups of non-sample residues ([`Cover::group_key`]).
+    fn prefix_key(&self, l: usize) -> u64;
 }
 
 /// A prefix name: the number of suffixes whose first h characters are smaller, for an h of at
@@ -27,44 +31,146 @@ pub(super) trait Head: Pod + Send + Sync {
 /// suffixes.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-pub(super) struct Name<W>(pub(super) W);
+pub(super) struct Name<I>(pub(super) I);
 
-impl<W: Pod + Ord + Send + Sync> Head for Name<W> {
+impl<I: Index> Head for Name<I> {
     #[inline]
     fn cmp_prefix(&self, o: &Self, _l: usize) -> Ordering {
         self.0.cmp(&o.0)
     }
+    #[inline]
+    fn prefix_key(&self, _l: usize) -> u64 {
+        self.0.to_u64()
+    }
 }
 
-/// A merge record of cover `Cover`: the position i, its head, and the ranks of the sample
-/// positions i + (D[s] − i) mod X for every slot s (0 past the end). Declared by
-/// [`merge_record!`]; ordered by [`compare`].
-pub(super) trait MergeRecord: Pod + Ord + Send + Sync {
-    type Cover: Cover;
-    type Head: Head;
-    /// The record of position i; `rank(s)` is the rank of the sample position of slot s.
-    fn new(i: u64, head: Self::Head, rank: impl Fn(usize) -> u64) -> Self;
-    fn pos(&self) -> u64;
-    fn head(&self) -> &Self::Head;
-    /// The rank of the sample position of slot s.
-    fn rank(&self, s: usize) -> u64;
+/// A head of two characters t[i], t[i+1] (0 past the end).
+impl<I: Index> Head for [I; 2] {
     #[inline]
-    fn residue(&self) -> usize {
-        self.pos() as usize % Self::Cover::X
+    fn cmp_prefix(&self, o: &Self, l: usize) -> Ordering {
+        match l {
+            0 => Ordering::Equal,
+            1 => self[0].cmp(&o[0]),
+            _ => self.cmp(o),
+        }
+    }
+    /// l ≤ 1 (DC3's only group has offset 1).
+    #[inline]
+    fn prefix_key(&self, l: usize) -> u64 {
+        debug_assert!(l <= 1);
+        if l == 0 {
+            0
+        } else {
+            self[0].to_u64()
+        }
+    }
+}
+
+/// A merge record of cover `C` in index width `I` (one definition for every cover, head and
+/// width): the position i, its head, and the ranks of the sample positions
+/// i + (D[s] − i) mod X for every slot s (0 past the end). Ordered by [`compare`]. No padding:
+/// 20, 25 or 40 bytes for DC3 (two characters, two ranks), 20–40 for DC7.
+#[repr(C)]
+pub(super) struct Rec<C: Cover, H, I: Index> {
+    pub(super) head: H,
+    pub(super) r: C::Ranks<I>,
+    pub(super) i: I,
+}
+
+impl<C: Cover, H: Head, I: Index> Rec<C, H, I> {
+    /// The record of position i; `rank(s)` is the rank of the sample position of slot s.
+    #[inline]
+    pub(super) fn new(i: u64, head: H, rank: impl Fn(usize) -> u64) -> Self {
+        const {
+            assert!(
+                size_of::<Self>() == size_of::<H>() + size_of::<C::Ranks<I>>() + size_of::<I>(),
+                "a merge record without padding (it is Pod)"
+            )
+        };
+        Rec {
+            head,
+            r: C::ranks(|s| I::from_u64(rank(s))),
+            i: I::from_u64(i),
+        }
+    }
+    #[inline]
+    pub(super) fn pos(&self) -> u64 {
+        self.i.to_u64()
+    }
+    /// The rank of the sample position of slot s.
+    #[inline]
+    pub(super) fn rank(&self, s: usize) -> u64 {
+        self.r.as_ref()[s].to_u64()
+    }
+    #[inline]
+    pub(super) fn residue(&self) -> usize {
+        self.i.modulo(C::X as u32) as usize
     }
     /// The rank of i itself (i a sample position).
     #[inline]
-    fn own_rank(&self) -> u64 {
-        self.rank(Self::Cover::slot(self.residue()))
+    pub(super) fn own_rank(&self) -> u64 {
+        self.rank(C::slot(self.residue()))
+    }
+    /// The key of a record of a group of non-sample residues: (first l characters, rank of
+    /// i + l) for the group's offset l, with `rank_bits` bits for the rank. Orders the records
+    /// of one group as [`compare`] does when it fits 64 bits.
+    #[inline]
+    pub(super) fn group_key(&self, rank_bits: u32) -> u64 {
+        let (l, s) = C::ONE_GROUP.unwrap_or_else(|| C::group_key(self.residue()));
+        let (h, r) = (self.head.prefix_key(l), self.rank(s));
+        if rank_bits >= 64 {
+            r
+        } else {
+            (h << rank_bits) | r
+        }
+    }
+}
+
+impl<C: Cover, H: Head, I: Index> Clone for Rec<C, H, I> {
+    #[inline]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<C: Cover, H: Head, I: Index> Copy for Rec<C, H, I> {}
+// SAFETY: repr(C) of Pod fields without padding (asserted in `new`, the only constructor besides
+// `zeroed`); C is a marker.
+unsafe impl<C: Cover, H: Head, I: Index> Zeroable for Rec<C, H, I> {}
+unsafe impl<C: Cover, H: Head, I: Index> Pod for Rec<C, H, I> {}
+
+impl<C: Cover, H: Head, I: Index> PartialEq for Rec<C, H, I> {
+    fn eq(&self, o: &Self) -> bool {
+        bytemuck::bytes_of(self) == bytemuck::bytes_of(o)
+    }
+}
+impl<C: Cover, H: Head, I: Index> Eq for Rec<C, H, I> {}
+
+impl<C: Cover, H: Head, I: Index> Ord for Rec<C, H, I> {
+    #[inline]
+    fn cmp(&self, o: &Self) -> Ordering {
+        compare(self, o)
+    }
+}
+impl<C: Cover, H: Head, I: Index> PartialOrd for Rec<C, H, I> {
+    #[inline]
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl<C: Cover, H: Head, I: Index> std::fmt::Debug for Rec<C, H, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ranks: Vec<u64> = (0..C::S).map(|s| self.rank(s)).collect();
+        write!(f, "Rec {{ i: {}, ranks: {ranks:?} }}", self.pos())
     }
 }
 
 /// The DCX comparison of two suffixes by their records (see the module doc); the position breaks
 /// ties (there are none between different suffixes: one of two equal heads ends first).
 #[inline]
-pub(super) fn compare<R: MergeRecord>(x: &R, y: &R) -> Ordering {
-    let (l, s, t) = R::Cover::decide(x.residue(), y.residue());
-    match x.head().cmp_prefix(y.head(), l) {
+pub(super) fn compare<C: Cover, H: Head, I: Index>(x: &Rec<C, H, I>, y: &Rec<C, H, I>) -> Ordering {
+    let (l, s, t) = C::decide(x.residue(), y.residue());
+    match x.head.cmp_prefix(&y.head, l) {
         Ordering::Equal => match x.rank(s).cmp(&y.rank(t)) {
             Ordering::Equal => x.pos().cmp(&y.pos()),
             unequal => unequal,
@@ -73,95 +179,75 @@ pub(super) fn compare<R: MergeRecord>(x: &R, y: &R) -> Ordering {
     }
 }
 
-/// Declares a merge record: `merge_record!(Name: Cover, Head, Word)` with fields `head`,
-/// `r: [Word; S]` and `i: Word`, ordered by [`compare`].
-macro_rules! merge_record {
-    ($(#[$doc:meta])* $name:ident: $cover:ty, $head:ty, $w:ty) => {
-        $(#[$doc])*
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-        struct $name {
-            head: $head,
-            r: [$w; <$cover as $crate::algo::dcx::cover::Cover>::S],
-            i: $w,
-        }
+/// A merge record radix-sorted by its [`Rec::group_key`] with `I::BITS` bits for the rank, which
+/// orders one group of records as their comparison does while the head's keys stay below
+/// 2^(64 − `I::BITS`) (32-bit records: characters and names). Its comparisons (the radix sort's
+/// fall-backs on small buckets) use the key too.
+#[repr(transparent)]
+struct ByGroupKey<C: Cover, H: Head, I: Index>(Rec<C, H, I>);
 
-        impl Ord for $name {
-            #[inline]
-            fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-                $crate::algo::dcx::merge::compare(self, o)
-            }
-        }
-
-        impl PartialOrd for $name {
-            fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-                Some(self.cmp(o))
-            }
-        }
-
-        impl $crate::algo::dcx::merge::MergeRecord for $name {
-            type Cover = $cover;
-            type Head = $head;
-            #[inline]
-            fn new(i: u64, head: $head, rank: impl Fn(usize) -> u64) -> Self {
-                use $crate::algo::dcx::RankWord;
-                $name {
-                    head,
-                    r: std::array::from_fn(|s| <$w>::from_u64(rank(s))),
-                    i: <$w>::from_u64(i),
-                }
-            }
-            #[inline]
-            fn pos(&self) -> u64 {
-                self.i as u64
-            }
-            #[inline]
-            fn head(&self) -> &$head {
-                &self.head
-            }
-            #[inline]
-            fn rank(&self, s: usize) -> u64 {
-                self.r[s] as u64
-            }
-            #[inline]
-            fn residue(&self) -> usize {
-                // In the record's width: a 32-bit modulo is the cheaper one.
-                (self.i % <$cover as $crate::algo::dcx::cover::Cover>::X as $w) as usize
-            }
-        }
-    };
+impl<C: Cover, H: Head, I: Index> Clone for ByGroupKey<C, H, I> {
+    fn clone(&self) -> Self {
+        *self
+    }
 }
-pub(super) use merge_record;
+impl<C: Cover, H: Head, I: Index> Copy for ByGroupKey<C, H, I> {}
+// SAFETY: repr(transparent) over a Pod record.
+unsafe impl<C: Cover, H: Head, I: Index> Zeroable for ByGroupKey<C, H, I> {}
+unsafe impl<C: Cover, H: Head, I: Index> Pod for ByGroupKey<C, H, I> {}
 
-/// Declares a narrow record wrapper radix-sorted by a 64-bit key that orders one group of records
-/// exactly as their comparison does: `radix_by_key!(Wrapper(Record), |r| key)`. Its comparisons
-/// (the radix sort's fall-backs for small buckets) use the key too.
-macro_rules! radix_by_key {
-    ($(#[$doc:meta])* $name:ident($rec:ty), |$r:ident| $key:expr) => {
-        $(#[$doc])*
-        #[repr(transparent)]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-        struct $name($rec);
-
-        impl PartialOrd for $name {
-            #[inline]
-            fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-                use voracious_radix_sort::Radixable;
-                Some(self.key().cmp(&o.key()))
-            }
-        }
-
-        impl voracious_radix_sort::Radixable<u64> for $name {
-            type Key = u64;
-            #[inline]
-            fn key(&self) -> u64 {
-                let $r = &self.0;
-                $key
-            }
-        }
-    };
+impl<C: Cover, H: Head, I: Index> PartialEq for ByGroupKey<C, H, I> {
+    fn eq(&self, o: &Self) -> bool {
+        use voracious_radix_sort::Radixable;
+        self.key() == o.key()
+    }
 }
-pub(super) use radix_by_key;
+impl<C: Cover, H: Head, I: Index> PartialOrd for ByGroupKey<C, H, I> {
+    #[inline]
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        use voracious_radix_sort::Radixable;
+        Some(self.key().cmp(&o.key()))
+    }
+}
+impl<C: Cover, H: Head, I: Index> voracious_radix_sort::Radixable<u64> for ByGroupKey<C, H, I> {
+    type Key = u64;
+    #[inline]
+    fn key(&self) -> u64 {
+        self.0.group_key(I::BITS)
+    }
+}
+
+/// Sorts one pe's records of one group by a radix sort of the records themselves by their group
+/// key (see [`ByGroupKey`] for when that orders them right). Local.
+pub(super) fn radix_sort_group<C: Cover, H: Head, I: Index>(
+    mut v: Vec<Rec<C, H, I>>,
+    sorter: &dyn LocalSort,
+) -> Vec<Rec<C, H, I>> {
+    radix_sort_local(
+        bytemuck::cast_slice_mut::<_, ByGroupKey<C, H, I>>(&mut v),
+        sorter,
+    );
+    v
+}
+
+/// Sorts one pe's records of one group of non-sample residues: through their group keys
+/// ([`Rec::group_key`], [`sort_by_key_via_index`]) when `head_bits` for the first characters and
+/// `rank_bits` for a rank fit 64 bits, by comparison otherwise or when `by_comparison` (the path
+/// of huge inputs, forced by tests). Local.
+pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
+    mut v: Vec<Rec<C, H, I>>,
+    sorter: &dyn LocalSort,
+    head_bits: u32,
+    rank_bits: u32,
+    by_comparison: bool,
+) -> Vec<Rec<C, H, I>> {
+    if by_comparison || head_bits + rank_bits > 64 {
+        crate::dist::sample_sort::par_sort(&mut v);
+        return v;
+    }
+    // The keys' actual width (often less: a group of offset 1 keys one character).
+    sort_by_key_via_index(v, sorter, None, |r| r.group_key(rank_bits))
+}
 
 /// Sorts all suffixes of a level with the sample ranks; returns its suffix array, sorted across
 /// pes but not rebalanced. Collective.
@@ -175,27 +261,28 @@ pub(super) use radix_by_key;
 /// (no sort) and each group sorted locally. Memory: the records (20–40 B per position) and, during
 /// one kind's exchange, a second copy of that kind.
 #[must_use]
-pub(super) fn merge<R: MergeRecord, K: RankWord, const KINDS: usize>(
+pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     ctx: &Ctx,
     layout: &Layout,
-    rank: Vec<K>,
-    head: impl Fn(usize) -> R::Head + Sync,
+    rank: Vec<I>,
+    head: impl Fn(usize) -> H + Sync,
     phases: &Phases,
-    sort_group: impl Fn(Vec<R>) -> Vec<R>,
+    sort_group: impl Fn(Vec<Rec<C, H, I>>) -> Vec<Rec<C, H, I>>,
 ) -> SortedPart {
-    const { assert!(KINDS == <R::Cover as Cover>::KINDS) };
+    const { assert!(KINDS == C::KINDS) };
     let comm = &ctx.comm;
     let n = layout.len();
-    let kinds: [Vec<R>; KINDS] = ctx.phase("merge records", || records(ctx, layout, &rank, &head));
+    let kinds: [Vec<Rec<C, H, I>>; KINDS] =
+        ctx.phase("merge records", || records(ctx, layout, &rank, &head));
     drop((rank, head));
     let splitters = ctx.phase("merge splitters", || {
         merge_splitters(ctx, &kinds.each_ref().map(|v| &v[..]), n)
     });
-    let dest = |r: &R| splitters.partition_point(|s| s < r);
+    let dest = |r: &Rec<C, H, I>| splitters.partition_point(|s| s < r);
     let mut kinds = kinds.into_iter();
     let samples = kinds.next().expect("kind 0: the samples");
     let samples = ctx.phase("place samples", || place_samples(ctx, samples, dest));
-    let groups: Vec<Vec<R>> = ctx.phase(phases.sort_groups, || {
+    let groups: Vec<Vec<Rec<C, H, I>>> = ctx.phase(phases.sort_groups, || {
         let t0 = std::time::Instant::now();
         let groups = kinds.map(|g| sort_group(exchange(comm, g, dest))).collect();
         log::debug!(
@@ -213,44 +300,44 @@ pub(super) fn merge<R: MergeRecord, K: RankWord, const KINDS: usize>(
 
 /// The merge records of this pe's positions, by kind (samples first, then each group). Collective
 /// (a halo of X − 1 ranks).
-fn records<R: MergeRecord, K: RankWord, const KINDS: usize>(
+fn records<C: Cover, H: Head, I: Index, const KINDS: usize>(
     ctx: &Ctx,
     layout: &Layout,
-    rank: &[K],
-    head: &(impl Fn(usize) -> R::Head + Sync),
-) -> [Vec<R>; KINDS] {
-    let x = R::Cover::X;
+    rank: &[I],
+    head: &(impl Fn(usize) -> H + Sync),
+) -> [Vec<Rec<C, H, I>>; KINDS] {
+    let x = C::X;
     let me = ctx.comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let halo = right_halo(&ctx.comm, rank, x - 1);
     let rank_at = |i: usize| -> u64 {
         if i < hi {
-            rank[i - lo].get()
+            rank[i - lo].to_u64()
         } else {
-            halo.get(i - hi).map_or(0, |r| r.get())
+            halo.get(i - hi).map_or(0, |r| r.to_u64())
         }
     };
     build_by_kind(
         lo,
         hi,
-        |i| R::Cover::kind(i % x),
+        |i| C::kind(i % x),
         |i| {
             let a = i % x;
-            R::new(i as u64, head(i), |s| rank_at(i + R::Cover::to_slot(a, s)))
+            Rec::new(i as u64, head(i), |s| rank_at(i + C::to_slot(a, s)))
         },
     )
 }
 
 /// Sends the sample records to the pes of their ranges and places them by rank: the ranks a pe
 /// receives form one interval of 1..=samples. Collective.
-fn place_samples<R: MergeRecord>(
+fn place_samples<C: Cover, H: Head, I: Index>(
     ctx: &Ctx,
-    samples: Vec<R>,
-    dest: impl Fn(&R) -> usize + Sync,
-) -> Vec<R> {
+    samples: Vec<Rec<C, H, I>>,
+    dest: impl Fn(&Rec<C, H, I>) -> usize + Sync,
+) -> Vec<Rec<C, H, I>> {
     let got = exchange(&ctx.comm, samples, dest);
     let first = ctx.comm.exscan_sum(got.len() as u64) + 1;
-    let mut out = vec![R::zeroed(); got.len()];
+    let mut out = vec![Rec::zeroed(); got.len()];
     scatter(&got, &mut out, |r| ((r.own_rank() - first) as usize, *r));
     out
 }
@@ -287,13 +374,16 @@ fn merge_splitters<R: Pod + Ord + Send + Sync>(ctx: &Ctx, kinds: &[&[R]], n: usi
 }
 
 /// The positions of the sorted samples and groups, merged.
-fn merge_lists<R: MergeRecord>(samples: &[R], groups: &[Vec<R>]) -> Vec<u64> {
+fn merge_lists<C: Cover, H: Head, I: Index>(
+    samples: &[Rec<C, H, I>],
+    groups: &[Vec<Rec<C, H, I>>],
+) -> Vec<u64> {
     let mut out = Vec::with_capacity(samples.len() + groups.iter().map(Vec::len).sum::<usize>());
     match groups {
         [g] => merge_two(&mut out, g, samples),
         [a, b] => merge_three(&mut out, a, b, samples),
         _ => {
-            let mut lists: Vec<&[R]> = groups.iter().map(|g| &g[..]).collect();
+            let mut lists: Vec<&[Rec<C, H, I>]> = groups.iter().map(|g| &g[..]).collect();
             lists.push(samples);
             merge_many(&mut out, &lists);
         }
@@ -302,7 +392,11 @@ fn merge_lists<R: MergeRecord>(samples: &[R], groups: &[Vec<R>]) -> Vec<u64> {
 }
 
 /// Appends the positions of two sorted lists to `out` in merged order.
-fn merge_two<R: MergeRecord>(out: &mut Vec<u64>, a: &[R], b: &[R]) {
+fn merge_two<C: Cover, H: Head, I: Index>(
+    out: &mut Vec<u64>,
+    a: &[Rec<C, H, I>],
+    b: &[Rec<C, H, I>],
+) {
     let (mut x, mut y) = (0, 0);
     while x < a.len() && y < b.len() {
         if a[x] < b[y] {
@@ -313,13 +407,18 @@ fn merge_two<R: MergeRecord>(out: &mut Vec<u64>, a: &[R], b: &[R]) {
             y += 1;
         }
     }
-    out.extend(a[x..].iter().map(R::pos));
-    out.extend(b[y..].iter().map(R::pos));
+    out.extend(a[x..].iter().map(Rec::pos));
+    out.extend(b[y..].iter().map(Rec::pos));
 }
 
 /// Appends the positions of three sorted lists to `out` in merged order: three-way while all
 /// three have records, then two-way.
-fn merge_three<R: MergeRecord>(out: &mut Vec<u64>, a: &[R], b: &[R], c: &[R]) {
+fn merge_three<C: Cover, H: Head, I: Index>(
+    out: &mut Vec<u64>,
+    a: &[Rec<C, H, I>],
+    b: &[Rec<C, H, I>],
+    c: &[Rec<C, H, I>],
+) {
     let (mut x, mut y, mut z) = (0, 0, 0);
     while x < a.len() && y < b.len() && z < c.len() {
         let (ra, rb, rc) = (&a[x], &b[y], &c[z]);
@@ -350,7 +449,7 @@ fn merge_three<R: MergeRecord>(out: &mut Vec<u64>, a: &[R], b: &[R], c: &[R]) {
 
 /// Appends the positions of any number of sorted lists to `out` in merged order (covers with
 /// more than two groups).
-fn merge_many<R: MergeRecord>(out: &mut Vec<u64>, lists: &[&[R]]) {
+fn merge_many<C: Cover, H: Head, I: Index>(out: &mut Vec<u64>, lists: &[&[Rec<C, H, I>]]) {
     let mut at = vec![0usize; lists.len()];
     loop {
         let mut best: Option<usize> = None;

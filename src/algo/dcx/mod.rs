@@ -22,9 +22,13 @@
 //!    each group is sorted by the instance's local sort, and one linear merge of the sorted lists
 //!    gives the pe's part of the suffix array.
 //!
-//! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4–8 B per
-//! position, merge records 20–40 B each, with up to two copies of one kind alive during its
-//! exchange.
+//! Every record of a level stores positions, ranks and names in one index width ([`Index`]: 32,
+//! 40 or 64 bits), the narrowest that holds the level's values ([`IndexWidth::choose`]); one
+//! generic definition of each record serves every width.
+//!
+//! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4, 5 or 8 B
+//! per position, merge records 20–28 B each (40 B past 40 bits), with up to two copies of one
+//! kind alive during its exchange.
 
 pub mod cover;
 pub mod dc3;
@@ -37,7 +41,8 @@ use bytemuck::Pod;
 use rayon::prelude::*;
 
 use crate::dist::{name_sorted, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey};
-use crate::local::LocalSort;
+use crate::index::{Index, IndexWidth};
+use crate::local::DeviceSuffixArray;
 use crate::Ctx;
 use cover::Cover;
 
@@ -46,8 +51,8 @@ pub trait Symbol: Pod + Send + Sync {
     fn val(self) -> u64;
     /// Sequential suffix array of a gathered text.
     fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64>;
-    /// The backend's own suffix array of a gathered text, if it builds one (the GPU).
-    fn backend_sa(text: &[Self], sorter: &dyn LocalSort) -> Option<Vec<u64>>;
+    /// The suffix array of a gathered text built by `device`, if it takes the text.
+    fn device_sa(text: &[Self], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>>;
     /// This pe's part of the suffix array of a distributed text, built whole on pe 0's device
     /// if it takes it ([`super::pooled`]). Collective.
     fn pooled_sa(ctx: &Ctx, text: &[Self], layout: &Layout) -> Option<Vec<u64>>;
@@ -61,8 +66,8 @@ impl Symbol for u8 {
     fn sequential_sa(text: &[u8], threads: usize) -> Vec<u64> {
         super::seq::sa_bytes(text, threads)
     }
-    fn backend_sa(text: &[u8], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
-        sorter.suffix_array_bytes(text)
+    fn device_sa(text: &[u8], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
+        device.suffix_array_bytes(text)
     }
     fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
         super::pooled::pooled_sa(ctx, text, layout)
@@ -77,8 +82,8 @@ impl Symbol for u64 {
     fn sequential_sa(text: &[u64], threads: usize) -> Vec<u64> {
         super::seq::sa_ints(text, threads)
     }
-    fn backend_sa(text: &[u64], sorter: &dyn LocalSort) -> Option<Vec<u64>> {
-        sorter.suffix_array_ints(text)
+    fn device_sa(text: &[u64], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
+        device.suffix_array_ints(text)
     }
     fn pooled_sa(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u64>> {
         super::pooled::pooled_sa_ints(ctx, text, layout)
@@ -113,59 +118,10 @@ fn map_maybe_par<T: Sync, U: Send>(v: &[T], f: impl Fn(usize, &T) -> U + Sync) -
     }
 }
 
-/// The record widths of one level: (name or rank, position) pairs and the rank array.
-trait Width {
-    type P: Pair;
-    /// A sample rank in text order (half the memory traffic of the random writes when narrow).
-    type K: RankWord;
-}
-
-/// 32-bit fields: every position, rank and character of the level is below 2^32.
-struct Narrow;
-impl Width for Narrow {
-    type P = u64;
-    type K = u32;
-}
-
-/// 64-bit fields.
-struct Wide;
-impl Width for Wide {
-    type P = u128;
-    type K = u64;
-}
-
-/// Whether a level with positions up to `positions` and characters up to `alphabet` fits
-/// [`Narrow`] fields.
-fn fits_narrow(ctx: &Ctx, positions: usize, alphabet: u64) -> bool {
-    (positions as u64) + 2 < 1 << 32 && alphabet < 1 << 32 && !ctx.tune.force_wide
-}
-
-/// A rank (or position, or character) in a field of a level's width.
-trait RankWord: Pod + Send + Sync {
-    fn from_u64(x: u64) -> Self;
-    fn get(self) -> u64;
-}
-
-impl RankWord for u32 {
-    #[inline]
-    fn from_u64(x: u64) -> Self {
-        x as u32
-    }
-    #[inline]
-    fn get(self) -> u64 {
-        self as u64
-    }
-}
-
-impl RankWord for u64 {
-    #[inline]
-    fn from_u64(x: u64) -> Self {
-        x
-    }
-    #[inline]
-    fn get(self) -> u64 {
-        self
-    }
+/// The index width of a level whose positions, ranks and characters are at most `largest`: the
+/// narrowest that holds them, or the forced one ([`crate::Tunables::forced_index_width`]).
+fn index_width(ctx: &Ctx, largest: u64) -> IndexWidth {
+    IndexWidth::choose(largest, ctx.tune.forced_index_width())
 }
 
 /// Character access for one level: this pe's slice, the characters after it up to a halo (from
@@ -281,13 +237,13 @@ trait SampleKey: SortKey {
 /// Step 1 for sample keys: sorts them and names them (1 + the number of smaller windows).
 /// Returns (name, place in the recursion string) pairs of this pe's share of the samples (the
 /// dummy included) and whether all names differ. Collective.
-fn name_samples<C: Cover, K: SampleKey, P: Pair>(
+fn name_samples<C: Cover, K: SampleKey, I: Index>(
     ctx: &Ctx,
     smp: &Samples<C>,
     keys: Vec<K>,
     bi: u32,
     phases: &Phases,
-) -> (Vec<P>, bool) {
+) -> (Vec<[I; 2]>, bool) {
     let sorted = ctx.phase(phases.sort_samples, || sample_sort(ctx, keys));
     let (names, distinct) = ctx.phase(phases.name_samples, || {
         name_sorted(&ctx.comm, &sorted, |a, b| a.same_chars(b, bi))
@@ -295,7 +251,7 @@ fn name_samples<C: Cover, K: SampleKey, P: Pair>(
     let pairs = sorted
         .iter()
         .zip(&names)
-        .map(|(k, &nm)| P::pack(nm, smp.rpos(k.index(bi) as usize) as u64))
+        .map(|(k, &nm)| Pair::pack(nm, smp.rpos(k.index(bi) as usize) as u64))
         .collect();
     (pairs, distinct as usize == smp.m)
 }
@@ -304,17 +260,17 @@ fn name_samples<C: Cover, K: SampleKey, P: Pair>(
 /// number of suffixes whose first h > X characters are smaller (a suffix shorter than h has a
 /// name of its own). Returns (name + 1, place in the recursion string) for this pe's samples.
 /// Local.
-fn name_pairs<C: Cover, P: Pair>(
+fn name_pairs<C: Cover, I: Index>(
     ctx: &Ctx,
     layout: &Layout,
     smp: &Samples<C>,
     name_of: &[u64],
-) -> Vec<P> {
+) -> Vec<[I; 2]> {
     let me = ctx.comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     (lo..hi)
         .filter(|&i| C::slot(i % C::X) < C::S)
-        .map(|i| P::pack(name_of[i - lo] + 1, smp.rpos(i) as u64))
+        .map(|i| Pair::pack(name_of[i - lo] + 1, smp.rpos(i) as u64))
         .collect()
 }
 
@@ -326,22 +282,22 @@ fn name_pairs<C: Cover, P: Pair>(
 /// Entry: any pe may hold any pairs. Exit: `layout.local_len(me)` ranks. Communication: the
 /// recursion, and one all-to-all of m pairs.
 #[must_use]
-fn sample_ranks<C: Cover, P: Pair, K: RankWord>(
+fn sample_ranks<C: Cover, I: Index>(
     ctx: &Ctx,
     layout: &Layout,
     smp: &Samples<C>,
-    pairs: Vec<P>,
+    pairs: Vec<[I; 2]>,
     unique: bool,
-) -> Vec<K> {
+) -> Vec<I> {
     let n = layout.len();
     // The dummy (position n) has the smallest name and rank 1: real ranks are one less.
     let shift = u64::from(smp.dummy);
-    let ranked: Vec<P> = if unique {
+    let ranked: Vec<[I; 2]> = if unique {
         pairs
             .into_iter()
             .map(|x| (x.a(), smp.text_pos(x.b() as usize)))
             .filter(|&(_, i)| i < n)
-            .map(|(r, i)| P::pack(r - shift, i as u64))
+            .map(|(r, i)| Pair::pack(r - shift, i as u64))
             .collect()
     } else {
         let sa_r = recurse(ctx, smp, pairs);
@@ -351,13 +307,13 @@ fn sample_ranks<C: Cover, P: Pair, K: RankWord>(
             .enumerate()
             .map(|(k, q)| (base + k as u64 + 1, smp.text_pos(q as usize)))
             .filter(|&(_, i)| i < n)
-            .map(|(r, i)| P::pack(r - shift, i as u64))
+            .map(|(r, i)| Pair::pack(r - shift, i as u64))
             .collect()
     };
     ctx.phase("ranks to text", || {
-        let mut rank = vec![K::from_u64(0); layout.local_len(ctx.comm.rank())];
+        let mut rank = vec![I::zeroed(); layout.local_len(ctx.comm.rank())];
         send_to_owners(&ctx.comm, layout, ranked, &mut rank[..], |x| {
-            (x.b() as usize, K::from_u64(x.a()))
+            (x.b() as usize, x[0])
         });
         rank
     })
@@ -366,7 +322,7 @@ fn sample_ranks<C: Cover, P: Pair, K: RankWord>(
 /// The recursion step: the names go to their places in the recursion string (block layout), and
 /// the string is solved one level deeper by pDC3. Returns its suffix array, sorted across pes.
 /// Collective.
-fn recurse<C: Cover, P: Pair>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<P>) -> SortedPart {
+fn recurse<C: Cover, I: Index>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<[I; 2]>) -> SortedPart {
     let comm = &ctx.comm;
     let rl = Layout::block(smp.m, comm.size());
     let r_text: Vec<u64> = ctx.phase("build recursion", || {

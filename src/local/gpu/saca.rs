@@ -15,13 +15,17 @@
 //! reaches n/2), O(n log(LCP)) in general; device memory about 63 bytes per character.
 
 use std::ffi::c_void;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaFunction};
 use rayon::prelude::*;
 
-use super::{drv, GpuSort, Kernels, State, BLOCK};
-use crate::local::{used_bytes, widen_in_place, Alphabet, PooledSa};
+use super::backend::{GpuSort, State};
+use super::buffer::DeviceBuffer;
+use super::error::{drv, fault, GpuError};
+use super::kernels::{Kernels, BLOCK};
+use crate::local::{used_bytes, widen_in_place, Alphabet, DeviceSuffixArray, PooledSa};
 
 /// Texts shorter than this are left to libsais: launches and transfers cost more than they save.
 pub const MIN_GPU_SA: usize = 1 << 18;
@@ -52,8 +56,8 @@ pub(super) struct SacaKernels {
 
 impl SacaKernels {
     pub(super) fn load(
-        f: &dyn Fn(&str) -> std::result::Result<CudaFunction, String>,
-    ) -> std::result::Result<Self, String> {
+        f: &dyn Fn(&str) -> Result<CudaFunction, GpuError>,
+    ) -> Result<Self, GpuError> {
         Ok(SacaKernels {
             keys_u8: f("sa_keys_u8")?,
             keys_u32: f("sa_keys_u32")?,
@@ -70,11 +74,14 @@ impl SacaKernels {
 
 /// A text for the device: bytes, or integers below 2^32.
 pub enum SacaText<'a> {
+    /// A byte text.
     Bytes(&'a [u8]),
+    /// A text of integers below 2^32.
     Ints(&'a [u64]),
 }
 
 impl SacaText<'_> {
+    /// Characters of the text.
     pub fn len(&self) -> usize {
         match self {
             SacaText::Bytes(t) => t.len(),
@@ -82,6 +89,7 @@ impl SacaText<'_> {
         }
     }
 
+    /// Whether the text has no characters.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -99,26 +107,6 @@ struct SacaProfile {
     first_s: f64,
     rounds_s: f64,
     d2h_s: f64,
-}
-
-/// Device allocations of one run, freed on drop.
-struct DeviceBufs(Vec<sys::CUdeviceptr>);
-
-impl DeviceBufs {
-    fn alloc(&mut self, bytes: usize) -> std::result::Result<sys::CUdeviceptr, String> {
-        let p = unsafe { result::malloc_sync(bytes.max(4)) }
-            .map_err(|e| format!("cannot allocate {} MiB on the device: {e}", bytes >> 20))?;
-        self.0.push(p);
-        Ok(p)
-    }
-}
-
-impl Drop for DeviceBufs {
-    fn drop(&mut self) {
-        for &p in &self.0 {
-            unsafe { result::free_sync(p).ok() };
-        }
-    }
 }
 
 fn bits(x: u64) -> u32 {
@@ -146,7 +134,8 @@ impl Alphabet {
 }
 
 /// One device suffix array in the making: its buffers on the device, filled by
-/// [`GpuSort::saca_upload`], built by [`GpuSort::saca_build`], read by [`GpuSort::saca_download`].
+/// [`DeviceSa::upload`], built by [`DeviceSa::build`], read by [`DeviceSa::download`]; every
+/// buffer is freed when it is dropped.
 pub(super) struct SacaRun {
     n: usize,
     /// Bytes per character on the device (1 for bytes, 4 for integers).
@@ -156,24 +145,22 @@ pub(super) struct SacaRun {
     k: u32,
     /// Characters uploaded so far.
     filled: usize,
-    d_text: sys::CUdeviceptr,
-    d_code: sys::CUdeviceptr,
-    d_isa: sys::CUdeviceptr,
-    d_sa: sys::CUdeviceptr,
-    d_act: [sys::CUdeviceptr; 2],
-    d_hp: sys::CUdeviceptr,
-    d_keep: sys::CUdeviceptr,
-    d_part: sys::CUdeviceptr,
-    d_total: sys::CUdeviceptr,
+    d_text: DeviceBuffer,
+    d_code: DeviceBuffer,
+    d_isa: DeviceBuffer,
+    d_sa: DeviceBuffer,
+    d_act: [DeviceBuffer; 2],
+    d_hp: DeviceBuffer,
+    d_keep: DeviceBuffer,
+    d_part: DeviceBuffer,
+    d_total: DeviceBuffer,
     prof: SacaProfile,
-    /// Freed last (after the fields above stop being used).
-    _dev: DeviceBufs,
 }
 
 impl GpuSort {
     /// The suffix array of `text` built on the device, or why not (the caller then uses the
     /// CPU). Suffixes compare as strings of their values; a proper prefix sorts first.
-    pub fn suffix_array_on_device(&self, text: SacaText) -> std::result::Result<Vec<u64>, String> {
+    pub fn suffix_array_on_device(&self, text: SacaText) -> Result<Vec<u64>, GpuError> {
         let n = text.len();
         if n == 0 {
             return Ok(Vec::new());
@@ -212,21 +199,15 @@ impl GpuSort {
     /// goes up in consecutive pieces ([`DeviceSa::upload`]), [`DeviceSa::build`] sorts, and the
     /// suffix array comes back in any pieces ([`DeviceSa::download`]). Device memory ≈
     /// [`DEVICE_BYTES_PER_CHAR`] per character; host memory only the staging buffers.
-    pub fn device_sa(
-        &self,
-        n: usize,
-        alphabet: Alphabet,
-    ) -> std::result::Result<DeviceSa<'_>, String> {
+    pub fn device_sa(&self, n: usize, alphabet: Alphabet) -> Result<DeviceSa<'_>, GpuError> {
         if n > MAX_GPU_SA {
-            return Err(format!(
+            return Err(GpuError::Unsupported(format!(
                 "{n} characters is more than the device path takes ({MAX_GPU_SA})"
-            ));
+            )));
         }
         let kernels = self.kernels()?;
         let mut st = self.lock();
-        self.ctx
-            .bind_to_thread()
-            .map_err(drv("cannot bind the context"))?;
+        self.dev.bind()?;
         let started = Instant::now();
         let run = self.saca_begin(&mut st, n, alphabet);
         match run {
@@ -238,7 +219,7 @@ impl GpuSort {
                 started,
             }),
             Err(e) => {
-                self.free_bufs(&mut st);
+                st.free_bufs();
                 Err(e)
             }
         }
@@ -247,7 +228,7 @@ impl GpuSort {
     /// Blocks for a grid-stride kernel over `items` elements: one per BLOCK items, at most 16 a
     /// multiprocessor.
     fn grid_for(&self, items: usize) -> u32 {
-        (items.div_ceil(BLOCK as usize) as u32).clamp(1, self.sms * 16)
+        (items.div_ceil(BLOCK as usize) as u32).clamp(1, self.dev.sms * 16)
     }
 
     fn saca_begin(
@@ -255,12 +236,12 @@ impl GpuSort {
         st: &mut State,
         n: usize,
         alphabet: Alphabet,
-    ) -> std::result::Result<SacaRun, String> {
+    ) -> Result<SacaRun, GpuError> {
         let mut prof = SacaProfile::default();
         let t = Instant::now();
         let (max_code, code) = alphabet.codes();
         if max_code >= 1 << 32 {
-            return Err("values of 2^32 or more".into());
+            return Err(GpuError::Unsupported("values of 2^32 or more".into()));
         }
         let cbits = bits(max_code).max(1);
         let k = (64 / cbits).min(64);
@@ -272,36 +253,42 @@ impl GpuSort {
         let (free, _) =
             result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
         if need > free + st.own_bytes() {
-            return Err(format!(
+            return Err(GpuError::OutOfMemory(format!(
                 "a suffix array of {n} characters needs about {} MiB of device memory, {} MiB are free",
                 need >> 20,
                 free >> 20
-            ));
+            )));
         }
-        let mut dev = DeviceBufs(Vec::new());
         let chunk = self.reserve::<u128>(st, n)?;
         if chunk < n {
-            return Err(format!(
+            return Err(GpuError::OutOfMemory(format!(
                 "the device holds {chunk} of the {n} sort records a suffix array needs"
-            ));
+            )));
         }
         let ints = code.is_none();
         let word = if ints { 4 } else { 1 };
         let w = 4usize;
         let part_cap = n.div_ceil(SCAN_PER).max(1);
-        let d_text = dev.alloc(n * word + 8)?;
-        let d_code = dev.alloc(256)?;
-        let d_isa = dev.alloc(n * w)?;
-        let d_sa = dev.alloc(n * w)?;
-        let d_act = [dev.alloc(n * w)?, dev.alloc(n * w)?];
-        let d_hp = dev.alloc(n * w)?;
-        let d_keep = dev.alloc(n * w)?;
-        let d_part = dev.alloc(part_cap * w)?;
-        let d_total = dev.alloc(8)?;
+        // At least 4 bytes each; a failure frees those allocated before it.
+        let alloc = |bytes: usize| {
+            DeviceBuffer::alloc(&self.dev.ctx, bytes.max(4))
+                .map_err(|source| GpuError::Alloc { bytes, source })
+        };
+        let d_text = alloc(n * word + 8)?;
+        let d_code = alloc(256)?;
+        let d_isa = alloc(n * w)?;
+        let d_sa = alloc(n * w)?;
+        let d_act = [alloc(n * w)?, alloc(n * w)?];
+        let d_hp = alloc(n * w)?;
+        let d_keep = alloc(n * w)?;
+        let d_part = alloc(part_cap * w)?;
+        let d_total = alloc(8)?;
         if let Some(code) = code {
-            unsafe { result::memcpy_htod_async(d_code, &code[..], self.stream.cu_stream()) }
+            let stream = self.dev.stream.cu_stream();
+            unsafe { result::memcpy_htod_async(d_code.ptr(), &code[..], stream) }
                 .map_err(drv("host-to-device copy"))?;
-            self.stream
+            self.dev
+                .stream
                 .synchronize()
                 .map_err(drv("host-to-device copy"))?;
         }
@@ -323,7 +310,6 @@ impl GpuSort {
             d_part,
             d_total,
             prof,
-            _dev: dev,
         })
     }
 
@@ -332,22 +318,24 @@ impl GpuSort {
         kernels: &Kernels,
         st: &mut State,
         run: &mut SacaRun,
-    ) -> std::result::Result<(), String> {
+    ) -> Result<(), GpuError> {
         let k_ = &kernels.saca;
         let n = run.n;
         if run.filled != n {
-            return Err(format!(
-                "internal error: {} of {n} characters uploaded",
+            return Err(GpuError::Internal(format!(
+                "{} of {n} characters uploaded",
                 run.filled
-            ));
+            )));
         }
         let n64 = n as u64;
         let (cbits, k) = (run.cbits, run.k);
-        let (d_text, d_code, d_sa, d_isa) = (run.d_text, run.d_code, run.d_sa, run.d_isa);
-        let (d_hp, d_keep, d_part, d_total, d_act) =
-            (run.d_hp, run.d_keep, run.d_part, run.d_total, run.d_act);
+        let (d_text, d_code) = (run.d_text.ptr(), run.d_code.ptr());
+        let (d_sa, d_isa) = (run.d_sa.ptr(), run.d_isa.ptr());
+        let (d_hp, d_keep) = (run.d_hp.ptr(), run.d_keep.ptr());
+        let (d_part, d_total) = (run.d_part.ptr(), run.d_total.ptr());
+        let d_act = [run.d_act[0].ptr(), run.d_act[1].ptr()];
         let launch = |f: &CudaFunction, items: usize, params: &mut [*mut c_void]| {
-            self.launch(f, self.grid_for(items), BLOCK, params)
+            self.dev.launch(f, self.grid_for(items), BLOCK, params)
         };
         // Inclusive scan of a[0..m) in place; op 0 = add, 1 = max.
         let scan = |a: sys::CUdeviceptr, m: usize, op: usize, part: sys::CUdeviceptr| {
@@ -355,7 +343,7 @@ impl GpuSort {
             let (m64, per) = (m as u64, SCAN_PER as u64);
             let nb32 = nb as u32;
             let run = |f: &CudaFunction, grid: u32, params: &mut [*mut c_void]| {
-                self.launch(f, grid, BLOCK, params)
+                self.dev.launch(f, grid, BLOCK, params)
             };
             run(&k_.reduce[op], nb32, &mut params!(a, m64, per, part))?;
             run(&k_.part[op], 1, &mut params!(part, nb32))?;
@@ -364,7 +352,7 @@ impl GpuSort {
 
         // First round: all suffixes by their first k characters.
         let t = Instant::now();
-        let rec0 = st.bufs[0];
+        let rec0 = st.bufs[0].ptr();
         if run.ints {
             launch(&k_.keys_u32, n, &mut params!(d_text, n64, cbits, k, rec0))?
         } else {
@@ -390,11 +378,11 @@ impl GpuSort {
         while m > 0 {
             if run.prof.rounds > 0 && h / 2 >= n64 {
                 // The previous round compared 2·(h/2) ≥ n characters: no two suffixes can tie.
-                return Err(format!(
-                    "internal error: {m} suffixes unresolved at offset {h} of {n}"
-                ));
+                return Err(GpuError::Internal(format!(
+                    "{m} suffixes unresolved at offset {h} of {n}"
+                )));
             }
-            let (act, rec0) = (d_act[cur], st.bufs[0]);
+            let (act, rec0) = (d_act[cur], st.bufs[0].ptr());
             let m64 = m as u64;
             launch(
                 &k_.round_keys,
@@ -449,19 +437,14 @@ impl GpuSort {
         out: sys::CUdeviceptr,
         d_total: sys::CUdeviceptr,
         k: u32,
-        scan: &dyn Fn(
-            sys::CUdeviceptr,
-            usize,
-            usize,
-            sys::CUdeviceptr,
-        ) -> std::result::Result<(), String>,
-    ) -> std::result::Result<usize, String> {
+        scan: &dyn Fn(sys::CUdeviceptr, usize, usize, sys::CUdeviceptr) -> Result<(), GpuError>,
+    ) -> Result<usize, GpuError> {
         let k_ = &kernels.saca;
-        let cu_stream = self.stream.cu_stream();
+        let cu_stream = self.dev.stream.cu_stream();
         let grid = self.grid_for(m);
         let launch =
-            |f: &CudaFunction, params: &mut [*mut c_void]| self.launch(f, grid, BLOCK, params);
-        let rec = st.bufs[at];
+            |f: &CudaFunction, params: &mut [*mut c_void]| self.dev.launch(f, grid, BLOCK, params);
+        let rec = st.bufs[at].ptr();
         let m64 = m as u64;
         launch(&k_.heads, &mut params!(rec, m64, act, d_sa, d_hp))?;
         scan(d_hp, m, 1, d_part)?;
@@ -471,9 +454,10 @@ impl GpuSort {
         let mut total = [0u32; 1];
         unsafe { result::memcpy_dtoh_async(&mut total[..], d_total, cu_stream) }
             .map_err(drv("device-to-host copy"))?;
-        self.stream
+        self.dev
+            .stream
             .synchronize()
-            .map_err(drv("a suffix array kernel failed"))?;
+            .map_err(fault("a suffix array kernel failed"))?;
         Ok(total[0] as usize)
     }
 }
@@ -492,45 +476,45 @@ pub struct DeviceSa<'a> {
 impl DeviceSa<'_> {
     /// Copies the next piece of the text to the device: pieces come in text order, as raw
     /// characters (bytes; for an integer text, little-endian u32).
-    pub fn upload(&mut self, piece: &[u8]) -> std::result::Result<(), String> {
+    pub fn upload(&mut self, piece: &[u8]) -> Result<(), GpuError> {
         let run = &mut self.run;
         let chars = piece.len() / run.word;
         if !piece.len().is_multiple_of(run.word) || run.filled + chars > run.n {
-            return Err(format!(
-                "internal error: a piece of {} bytes after {} of {} characters",
+            return Err(GpuError::Internal(format!(
+                "a piece of {} bytes after {} of {} characters",
                 piece.len(),
                 run.filled,
                 run.n
-            ));
+            )));
         }
         let t = Instant::now();
-        let dst = run.d_text + (run.filled * run.word) as u64;
-        self.gpu.upload(&mut self.st, piece, dst)?;
+        let dst = run.d_text.ptr() + (run.filled * run.word) as u64;
+        self.st.staging.upload(&self.gpu.dev.stream, piece, dst)?;
         run.filled += chars;
         run.prof.h2d_s += t.elapsed().as_secs_f64();
         Ok(())
     }
 
     /// Sorts the suffixes of the uploaded text (all of it must be there).
-    pub fn build(&mut self) -> std::result::Result<(), String> {
+    pub fn build(&mut self) -> Result<(), GpuError> {
         self.gpu
             .saca_build(self.kernels, &mut self.st, &mut self.run)
     }
 
     /// Copies SA[offset .. offset + out.len()) (after [`Self::build`]) into `out`.
-    pub fn download(&mut self, offset: usize, out: &mut [u32]) -> std::result::Result<(), String> {
+    pub fn download(&mut self, offset: usize, out: &mut [u32]) -> Result<(), GpuError> {
         let run = &mut self.run;
         if offset + out.len() > run.n {
-            return Err(format!(
-                "internal error: SA[{offset}..{}) of {}",
+            return Err(GpuError::Internal(format!(
+                "SA[{offset}..{}) of {}",
                 offset + out.len(),
                 run.n
-            ));
+            )));
         }
         let t = Instant::now();
-        let src = run.d_sa + (offset * 4) as u64;
-        self.gpu.download(
-            &mut self.st,
+        let src = run.d_sa.ptr() + (offset * 4) as u64;
+        self.st.staging.download(
+            self.gpu.dev.stream.cu_stream(),
             src,
             out.as_mut_ptr() as *mut u8,
             std::mem::size_of_val(out),
@@ -557,18 +541,76 @@ impl Drop for DeviceSa<'_> {
         );
         // The sort buffers were sized for this text: give them back for other processes. (The
         // run's own buffers go with it, after this.)
-        self.gpu.free_bufs(&mut self.st);
+        self.st.free_bufs();
     }
 }
 
+/// The relay's view ([`crate::algo::pooled`]): the error is a message for its log.
 impl PooledSa for DeviceSa<'_> {
-    fn upload(&mut self, piece: &[u8]) -> std::result::Result<(), String> {
-        DeviceSa::upload(self, piece)
+    fn upload(&mut self, piece: &[u8]) -> Result<(), String> {
+        DeviceSa::upload(self, piece).map_err(|e| e.to_string())
     }
-    fn build(&mut self) -> std::result::Result<(), String> {
-        DeviceSa::build(self)
+    fn build(&mut self) -> Result<(), String> {
+        DeviceSa::build(self).map_err(|e| e.to_string())
     }
-    fn download(&mut self, offset: usize, out: &mut [u32]) -> std::result::Result<(), String> {
-        DeviceSa::download(self, offset, out)
+    fn download(&mut self, offset: usize, out: &mut [u32]) -> Result<(), String> {
+        DeviceSa::download(self, offset, out).map_err(|e| e.to_string())
+    }
+}
+
+impl GpuSort {
+    /// The device suffix array for texts in the device path's range; None (with a warning when
+    /// the device failed) otherwise.
+    fn suffix_array_or_cpu(&self, text: SacaText) -> Option<Vec<u64>> {
+        let n = text.len();
+        if !(MIN_GPU_SA..=MAX_GPU_SA).contains(&n) {
+            return None;
+        }
+        match self.suffix_array_on_device(text) {
+            Ok(sa) => Some(sa),
+            Err(e) => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                log::warn!("gpu suffix array of {n} characters failed, building it on the CPU instead: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl DeviceSuffixArray for GpuSort {
+    fn suffix_array_bytes(&self, text: &[u8]) -> Option<Vec<u64>> {
+        self.suffix_array_or_cpu(SacaText::Bytes(text))
+    }
+
+    fn suffix_array_ints(&self, text: &[u64]) -> Option<Vec<u64>> {
+        self.suffix_array_or_cpu(SacaText::Ints(text))
+    }
+
+    fn suffix_array_max_len(&self) -> usize {
+        if self.dev.bind().is_err() {
+            return 0;
+        }
+        match result::mem_get_info() {
+            // The free memory now, plus what this backend's own sort buffers would give back.
+            // The same margin as the check before a suffix array starts.
+            Ok((free, _)) => ((free + self.lock().own_bytes()).saturating_sub(64 << 20)
+                / DEVICE_BYTES_PER_CHAR)
+                .min(MAX_GPU_SA),
+            Err(_) => 0,
+        }
+    }
+
+    fn pooled_sa(&self, n: usize, alphabet: &Alphabet) -> Option<Box<dyn PooledSa + '_>> {
+        if !(MIN_GPU_SA..=MAX_GPU_SA).contains(&n) {
+            return None;
+        }
+        match self.device_sa(n, *alphabet) {
+            Ok(s) => Some(Box::new(s)),
+            Err(e) => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                log::warn!("gpu suffix array of {n} characters cannot start on the device, the distributed algorithm builds it instead: {e}");
+                None
+            }
+        }
     }
 }

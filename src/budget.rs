@@ -1,0 +1,147 @@
+//! The default of `--mem-per-pe`, from the environment (the library reads none): Slurm's grant
+//! when the job has one, else the node's available memory shared by its pes.
+
+use std::path::Path;
+
+/// A memory budget per pe and where it came from (for messages and `--stats`).
+pub type Budget = (u64, String);
+
+/// The default budget per pe, for `local_pes` pes on this node; `var` reads an environment
+/// variable. Slurm's grant when present: `SLURM_MEM_PER_CPU` × `SLURM_CPUS_PER_TASK` (default
+/// 1), else `SLURM_MEM_PER_NODE` / `local_pes` (megabytes; 0 means the whole node: not a grant).
+/// Otherwise [`node_memory_per_pe`]. None when nothing is known.
+pub fn default_budget(var: &dyn Fn(&str) -> Option<String>, local_pes: usize) -> Option<Budget> {
+    let mb = |name: &str| -> Option<u64> {
+        let v = var(name)?;
+        let v = v.trim();
+        // Slurm writes megabytes; a unit is allowed too ("4G").
+        v.parse::<u64>()
+            .ok()
+            .and_then(|m| m.checked_mul(1 << 20))
+            .or_else(|| psa::plan::parse_size(v).ok())
+            .filter(|&b| b > 0)
+    };
+    if let Some(per_cpu) = mb("SLURM_MEM_PER_CPU") {
+        let cpus = var("SLURM_CPUS_PER_TASK")
+            .and_then(|c| c.trim().parse::<u64>().ok())
+            .filter(|&c| c > 0);
+        return Some(match cpus {
+            Some(c) => (
+                per_cpu.saturating_mul(c),
+                format!("SLURM_MEM_PER_CPU × SLURM_CPUS_PER_TASK = {c}"),
+            ),
+            None => (per_cpu, "SLURM_MEM_PER_CPU".into()),
+        });
+    }
+    if let Some(node) = mb("SLURM_MEM_PER_NODE") {
+        let pes = local_pes.max(1);
+        return Some((
+            node / pes as u64,
+            format!("SLURM_MEM_PER_NODE / {pes} pe(s) on the node"),
+        ));
+    }
+    node_memory_per_pe(Path::new("/"), local_pes)
+}
+
+/// Memory a pe of this node may count on: the node's available memory (MemAvailable) or its
+/// cgroup's limit, whichever is smaller, shared by the `local_pes` pes on the node, and at most
+/// this process's address-space limit (`ulimit -v`). `root` is where `/proc` and `/sys` are
+/// (tests point it elsewhere). None when unknown.
+pub fn node_memory_per_pe(root: &Path, local_pes: usize) -> Option<Budget> {
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).ok();
+    let available = read("proc/meminfo").and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map(|kb| (kb * 1024, "MemAvailable"))
+    });
+    // cgroup v2, then v1; "max" or an absurd number means no limit.
+    let cgroup = [
+        "sys/fs/cgroup/memory.max",
+        "sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| read(p))
+    .filter_map(|s| s.trim().parse::<u64>().ok())
+    .find(|&b| b < 1 << 60)
+    .map(|b| (b, "the cgroup's memory limit"));
+    let (node, what) = match (available, cgroup) {
+        (Some(a), Some(c)) => Some(if c.0 < a.0 { c } else { a }),
+        (a, c) => a.or(c),
+    }?;
+    let pes = local_pes.max(1);
+    let per_pe = (
+        node / pes as u64,
+        format!("{what} / {pes} pe(s) on the node"),
+    );
+    Some(match psa::stats::address_space_limit() {
+        Some(l) if l < per_pe.0 => (l, "ulimit -v".into()),
+        _ => per_pe,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn slurm_per_cpu_times_cpus_per_task() {
+        let b = default_budget(
+            &env(&[
+                ("SLURM_MEM_PER_CPU", "2000"),
+                ("SLURM_CPUS_PER_TASK", "4"),
+                ("SLURM_MEM_PER_NODE", "1"),
+            ]),
+            3,
+        )
+        .unwrap();
+        assert_eq!(b.0, 8000 << 20);
+        assert!(b.1.contains("SLURM_MEM_PER_CPU"), "{}", b.1);
+        let b = default_budget(&env(&[("SLURM_MEM_PER_CPU", "2000")]), 3).unwrap();
+        assert_eq!(b.0, 2000 << 20);
+    }
+
+    #[test]
+    fn slurm_per_node_over_the_pes_on_it() {
+        let b = default_budget(&env(&[("SLURM_MEM_PER_NODE", "12000")]), 3).unwrap();
+        assert_eq!(
+            b,
+            (
+                4000 << 20,
+                "SLURM_MEM_PER_NODE / 3 pe(s) on the node".into()
+            )
+        );
+    }
+
+    #[test]
+    fn the_node_without_slurm_or_with_the_whole_node() {
+        let root = std::env::temp_dir().join(format!("psa-budget-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("proc")).unwrap();
+        std::fs::create_dir_all(root.join("sys/fs/cgroup")).unwrap();
+        std::fs::write(
+            root.join("proc/meminfo"),
+            "MemTotal: 99999 kB\nMemAvailable:    8000000 kB\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("sys/fs/cgroup/memory.max"), "max\n").unwrap();
+        let no_limit = node_memory_per_pe(&root, 4).unwrap();
+        std::fs::write(root.join("sys/fs/cgroup/memory.max"), "4000000000\n").unwrap();
+        let limited = node_memory_per_pe(&root, 4).unwrap();
+        if psa::stats::address_space_limit().is_none() {
+            assert_eq!(no_limit.0, 8_192_000_000 / 4);
+            assert!(no_limit.1.starts_with("MemAvailable / 4"), "{}", no_limit.1);
+            assert_eq!(limited.0, 1_000_000_000);
+            assert!(limited.1.contains("cgroup"), "{}", limited.1);
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(node_memory_per_pe(&root, 4).is_none());
+    }
+}

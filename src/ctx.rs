@@ -1,0 +1,231 @@
+//! The run context: what every algorithm calls back into. [`Ctx`] holds the communicator, the
+//! local sorter, the settings and the phase log; [`Ctx::phase`] times a phase, counts its bytes and
+//! records its peak memory; [`Ctx::install`] runs work on the pool of `config.threads` threads.
+//!
+//! It sits below the algorithms and above the primitives: it uses `comm`, `local`, `stats` and
+//! `alloc`, and the distributed primitives see it only through [`SortEnv`] (what sample sort needs).
+
+use std::cell::OnceCell;
+use std::time::Instant;
+
+use crate::alloc;
+use crate::comm::Comm;
+use crate::config::{Config, Tunables};
+use crate::dist::SortEnv;
+use crate::local::{self, DeviceSuffixArray, LocalSort};
+use crate::stats::{self, PhaseLog, PhaseRecord};
+
+/// Everything a pe needs to take part in a distributed run: the communicator, the local sort
+/// backend, settings, the phase log and the thread pool of its parallel work.
+///
+/// Threads: the library's parallel loops (rayon) run on `config.threads` threads. When the pool
+/// of the calling thread has that many (the `psa` binary sizes the global pool so), the work runs
+/// right there, on the calling thread; otherwise on a pool of the context's own, made at the first
+/// call, and MPI is then called from one of its threads (one call at a time, while the caller
+/// waits): initialise MPI with at least `mpi::Threading::Serialized` for that. The entry points
+/// ([`crate::suffix_array`], [`crate::suffix_array_or_write`], [`crate::driver::run`],
+/// [`crate::check`]) do this themselves; [`Ctx::install`] does it for any other part of the
+/// library.
+pub struct Ctx {
+    /// The communicator (with the MPI count limit of [`Config::mpi_max_count`]).
+    pub comm: Comm,
+    /// The local sort backend ([`local::cpu::CpuSort`] unless replaced, see [`crate::backend_for`]).
+    pub sorter: Box<dyn LocalSort>,
+    /// The settings, with `threads` resolved (never 0).
+    pub config: Config,
+    /// The phases recorded so far.
+    pub log: PhaseLog,
+    /// The algorithms' switches: a copy of `config.tune` made by [`Ctx::new`].
+    pub(crate) tune: Tunables,
+    /// The CPUs of this node that its pes may run on together (an affinity mask): pe 0 runs the
+    /// sequential base case on all of them while every other pe waits asleep.
+    pub(crate) node_cpus: Vec<u64>,
+    /// The context's own rayon pool, made when first needed (None when it could not be made).
+    pool: OnceCell<Option<rayon::ThreadPool>>,
+}
+
+/// Threads per pe by default: the cores this process may use over the pes on its node, at least 1.
+fn default_threads(local_pes: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    (cores / local_pes.max(1)).max(1)
+}
+
+/// A value that may cross to another thread although its type says not: see [`Ctx::install`].
+struct AssertSend<T>(T);
+
+// SAFETY: only used by `Ctx::install` to hand `&Ctx` to one thread of a rayon pool while the
+// calling thread is blocked in `ThreadPool::install` until that thread is done with it: the
+// context is never used by two threads at once, and the pool's latch orders the accesses.
+unsafe impl<T> Send for AssertSend<T> {}
+
+impl<T> AssertSend<T> {
+    fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl Ctx {
+    /// A context on `world` with the CPU backend, for `config` (threads 0: resolved to the cores
+    /// of this process over the pes of its node). Collective: every pe must make one, with the
+    /// same settings.
+    pub fn new(world: mpi::topology::SimpleCommunicator, mut config: Config) -> Self {
+        let comm = Comm::with_max_count(world, config.mpi_max_count);
+        if let Some(b) = config.round_bytes {
+            comm.set_round_bytes(b);
+        }
+        if config.threads == 0 {
+            config.threads = default_threads(comm.local_size());
+        }
+        let sorter: Box<dyn LocalSort> = Box::new(local::cpu::CpuSort::new(config.threads));
+        alloc::set_rank(comm.rank());
+        let node_cpus = comm.node_cpus();
+        Ctx {
+            comm,
+            sorter,
+            tune: config.tune.clone(),
+            config,
+            log: PhaseLog::default(),
+            node_cpus,
+            pool: OnceCell::new(),
+        }
+    }
+
+    /// Runs `f` (given this context) where the library runs its parallel work: on the calling
+    /// thread when its rayon pool has `config.threads` threads, else on one thread of the
+    /// context's own pool of that size while the caller waits (see [`Ctx`] for what that asks of
+    /// MPI). A panic in `f` comes back to the caller. (Asking for the size of the calling thread's
+    /// pool starts rayon's global pool if nothing has started it yet.)
+    pub fn install<R: Send>(&self, f: impl FnOnce(&Ctx) -> R + Send) -> R {
+        if rayon::current_num_threads() == self.config.threads {
+            return f(self);
+        }
+        let pool = self.pool.get_or_init(|| {
+            let built = rayon::ThreadPoolBuilder::new()
+                .num_threads(self.config.threads)
+                .thread_name(|i| format!("psa-{i}"))
+                .build();
+            built
+                .map_err(|e| {
+                    log::warn!(
+                        "cannot start a pool of {} threads, running on the caller's: {e}",
+                        self.config.threads
+                    )
+                })
+                .ok()
+        });
+        match pool {
+            Some(pool) => {
+                let me = AssertSend(self);
+                pool.install(move || f(me.into_inner()))
+            }
+            None => f(self),
+        }
+    }
+
+    /// Replaces the local sort backend.
+    pub fn with_sorter(mut self, sorter: Box<dyn LocalSort>) -> Self {
+        self.sorter = sorter;
+        self
+    }
+
+    /// The device of this pe's backend that builds whole suffix arrays (with `--gpu`), if it
+    /// has one. Local.
+    pub fn device_suffix_array(&self) -> Option<&dyn DeviceSuffixArray> {
+        self.sorter.device_suffix_array()
+    }
+
+    /// Runs `f` as a named phase: its wall time and the bytes this pe sends are recorded. Every pe
+    /// must run the same phases in the same order. Names starting with "·" are sub-phases of the
+    /// enclosing phase (recorded before it; not to be added to it).
+    pub fn phase<R>(&self, name: &str, f: impl FnOnce() -> R) -> R {
+        let t0 = Instant::now();
+        let b0 = self.comm.bytes_sent();
+        let a0 = self.comm.a2a_secs();
+        let outer = alloc::current_phase();
+        alloc::set_phase(name);
+        // The peak of this phase: the kernel's high-water mark from now on, and the peaks of
+        // the phases inside it (each of which resets the mark when it starts).
+        let so_far = stats::reset_peak_rss();
+        self.log.note_peak(so_far);
+        {
+            let mut st = self.log.peak_stack.borrow_mut();
+            if let Some(top) = st.last_mut() {
+                *top = (*top).max(so_far);
+            }
+            st.push(0);
+        }
+        let r = f();
+        let peak_rss = {
+            let mut st = self.log.peak_stack.borrow_mut();
+            let inner = st.pop().unwrap_or(0);
+            let peak = stats::peak_rss_bytes().max(inner);
+            if let Some(top) = st.last_mut() {
+                *top = (*top).max(peak);
+            }
+            self.log.note_peak(peak);
+            peak
+        };
+        alloc::restore_phase(outer);
+        let rec = PhaseRecord {
+            level: self.log.level.get(),
+            name: name.to_string(),
+            secs: t0.elapsed().as_secs_f64(),
+            bytes: self.comm.bytes_sent() - b0,
+            a2a_secs: self.comm.a2a_secs() - a0,
+            peak_rss,
+        };
+        log::debug!(
+            "[pe {}] L{} {}: {:.3}s, {} bytes sent",
+            self.comm.rank(),
+            rec.level,
+            rec.name,
+            rec.secs,
+            rec.bytes
+        );
+        if self.comm.rank() == 0 && rec.level == 0 && !rec.name.starts_with('·') {
+            // Progress for long runs: pe 0's view of each top-level phase as it ends.
+            log::info!("{} done ({:.2} s on pe 0)", rec.name, rec.secs);
+        }
+        self.log.phases.borrow_mut().push(rec);
+        r
+    }
+
+    /// Runs `f` one recursion level deeper (for phase names).
+    pub fn deeper<R>(&self, f: impl FnOnce() -> R) -> R {
+        let l = self.log.level.get();
+        self.log.level.set(l + 1);
+        let r = f();
+        self.log.level.set(l);
+        r
+    }
+
+    /// Records the share of the fullest pe after a sort (for the stats).
+    pub fn note_imbalance(&self, local: usize, total: usize) {
+        if total == 0 {
+            return;
+        }
+        let ratio = local as f64 * self.comm.size() as f64 / total as f64;
+        if ratio > self.log.max_imbalance.get() {
+            self.log.max_imbalance.set(ratio);
+        }
+    }
+}
+
+/// Sample sort's view of the run context: its communicator, its sorter and its phase log.
+impl SortEnv for Ctx {
+    fn comm(&self) -> &Comm {
+        &self.comm
+    }
+
+    fn sorter(&self) -> &dyn LocalSort {
+        self.sorter.as_ref()
+    }
+
+    fn phase<R>(&self, name: &str, f: impl FnOnce() -> R) -> R {
+        Ctx::phase(self, name, f)
+    }
+
+    fn note_imbalance(&self, local: usize, total: usize) {
+        Ctx::note_imbalance(self, local, total)
+    }
+}

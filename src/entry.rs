@@ -1,0 +1,146 @@
+//! The public entry: the suffix array of a distributed text, the choice between the device and
+//! the distributed algorithms, the backend the configuration asks for, and the panic hook that
+//! ends the whole job. The top of the library: it uses the algorithms and the run context, and
+//! nothing below calls back into it.
+
+use crate::algo;
+use crate::comm;
+use crate::config::{Algo, Backend};
+use crate::ctx::Ctx;
+use crate::dist;
+use crate::error::{Error, Result};
+use crate::io;
+use crate::local::{self, LocalSort};
+
+/// Builds the suffix array of a distributed text. Collective.
+///
+/// Entry: each pe holds a contiguous slice of the text, in pe order (any lengths, empty allowed).
+/// Exit: each pe holds the suffix array entries for the same global range as its slice, as global
+/// positions. Suffixes compare as byte strings; a proper prefix sorts first.
+pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
+    ctx.install(|ctx| suffix_array_here(ctx, text))
+}
+
+/// [`suffix_array`] on the calling thread's pool.
+fn suffix_array_here(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
+    check_config(ctx)?;
+    let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
+    if ctx.config.backend == Backend::Gpu {
+        // A backend that builds suffix arrays itself does it all when the text fits: at p = 1
+        // from the one slice, at p > 1 streamed through pe 0 to its device (algo::pooled).
+        let sa = if ctx.comm.size() == 1 {
+            ctx.phase("device suffix array", || {
+                ctx.device_suffix_array()?.suffix_array_bytes(text)
+            })
+        } else if ctx.tune.gpu_pool {
+            ctx.phase("device suffix array", || {
+                algo::pooled::pooled_sa(ctx, text, &layout)
+            })
+        } else {
+            None
+        };
+        if let Some(sa) = sa {
+            return Ok(sa);
+        }
+    }
+    Ok(distributed(ctx, text, &layout))
+}
+
+/// The suffix array of a distributed text for `out` (created for it). With `--gpu` at p > 1,
+/// when the text fits pe 0's device, pe 0 writes the device's suffix array to `out` itself as it
+/// comes (no pe holds its part, nothing goes back through MPI) and every pe gets Ok(None); else
+/// Ok(Some(this pe's part)), which the caller writes. Collective.
+pub fn suffix_array_or_write(
+    ctx: &Ctx,
+    text: &[u8],
+    out: &io::OutputFile,
+) -> Result<Option<Vec<u64>>> {
+    ctx.install(|ctx| suffix_array_or_write_here(ctx, text, out))
+}
+
+/// [`suffix_array_or_write`] on the calling thread's pool.
+fn suffix_array_or_write_here(
+    ctx: &Ctx,
+    text: &[u8],
+    out: &io::OutputFile,
+) -> Result<Option<Vec<u64>>> {
+    if ctx.config.backend != Backend::Gpu || ctx.comm.size() == 1 || !ctx.tune.gpu_pool {
+        return suffix_array_here(ctx, text).map(Some);
+    }
+    check_config(ctx)?;
+    let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
+    match algo::pooled::pooled_sa_to_file(ctx, text, &layout, out) {
+        Some(written) => written.map(|()| None),
+        // The device did not take it or failed: the distributed algorithm (without asking the
+        // device again), whose part each pe writes.
+        None => Ok(Some(distributed(ctx, text, &layout))),
+    }
+}
+
+/// Errors in the configuration, on every pe. Collective.
+fn check_config(ctx: &Ctx) -> Result<()> {
+    if ctx.comm.any(ctx.config.base_case < 4) {
+        return ctx.comm.agree(Err(Error::Invalid(format!(
+            "base case size must be at least 4, got {}",
+            ctx.config.base_case
+        ))));
+    }
+    Ok(())
+}
+
+/// The configured distributed algorithm. Collective.
+fn distributed(ctx: &Ctx, text: &[u8], layout: &dist::Layout) -> Vec<u64> {
+    match ctx.config.algo {
+        Algo::Dc3 => algo::dc3::dc3(ctx, text, layout),
+        Algo::Css => algo::css::css(ctx, text, layout),
+    }
+}
+
+/// The local sort backend the configuration asks for, or a clear error when it is unavailable.
+/// Local; callers agree on the result.
+pub fn backend_for(ctx: &Ctx) -> Result<Box<dyn LocalSort>> {
+    match ctx.config.backend {
+        Backend::Cpu => Ok(Box::new(local::cpu::CpuSort::new(ctx.config.threads))),
+        // Pe 0 opens its device now (it builds whatever fits there, and its errors should stop
+        // the job at the start); the others check theirs now and open it when first used.
+        #[cfg(feature = "gpu")]
+        Backend::Gpu if ctx.comm.rank() == 0 => {
+            let gpu = local::gpu::GpuSort::open(0, ctx.config.threads, ctx.config.gpu.clone())?;
+            Ok(Box::new(gpu))
+        }
+        #[cfg(feature = "gpu")]
+        Backend::Gpu => {
+            local::gpu::GpuSort::probe(ctx.comm.rank())?;
+            Ok(Box::new(local::gpu::LazyGpu::new(
+                ctx.comm.rank(),
+                ctx.config.threads,
+                ctx.config.gpu.clone(),
+            )))
+        }
+        #[cfg(not(feature = "gpu"))]
+        Backend::Gpu => Err(Error::Unsupported(
+            "--gpu needs a build with GPU support: cargo build --release --features gpu".into(),
+        )),
+    }
+}
+
+/// Makes a panic on this pe, on any thread, end the whole MPI job at once instead of leaving the
+/// other pes waiting in their next collective: the hook prints `psa: internal error on pe R: …`,
+/// removes the partial output file of a running job ([`io::OutputFile`]) and calls MPI_Abort
+/// (exit status 101). Without MPI running it only prints the message (the panic then goes on as
+/// usual). Replaces the panic hook of the process; the `psa` binary installs it at start-up.
+pub fn abort_on_panic() {
+    std::panic::set_hook(Box::new(|info| {
+        use mpi::traits::Communicator;
+        let running = mpi::environment::is_initialized() && !mpi::environment::is_finalized();
+        if !running {
+            eprintln!("psa: internal error: {info}");
+            return;
+        }
+        let rank = mpi::topology::SimpleCommunicator::world().rank();
+        eprintln!("psa: internal error on pe {rank}: {info}");
+        io::remove_partial_now();
+        // No collective here: the other pes may be anywhere.
+        comm::abort_world(101);
+    }));
+}

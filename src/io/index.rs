@@ -1,0 +1,311 @@
+//! The index a build leaves beside its suffix array, and reading it back.
+//!
+//! Beside the SA at `OUT` the build writes `OUT.meta` ([`IndexMeta`], bincode after an 8-byte
+//! magic: format version, n, entry width, the inputs with their sizes, the records), and
+//! `OUT.records.tsv` (name, start in T, length; one record a line). For sequence input it also
+//! writes `OUT.text` (T itself); a raw input's T is its files, which the metadata names.
+//! [`Index::open`] maps the SA and T (memmap2, nothing read whole) and answers counts and
+//! locations by binary search over the SA.
+
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+
+use bincode::{Decode, Encode};
+
+use super::seq::Record;
+use crate::error::{Error, Result};
+
+/// The first bytes of `OUT.meta`.
+pub const MAGIC: &[u8; 8] = b"PSAINDEX";
+/// The version of [`IndexMeta`]'s encoding this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// One input file of an index.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct InputMeta {
+    /// The path as given to the build, and its absolute form (a raw index reads its T from it).
+    pub given: String,
+    /// The absolute path's bytes.
+    pub absolute: Vec<u8>,
+    /// Bytes on disk at build time.
+    pub size: u64,
+    /// "raw", "fasta" or "fastq".
+    pub format: String,
+    /// gzip-compressed.
+    pub gzip: bool,
+}
+
+/// One record of T in the index.
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct RecordMeta {
+    /// The record's name (a FASTA/FASTQ header's first word, or the file's path for raw input).
+    pub name: String,
+    /// Its first character's offset in T.
+    pub start: u64,
+    /// Its characters, without the `$` that ends it.
+    pub len: u64,
+}
+
+/// What `psa query` needs to know about an index (`OUT.meta`).
+#[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct IndexMeta {
+    /// The encoding's version ([`VERSION`]).
+    pub version: u32,
+    /// Characters of T (= SA entries).
+    pub n: u64,
+    /// Bytes per SA entry.
+    pub width: u32,
+    /// T was made from sequence input (some input is FASTA or FASTQ): `OUT.text` holds it.
+    pub sequence: bool,
+    /// Sequence letters kept their case (patterns are then not upper-cased).
+    pub keep_case: bool,
+    /// Each record's reverse complement was appended as a record of its own.
+    pub revcomp: bool,
+    /// The input files, in T order.
+    pub inputs: Vec<InputMeta>,
+    /// In T order.
+    pub records: Vec<RecordMeta>,
+}
+
+/// `OUT` with `suffix` appended to its name (`OUT.text`, `OUT.meta`, `OUT.records.tsv`).
+pub fn side_path(out: &Path, suffix: &str) -> PathBuf {
+    let mut s = out.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+impl IndexMeta {
+    /// The metadata file's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = MAGIC.to_vec();
+        let body = bincode::encode_to_vec(self, bincode::config::standard())
+            .expect("encoding into a vector does not fail");
+        v.extend(body);
+        v
+    }
+
+    /// Reads `path` (an `OUT.meta`).
+    pub fn read(path: &Path) -> Result<IndexMeta> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io("read the index", path, e))?;
+        let bad = |why: &str| {
+            Error::Invalid(format!(
+                "'{}' is not an index written by this psa ({why})",
+                path.display()
+            ))
+        };
+        let body = bytes
+            .strip_prefix(MAGIC)
+            .ok_or_else(|| bad("no psa magic"))?;
+        let (meta, _): (IndexMeta, usize) =
+            bincode::decode_from_slice(body, bincode::config::standard())
+                .map_err(|e| bad(&e.to_string()))?;
+        if meta.version != VERSION {
+            return Err(bad(&format!(
+                "format version {}, this psa reads {VERSION}",
+                meta.version
+            )));
+        }
+        Ok(meta)
+    }
+
+    /// `OUT.records.tsv`: a header line, then name, start and length of each record.
+    pub fn records_tsv(records: &[Record]) -> Vec<u8> {
+        let mut s = String::from("name\tstart\tlength\n");
+        for r in records {
+            s.push_str(&format!("{}\t{}\t{}\n", r.name, r.start, r.len));
+        }
+        s.into_bytes()
+    }
+}
+
+/// A read-only memory map of a file (none for an empty file, which cannot be mapped).
+fn map(path: &Path) -> Result<Option<memmap2::Mmap>> {
+    let f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+    let len = f.metadata().map_err(|e| Error::io("open", path, e))?.len();
+    if len == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the map is read-only; a file changed under it while mapped is the user's doing
+    // (the sizes are checked against the metadata when it is opened).
+    let m = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io("map", path, e))?;
+    Ok(Some(m))
+}
+
+/// T as one or more mapped files, one after another.
+struct Text {
+    parts: Vec<Option<memmap2::Mmap>>,
+    /// Offset in T of each part, and n at the end.
+    starts: Vec<u64>,
+}
+
+impl Text {
+    fn part(&self, k: usize) -> &[u8] {
+        self.parts[k].as_deref().unwrap_or(&[])
+    }
+
+    /// `T[pos..pos + pat.len()]` (shorter at the end of T) compared with `pat`: Equal when `pat`
+    /// is a prefix of the suffix at `pos`.
+    fn cmp_at(&self, pos: u64, pat: &[u8]) -> Ordering {
+        let mut k = self.starts.partition_point(|&s| s <= pos) - 1;
+        let mut off = (pos - self.starts[k]) as usize;
+        let mut rest = pat;
+        loop {
+            let part = self.part(k);
+            let take = (part.len() - off).min(rest.len());
+            match part[off..off + take].cmp(&rest[..take]) {
+                Ordering::Equal => {}
+                o => return o,
+            }
+            rest = &rest[take..];
+            if rest.is_empty() {
+                return Ordering::Equal;
+            }
+            k += 1;
+            off = 0;
+            if k == self.parts.len() {
+                // T ended first: a proper prefix of the pattern sorts before it.
+                return Ordering::Less;
+            }
+        }
+    }
+}
+
+/// An index opened for queries: the SA and T mapped, the metadata read.
+pub struct Index {
+    /// The index's metadata (`OUT.meta`).
+    pub meta: IndexMeta,
+    sa: Option<memmap2::Mmap>,
+    text: Text,
+}
+
+/// Where a match lies: its record (index into the records) and offset in it, and its offset in T.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// The record it lies in (an index into the records).
+    pub record: usize,
+    /// Its offset in that record.
+    pub offset: u64,
+    /// Its offset in T.
+    pub text_offset: u64,
+}
+
+impl Index {
+    /// Opens the index whose SA is `out` (reads `OUT.meta`; maps `out` and T). Checks that the
+    /// files still have the sizes the build wrote.
+    pub fn open(out: &Path) -> Result<Index> {
+        let meta_path = side_path(out, ".meta");
+        if !meta_path.exists() && out.exists() {
+            return Err(Error::Invalid(format!(
+                "'{}' has no index metadata '{}': build it again with this psa",
+                out.display(),
+                meta_path.display()
+            )));
+        }
+        let meta = IndexMeta::read(&meta_path)?;
+        let sa = map(out)?;
+        let sa_len = sa.as_ref().map_or(0, |m| m.len()) as u64;
+        if sa_len != meta.n * meta.width as u64 {
+            return Err(Error::Invalid(format!(
+                "'{}' has {sa_len} bytes but the index says {} entries of {} bytes: it changed since the build",
+                out.display(),
+                meta.n,
+                meta.width
+            )));
+        }
+        let files: Vec<(PathBuf, u64)> = match meta.sequence {
+            true => vec![(side_path(out, ".text"), meta.n)],
+            false => meta
+                .inputs
+                .iter()
+                .map(|i| {
+                    let p = PathBuf::from(std::ffi::OsString::from(
+                        String::from_utf8_lossy(&i.absolute).into_owned(),
+                    ));
+                    (p, i.size)
+                })
+                .collect(),
+        };
+        let mut parts = Vec::new();
+        let mut starts = vec![0u64];
+        for (p, size) in files {
+            let m = map(&p)?;
+            let len = m.as_ref().map_or(0, |m| m.len()) as u64;
+            if len != size {
+                return Err(Error::Invalid(format!(
+                    "'{}' has {len} bytes but had {size} when the index was built: build it again",
+                    p.display()
+                )));
+            }
+            parts.push(m);
+            starts.push(starts.last().copied().unwrap_or(0) + len);
+        }
+        Ok(Index {
+            meta,
+            sa,
+            text: Text { parts, starts },
+        })
+    }
+
+    /// SA[k].
+    fn sa(&self, k: usize) -> u64 {
+        let w = self.meta.width as usize;
+        let sa = self.sa.as_deref().unwrap_or(&[]);
+        let mut b = [0u8; 8];
+        b[..w].copy_from_slice(&sa[k * w..(k + 1) * w]);
+        u64::from_le_bytes(b)
+    }
+
+    /// A pattern as the build's case rule has it (upper-cased for sequence input without
+    /// `--keep-case`).
+    pub fn fold<'a>(&self, pat: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        match self.meta.sequence && !self.meta.keep_case {
+            true => std::borrow::Cow::Owned(pat.to_ascii_uppercase()),
+            false => std::borrow::Cow::Borrowed(pat),
+        }
+    }
+
+    /// The SA interval `[lo, hi)` of the suffixes that start with `pat` (already folded).
+    pub fn range(&self, pat: &[u8]) -> (usize, usize) {
+        let n = self.meta.n as usize;
+        let lo = partition(n, |k| self.text.cmp_at(self.sa(k), pat) == Ordering::Less);
+        let hi = lo
+            + partition(n - lo, |k| {
+                self.text.cmp_at(self.sa(lo + k), pat) != Ordering::Greater
+            });
+        (lo, hi)
+    }
+
+    /// Where the suffixes `SA[lo..hi)` start, at most `max` of them, in text order.
+    pub fn locate(&self, (lo, hi): (usize, usize), max: usize) -> Vec<Hit> {
+        let mut pos: Vec<u64> = (lo..hi.min(lo.saturating_add(max)))
+            .map(|k| self.sa(k))
+            .collect();
+        pos.sort_unstable();
+        let recs = &self.meta.records;
+        pos.into_iter()
+            .map(|p| {
+                let r = recs.partition_point(|r| r.start <= p).saturating_sub(1);
+                let offset = recs.get(r).map_or(p, |rec| p - rec.start.min(p));
+                Hit {
+                    record: r,
+                    offset,
+                    text_offset: p,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The first k in `0..n` for which `pred` is false (`pred` true then false).
+fn partition(n: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}

@@ -1,0 +1,162 @@
+//! `psa query`: counts and locations of patterns in a built index, without MPI, on the threads
+//! of rayon's pool (patterns in batches, each batch's answers written in pattern order).
+//!
+//! Output (TSV), for each pattern in order: `pattern<TAB>count`; with `locate`, then one line per
+//! reported match, `pattern<TAB>record<TAB>offset` (offset in the record; for a raw input the
+//! record is the input file). With `json`, one JSON object per pattern and line instead.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use super::index::Index;
+use super::seq::{text_of, Format, SeqOptions};
+use crate::config::json_str;
+use crate::error::{Error, Result};
+
+/// What `psa query` asks.
+#[derive(Clone, Debug, Default)]
+pub struct Query {
+    /// The SA file of the index (`OUT`).
+    pub index: PathBuf,
+    /// Patterns from the command line.
+    pub patterns: Vec<Vec<u8>>,
+    /// A file of patterns: one a line, or the reads of a FASTA/FASTQ file (gzip too).
+    pub patterns_file: Option<PathBuf>,
+    /// Report where the matches are, not only how many (`--locate`).
+    pub locate: bool,
+    /// At most this many matches reported per pattern (None: all).
+    pub max_hits: Option<usize>,
+    /// One JSON object per pattern instead of TSV (`--json`).
+    pub json: bool,
+}
+
+/// What a query run did (for the log).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QueryReport {
+    /// Patterns answered.
+    pub patterns: usize,
+    /// Matches counted over all patterns.
+    pub matches: u64,
+    /// Wall time, seconds.
+    pub secs: f64,
+}
+
+/// Patterns per batch: answered in parallel, written in order.
+const BATCH: usize = 1 << 14;
+
+/// Reads a patterns file: a FASTA or FASTQ file's sequences (by its first byte, `>` or `@`),
+/// else one pattern a line (empty lines skipped, a `\r` before the line break dropped).
+pub fn read_patterns(path: &Path) -> Result<Vec<Vec<u8>>> {
+    let mut bytes = std::fs::read(path).map_err(|e| Error::io("read patterns", path, e))?;
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut plain = Vec::new();
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .read_to_end(&mut plain)
+            .map_err(|e| {
+                Error::Invalid(format!("{}: not a valid gzip stream ({e})", path.display()))
+            })?;
+        bytes = plain;
+    }
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    let format = match first {
+        Some(b'>') => Format::Fasta,
+        Some(b'@') => Format::Fastq,
+        _ => {
+            return Ok(bytes
+                .split(|&b| b == b'\n')
+                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                .filter(|l| !l.is_empty())
+                .map(|l| l.to_vec())
+                .collect())
+        }
+    };
+    let opts = SeqOptions {
+        keep_case: true,
+        ..SeqOptions::default()
+    };
+    let (t, records) = text_of(&[(bytes, format)], &opts)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+    Ok(records
+        .iter()
+        .map(|r| t[r.start as usize..(r.start + r.len) as usize].to_vec())
+        .collect())
+}
+
+/// Answers `q` into `out`. Runs on the current rayon pool.
+pub fn run(q: &Query, out: &mut impl Write) -> Result<QueryReport> {
+    let t0 = std::time::Instant::now();
+    let index = Index::open(&q.index)?;
+    let mut patterns = q.patterns.clone();
+    if let Some(f) = &q.patterns_file {
+        patterns.extend(read_patterns(f)?);
+    }
+    let max = q.max_hits.unwrap_or(usize::MAX);
+    let mut matches = 0u64;
+    let write_err = |e| Error::io("write", "standard output", e);
+    for batch in patterns.chunks(BATCH) {
+        let answers: Vec<(String, u64)> = batch
+            .par_iter()
+            .map(|pat| answer(&index, pat, q.locate, max, q.json))
+            .collect();
+        for (text, count) in answers {
+            matches += count;
+            out.write_all(text.as_bytes()).map_err(write_err)?;
+        }
+    }
+    out.flush().map_err(write_err)?;
+    Ok(QueryReport {
+        patterns: patterns.len(),
+        matches,
+        secs: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The lines answering one pattern, and its count.
+fn answer(index: &Index, pat: &[u8], locate: bool, max: usize, json: bool) -> (String, u64) {
+    let folded = index.fold(pat);
+    let range = index.range(&folded);
+    let count = (range.1 - range.0) as u64;
+    let shown = String::from_utf8_lossy(pat);
+    let hits = match locate {
+        true => index.locate(range, max),
+        false => Vec::new(),
+    };
+    let name = |r: usize| {
+        index
+            .meta
+            .records
+            .get(r)
+            .map_or("", |r| r.name.as_str())
+            .to_string()
+    };
+    let mut s = String::new();
+    if json {
+        s.push_str(&format!(
+            "{{\"pattern\": {}, \"count\": {count}",
+            json_str(&shown)
+        ));
+        if locate {
+            let list: Vec<String> = hits
+                .iter()
+                .map(|h| {
+                    format!(
+                        "{{\"record\": {}, \"offset\": {}, \"text_offset\": {}}}",
+                        json_str(&name(h.record)),
+                        h.offset,
+                        h.text_offset
+                    )
+                })
+                .collect();
+            s.push_str(&format!(", \"hits\": [{}]", list.join(", ")));
+        }
+        s.push_str("}\n");
+    } else {
+        s.push_str(&format!("{shown}\t{count}\n"));
+        for h in &hits {
+            s.push_str(&format!("{shown}\t{}\t{}\n", name(h.record), h.offset));
+        }
+    }
+    (s, count)
+}

@@ -1,0 +1,560 @@
+//! The memory plan of a run: the knobs that keep every pe's peak inside [`Config::mem_per_pe`].
+//!
+//! [`choose`] runs before the text is read (n is the input's size) and is a pure function of the
+//! settings and the run's [`Shape`], so every pe reaches the same plan without communicating. It
+//! predicts each candidate's peak per pe with the calibrated model of its algorithm
+//! ([`peak_per_pe`]) and takes the fastest candidate that fits: the configured knobs; then
+//! exchanges in rounds as large as the room left allows; then (with [`Config::plan_algo`]) the
+//! other algorithm the same way. When not even the leanest candidate fits, the run is refused
+//! ([`Error::Usage`], exit status 2), naming the budget, the need and the way out.
+//!
+//! The model ([`Costs`], one function per algorithm) is an upper bound from measured per-phase
+//! peaks (`-v`, `--stats`): a fixed base (the binary, MPI's buffers, thread stacks), plus per
+//! character of the fullest pe's block what the algorithm holds at its fullest phase (worst over
+//! the inputs measured), plus an exchange's second copy of its records when it runs in one round,
+//! or two rounds' staging when it runs in rounds. `--stats` writes the plan beside the measured
+//! peak, so the model can be checked on every run.
+
+use crate::config::json_str;
+use crate::config::{Algo, Config};
+use crate::error::{Error, Result};
+
+/// Resident memory of a pe before it holds any of the text: the binary, MPI's buffers, the
+/// thread pool (measured 19–23 MB at p = 1–16; rounded up).
+pub const BASE_BYTES: u64 = 32 << 20;
+
+/// The fullest pe's share over the mean that the model allows for (the sample sort's buckets:
+/// measured 1.01–1.09; the per-algorithm costs below already hold the fullest pe's peaks).
+pub const IMBALANCE: f64 = 1.1;
+
+/// The smallest exchange round the plan chooses, bytes per pe: the leanest plan's.
+pub const MIN_ROUND_BYTES: usize = 4096;
+
+/// What a run's peak depends on that is known before the text is read. The same on every pe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Characters of the text.
+    pub n: usize,
+    /// Number of pes.
+    pub pes: usize,
+    /// Bytes per entry of the output.
+    pub width: usize,
+    /// Whether the distributed checker runs.
+    pub check: bool,
+}
+
+impl Shape {
+    /// Characters of the largest block (the block layout's first pe).
+    pub fn block(&self) -> usize {
+        self.n.div_ceil(self.pes.max(1))
+    }
+}
+
+/// The settings a plan chooses. A new knob of the algorithms (pCSS' sort in bucket rounds, a
+/// `sort_rounds` field of [`crate::Tunables`]) goes here, into its algorithm's cost function
+/// ([`costs`]) and into [`choose`]'s list of candidates, leanest last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Knobs {
+    /// The algorithm.
+    pub algo: Algo,
+    /// Largest volume a pe sends in one exchange round ([`Config::round_bytes`]); None: one
+    /// round.
+    pub round_bytes: Option<usize>,
+    /// Key ranges pCSS sorts one after the other ([`crate::Tunables::sort_rounds`]; 0: auto).
+    /// Ignored by pDC3.
+    pub sort_rounds: usize,
+}
+
+/// What an algorithm holds per character of a pe's block, bytes (the model's coefficients).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Costs {
+    /// The most it holds at once in any phase, apart from an exchange's second copy (text, keys,
+    /// names, the suffix array, …): the worst over the inputs measured.
+    pub held: f64,
+    /// The records of its largest exchange: held twice while it runs in one round.
+    pub exchanged: f64,
+}
+
+/// pCSS: keys and positions (16 bytes) exchanged. Its fullest pe peaked (above the base) at
+/// 37–56 bytes per character of its block on DNA, random bytes and source text at p = 2–4, 65 on
+/// DNA (its runs step) and 136 on English (its first refinement round: the refine keys sorted
+/// while names, depths and unresolved lists live) at p = 16; `held` is that worst case less the
+/// exchange's second copy.
+fn css_costs(shape: &Shape, knobs: &Knobs) -> Costs {
+    // The calibrated worst case (one round) scaled by pCSS' own model of its peak with the
+    // knobs' sort rounds against one round (`css::peak_bytes_per_pe`).
+    let block = shape.block().max(1);
+    let rounds = match knobs.sort_rounds {
+        0 => crate::algo::css::auto_sort_rounds(block),
+        r => r,
+    };
+    let model = |r| crate::algo::css::peak_bytes_per_pe(block as u64, shape.pes, r) as f64;
+    Costs {
+        held: 120.0 * model(rounds) / model(1),
+        exchanged: 16.0 / rounds as f64,
+    }
+}
+
+/// pDC3: triples and quadruples with names (12–24 bytes) exchanged. Its fullest pe peaked at
+/// 49–56 bytes per character on DNA, random bytes and source text at p = 2–4, 58–71 on DNA and
+/// English and about 90 on a repeated block at p = 16 (the merge of samples and non-samples).
+fn dc3_costs(_shape: &Shape, _knobs: &Knobs) -> Costs {
+    Costs {
+        held: 90.0,
+        exchanged: 24.0,
+    }
+}
+
+/// The distributed checker: the suffix array, its inverse and the pairs it compares (after the
+/// build, which has released everything else).
+const CHECK_BYTES_PER_CHAR: f64 = 48.0;
+
+/// The model's coefficients of `knobs.algo`.
+pub fn costs(shape: &Shape, knobs: &Knobs) -> Costs {
+    match knobs.algo {
+        Algo::Css => css_costs(shape, knobs),
+        Algo::Dc3 => dc3_costs(shape, knobs),
+    }
+}
+
+/// The predicted peak resident memory of the fullest pe, bytes: [`BASE_BYTES`] plus the block of
+/// the fullest pe ([`IMBALANCE`] × n/p) times what the algorithm holds per character, plus an
+/// exchange's second copy (one round) or two rounds' staging (rounds).
+pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
+    let c = costs(shape, knobs);
+    let chars = shape.block() as f64 * IMBALANCE;
+    let records = chars * c.exchanged;
+    let exchange = match knobs.round_bytes {
+        Some(r) if (r as f64) < records => 2.0 * r as f64,
+        _ => records,
+    };
+    let build = chars * c.held + exchange;
+    let check = if shape.check {
+        chars * CHECK_BYTES_PER_CHAR
+    } else {
+        0.0
+    };
+    BASE_BYTES + build.max(check).ceil() as u64
+}
+
+/// A run's plan: the knobs it sets and what it predicts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The knobs the run uses.
+    pub knobs: Knobs,
+    /// Predicted peak resident memory of the fullest pe, bytes.
+    pub peak: u64,
+    /// The budget per pe ([`Config::mem_per_pe`]), bytes; None: no budget.
+    pub budget: Option<u64>,
+    /// The leanest candidate's predicted peak, bytes (what the smallest budget must hold).
+    pub leanest: u64,
+    /// Rounds of the largest exchange (1: one round).
+    pub rounds: usize,
+}
+
+impl Plan {
+    /// The plan on one line for the log.
+    pub fn summary(&self) -> String {
+        let rounds = match self.knobs.round_bytes {
+            Some(r) if self.rounds > 1 => format!(
+                "exchanges in rounds of {} per pe (about {} rounds in the largest)",
+                size_text(r as u64),
+                self.rounds
+            ),
+            _ => "exchanges in one round".into(),
+        };
+        let budget = match self.budget {
+            Some(b) => format!("budget {} per pe", size_text(b)),
+            None => "no budget".into(),
+        };
+        format!(
+            "plan: {}{}, {rounds}; predicted peak {} per pe, {budget} (leanest plan: {})",
+            algo_name(self.knobs.algo),
+            match (self.knobs.algo, self.knobs.sort_rounds) {
+                (Algo::Css, 0) => String::new(),
+                (Algo::Css, r) => format!(" sorting in {r} key ranges"),
+                _ => String::new(),
+            },
+            size_text(self.peak),
+            size_text(self.leanest)
+        )
+    }
+
+    /// The plan as a JSON object (`--stats`'s "plan").
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"algo\": {}, \"sort_rounds\": {}, \"exchange_round_bytes\": {}, \"exchange_rounds\": {}, \"predicted_peak_bytes\": {}, \"leanest_peak_bytes\": {}, \"mem_per_pe\": {}}}",
+            json_str(algo_name(self.knobs.algo)),
+            self.knobs.sort_rounds,
+            self.knobs
+                .round_bytes
+                .map_or("null".into(), |r| r.to_string()),
+            self.rounds,
+            self.peak,
+            self.leanest,
+            self.budget.map_or("null".into(), |b| b.to_string())
+        )
+    }
+}
+
+fn algo_name(a: Algo) -> &'static str {
+    match a {
+        Algo::Css => "css",
+        Algo::Dc3 => "dc3",
+    }
+}
+
+/// Bytes for people: "512 KiB", "1.5 GiB".
+pub fn size_text(b: u64) -> String {
+    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < UNITS.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    match u {
+        0 => format!("{b} bytes"),
+        _ => format!("{x:.1} {}", UNITS[u]),
+    }
+}
+
+/// The rounds of the largest exchange under `knobs`.
+fn rounds(shape: &Shape, knobs: &Knobs) -> usize {
+    let c = costs(shape, knobs);
+    let records = (shape.block() as f64 * IMBALANCE * c.exchanged).ceil() as usize;
+    match knobs.round_bytes {
+        Some(r) => records.div_ceil(r.max(1)).max(1),
+        None => 1,
+    }
+}
+
+/// The candidates for `algo`, fastest first, leanest last: the configured exchange rounds, then
+/// rounds as large as `budget` allows (down to [`MIN_ROUND_BYTES`]).
+fn candidates(config: &Config, shape: &Shape, algo: Algo, budget: u64) -> Vec<Knobs> {
+    let configured = Knobs {
+        algo,
+        round_bytes: config.round_bytes,
+        sort_rounds: config.tune.sort_rounds,
+    };
+    let at_floor = Knobs {
+        round_bytes: Some(MIN_ROUND_BYTES),
+        ..configured
+    };
+    // With rounds of r the peak is the floor's plus 2 (r - MIN_ROUND_BYTES).
+    let room = budget.saturating_sub(peak_per_pe(shape, &at_floor)) / 2;
+    let largest = MIN_ROUND_BYTES.saturating_add(usize::try_from(room).unwrap_or(usize::MAX));
+    let fitted = (largest / MIN_ROUND_BYTES) * MIN_ROUND_BYTES;
+    let fitted = config.round_bytes.map_or(fitted, |r| r.min(fitted));
+    let mut v = vec![configured];
+    for r in [fitted.max(MIN_ROUND_BYTES), MIN_ROUND_BYTES] {
+        let k = Knobs {
+            round_bytes: Some(r),
+            ..configured
+        };
+        if !v.contains(&k) {
+            v.push(k);
+        }
+    }
+    // pCSS sorts in more key ranges (its records, not only its exchanges, bounded), leanest last.
+    if algo == Algo::Css && config.tune.sort_rounds == 0 {
+        for (sort_rounds, r) in [(16, fitted.max(MIN_ROUND_BYTES)), (64, MIN_ROUND_BYTES)] {
+            v.push(Knobs {
+                algo,
+                round_bytes: Some(r),
+                sort_rounds,
+            });
+        }
+    }
+    v
+}
+
+/// The plan of a run of `shape` under `config` (see the module's docs). Local and pure: every pe
+/// passing the same settings and shape gets the same plan (or the same refusal).
+pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
+    let mut algos = vec![config.algo];
+    if config.plan_algo {
+        algos.push(match config.algo {
+            Algo::Css => Algo::Dc3,
+            Algo::Dc3 => Algo::Css,
+        });
+    }
+    let budget = config.mem_per_pe;
+    let all: Vec<Knobs> = algos
+        .iter()
+        .flat_map(|&a| candidates(config, shape, a, budget.unwrap_or(u64::MAX)))
+        .collect();
+    let leanest = (all.iter())
+        .map(|k| (peak_per_pe(shape, k), *k))
+        .min_by_key(|&(peak, _)| peak)
+        .expect("at least one candidate");
+    let plan = |knobs: Knobs| Plan {
+        knobs,
+        peak: peak_per_pe(shape, &knobs),
+        budget,
+        leanest: leanest.0,
+        rounds: rounds(shape, &knobs),
+    };
+    let Some(budget) = budget else {
+        return Ok(plan(all[0]));
+    };
+    if let Some(k) = all.iter().find(|k| peak_per_pe(shape, k) <= budget) {
+        return Ok(plan(*k));
+    }
+    Err(Error::Usage(refusal(
+        config, shape, budget, source, leanest,
+    )))
+}
+
+/// The message of a refused run: the budget, the need, the leanest plan, and what to do.
+fn refusal(
+    config: &Config,
+    shape: &Shape,
+    budget: u64,
+    source: &str,
+    leanest: (u64, Knobs),
+) -> String {
+    let (need, k) = leanest;
+    let mut msg = format!(
+        "memory budget too small: {} needs at least {need} bytes ({}) per pe on {} pes ({} with exchanges in rounds of {}), but the budget is {budget} bytes ({}) per pe ({source})",
+        match shape.n {
+            1 => "1 byte of input".to_string(),
+            n => format!("{n} bytes of input"),
+        },
+        size_text(need),
+        shape.pes,
+        algo_name(k.algo),
+        size_text(MIN_ROUND_BYTES as u64),
+        size_text(budget),
+    );
+    let base = peak_per_pe(&Shape { n: 0, ..*shape }, &k);
+    if base > budget {
+        msg.push_str(&format!(
+            "; a pe needs {} before it holds any text: raise --mem-per-pe",
+            size_text(base)
+        ));
+        return msg;
+    }
+    // The fewest pes at which the leanest plan fits the same budget per pe.
+    let mut pes = shape.pes.max(1);
+    let fits = |pes: usize| {
+        let s = Shape { pes, ..*shape };
+        let knobs = [Algo::Css, Algo::Dc3]
+            .into_iter()
+            .filter(|&a| a == config.algo || config.plan_algo)
+            .map(|algo| Knobs {
+                algo,
+                round_bytes: Some(MIN_ROUND_BYTES),
+                sort_rounds: match (algo, config.tune.sort_rounds) {
+                    (Algo::Css, 0) => 64,
+                    (_, r) => r,
+                },
+            });
+        knobs.into_iter().any(|k| peak_per_pe(&s, &k) <= budget)
+    };
+    while !fits(pes) && pes < 1 << 24 {
+        pes *= 2;
+    }
+    msg.push_str(&format!(
+        "; use more pes (about {pes} at this budget) or more memory per pe (--mem-per-pe {}, on nodes that have it)",
+        size_arg(need)
+    ));
+    msg
+}
+
+/// A size as `--mem-per-pe` takes it, rounded up to whole MiB ("1234M").
+pub fn size_arg(b: u64) -> String {
+    format!("{}M", b.div_ceil(1 << 20))
+}
+
+/// Parses a size: plain bytes, or a number (decimals allowed) with K, M, G or T (powers of 1024;
+/// a trailing "B" or "iB" is allowed: `3G`, `512M`, `1.5GiB`, `1024K`, `1000000`).
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let bad = || {
+        format!("'{s}' is not a size: give bytes, or a number with K, M, G or T (powers of 1024), e.g. 3G, 512M, 1.5G")
+    };
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix("ib"))
+        .or_else(|| t.strip_suffix(['B', 'b']))
+        .unwrap_or(t);
+    let (num, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_uppercase()),
+        _ => (t, ' '),
+    };
+    let shift = match unit {
+        ' ' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
+        _ => return Err(bad()),
+    };
+    if num.is_empty() || !num.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
+        return Err(bad());
+    }
+    if let Ok(v) = num.parse::<u64>() {
+        return v.checked_mul(1 << shift).ok_or_else(bad);
+    }
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && shift > 0 => {
+            let b = (v * (1u64 << shift) as f64).round();
+            (b < u64::MAX as f64).then_some(b as u64).ok_or_else(bad)
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(n: usize, pes: usize) -> Shape {
+        Shape {
+            n,
+            pes,
+            width: 4,
+            check: false,
+        }
+    }
+
+    fn config(budget: Option<u64>) -> Config {
+        Config {
+            mem_per_pe: budget,
+            plan_algo: false,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn sizes_parse() {
+        for (s, want) in [
+            ("3G", 3u64 << 30),
+            ("512M", 512 << 20),
+            ("1.5G", 3 << 29),
+            ("1024K", 1 << 20),
+            ("1000000", 1_000_000),
+            ("2GiB", 2 << 30),
+            ("64mb", 64 << 20),
+            ("1t", 1 << 40),
+        ] {
+            assert_eq!(parse_size(s), Ok(want), "{s}");
+        }
+        for s in ["", "G", "3X", "-1G", "1.5", "1e3M", "3 G G", "99999999999T"] {
+            assert!(parse_size(s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn no_budget_keeps_the_configured_knobs() {
+        let p = choose(&config(None), &shape(1 << 30, 4), "").unwrap();
+        assert_eq!(p.knobs.round_bytes, None);
+        assert_eq!(p.knobs.algo, Algo::Css);
+        assert!(p.peak > p.leanest);
+    }
+
+    #[test]
+    fn a_large_budget_needs_no_rounds() {
+        let p = choose(&config(Some(1 << 40)), &shape(1 << 20, 2), "").unwrap();
+        assert_eq!((p.knobs.round_bytes, p.rounds), (None, 1));
+    }
+
+    #[test]
+    fn tighter_budgets_give_smaller_rounds_down_to_the_leanest() {
+        let s = shape(1 << 20, 2);
+        let one = choose(&config(None), &s, "").unwrap();
+        let mut last = usize::MAX;
+        for budget in [
+            one.peak - 1,
+            one.peak - (1 << 20),
+            one.leanest + 8192,
+            one.leanest,
+        ] {
+            let p = choose(&config(Some(budget)), &s, "").unwrap();
+            assert!(p.peak <= budget, "{p:?}");
+            let r = p.knobs.round_bytes.expect("rounds");
+            assert!(r <= last && r.is_multiple_of(MIN_ROUND_BYTES), "{p:?}");
+            last = r;
+        }
+        assert_eq!(last, MIN_ROUND_BYTES);
+        let e = choose(&config(Some(one.leanest - 1)), &s, "the test").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let m = e.to_string();
+        assert!(
+            m.contains(&format!("at least {} bytes", one.leanest)),
+            "{m}"
+        );
+        assert!(m.contains("(the test)") && m.contains("more pes"), "{m}");
+    }
+
+    #[test]
+    fn the_other_algorithm_when_free_to_choose() {
+        // pDC3 alone cannot fit; pCSS sorting in key ranges can.
+        let s = shape(1 << 24, 4);
+        let dc3 = |budget| Config {
+            algo: Algo::Dc3,
+            ..config(budget)
+        };
+        let leanest = choose(&dc3(None), &s, "").unwrap().leanest;
+        let budget = leanest - 1;
+        assert!(choose(&dc3(Some(budget)), &s, "").is_err());
+        let free = Config {
+            plan_algo: true,
+            ..dc3(Some(budget))
+        };
+        let p = choose(&free, &s, "").unwrap();
+        assert_eq!(p.knobs.algo, Algo::Css);
+        assert!(p.peak <= budget);
+    }
+
+    #[test]
+    fn pcss_sorts_in_more_key_ranges_under_a_tight_budget() {
+        let s = shape(1 << 26, 4);
+        let free = choose(&config(None), &s, "").unwrap();
+        assert_eq!(free.knobs.sort_rounds, 0, "auto without a budget");
+        let fixed = |rounds, budget| Config {
+            tune: crate::Tunables {
+                sort_rounds: rounds,
+                ..Default::default()
+            },
+            ..config(budget)
+        };
+        // Below what auto's 4 ranges need even with the smallest exchange rounds.
+        let four = choose(&fixed(4, None), &s, "").unwrap().leanest;
+        let tight = choose(&config(Some(four - 1)), &s, "").unwrap();
+        assert!(tight.knobs.sort_rounds >= 16, "{tight:?}");
+        assert!(tight.peak < four);
+        // A configured number of ranges is kept.
+        assert_eq!(
+            choose(&fixed(2, None), &s, "").unwrap().knobs.sort_rounds,
+            2
+        );
+        assert!(choose(&fixed(4, Some(four - 1)), &s, "").is_err());
+    }
+
+    #[test]
+    fn a_budget_below_the_base_says_so() {
+        let m = choose(&config(Some(1 << 20)), &shape(100, 1), "--mem-per-pe")
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("before it holds any text"), "{m}");
+    }
+
+    #[test]
+    fn the_refusal_names_enough_pes() {
+        let s = shape(1 << 30, 2);
+        let budget = 4 << 30;
+        let m = choose(&config(Some(budget)), &s, "x")
+            .unwrap_err()
+            .to_string();
+        let pes: usize = m
+            .split("about ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{m}"));
+        assert!(choose(&config(Some(budget)), &shape(1 << 30, pes), "").is_ok());
+        assert!(choose(&config(Some(budget)), &shape(1 << 30, pes / 2), "").is_err());
+    }
+}

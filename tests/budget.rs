@@ -1,0 +1,306 @@
+//! `--mem-per-pe`: the memory plan through the `psa` binary. A budget too small is refused before
+//! the input is read (one message, exit 2, nothing written); the leanest budget runs every
+//! exchange in rounds and stays exact; the default comes from Slurm's variables; `--stats` and
+//! `-v` show the plan. (The hard-input table under the leanest budget is in tests/algorithms.rs.)
+
+mod common;
+
+use std::fs;
+use std::time::Duration;
+
+use common::*;
+use psa::plan::{choose, Shape};
+use psa::{Algo, Config};
+
+/// The smallest budget at which `algo` runs on `n` characters at `p` pes (its leanest plan).
+fn leanest(n: usize, p: usize, algo: Algo, sort_rounds: usize) -> u64 {
+    let mut config = Config {
+        algo,
+        plan_algo: false,
+        ..Config::default()
+    };
+    config.tune.sort_rounds = sort_rounds;
+    let shape = Shape {
+        n,
+        pes: p,
+        width: 4,
+        check: false,
+    };
+    choose(&config, &shape, "").expect("no budget").leanest
+}
+
+/// The value of `"key": …` in a JSON text (up to the next comma or brace).
+fn json_value<'a>(json: &'a str, key: &str) -> &'a str {
+    let at = json
+        .find(&format!("\"{key}\": "))
+        .unwrap_or_else(|| panic!("no \"{key}\" in {json}"));
+    let v = &json[at + key.len() + 4..];
+    v[..v.find([',', '}', '\n']).unwrap_or(v.len())].trim()
+}
+
+#[test]
+fn a_budget_too_small_is_refused_before_the_input_is_read() {
+    let dir = TempDir::new("budget_refused");
+    // A sparse file of 1 TiB: reading it (or making its output) would take far longer than the
+    // timeout.
+    let big = fs::File::create(dir.join("huge.bin")).unwrap();
+    big.set_len(1 << 40).expect("a sparse file of 1 TiB");
+    drop(big);
+    for p in [1, 3] {
+        let o = run_psa_env(
+            p,
+            ["--mem-per-pe", "1G", "-o", "out.sa", "huge.bin"],
+            &[],
+            dir.path(),
+            Duration::from_secs(30),
+        );
+        assert_eq!(o.code, Some(2), "p = {p}: {}", o.describe());
+        for needle in [
+            "memory budget too small",
+            "1099511627776 bytes of input",
+            &format!("on {p} pes"),
+            "the budget is 1073741824 bytes (1.0 GiB) per pe (--mem-per-pe)",
+            "use more pes (about ",
+            "--mem-per-pe ",
+        ] {
+            assert!(
+                o.stderr.contains(needle),
+                "p = {p}: no '{needle}': {}",
+                o.describe()
+            );
+        }
+        assert_eq!(
+            o.stderr.matches("memory budget too small").count(),
+            1,
+            "p = {p}: one message: {}",
+            o.describe()
+        );
+        assert_eq!(
+            dir.entries(),
+            ["huge.bin"],
+            "p = {p}: something was written"
+        );
+    }
+    // Below what a pe needs before it holds any text.
+    dir.write("small.txt", b"banana");
+    let o = run_psa(2, ["--mem-per-pe", "20M", "small.txt"], dir.path());
+    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert!(
+        o.stderr
+            .contains("before it holds any text: raise --mem-per-pe"),
+        "{}",
+        o.describe()
+    );
+}
+
+#[test]
+fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
+    let dir = TempDir::new("budget_leanest");
+    let text = gen::dna(21, 30_000);
+    dir.write("in.txt", &text);
+    let want = psa::internals::sa_bytes(&text, 1);
+    for (p, algo, name) in [(2, Algo::Css, "css"), (3, Algo::Dc3, "dc3")] {
+        let budget = leanest(text.len(), p, algo, 0).to_string();
+        let o = run_psa(
+            p,
+            [
+                "-v",
+                "--algo",
+                name,
+                "--base-case",
+                "64",
+                "--mem-per-pe",
+                &budget,
+                "--stats",
+                "st.json",
+                "-o",
+                "out.sa",
+                "in.txt",
+            ],
+            dir.path(),
+        );
+        assert!(o.success(), "{}", o.describe());
+        assert_eq!(read_sa(&dir.join("out.sa"), 4), want, "p = {p}, {name}");
+        assert!(
+            o.stderr.contains(&format!(
+                "plan: {name}{}, exchanges in rounds of 4.0 KiB per pe",
+                if name == "css" {
+                    " sorting in 64 key ranges"
+                } else {
+                    ""
+                }
+            )),
+            "-v shows the plan: {}",
+            o.describe()
+        );
+        assert!(
+            o.stderr.contains("memory: measured peak "),
+            "{}",
+            o.describe()
+        );
+        let st = fs::read_to_string(dir.join("st.json")).unwrap();
+        let plan = &st[st.find("\"plan\": {").expect("a plan") + 9..];
+        assert_eq!(json_value(plan, "algo"), format!("\"{name}\""), "{st}");
+        assert_eq!(json_value(plan, "exchange_round_bytes"), "4096", "{st}");
+        let rounds: usize = json_value(plan, "exchange_rounds").parse().unwrap();
+        match name {
+            // pCSS bounds its records by sorting in many key ranges, each exchanged in rounds.
+            "css" => assert_eq!(json_value(plan, "sort_rounds"), "64", "{st}"),
+            _ => assert!(rounds > 10, "{st}"),
+        }
+        assert!(rounds >= 1, "{st}");
+        assert_eq!(json_value(plan, "mem_per_pe"), budget, "{st}");
+        assert_eq!(json_value(&st, "mem_per_pe"), budget, "{st}");
+        assert_eq!(
+            json_value(&st, "mem_per_pe_from"),
+            "\"--mem-per-pe\"",
+            "{st}"
+        );
+        assert_eq!(
+            json_value(&st, "exchange_round_bytes"),
+            "4096",
+            "config: {st}"
+        );
+        let planned: u64 = json_value(&st, "planned_peak_bytes").parse().unwrap();
+        let measured: u64 = json_value(&st, "measured_max_peak_bytes").parse().unwrap();
+        assert!(planned <= budget.parse().unwrap(), "{st}");
+        assert!(
+            measured > 0 && measured <= planned,
+            "the model is an upper bound: {st}"
+        );
+    }
+}
+
+#[test]
+fn without_algo_the_plan_may_take_the_leaner_algorithm() {
+    let dir = TempDir::new("budget_algo");
+    let text = gen::random(22, 1 << 20, 256, 0);
+    dir.write("in.txt", &text);
+    // pCSS in one key range (`--sort-rounds 1`) is the hungrier in the model.
+    let (css, dc3) = (
+        leanest(text.len(), 1, Algo::Css, 1),
+        leanest(text.len(), 1, Algo::Dc3, 1),
+    );
+    assert!(dc3 < css, "dc3 is the leaner in the model");
+    let budget = ((css + dc3) / 2).to_string();
+    let args = [
+        "--mem-per-pe",
+        &budget,
+        "--sort-rounds",
+        "1",
+        "--stats",
+        "st.json",
+        "in.txt",
+    ];
+    let o = run_psa(1, args, dir.path());
+    assert!(o.success(), "{}", o.describe());
+    let st = fs::read_to_string(dir.join("st.json")).unwrap();
+    assert_eq!(json_value(&st, "algo"), "\"dc3\"", "{st}");
+    assert!(
+        o.stderr.contains("plan: dc3"),
+        "a changed plan is logged: {}",
+        o.describe()
+    );
+    assert_eq!(
+        read_sa(&dir.join("in.txt.sa"), 4),
+        psa::internals::sa_bytes(&text, 1)
+    );
+    let o = run_psa(1, [&["--algo", "css"][..], &args].concat(), dir.path());
+    assert_eq!(o.code, Some(2), "--algo css is kept: {}", o.describe());
+    assert!(o.stderr.contains("(css with exchanges"), "{}", o.describe());
+}
+
+#[test]
+fn the_default_budget_comes_from_slurm() {
+    let dir = TempDir::new("budget_slurm");
+    dir.write("in.txt", &gen::dna(23, 1 << 20));
+    let run = |p: usize, env: &[(&str, &str)]| {
+        run_psa_env(
+            p,
+            ["--stats", "st.json", "--force", "in.txt"],
+            env,
+            dir.path(),
+            DEFAULT_TIMEOUT,
+        )
+    };
+    // 40 MiB per CPU × 1: too little for 1 MiB on one pe; refused, naming the variables.
+    let o = run(
+        1,
+        &[("SLURM_MEM_PER_CPU", "40"), ("SLURM_CPUS_PER_TASK", "1")],
+    );
+    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert!(
+        o.stderr.contains(
+            "the budget is 41943040 bytes (40.0 MiB) per pe (SLURM_MEM_PER_CPU × SLURM_CPUS_PER_TASK = 1)"
+        ),
+        "{}",
+        o.describe()
+    );
+    // 30 MiB per CPU × 10 CPUs per task: enough.
+    let o = run(
+        1,
+        &[("SLURM_MEM_PER_CPU", "30"), ("SLURM_CPUS_PER_TASK", "10")],
+    );
+    assert!(o.success(), "{}", o.describe());
+    let st = fs::read_to_string(dir.join("st.json")).unwrap();
+    assert_eq!(
+        json_value(&st, "mem_per_pe"),
+        (300u64 << 20).to_string(),
+        "{st}"
+    );
+    // The node's grant over the pes on it.
+    let o = run(2, &[("SLURM_MEM_PER_NODE", "1000")]);
+    assert!(o.success(), "{}", o.describe());
+    let st = fs::read_to_string(dir.join("st.json")).unwrap();
+    assert_eq!(
+        json_value(&st, "mem_per_pe"),
+        (500u64 << 20).to_string(),
+        "{st}"
+    );
+    assert_eq!(
+        json_value(&st, "mem_per_pe_from"),
+        "\"SLURM_MEM_PER_NODE / 2 pe(s) on the node\"",
+        "{st}"
+    );
+    // --mem-per-pe overrides Slurm; 0 (the whole node) falls back to the node's memory.
+    let o = run(1, &[("SLURM_MEM_PER_NODE", "0")]);
+    assert!(o.success(), "{}", o.describe());
+    let st = fs::read_to_string(dir.join("st.json")).unwrap();
+    assert!(
+        !json_value(&st, "mem_per_pe_from").contains("SLURM"),
+        "{st}"
+    );
+    let o = run_psa_env(
+        1,
+        [
+            "--mem-per-pe",
+            "2G",
+            "--stats",
+            "st.json",
+            "--force",
+            "in.txt",
+        ],
+        &[("SLURM_MEM_PER_CPU", "40")],
+        dir.path(),
+        DEFAULT_TIMEOUT,
+    );
+    assert!(o.success(), "{}", o.describe());
+    let st = fs::read_to_string(dir.join("st.json")).unwrap();
+    assert_eq!(
+        json_value(&st, "mem_per_pe"),
+        (2u64 << 30).to_string(),
+        "{st}"
+    );
+}
+
+#[test]
+fn bad_sizes_are_usage_errors() {
+    let dir = TempDir::new("budget_usage");
+    dir.write("in.txt", b"banana");
+    for bad in ["3X", "-1G", "lots", "100K"] {
+        let o = run_psa(1, [&format!("--mem-per-pe={bad}"), "in.txt"], dir.path());
+        assert_eq!(o.code, Some(2), "{bad}: {}", o.describe());
+        assert!(o.stderr.contains("--mem-per-pe"), "{bad}: {}", o.describe());
+    }
+    assert_eq!(dir.entries(), ["in.txt"]);
+}

@@ -1,0 +1,191 @@
+//! `psa::io::seq::load` against a plain reference (tests/seq_common): FASTA and FASTQ files,
+//! plain and gzip (one member and many), several inputs with raw files among them, reverse
+//! complements, with pe boundaries falling inside headers, line breaks (CRLF) and records, on
+//! every pe at p = 1, 2, 3, 4, 7 (see `common::harness`). Every pe compares its block of T with
+//! the reference's; pe 0 compares the records.
+
+mod common;
+mod seq_common;
+
+use std::path::PathBuf;
+
+use common::harness::mpi_test;
+use common::Rng;
+use psa::comm::Comm;
+use psa::io::seq::{load, Format, InputFile, SeqOptions};
+use psa::Layout;
+use seq_common::{fasta, fastq, gzip, reference, Kind};
+
+/// One case: files (name, bytes, kind), options, gzip piece size.
+struct Case {
+    files: Vec<(String, Vec<u8>, Kind)>,
+    opts: SeqOptions,
+    piece: usize,
+}
+
+/// Writes the case's files (pe 0), loads them on every pe and compares with the reference.
+fn check(comm: &Comm, tag: &str, case: &Case) {
+    let paths: Vec<PathBuf> = case
+        .files
+        .iter()
+        .map(|(name, _, _)| PathBuf::from(format!("{tag}-{name}")))
+        .collect();
+    if comm.rank() == 0 {
+        for (p, (name, bytes, _)) in paths.iter().zip(&case.files) {
+            let data = match name.ends_with(".gz") {
+                true => gzip(bytes, 1 + bytes.len() % 3),
+                false => bytes.clone(),
+            };
+            std::fs::write(p, data).unwrap();
+        }
+    }
+    comm.barrier();
+    let files = InputFile::open_all(comm, &paths, &case.opts).unwrap();
+    let got = load(comm, &files, &case.opts, case.piece)
+        .unwrap_or_else(|e| panic!("{tag}: load failed: {e}"));
+    let plain: Vec<(Vec<u8>, Kind)> = case.files.iter().map(|(_, b, k)| (b.clone(), *k)).collect();
+    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let (t, recs) = reference(&plain, &names, case.opts.keep_case, case.opts.revcomp);
+    let me = comm.rank();
+    assert_eq!(
+        got.layout,
+        Layout::block(t.len(), comm.size()),
+        "{tag}: layout"
+    );
+    let want = &t[got.layout.start(me)..got.layout.end(me)];
+    assert!(
+        got.text == want,
+        "{tag}: pe {me}'s block of T differs\n got: {:?}\nwant: {:?}",
+        String::from_utf8_lossy(&got.text),
+        String::from_utf8_lossy(want)
+    );
+    if me == 0 {
+        let got_recs: Vec<_> = got
+            .records
+            .iter()
+            .map(|r| (r.name.clone(), r.start, r.len))
+            .collect();
+        assert_eq!(got_recs, recs, "{tag}: records");
+    } else {
+        assert!(got.records.is_empty());
+    }
+    comm.barrier();
+}
+
+fn kind_of(name: &str) -> Kind {
+    match Format::from_name(std::path::Path::new(name)) {
+        Format::Raw => Kind::Raw,
+        Format::Fasta => Kind::Fasta,
+        Format::Fastq => Kind::Fastq,
+    }
+}
+
+fn one(name: &str, bytes: Vec<u8>, opts: SeqOptions, piece: usize) -> Case {
+    Case {
+        files: vec![(name.to_string(), bytes, kind_of(name))],
+        opts,
+        piece,
+    }
+}
+
+/// Single FASTA and FASTQ files, plain and gzip, small and a little larger, every seed cutting
+/// them at other places; the gzip ones read a few bytes at a time.
+#[test]
+fn single_files_match_the_reference() {
+    mpi_test(|comm| {
+        for seed in 0..24u64 {
+            let (records, len) = [(1, 5), (3, 40), (6, 300), (2, 2000)][seed as usize % 4];
+            let fa = fasta(seed, records, len);
+            let fq = fastq(seed, records + 2, len.min(150));
+            let piece = [1, 7, 64, 1 << 20][seed as usize % 4];
+            let keep_case = seed % 5 == 0;
+            let opts = SeqOptions {
+                keep_case,
+                ..SeqOptions::default()
+            };
+            for (name, bytes) in [
+                ("a.fa", &fa),
+                ("a.fa.gz", &fa),
+                ("b.fq", &fq),
+                ("b.fastq.gz", &fq),
+            ] {
+                let case = one(name, bytes.clone(), opts.clone(), piece);
+                check(comm, &format!("s{seed}"), &case);
+            }
+        }
+    });
+}
+
+/// Corner files: empty, only a header, only blank lines, one record without a line break,
+/// headers with no name, one-byte lines, a name and a read each longer than a pe's range.
+#[test]
+fn corner_files() {
+    mpi_test(|comm| {
+        let cases: &[(&str, &[u8])] = &[
+            ("e.fa", b""),
+            ("e.fq", b""),
+            ("h.fa", b">"),
+            ("h2.fa", b">only\n"),
+            ("b.fa", b"\n\n\r\n"),
+            ("n.fa", b">x\nACGT"),
+            ("m.fa", b">\n>\n>\nA\n>\n"),
+            ("o.fa", b">r\nA\nc\nG\nt\nN\n"),
+            ("q.fq", b"@\n\n+\n\n"),
+            ("q2.fq", b"@r\nA\n+\n!"),
+        ];
+        // Names and reads longer than a pe's range: a name and a FASTQ record over several pes.
+        let long_fa = format!(">{} d\nACGT\n>{}\nGG\n", "n".repeat(200), "m".repeat(150));
+        let long_fq = format!(
+            "@r\n{}\n+\n{}\n@s\nA\n+\n!\n",
+            "A".repeat(300),
+            "I".repeat(300)
+        );
+        let mut cases: Vec<(&str, Vec<u8>)> = cases.iter().map(|(n, b)| (*n, b.to_vec())).collect();
+        cases.push(("long.fa", long_fa.into_bytes()));
+        cases.push(("long.fq", long_fq.into_bytes()));
+        for (k, (name, bytes)) in cases.iter().enumerate() {
+            for piece in [1, 3] {
+                let case = one(name, bytes.to_vec(), SeqOptions::default(), piece);
+                check(comm, &format!("c{k}p{piece}"), &case);
+            }
+        }
+    });
+}
+
+/// Several inputs in one text: FASTA, FASTQ, gzip and raw files mixed; and sequence files with
+/// their reverse complements.
+#[test]
+fn several_inputs_and_revcomp() {
+    mpi_test(|comm| {
+        for seed in 0..8u64 {
+            let mut rng = Rng::new(seed);
+            let raw: Vec<u8> = (0..rng.range(0, 50))
+                .map(|_| rng.below(256) as u8)
+                .collect();
+            let mixed = Case {
+                files: vec![
+                    ("x.fa".into(), fasta(seed, 3, 60), Kind::Fasta),
+                    ("y.bin".into(), raw, Kind::Raw),
+                    ("z.fq.gz".into(), fastq(seed, 4, 30), Kind::Fastq),
+                    ("w.fna.gz".into(), fasta(seed + 100, 2, 90), Kind::Fasta),
+                ],
+                opts: SeqOptions::default(),
+                piece: 5,
+            };
+            check(comm, &format!("m{seed}"), &mixed);
+            let rc = Case {
+                files: vec![
+                    ("x.fa".into(), fasta(seed, 4, 100), Kind::Fasta),
+                    ("z.fq".into(), fastq(seed, 3, 20), Kind::Fastq),
+                ],
+                opts: SeqOptions {
+                    revcomp: true,
+                    keep_case: seed % 2 == 0,
+                    ..SeqOptions::default()
+                },
+                piece: 16,
+            };
+            check(comm, &format!("r{seed}"), &rc);
+        }
+    });
+}

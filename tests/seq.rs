@@ -1,0 +1,298 @@
+//! Building from sequence files and several inputs, and `psa query`, through the binary: the
+//! files beside the SA (T, the records table), the SA of T against the oracle, query counts and
+//! locations against a naive scan of T (sequence and raw input), and bad input ending the job
+//! with one message that names the file and line, leaving nothing behind.
+
+mod common;
+mod seq_common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{oracle, read_sa, run_psa, Rng, TempDir, PSA};
+use seq_common::{fasta, fastq, gzip, naive_find, reference, Kind, Rec};
+
+/// Reads `OUT.records.tsv`.
+fn records_tsv(out: &Path) -> Vec<Rec> {
+    let s = std::fs::read_to_string(format!("{}.records.tsv", out.display())).unwrap();
+    let mut lines = s.lines();
+    assert_eq!(lines.next(), Some("name\tstart\tlength"));
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                f[0].to_string(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `psa query ARGS` run directly (no mpirun).
+fn query(dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let o = Command::new(PSA)
+        .arg("query")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Patterns of T: substrings (some lower-cased, some across a `$`), and absent ones.
+fn patterns(t: &[u8], seed: u64) -> Vec<String> {
+    let mut rng = Rng::new(seed);
+    let mut v = vec![
+        "ACG".to_string(),
+        "nN".into(),
+        "TTTTTTTTTTTTTTTTTTTTTTTTT".into(),
+    ];
+    for _ in 0..30 {
+        if t.is_empty() {
+            break;
+        }
+        let i = rng.range(0, t.len());
+        let len = rng.range(1, 12).min(t.len() - i);
+        let mut p = String::from_utf8_lossy(&t[i..i + len]).into_owned();
+        if rng.chance(30) {
+            p = p.to_lowercase();
+        }
+        if !p.contains(['*', '\n']) && !p.starts_with('-') && !p.is_empty() {
+            v.push(p);
+        }
+    }
+    v
+}
+
+/// Checks `psa query --locate` on `out` against a naive scan of `t` (patterns folded when
+/// `fold`), hits named by `recs`.
+fn check_queries(dir: &Path, out: &str, t: &[u8], recs: &[Rec], fold: bool, seed: u64) {
+    let pats = patterns(t, seed);
+    let mut args = vec![out, "--locate"];
+    args.extend(pats.iter().map(|s| s.as_str()));
+    let (ok, stdout, stderr) = query(dir, &args);
+    assert!(ok, "query failed: {stderr}");
+    let mut want = String::new();
+    for p in &pats {
+        let key = if fold { p.to_uppercase() } else { p.clone() };
+        let hits = naive_find(t, key.as_bytes());
+        want.push_str(&format!("{p}\t{}\n", hits.len()));
+        for h in hits {
+            let r = recs.partition_point(|r| r.1 <= h) - 1;
+            want.push_str(&format!("{p}\t{}\t{}\n", recs[r].0, h - recs[r].1));
+        }
+    }
+    assert_eq!(stdout, want, "query answers differ from a naive scan");
+    // Counts alone, JSON, --max-hits and a patterns file agree with that.
+    let listed = dir.join("patterns.txt");
+    std::fs::write(&listed, pats.join("\r\n")).unwrap();
+    let (ok, counts, _) = query(dir, &[out, "--patterns", "patterns.txt"]);
+    assert!(ok);
+    let want_counts: String = want
+        .lines()
+        .filter(|l| l.split('\t').count() == 2)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(counts, want_counts, "--patterns");
+    let (ok, json, _) = query(
+        dir,
+        &[out, "--json", "--locate", "--max-hits", "1", &pats[0]],
+    );
+    assert!(ok);
+    assert!(
+        json.starts_with(&format!("{{\"pattern\": \"{}\", \"count\": ", pats[0])),
+        "{json}"
+    );
+    assert!(json.matches("\"record\"").count() <= 1, "{json}");
+}
+
+/// FASTA (CRLF, lower case, empty records, odd lines), its gzip and FASTQ at p = 1, 2, 3, 4, 7:
+/// T on disk, the records table, the SA against the oracle, queries against a naive scan.
+#[test]
+fn sequence_input_builds_and_answers() {
+    let dir = TempDir::new("seq-build");
+    for (k, p) in [1usize, 2, 3, 4, 7].into_iter().enumerate() {
+        let seed = 40 + k as u64;
+        let fa = fasta(seed, 5, 400);
+        let fq = fastq(seed, 6, 60);
+        for (name, bytes, kind, extra) in [
+            ("g.fa", fa.clone(), Kind::Fasta, None),
+            ("g.fa.gz", fa.clone(), Kind::Fasta, Some("--read-piece=13")),
+            ("r.fq", fq.clone(), Kind::Fastq, None),
+            ("g2.fa", fa.clone(), Kind::Fasta, Some("--revcomp")),
+        ] {
+            let on_disk = match name.ends_with(".gz") {
+                true => gzip(&bytes, 2),
+                false => bytes.clone(),
+            };
+            std::fs::write(dir.join(name), on_disk).unwrap();
+            let out = format!("{name}.p{p}.sa");
+            let mut args = vec![name, "-o", &out, "-q", "--check"];
+            args.extend(extra);
+            let o = run_psa(p, &args, dir.path());
+            assert!(o.success(), "{}", o.describe());
+            let revcomp = extra == Some("--revcomp");
+            let (t, recs) = reference(&[(bytes, kind)], &[name.into()], false, revcomp);
+            let outp = dir.join(&out);
+            let text = std::fs::read(format!("{}.text", outp.display())).unwrap();
+            assert!(text == t, "{name} p={p}: OUT.text is not T");
+            assert_eq!(records_tsv(&outp), recs, "{name} p={p}: records table");
+            let width = 4;
+            assert_eq!(read_sa(&outp, width), oracle(&t), "{name} p={p}: SA of T");
+            check_queries(dir.path(), &out, &t, &recs, true, seed);
+        }
+    }
+}
+
+/// --keep-case keeps T's case and the patterns'; --format reads a file of any name.
+#[test]
+fn keep_case_and_format() {
+    let dir = TempDir::new("seq-case");
+    let fa = fasta(7, 4, 200);
+    std::fs::write(dir.join("reads.txt"), &fa).unwrap();
+    let o = run_psa(
+        3,
+        [
+            "reads.txt",
+            "--format",
+            "fasta",
+            "--keep-case",
+            "-o",
+            "k.sa",
+            "-q",
+        ],
+        dir.path(),
+    );
+    assert!(o.success(), "{}", o.describe());
+    let (t, recs) = reference(&[(fa, Kind::Fasta)], &["reads.txt".into()], true, false);
+    assert!(std::fs::read(dir.join("k.sa.text")).unwrap() == t);
+    assert_eq!(read_sa(&dir.join("k.sa"), 4), oracle(&t));
+    check_queries(dir.path(), "k.sa", &t, &recs, false, 7);
+}
+
+/// Several raw files: one SA over their concatenation, each file a record; queries name the file
+/// and read T from the inputs themselves (no OUT.text).
+#[test]
+fn raw_inputs_build_and_answer() {
+    let dir = TempDir::new("seq-raw");
+    let mut rng = Rng::new(3);
+    let a: Vec<u8> = (0..300)
+        .map(|_| b"abcab\n"[rng.below(6) as usize])
+        .collect();
+    let b: Vec<u8> = (0..1).map(|_| b'a').collect();
+    let c: Vec<u8> = (0..500).map(|_| b"abc"[rng.below(3) as usize]).collect();
+    for (n, d) in [("a.txt", &a), ("b.txt", &b), ("c.txt", &c)] {
+        std::fs::write(dir.join(n), d).unwrap();
+    }
+    for p in [1, 3, 4] {
+        let out = format!("abc{p}.sa");
+        let o = run_psa(p, ["a.txt", "b.txt", "c.txt", "-o", &out, "-q"], dir.path());
+        assert!(o.success(), "{}", o.describe());
+        let t: Vec<u8> = [a.clone(), b.clone(), c.clone()].concat();
+        assert_eq!(read_sa(&dir.join(&out), 4), oracle(&t), "p={p}");
+        assert!(
+            !dir.join(&format!("{out}.text")).exists(),
+            "raw input got a text copy"
+        );
+        let recs: Vec<Rec> = vec![
+            ("a.txt".into(), 0, 300),
+            ("b.txt".into(), 300, 1),
+            ("c.txt".into(), 301, 500),
+        ];
+        assert_eq!(records_tsv(&dir.join(&out)), recs);
+        check_queries(dir.path(), &out, &t, &recs, false, p as u64);
+    }
+    // One raw file: offsets are text offsets; the index survives a move of the working directory.
+    let o = run_psa(2, ["c.txt", "-q"], dir.path());
+    assert!(o.success(), "{}", o.describe());
+    let (ok, out, _) = query(
+        Path::new("/"),
+        &[dir.join("c.txt.sa").to_str().unwrap(), "abc"],
+    );
+    assert!(ok);
+    assert_eq!(out, format!("abc\t{}\n", naive_find(&c, b"abc").len()));
+}
+
+/// Bad input: exit 1, one message naming the file and line, no output file left; at p = 1, 3, 7
+/// (at 7 the long FASTQ record's lines lie on several pes).
+#[test]
+fn bad_input_names_file_and_line() {
+    let dir = TempDir::new("seq-bad");
+    let good = fasta(1, 3, 100);
+    let mut truncated = gzip(&good, 1);
+    truncated.truncate(truncated.len() / 2);
+    let mut binary = b">x\nACGT\n".to_vec();
+    binary.extend((0..64).map(|i| (i * 37) as u8));
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "q.fq",
+            b"@a\nACGT\n+\nIIII\n@b\nACG\n+\nII\n".to_vec(),
+            "q.fq: line 8: the quality line has 2 characters but the sequence has 3",
+        ),
+        (
+            "q2.fq",
+            b"@a\nACGT\n+\nIIII\n@b\nAC".to_vec(),
+            "q2.fq: line 6: the file ends inside the FASTQ record that starts at line 5",
+        ),
+        (
+            "s.fa",
+            b"ACGT\n>a\nAC\n".to_vec(),
+            "s.fa: line 1: sequence before the first header",
+        ),
+        ("bin.fa", binary, "bin.fa: line 3: "),
+        ("t.fa.gz", truncated, "t.fa.gz: line "),
+        (
+            "h.fq",
+            b"ACGT\n".to_vec(),
+            "h.fq: line 1: a FASTQ record starts with '@'",
+        ),
+        (
+            "long.fq",
+            format!(
+                "@a\nAC\n+\nII\n@b\n{}\n+\n{}\n",
+                "A".repeat(300),
+                "I".repeat(299)
+            )
+            .into_bytes(),
+            "long.fq: line 8: the quality line has 299 characters but the sequence has 300",
+        ),
+    ];
+    for (name, bytes, msg) in &cases {
+        std::fs::write(dir.join(name), bytes).unwrap();
+        for p in [1, 3, 7] {
+            let o = run_psa(p, [*name, "-o", "bad.sa"], dir.path());
+            assert_eq!(o.code, Some(1), "{name} p={p}: {}", o.describe());
+            assert!(
+                o.stderr.contains(msg),
+                "{name} p={p}: wanted '{msg}' in:\n{}",
+                o.stderr
+            );
+            assert_eq!(
+                o.stderr.matches("error").count(),
+                1,
+                "{name} p={p}: one message:\n{}",
+                o.stderr
+            );
+            let left: Vec<String> = dir
+                .entries()
+                .into_iter()
+                .filter(|e| e.contains("bad.sa"))
+                .collect();
+            assert!(left.is_empty(), "{name} p={p}: left behind {left:?}");
+        }
+    }
+    let (ok, _, err) = query(dir.path(), &["missing.sa", "ACGT"]);
+    assert!(!ok && err.contains("missing.sa.meta"), "{err}");
+    let o = run_psa(1, ["s.fa", "--format", "raw", "--revcomp"], dir.path());
+    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert!(
+        o.stderr.contains("--revcomp needs sequence input"),
+        "{}",
+        o.stderr
+    );
+}
