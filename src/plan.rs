@@ -84,10 +84,7 @@ fn css_costs(shape: &Shape, knobs: &Knobs) -> Costs {
     // The calibrated worst case (one round) scaled by pCSS' own model of its peak with the
     // knobs' sort rounds against one round (`css::peak_bytes_per_pe`).
     let block = shape.block().max(1);
-    let rounds = match knobs.sort_rounds {
-        0 => crate::algo::css::auto_sort_rounds(block),
-        r => r,
-    };
+    let rounds = knobs.sort_rounds.max(1);
     let model = |r| crate::algo::css::peak_bytes_per_pe(block as u64, shape.pes, r) as f64;
     Costs {
         held: 120.0 * model(rounds) / model(1),
@@ -258,7 +255,11 @@ fn candidates(config: &Config, shape: &Shape, algo: Algo, budget: u64) -> Vec<Kn
     }
     // pCSS sorts in more key ranges (its records, not only its exchanges, bounded), leanest last.
     if algo == Algo::Css && config.tune.sort_rounds == 0 {
-        for (sort_rounds, r) in [(16, fitted.max(MIN_ROUND_BYTES)), (64, MIN_ROUND_BYTES)] {
+        for (sort_rounds, r) in [
+            (4, fitted.max(MIN_ROUND_BYTES)),
+            (16, fitted.max(MIN_ROUND_BYTES)),
+            (64, MIN_ROUND_BYTES),
+        ] {
             v.push(Knobs {
                 algo,
                 round_bytes: Some(r),
@@ -520,7 +521,7 @@ mod tests {
             },
             ..config(budget)
         };
-        // Below what auto's 4 ranges need even with the smallest exchange rounds.
+        // Below what 4 ranges need even with the smallest exchange rounds.
         let four = choose(&fixed(4, None), &s, "").unwrap().leanest;
         let tight = choose(&config(Some(four - 1)), &s, "").unwrap();
         assert!(tight.knobs.sort_rounds >= 16, "{tight:?}");

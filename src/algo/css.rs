@@ -444,36 +444,12 @@ fn predict(ctx: &Ctx, keys: &KeyGen, held: Option<&[HiKey]>, n: usize) -> Option
         .then(|| ctx.phase("predict", || shared_key_fraction(ctx, keys, held, n)))
 }
 
-/// The number of rounds of pCSS's sorts: `ctx.tune.sort_rounds`, or with 0 (auto) as many as
-/// keep a round's records of the first sort at about [`AUTO_ROUND_BYTES_PER_CHAR`] bytes per
-/// character of the largest slice (1 for slices below [`AUTO_MIN_SLICE`]). Collective (every pe
-/// gets the same value).
-fn sort_rounds(ctx: &Ctx, layout: &Layout) -> usize {
-    if ctx.tune.sort_rounds > 0 {
-        return ctx.tune.sort_rounds;
-    }
-    let slice = (0..layout.pes())
-        .map(|r| layout.local_len(r))
-        .max()
-        .unwrap_or(0);
-    auto_sort_rounds(slice)
+/// The number of rounds of pCSS's sorts: `ctx.tune.sort_rounds`, or with 0 (auto) one — the
+/// fastest; a memory budget makes the plan ([`crate::plan`]) choose more. Local (every pe has the
+/// same settings).
+fn sort_rounds(ctx: &Ctx, _layout: &Layout) -> usize {
+    ctx.tune.sort_rounds.max(1)
 }
-
-/// The rounds `--sort-rounds 0` (auto) gives when the largest slice has `slice` characters.
-/// Local.
-pub fn auto_sort_rounds(slice: usize) -> usize {
-    if slice < AUTO_MIN_SLICE {
-        1
-    } else {
-        (std::mem::size_of::<HiKey>() as u64).div_ceil(AUTO_ROUND_BYTES_PER_CHAR) as usize
-    }
-}
-
-/// Auto rounds: a round of the first sort holds about this many bytes of records per character.
-const AUTO_ROUND_BYTES_PER_CHAR: u64 = 4;
-
-/// Auto rounds: slices shorter than this sort in one round.
-const AUTO_MIN_SLICE: usize = 1 << 20;
 
 /// pCSS's peak memory per pe (bytes) for `n_local` characters per pe, p pes and `rounds` sort
 /// rounds, by this model (the allocations that are live together at the peak; the process's own
