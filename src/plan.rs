@@ -226,45 +226,42 @@ fn rounds(shape: &Shape, knobs: &Knobs) -> usize {
     }
 }
 
-/// The candidates for `algo`, fastest first, leanest last: the configured exchange rounds, then
-/// rounds as large as `budget` allows (down to [`MIN_ROUND_BYTES`]).
+/// The candidates for `algo`, fastest first, leanest last: the configured knobs; for pCSS
+/// (unless its key ranges are configured) sorting in 4, 16 and 64 key ranges, exchanges still in
+/// one round; then, on top of the leanest of those, exchanges in rounds as large as `budget`
+/// allows, down to [`MIN_ROUND_BYTES`] (many small rounds are slow: the last resort).
 fn candidates(config: &Config, shape: &Shape, algo: Algo, budget: u64) -> Vec<Knobs> {
     let configured = Knobs {
         algo,
         round_bytes: config.round_bytes,
         sort_rounds: config.tune.sort_rounds,
     };
+    let mut v = vec![configured];
+    if algo == Algo::Css && config.tune.sort_rounds == 0 {
+        for sort_rounds in [4, 16, 64] {
+            v.push(Knobs {
+                sort_rounds,
+                ..configured
+            });
+        }
+    }
+    let leanest = *v.last().expect("one candidate");
     let at_floor = Knobs {
         round_bytes: Some(MIN_ROUND_BYTES),
-        ..configured
+        ..leanest
     };
     // With rounds of r the peak is the floor's plus 2 (r - MIN_ROUND_BYTES).
     let room = budget.saturating_sub(peak_per_pe(shape, &at_floor)) / 2;
     let largest = MIN_ROUND_BYTES.saturating_add(usize::try_from(room).unwrap_or(usize::MAX));
     let fitted = (largest / MIN_ROUND_BYTES) * MIN_ROUND_BYTES;
     let fitted = config.round_bytes.map_or(fitted, |r| r.min(fitted));
-    let mut v = vec![configured];
     for r in [fitted.max(MIN_ROUND_BYTES), MIN_ROUND_BYTES] {
         let k = Knobs {
             round_bytes: Some(r),
-            ..configured
+            ..leanest
         };
         if !v.contains(&k) {
             v.push(k);
-        }
-    }
-    // pCSS sorts in more key ranges (its records, not only its exchanges, bounded), leanest last.
-    if algo == Algo::Css && config.tune.sort_rounds == 0 {
-        for (sort_rounds, r) in [
-            (4, fitted.max(MIN_ROUND_BYTES)),
-            (16, fitted.max(MIN_ROUND_BYTES)),
-            (64, MIN_ROUND_BYTES),
-        ] {
-            v.push(Knobs {
-                algo,
-                round_bytes: Some(r),
-                sort_rounds,
-            });
         }
     }
     v
@@ -463,6 +460,12 @@ mod tests {
 
     #[test]
     fn tighter_budgets_give_smaller_rounds_down_to_the_leanest() {
+        // pCSS in one key range: only the exchange rounds are left to choose.
+        let config = |budget| {
+            let mut c = config(budget);
+            c.tune.sort_rounds = 1;
+            c
+        };
         let s = shape(1 << 20, 2);
         let one = choose(&config(None), &s, "").unwrap();
         let mut last = usize::MAX;

@@ -121,15 +121,14 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
         );
         assert!(o.success(), "{}", o.describe());
         assert_eq!(read_sa(&dir.join("out.sa"), 4), want, "p = {p}, {name}");
+        // pCSS bounds its records by sorting in many key ranges (on this small input the leanest
+        // plan needs no exchange rounds besides); pDC3 by exchanging in small rounds.
+        let shown = match name {
+            "css" => "plan: css sorting in 64 key ranges, ",
+            _ => "plan: dc3, exchanges in rounds of 4.0 KiB per pe",
+        };
         assert!(
-            o.stderr.contains(&format!(
-                "plan: {name}{}, exchanges in rounds of 4.0 KiB per pe",
-                if name == "css" {
-                    " sorting in 64 key ranges"
-                } else {
-                    ""
-                }
-            )),
+            o.stderr.contains(shown),
             "-v shows the plan: {}",
             o.describe()
         );
@@ -141,12 +140,13 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
         let st = fs::read_to_string(dir.join("st.json")).unwrap();
         let plan = &st[st.find("\"plan\": {").expect("a plan") + 9..];
         assert_eq!(json_value(plan, "algo"), format!("\"{name}\""), "{st}");
-        assert_eq!(json_value(plan, "exchange_round_bytes"), "4096", "{st}");
         let rounds: usize = json_value(plan, "exchange_rounds").parse().unwrap();
         match name {
-            // pCSS bounds its records by sorting in many key ranges, each exchanged in rounds.
             "css" => assert_eq!(json_value(plan, "sort_rounds"), "64", "{st}"),
-            _ => assert!(rounds > 10, "{st}"),
+            _ => {
+                assert_eq!(json_value(plan, "exchange_round_bytes"), "4096", "{st}");
+                assert!(rounds > 10, "{st}");
+            }
         }
         assert!(rounds >= 1, "{st}");
         assert_eq!(json_value(plan, "mem_per_pe"), budget, "{st}");
@@ -158,7 +158,7 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
         );
         assert_eq!(
             json_value(&st, "exchange_round_bytes"),
-            "4096",
+            if name == "css" { "null" } else { "4096" },
             "config: {st}"
         );
         let planned: u64 = json_value(&st, "planned_peak_bytes").parse().unwrap();
