@@ -199,15 +199,13 @@ impl Ctx {
         r
     }
 
-    /// Records the share of the fullest pe after a sort (for the stats).
+    /// Records this pe's share of a sort's records (for the stats: [`crate::stats::PhaseLog::max_imbalance`]).
     pub fn note_imbalance(&self, local: usize, total: usize) {
         if total == 0 {
             return;
         }
         let ratio = local as f64 * self.comm.size() as f64 / total as f64;
-        if ratio > self.log.max_imbalance.get() {
-            self.log.max_imbalance.set(ratio);
-        }
+        self.log.sorts.borrow_mut().push((total as u64, ratio));
     }
 }
 

@@ -277,7 +277,7 @@ fn run_here(
     let phases = summarise(comm, &ctx.log);
     let peak_rss = comm.all_gather(ctx.log.run_peak_rss());
     let bytes_sent = comm.all_gather(comm.bytes_sent());
-    let max_imbalance = comm_max_f64(ctx, ctx.log.max_imbalance.get());
+    let max_imbalance = comm_max_f64(ctx, ctx.log.max_imbalance());
     let refine_rounds = ctx.log.refine_rounds.get();
     let report = Report {
         n,

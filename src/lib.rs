@@ -77,6 +77,6 @@ pub mod internals {
     pub use crate::config::json_str;
     pub use crate::dist::{
         exchange, exchange_by, last_of_left, name_sorted, rebalance, right_halo, sample_sort,
-        send_to_owners, Layout, OwnerCursor, SortEnv, SortKey,
+        send_to_owners, sort_in_rounds, Layout, OwnerCursor, Round, SortEnv, SortKey,
     };
 }

@@ -28,8 +28,9 @@ pub struct PhaseLog {
     pub phases: RefCell<Vec<PhaseRecord>>,
     /// The recursion level of the phases running now (see [`crate::Ctx::deeper`]).
     pub(crate) level: std::cell::Cell<usize>,
-    /// The largest share of one pe after a sort, over the mean (1.0: perfectly balanced).
-    pub max_imbalance: std::cell::Cell<f64>,
+    /// Every sort's size (records over all pes) and this pe's share of it over the mean (1.0:
+    /// perfectly balanced); see [`PhaseLog::max_imbalance`].
+    pub(crate) sorts: RefCell<Vec<(u64, f64)>>,
     /// Prefix-doubling rounds pCSS needed (0 for DC3).
     pub refine_rounds: std::cell::Cell<usize>,
     /// For each phase running now, outermost first: the highest peak of the phases it contains
@@ -44,6 +45,19 @@ impl PhaseLog {
     /// Peak resident memory of this pe over the whole run so far, bytes.
     pub fn run_peak_rss(&self) -> u64 {
         self.run_peak.get().max(peak_rss_bytes())
+    }
+
+    /// This pe's largest share after a sort, over the mean, among the sorts of at least 1/64 of
+    /// the largest sort's records (a sort of a few records in one of many key ranges or doubling
+    /// rounds reads as badly balanced without costing anything); 1.0 when nothing was sorted.
+    pub fn max_imbalance(&self) -> f64 {
+        let sorts = self.sorts.borrow();
+        let largest = sorts.iter().map(|s| s.0).max().unwrap_or(0);
+        sorts
+            .iter()
+            .filter(|s| s.0.saturating_mul(64) >= largest)
+            .map(|s| s.1)
+            .fold(1.0, f64::max)
     }
 
     /// Notes a peak seen (by a phase, or before one reset the kernel's mark).

@@ -1,6 +1,6 @@
 //! The distributed primitives of `psa::dist`: layouts, exchange_by and rebalance (also through a
 //! small MPI count limit), right_halo and last_of_left across empty pes, name_sorted, and
-//! sample_sort, on every pe at p = 1, 2, 3, 4, 7 (see `common::harness`).
+//! sample_sort and sort_in_rounds, on every pe at p = 1, 2, 3, 4, 7 (see `common::harness`).
 
 mod common;
 
@@ -10,7 +10,7 @@ use mpi::topology::SimpleCommunicator;
 use psa::comm::Comm;
 use psa::internals::{
     exchange, exchange_by, last_of_left, name_sorted, rebalance, right_halo, sample_sort,
-    send_to_owners, Layout, OwnerCursor, SortKey,
+    send_to_owners, sort_in_rounds, Layout, OwnerCursor, SortKey,
 };
 use psa::{Algo, Ctx};
 
@@ -491,5 +491,131 @@ fn sample_sort_max_count_7() {
     mpi_test(|_| {
         let ctx = ctx_with(Algo::Dc3, 1 << 20, |c| c.mpi_max_count = 7);
         check_sample_sort(&ctx, "sample_sort (max count 7)");
+    });
+}
+
+// ------------------------------------------------------------------------------------------------
+// sort in rounds
+
+/// The key of global record i: one of `classes` values (a hash of i) above the index, so keys are
+/// unique and every pe can compute the whole sorted sequence.
+fn round_key(i: u64, classes: u64) -> u64 {
+    let h = i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17);
+    ((h % classes) << 32) | i
+}
+
+/// sort_in_rounds for 1, 2, 7 and 64 rounds, n from 0 (and n < p) to 20 000, 1, 3 and 2^20 key
+/// classes, from the block layout and with every record on one pe: each round's part is the
+/// slice of the whole sorted sequence at `offset`; rounds come in order, every pe sees each once,
+/// `before` counts the earlier rounds' records, `prev`/`next` are the neighbours in the whole
+/// sequence (`next` only within the round), `generate` is asked for key ranges that cover the
+/// keys once, and rounds hold about n / rounds records when n is large.
+fn check_sort_in_rounds(ctx: &Ctx) {
+    let comm = &ctx.comm;
+    let p = comm.size();
+    let me = comm.rank();
+    for n in [0usize, 1, 3, 1000, 20_000] {
+        for classes in [1u64, 3, 1 << 20] {
+            for all_on_one in [false, true] {
+                let lens: Vec<usize> = if all_on_one {
+                    (0..p).map(|r| if r == p - 1 { n } else { 0 }).collect()
+                } else {
+                    (0..p).map(|r| Layout::block(n, p).local_len(r)).collect()
+                };
+                let o = offsets(&lens);
+                let mine: Vec<u64> = (o[me]..o[me + 1])
+                    .map(|i| round_key(i as u64, classes))
+                    .collect();
+                let mut whole: Vec<u64> = (0..n as u64).map(|i| round_key(i, classes)).collect();
+                whole.sort_unstable();
+                for rounds in [1usize, 2, 7, 64] {
+                    let what = format!(
+                        "n = {n}, {classes} classes, {rounds} rounds, {}",
+                        if all_on_one {
+                            "all on the last pe"
+                        } else {
+                            "block"
+                        }
+                    );
+                    let asked = std::cell::RefCell::new(Vec::new());
+                    let mut seen = 0usize; // rounds consumed
+                    let mut got = 0u64; // records of this pe over all rounds
+                    let mut biggest = 0u64; // records of the largest round
+                    sort_in_rounds(
+                        ctx,
+                        "sort",
+                        rounds,
+                        mine.len(),
+                        |j| mine[j],
+                        |lo, hi| {
+                            asked.borrow_mut().push((lo, hi));
+                            mine.iter()
+                                .copied()
+                                .filter(|&x| lo.is_none_or(|l| l <= x) && hi.is_none_or(|h| x < h))
+                                .collect()
+                        },
+                        |r| {
+                            assert_eq!(r.index, seen, "{what}: rounds out of order");
+                            assert_eq!(r.rounds, rounds, "{what}: round count");
+                            seen += 1;
+                            let at = r.offset as usize;
+                            let len = r.sorted.len();
+                            assert!(at + len <= n, "{what}: round {} past the end", r.index);
+                            assert_eq!(
+                                r.sorted[..],
+                                whole[at..at + len],
+                                "{what}: round {} on pe {me} at offset {at}",
+                                r.index
+                            );
+                            assert!(r.offset >= r.before, "{what}: offset before the round");
+                            assert_eq!(
+                                r.prev,
+                                at.checked_sub(1).map(|k| whole[k]),
+                                "{what}: prev of round {} on pe {me}",
+                                r.index
+                            );
+                            let round_total = comm.all_reduce_sum(len as u64);
+                            let round_end = (r.before + round_total) as usize;
+                            let want_next = (at + len < round_end).then(|| whole[at + len]);
+                            assert_eq!(
+                                r.next, want_next,
+                                "{what}: next of round {} on pe {me}",
+                                r.index
+                            );
+                            biggest = biggest.max(round_total);
+                            got += len as u64;
+                        },
+                    );
+                    assert_eq!(seen, rounds, "{what}: rounds consumed");
+                    assert_eq!(comm.all_reduce_sum(got), n as u64, "{what}: records in all");
+                    // The ranges asked for are consecutive and cover every key once.
+                    let asked = asked.into_inner();
+                    assert_eq!(asked.len(), rounds, "{what}: generate calls");
+                    assert!(
+                        asked[0].0.is_none() && asked[rounds - 1].1.is_none(),
+                        "{what}: open ends"
+                    );
+                    for w in asked.windows(2) {
+                        assert_eq!(w[0].1, w[1].0, "{what}: ranges not consecutive");
+                    }
+                    if n >= 20_000 && classes > 1 && rounds > 1 {
+                        let bound = 2 * n / rounds + 64;
+                        assert!(
+                            biggest as usize <= bound,
+                            "{what}: a round holds {biggest} of {n} records (bound {bound})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// sort_in_rounds: rounds in order, each the right slice of the whole sorted sequence.
+#[test]
+fn sort_in_rounds_slices_and_neighbours() {
+    mpi_test(|_| {
+        let ctx = ctx_with(Algo::Dc3, 1 << 20, |_| {});
+        check_sort_in_rounds(&ctx);
     });
 }

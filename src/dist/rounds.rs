@@ -11,8 +11,9 @@ const SAMPLES_PER_ROUND: usize = 512;
 
 /// One round of [`sort_in_rounds`], as the consumer sees it on one pe.
 pub struct Round<T> {
-    /// Which round (0-based) of how many.
+    /// Which round (0-based).
     pub index: usize,
+    /// How many rounds there are.
     pub rounds: usize,
     /// This pe's part of the round, sorted; the parts are in pe order and the rounds in key order,
     /// so the concatenation over rounds and pes is the whole sequence sorted.
@@ -25,8 +26,8 @@ pub struct Round<T> {
     /// The record just before `sorted[0]` in the whole sequence (on a lower pe or in an earlier
     /// round), if any; when `sorted` is empty, the last record before this pe's place.
     pub prev: Option<T>,
-    /// The record just after this pe's last one within this round (None when this pe holds the
-    /// round's last record, or nothing).
+    /// The record just after this pe's last one within this round; when `sorted` is empty, the
+    /// first record after this pe's place. None when no record of this round follows.
     pub next: Option<T>,
 }
 
