@@ -102,9 +102,10 @@ fn dc3_costs(_shape: &Shape, _knobs: &Knobs) -> Costs {
     }
 }
 
-/// The distributed checker: the suffix array, its inverse and the pairs it compares (after the
-/// build, which has released everything else).
-const CHECK_BYTES_PER_CHAR: f64 = 48.0;
+/// The distributed checker (after the build, which has released everything else): the text, the
+/// suffix array (8 bytes), its inverse and the packed pairs it compares (8 each) and one piece of
+/// exchanged records (up to an eighth of the block, 16 bytes each, two copies).
+const CHECK_BYTES_PER_CHAR: f64 = 30.0;
 
 /// The model's coefficients of `knobs.algo`.
 pub fn costs(shape: &Shape, knobs: &Knobs) -> Costs {

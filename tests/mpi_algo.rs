@@ -11,61 +11,81 @@ use psa::internals::sa_bytes;
 use psa::{check, Algo, Layout};
 
 /// The distributed checker accepts the right suffix array and rejects wrong ones: two neighbours
-/// swapped, a duplicate entry, an entry equal to n, the whole array reversed.
+/// swapped, a duplicate entry, an entry equal to n, the whole array reversed; in one piece and in
+/// pieces of two records (exchanges limited to 40 bytes per pe).
 #[test]
 fn checker_accepts_right_rejects_wrong() {
     mpi_test(|comm| {
-        let ctx = ctx_with(Algo::Dc3, 1 << 20, |_| {});
-        let p = comm.size();
-        let me = comm.rank();
-        for (tname, text) in [
-            (
-                "random",
-                (0..5000u32)
-                    .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 % 4)
-                    .collect::<Vec<u8>>(),
-            ),
-            ("a^n", vec![b'a'; 777]),
-            ("3 bytes", b"cab".to_vec()),
-        ] {
-            let n = text.len();
-            let sa = sa_bytes(&text, 1);
-            let l = Layout::block(n, p);
-            let (lo, hi) = (l.start(me), l.end(me));
-            let t = &text[lo..hi];
-            let r = check(&ctx, t, &sa[lo..hi], &l);
-            assert!(
-                r.is_ok(),
-                "{tname}: check rejects the right suffix array: {:?}",
-                r.err()
-            );
-            let mut bad = sa.clone();
-            bad.swap(n / 2, n / 2 - 1);
-            assert!(
-                check(&ctx, t, &bad[lo..hi], &l).is_err(),
-                "{tname}: check accepts a suffix array with SA[{}] and SA[{}] swapped",
-                n / 2 - 1,
-                n / 2
-            );
-            let mut bad = sa.clone();
-            bad[n - 1] = bad[0];
-            assert!(
-                check(&ctx, t, &bad[lo..hi], &l).is_err(),
-                "{tname}: check accepts a suffix array with a duplicate entry"
-            );
-            let mut bad = sa.clone();
-            bad[n / 3] = n as u64;
-            assert!(
-                check(&ctx, t, &bad[lo..hi], &l).is_err(),
-                "{tname}: check accepts an entry equal to n"
-            );
-            let rev: Vec<u64> = sa.iter().rev().copied().collect();
-            assert!(
-                check(&ctx, t, &rev[lo..hi], &l).is_err(),
-                "{tname}: check accepts the reversed suffix array"
-            );
+        for round_bytes in [None, Some(40)] {
+            let ctx = ctx_with(Algo::Dc3, 1 << 20, |c| c.round_bytes = round_bytes);
+            check_the_checker(&ctx, comm);
         }
     });
+}
+
+fn check_the_checker(ctx: &psa::Ctx, comm: &psa::comm::Comm) {
+    let ctx = ctx;
+    let p = comm.size();
+    let me = comm.rank();
+    for (tname, text) in [
+        (
+            "0x00 and 0xff",
+            (0..3000u32)
+                .map(|i| {
+                    if (i.wrapping_mul(2_654_435_761) >> 7) % 3 == 0 {
+                        0xff
+                    } else {
+                        0
+                    }
+                })
+                .collect::<Vec<u8>>(),
+        ),
+        (
+            "random",
+            (0..5000u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 % 4)
+                .collect::<Vec<u8>>(),
+        ),
+        ("a^n", vec![b'a'; 777]),
+        ("3 bytes", b"cab".to_vec()),
+    ] {
+        let n = text.len();
+        let sa = sa_bytes(&text, 1);
+        let l = Layout::block(n, p);
+        let (lo, hi) = (l.start(me), l.end(me));
+        let t = &text[lo..hi];
+        let r = check(ctx, t, &sa[lo..hi], &l);
+        assert!(
+            r.is_ok(),
+            "{tname}: check rejects the right suffix array: {:?}",
+            r.err()
+        );
+        let mut bad = sa.clone();
+        bad.swap(n / 2, n / 2 - 1);
+        assert!(
+            check(ctx, t, &bad[lo..hi], &l).is_err(),
+            "{tname}: check accepts a suffix array with SA[{}] and SA[{}] swapped",
+            n / 2 - 1,
+            n / 2
+        );
+        let mut bad = sa.clone();
+        bad[n - 1] = bad[0];
+        assert!(
+            check(ctx, t, &bad[lo..hi], &l).is_err(),
+            "{tname}: check accepts a suffix array with a duplicate entry"
+        );
+        let mut bad = sa.clone();
+        bad[n / 3] = n as u64;
+        assert!(
+            check(ctx, t, &bad[lo..hi], &l).is_err(),
+            "{tname}: check accepts an entry equal to n"
+        );
+        let rev: Vec<u64> = sa.iter().rev().copied().collect();
+        assert!(
+            check(ctx, t, &rev[lo..hi], &l).is_err(),
+            "{tname}: check accepts the reversed suffix array"
+        );
+    }
 }
 
 /// psa::suffix_array with both algorithms and base cases 4, 5 and 2^20 on a text with 0x00 and

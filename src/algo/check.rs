@@ -1,4 +1,6 @@
-//! Distributed suffix array checker in O(n/p) memory per pe.
+//! Distributed suffix array checker in O(n/p) memory per pe: besides the text and the suffix
+//! array it keeps two arrays of 8 bytes per character (the inverse, then the compared pairs) and
+//! exchanges its records in pieces of bounded size.
 //!
 //! SA is correct iff (1) it is a permutation of [0, n) and (2) for every two neighbours
 //! SA[j], SA[j+1]: (t[SA[j]], ISA[SA[j]+1]) < (t[SA[j+1]], ISA[SA[j+1]+1]), where the rank of the
@@ -28,6 +30,10 @@ fn check_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()>
             sa.len(),
             hi - lo
         )))
+    } else if n as u64 >= 1 << 56 {
+        Err(Error::CheckFailed(format!(
+            "the checker takes texts below 2^56 characters, not {n}"
+        )))
     } else if let Some(bad) = sa.iter().find(|&&x| x as usize >= n) {
         Err(Error::CheckFailed(format!(
             "entry {bad} is not below n = {n}"
@@ -37,21 +43,29 @@ fn check_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()>
     };
     comm.agree(local)?;
 
-    // (1) Permutation: send (position, rank) to the owner of the position.
-    let pairs: Vec<[u64; 2]> = sa
-        .iter()
-        .enumerate()
-        .map(|(k, &i)| [i, (lo + k) as u64])
-        .collect();
-    let got = exchange(comm, pairs, |x| layout.owner(x[0] as usize));
+    // Pieces of at most `piece` records per pe, so that the exchanged records stay small beside
+    // the two arrays the check keeps (the inverse, then the compared pairs): 8 bytes per
+    // character each.
+    let piece = piece_records(hi - lo, comm.round_bytes());
+    let pieces = comm.all_reduce_max((hi - lo).div_ceil(piece) as u64) as usize;
+    let range = |k: usize| (k * piece).min(hi - lo)..((k + 1) * piece).min(hi - lo);
+
+    // (1) Permutation: send (position, rank) to the owner of the position, piece by piece.
     let mut isa = vec![u64::MAX; hi - lo];
     let mut dup = None;
-    for [i, r] in got {
-        let slot = &mut isa[i as usize - lo];
-        if *slot != u64::MAX {
-            dup = Some(i);
+    for k in 0..pieces {
+        let pairs: Vec<[u64; 2]> = sa[range(k)]
+            .iter()
+            .zip(range(k))
+            .map(|(&i, j)| [i, (lo + j) as u64])
+            .collect();
+        for [i, r] in exchange(comm, pairs, |x| layout.owner(x[0] as usize)) {
+            let slot = &mut isa[i as usize - lo];
+            if *slot != u64::MAX {
+                dup = Some(i);
+            }
+            *slot = r;
         }
-        *slot = r;
     }
     let local = match dup {
         Some(i) => Err(Error::CheckFailed(format!(
@@ -64,44 +78,47 @@ fn check_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()>
     };
     comm.agree(local)?;
 
-    // (2) Order: for each position i send (rank of i, t[i], rank of i+1 (1-based, 0 for i+1 = n))
-    // to the pe that holds SA entry ISA[i].
+    // (2) Order: for each position i send (rank of i, t[i] and the rank of i+1 (1-based, 0 for
+    // i+1 = n) packed into one word) to the pe that holds SA entry ISA[i]. n < 2^56, so the
+    // character fits above the rank.
     let next = right_halo(comm, &isa, 1);
-    let tuples: Vec<[u64; 3]> = (lo..hi)
-        .map(|i| {
-            let nr = if i + 1 < hi {
-                isa[i + 1 - lo] + 1
-            } else {
-                next.first().map_or(0, |&r| r + 1)
-            };
-            [isa[i - lo], text[i - lo] as u64, nr]
-        })
-        .collect();
-    drop(isa);
-    let mut by_rank = vec![[0u64; 2]; hi - lo];
-    send_to_owners(comm, layout, tuples, &mut by_rank[..], |&[r, c, nr]| {
-        (r as usize, [c, nr])
-    });
-    let after = right_halo(comm, &by_rank, 1);
-    let mut bad = None;
-    for j in 0..by_rank.len() {
-        let b = if j + 1 < by_rank.len() {
-            Some(&by_rank[j + 1])
-        } else {
-            after.first()
-        };
-        if let Some(b) = b {
-            if by_rank[j] >= *b {
-                bad = Some(lo + j);
-                break;
-            }
-        }
+    let mut by_rank = vec![0u64; hi - lo];
+    for k in 0..pieces {
+        let tuples: Vec<[u64; 2]> = range(k)
+            .map(|j| {
+                let nr = match isa.get(j + 1) {
+                    Some(&r) => r + 1,
+                    None => next.first().map_or(0, |&r| r + 1),
+                };
+                [isa[j], (text[j] as u64) << 56 | nr]
+            })
+            .collect();
+        send_to_owners(comm, layout, tuples, &mut by_rank[..], |&[r, key]| {
+            (r as usize, key)
+        });
     }
+    drop(isa);
+    let after = right_halo(comm, &by_rank, 1);
+    let bad = by_rank
+        .iter()
+        .zip(by_rank.iter().skip(1).chain(after.first()))
+        .position(|(a, b)| a >= b);
     comm.agree(match bad {
         Some(j) => Err(Error::CheckFailed(format!(
-            "suffixes SA[{j}] and SA[{}] are out of order",
-            j + 1
+            "suffixes SA[{}] and SA[{}] are out of order",
+            lo + j,
+            lo + j + 1
         ))),
         None => Ok(()),
     })
+}
+
+/// Records per pe in one piece of the check: an eighth of the pe's `len` positions, at least 2^16
+/// and at most 2^22 (64 MiB of exchanged pairs), fewer when the exchanges are limited to
+/// `round_bytes` per pe (so a small `--exchange-round-bytes` forces many pieces on a small input).
+fn piece_records(len: usize, round_bytes: usize) -> usize {
+    (len / 8)
+        .clamp(1 << 16, 1 << 22)
+        .min(round_bytes / 16)
+        .max(1)
 }
