@@ -119,9 +119,17 @@ fn build_lcp(text: &[u8], threads: u16) -> Result<(Vec<u64>, [f64; 3]), String> 
                 .run()
                 .map_err(err)?;
             let t1 = Instant::now();
-            let plcp = sa.plcp_construction().multi_threaded(t).run().map_err(err)?;
+            let plcp = sa
+                .plcp_construction()
+                .multi_threaded(t)
+                .run()
+                .map_err(err)?;
             let t2 = Instant::now();
-            let lcp = plcp.lcp_construction().multi_threaded(t).run().map_err(err)?;
+            let lcp = plcp
+                .lcp_construction()
+                .multi_threaded(t)
+                .run()
+                .map_err(err)?;
             let t3 = Instant::now();
             let (_, lcp, _, _) = lcp.into_parts();
             let secs = [t1 - t0, t2 - t1, t3 - t2].map(|d| d.as_secs_f64());
@@ -152,9 +160,8 @@ fn run_mode(cli: &Cli, text: &[u8], read_secs: f64, width: usize) -> Result<(), 
                     b.extend_from_slice(&x.to_le_bytes()[..width]);
                 }
             }
-            let extra = format!(
-                "\"sa_secs\": {sa:.6}, \"plcp_secs\": {plcp:.6}, \"lcp_secs\": {l:.6}, "
-            );
+            let extra =
+                format!("\"sa_secs\": {sa:.6}, \"plcp_secs\": {plcp:.6}, \"lcp_secs\": {l:.6}, ");
             (b, extra, sa + plcp + l)
         }
     };

@@ -43,6 +43,8 @@ Examples:
                                                   chrX.sa.text, chrX.sa.records.tsv, chrX.sa.meta
   psa query chrX.sa ACGTTGCA --locate             counts and places of patterns (no mpirun; see
                                                   psa query --help)
+  mpirun -n 64 psa --bwt g.bwt --lcp g.lcp g.fa.gz  SA, BWT (and g.bwt.primary) and LCP in one run
+  mpirun -n 64 psa --bwt g.bwt --no-sa g.txt      only the BWT: no SA file is created
 
 Sequence input (FASTA .fa .fasta .fna .ffn .faa .fas, FASTQ .fq .fastq, each optionally .gz, or
 --format): the text T is each record's sequence without line breaks and whitespace, upper-cased

@@ -134,7 +134,7 @@ pub struct Tunables {
     /// to the fingerprint search, so tests reach it on small inputs (`--lcp-prefix N`).
     pub lcp_prefix: usize,
     /// Queries a pe sends in one request round of the BWT and LCP constructions (more make
-    /// more rounds, each with smaller buffers: about 40 bytes a query; default 2^22; at least
+    /// more rounds, each with smaller buffers: about 40 bytes a query; default 2^20; at least
     /// 1; tests use tiny values) (`--request-piece N`).
     pub request_piece: usize,
 }
@@ -161,7 +161,7 @@ impl Default for Tunables {
             pool_piece: 1 << 24,
             sort_rounds: 0,
             lcp_prefix: 16,
-            request_piece: 1 << 22,
+            request_piece: 1 << 20,
         }
     }
 }

@@ -253,7 +253,10 @@ fn job_files(job: &Job) -> Vec<(String, PathBuf)> {
     }
     if let Some(p) = &job.bwt {
         v.push(("--bwt".into(), p.clone()));
-        v.push(("--bwt's primary index file".into(), side_path(p, ".primary")));
+        v.push((
+            "--bwt's primary index file".into(),
+            side_path(p, ".primary"),
+        ));
     }
     if let Some(p) = &job.lcp {
         v.push(("--lcp".into(), p.clone()));
@@ -379,9 +382,7 @@ fn run_here(
     // order through pe 0).
     let needs_sa = job.check || bwt_out.is_some() || lcp_out.is_some();
     let mut sa = match &out {
-        Some(out) if !needs_sa && out.is_positional() => {
-            suffix_array_or_write(ctx, &text, out)?
-        }
+        Some(out) if !needs_sa && out.is_positional() => suffix_array_or_write(ctx, &text, out)?,
         _ => Some(suffix_array(ctx, &text)?),
     };
     if let (true, Some(sa)) = (job.check, &sa) {

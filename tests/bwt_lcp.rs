@@ -175,10 +175,7 @@ fn run_one(
         let primary = fs::read_to_string(dir.join(format!("{bwt}.primary")))
             .map_err(|e| format!("no primary index file: {e}"))?;
         if primary != format!("{}\n", want.primary) {
-            return Err(format!(
-                "primary index {primary:?}, want {}",
-                want.primary
-            ));
+            return Err(format!("primary index {primary:?}, want {}", want.primary));
         }
         let got = read_sa(&dir.join(&lcp), s.width);
         if got != want.lcp {
@@ -212,7 +209,11 @@ fn run_row(row: usize, name: &str, text: &[u8]) {
             ));
         }
     }
-    eprintln!("{name}: n = {}, {runs} runs, {} failed", text.len(), failures.len());
+    eprintln!(
+        "{name}: n = {}, {runs} runs, {} failed",
+        text.len(),
+        failures.len()
+    );
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
@@ -266,14 +267,20 @@ fn fasta_input_uses_its_text() {
     for p in [1, 3] {
         let o = run_psa(
             p,
-            ["-q", "-o", "o.sa", "--bwt", "o.bwt", "--lcp", "o.lcp", "in.fa"],
+            [
+                "-q", "-o", "o.sa", "--bwt", "o.bwt", "--lcp", "o.lcp", "in.fa",
+            ],
             dir.path(),
         );
         assert!(o.success(), "p = {p}: {}", o.describe());
         let text = fs::read(dir.join("o.sa.text")).unwrap();
         let want = libsais_outputs(&text);
         assert_eq!(read_sa(&dir.join("o.sa"), 4), want.sa, "p = {p}: SA");
-        assert_eq!(fs::read(dir.join("o.bwt")).unwrap(), want.bwt, "p = {p}: BWT");
+        assert_eq!(
+            fs::read(dir.join("o.bwt")).unwrap(),
+            want.bwt,
+            "p = {p}: BWT"
+        );
         assert_eq!(
             fs::read_to_string(dir.join("o.bwt.primary")).unwrap(),
             format!("{}\n", want.primary)
@@ -283,8 +290,17 @@ fn fasta_input_uses_its_text() {
         let o = run_psa(p, ["-q", "--no-sa", "--bwt", "n.bwt", "in.fa"], dir.path());
         assert!(o.success(), "p = {p}: {}", o.describe());
         assert_eq!(fs::read(dir.join("n.bwt")).unwrap(), want.bwt);
-        for f in ["in.fa.sa", "in.fa.sa.text", "in.fa.sa.meta", "in.fa.sa.records.tsv"] {
-            assert!(!dir.join(f).exists(), "--no-sa created {f}: {:?}", dir.entries());
+        for f in [
+            "in.fa.sa",
+            "in.fa.sa.text",
+            "in.fa.sa.meta",
+            "in.fa.sa.records.tsv",
+        ] {
+            assert!(
+                !dir.join(f).exists(),
+                "--no-sa created {f}: {:?}",
+                dir.entries()
+            );
         }
     }
 }
@@ -298,7 +314,9 @@ fn stats_show_the_primary_index_and_phases() {
     let want = libsais_outputs(&text);
     let o = run_psa(
         2,
-        ["-q", "--stats", "s.json", "--bwt", "o.bwt", "--lcp", "o.lcp", "in.txt"],
+        [
+            "-q", "--stats", "s.json", "--bwt", "o.bwt", "--lcp", "o.lcp", "in.txt",
+        ],
         dir.path(),
     );
     assert!(o.success(), "{}", o.describe());
@@ -307,7 +325,12 @@ fn stats_show_the_primary_index_and_phases() {
         s.contains(&format!("\"bwt_primary\": {},", want.primary)),
         "{s}"
     );
-    for phase in ["\"bwt\"", "\"lcp prefixes\"", "\"lcp hashes\"", "\"lcp search\""] {
+    for phase in [
+        "\"bwt\"",
+        "\"lcp prefixes\"",
+        "\"lcp hashes\"",
+        "\"lcp search\"",
+    ] {
         assert!(s.contains(phase), "no phase {phase} in {s}");
     }
     assert!(s.contains("\"lcp_prefix\": 16"), "{s}");
@@ -338,8 +361,14 @@ fn argument_errors() {
     dir.write("in.txt", b"banana");
     for (args, needle) in [
         (&["--no-sa", "in.txt"][..], "--bwt"),
-        (&["--no-sa", "-o", "x.sa", "--bwt", "x.bwt", "in.txt"], "cannot be used"),
-        (&["--lcp-prefix", "17", "--lcp", "x", "in.txt"], "at most 16"),
+        (
+            &["--no-sa", "-o", "x.sa", "--bwt", "x.bwt", "in.txt"],
+            "cannot be used",
+        ),
+        (
+            &["--lcp-prefix", "17", "--lcp", "x", "in.txt"],
+            "at most 16",
+        ),
     ] {
         let o = run_psa(2, args, dir.path());
         assert_eq!(o.code, Some(2), "{args:?}: {}", o.describe());
@@ -415,9 +444,17 @@ fn read_only_and_failed_runs_leave_everything_as_it_was() {
             left.sort();
             assert_eq!(left, vec!["in.txt", "ro.lcp"], "p = {p} {args:?}");
         }
-        let o = run_psa(p, ["-q", "--force", "--no-sa", "--lcp", "ro.lcp", "in.txt"], dir.path());
+        let o = run_psa(
+            p,
+            ["-q", "--force", "--no-sa", "--lcp", "ro.lcp", "in.txt"],
+            dir.path(),
+        );
         assert!(o.success(), "{}", o.describe());
-        assert_eq!(read_sa(&ro, 4), want.lcp, "p = {p}: --force did not write the LCP");
+        assert_eq!(
+            read_sa(&ro, 4),
+            want.lcp,
+            "p = {p}: --force did not write the LCP"
+        );
         fs::remove_file(&ro).unwrap();
         // An LCP file that cannot be created after the SA's and the BWT's were: all removed,
         // earlier outputs kept as they were.
@@ -425,7 +462,15 @@ fn read_only_and_failed_runs_leave_everything_as_it_was() {
         fs::write(dir.join("o.bwt"), SENTINEL).unwrap();
         let o = run_psa(
             p,
-            ["-o", "o.sa", "--bwt", "o.bwt", "--lcp", "missing/o.lcp", "in.txt"],
+            [
+                "-o",
+                "o.sa",
+                "--bwt",
+                "o.bwt",
+                "--lcp",
+                "missing/o.lcp",
+                "in.txt",
+            ],
             dir.path(),
         );
         assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
@@ -450,7 +495,14 @@ fn devices_are_written_through() {
     for p in [1, 3] {
         let o = run_psa(
             p,
-            ["--no-sa", "--bwt", "/dev/null", "--lcp", "/dev/null", "in.txt"],
+            [
+                "--no-sa",
+                "--bwt",
+                "/dev/null",
+                "--lcp",
+                "/dev/null",
+                "in.txt",
+            ],
             dir.path(),
         );
         // Both at one file: refused.

@@ -44,7 +44,10 @@ fn bwt_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> BwtPart {
     let n = layout.len();
     let lo = layout.start(me);
     // r0: the rank of suffix 0, found by the pe that holds it.
-    let here = sa.iter().position(|&x| x == 0).map_or(u64::MAX, |k| (lo + k) as u64);
+    let here = sa
+        .iter()
+        .position(|&x| x == 0)
+        .map_or(u64::MAX, |k| (lo + k) as u64);
     let r0 = comm.all_reduce_min(here);
     if n == 0 {
         return BwtPart {
@@ -79,7 +82,13 @@ mod tests {
     /// The definition above on a small text, against libsais.
     #[test]
     fn the_definition_matches_libsais() {
-        for text in [&b"banana"[..], b"a", b"abracadabra", b"\x00\xff\x00", b"aaaa"] {
+        for text in [
+            &b"banana"[..],
+            b"a",
+            b"abracadabra",
+            b"\x00\xff\x00",
+            b"aaaa",
+        ] {
             let sa = crate::algo::oracle::naive_sa(text);
             let n = text.len();
             let r0 = sa.iter().position(|&x| x == 0).unwrap();

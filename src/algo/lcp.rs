@@ -21,7 +21,8 @@
 //!    T[a..a+m) and T[b..b+m) agree (with high probability, see below) iff
 //!    (H[a+m] − H[a])·B^b = (H[b+m] − H[b])·B^a; B^x comes from four local tables of 2^16
 //!    powers, so no power is fetched or computed by squaring.
-//! 3. `lcp search`: for the remaining pairs, a galloping search (lengths 2ℓ from the known common
+//! 3. `lcp search`: for the remaining pairs, first the whole shorter suffix (one round settles
+//!    aⁿ), then a galloping search (lengths 2ℓ from the known common
 //!    length ℓ) and then a binary search between the last equal and the first unequal length,
 //!    all pairs at once: each request round fetches H[a+m] and H[b+m] of every open pair from
 //!    their owners. O(log n) rounds in all (about 2·log₂ of the largest LCP); per pe O(n/p)
@@ -54,7 +55,7 @@
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
-use crate::dist::{fetch_in_rounds, last_of_left, right_halo, Layout};
+use crate::dist::{fetch, fetch_in_rounds, last_of_left, right_halo, Layout};
 use crate::error::{Error, Result};
 use crate::Ctx;
 
@@ -164,19 +165,25 @@ struct Search {
 }
 
 const GALLOP: u64 = 1 << 63;
+/// In `hi`: the first comparison is at the shorter suffix's whole length (one round settles
+/// every pair of a periodic text whose shorter suffix is a prefix of the longer, as all of aⁿ's).
+const MAX_FIRST: u64 = 1 << 62;
 
 impl Search {
     fn galloping(&self) -> bool {
         self.hi & GALLOP != 0
     }
     fn hi(&self) -> u64 {
-        self.hi & !GALLOP
+        self.hi & !(GALLOP | MAX_FIRST)
     }
     fn done(&self) -> bool {
         self.hi() - self.lo <= 1
     }
     /// The length to compare next.
     fn probe(&self) -> u64 {
+        if self.hi & MAX_FIRST != 0 {
+            return self.hi() - 1;
+        }
         match self.galloping() {
             true => (2 * self.lo).max(self.lo + 1).min(self.hi() - 1),
             false => (self.lo + self.hi()) / 2,
@@ -185,9 +192,13 @@ impl Search {
     /// Records the comparison at length m: equal raises `lo` (galloping goes on), unequal
     /// lowers `hi` and ends the galloping.
     fn update(&mut self, m: u64, equal: bool) {
-        match equal {
-            true => self.lo = m,
-            false => self.hi = m,
+        let first = self.hi & MAX_FIRST != 0;
+        self.hi &= !MAX_FIRST;
+        match (equal, first) {
+            (true, _) => self.lo = m,
+            // The whole length differs: gallop up from lo below it.
+            (false, true) => self.hi = m | GALLOP,
+            (false, false) => self.hi = m,
         }
     }
 }
@@ -228,7 +239,7 @@ fn lcp_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<Vec<u
         let mut base = crate::io::output::random_tag() % (P - (1 << 17)) + (1 << 16);
         comm.broadcast(&mut base, 0);
         let hashes = ctx.phase("lcp hashes", || hashes(ctx, text, layout, base));
-        let found = ctx.phase("lcp search", || search(ctx, &hashes, layout, &open, &pair));
+        let found = ctx.phase("lcp search", || search(ctx, &hashes, layout, open, &pair));
         drop(hashes);
         let failed = ctx.phase("lcp verify", || verify(ctx, text, layout, &found, &pair));
         let mut again = Vec::new();
@@ -276,8 +287,7 @@ fn prefixes(
             u64::from_be_bytes(b[8..].try_into().unwrap_or_default()),
         ]
     };
-    let mine: Vec<[u64; 2]> =
-        fetch_in_rounds(comm, layout, sa, ctx.tune.request_piece, prefix_at);
+    let mine: Vec<[u64; 2]> = fetch_in_rounds(comm, layout, sa, ctx.tune.request_piece, prefix_at);
     let left = last_of_left(comm, &mine);
     let common = |x: [u64; 2], y: [u64; 2]| -> u64 {
         match (x[0] ^ y[0], x[1] ^ y[1]) {
@@ -346,58 +356,80 @@ fn hashes(ctx: &Ctx, text: &[u8], layout: &Layout, base: u64) -> Hashes {
     Hashes { h, powers }
 }
 
-/// Fetches H[x] for every x (≤ n). Collective.
+/// Fetches H[x] for every x (≤ n) in one request round (the caller keeps `xs` within a
+/// request piece). Collective.
 fn fetch_h(ctx: &Ctx, hashes: &Hashes, layout: &Layout, xs: &[u64]) -> Vec<u64> {
-    // H[0] = 0 is known; H[x] for x ≥ 1 is h[x − 1] of x − 1's owner.
-    let queries: Vec<u64> = xs.iter().filter(|&&x| x > 0).map(|&x| x - 1).collect();
-    let got = fetch_in_rounds(&ctx.comm, layout, &queries, ctx.tune.request_piece, |k| {
-        hashes.at_local(k)
-    });
-    let mut it = got.into_iter();
-    xs.iter()
-        .map(|&x| match x {
-            0 => 0,
-            _ => it.next().unwrap_or(0),
-        })
-        .collect()
+    // H[0] = 0 is known; H[x] for x ≥ 1 is h[x − 1] of x − 1's owner (x = 0 asks for index 0
+    // and ignores the answer, so the queries keep their order without a filtered copy).
+    let queries: Vec<u64> = xs.iter().map(|&x| x.saturating_sub(1)).collect();
+    let mut got = fetch(&ctx.comm, layout, &queries, |k| hashes.at_local(k));
+    for (g, &x) in got.iter_mut().zip(xs) {
+        if x == 0 {
+            *g = 0;
+        }
+    }
+    got
+}
+
+/// Runs `f` on consecutive pieces of `items` of at most `piece` each, every pe the same number
+/// of times (the most any pe needs; the others pass empty pieces), so that `f` may run request
+/// rounds. Collective.
+fn in_pieces<T>(
+    comm: &crate::comm::Comm,
+    items: &mut [T],
+    piece: usize,
+    mut f: impl FnMut(&mut [T]),
+) {
+    let piece = piece.max(1);
+    let rounds = comm.all_reduce_max(items.len().div_ceil(piece) as u64) as usize;
+    for r in 0..rounds {
+        let lo = (r * piece).min(items.len());
+        let hi = ((r + 1) * piece).min(items.len());
+        f(&mut items[lo..hi]);
+    }
 }
 
 /// Step 3: the galloping and binary search of every open pair. Returns every pair with its
-/// `lo` = the LCP found. Collective.
+/// `lo` = the LCP found. Collective. Each request round asks two fingerprints per pair, in
+/// pieces of half a request piece of pairs, so its buffers stay within the piece.
 fn search(
     ctx: &Ctx,
     hashes: &Hashes,
     layout: &Layout,
-    open: &[u64],
+    open: Vec<u64>,
     pair: &(dyn Fn(usize) -> (u64, u64) + Sync),
 ) -> Vec<Search> {
     let comm = &ctx.comm;
     let n = layout.len() as u64;
     let k = ctx.tune.lcp_prefix.min(PREFIX_MAX) as u64;
-    let ends: Vec<u64> = open
-        .iter()
-        .flat_map(|&s| {
-            let (a, b) = pair(s as usize);
-            [a, b]
-        })
-        .collect();
-    let h0 = fetch_h(ctx, hashes, layout, &ends);
-    drop(ends);
+    let half = (ctx.tune.request_piece / 2).max(1);
     let mut all: Vec<Search> = open
         .iter()
-        .enumerate()
-        .map(|(j, &s)| {
+        .map(|&s| {
             let (a, b) = pair(s as usize);
             Search {
                 slot: s,
-                ha: h0[2 * j],
-                hb: h0[2 * j + 1],
+                ha: 0,
+                hb: 0,
                 lo: k,
-                hi: (n - a.max(b) + 1) | GALLOP,
+                hi: (n - a.max(b) + 1) | GALLOP | MAX_FIRST,
             }
         })
         .collect();
-    drop(h0);
+    drop(open);
+    in_pieces(comm, &mut all, half, |part| {
+        let ends: Vec<u64> = part
+            .iter()
+            .flat_map(|s| {
+                let (a, b) = pair(s.slot as usize);
+                [a, b]
+            })
+            .collect();
+        let h0 = fetch_h(ctx, hashes, layout, &ends);
+        for (j, s) in part.iter_mut().enumerate() {
+            (s.ha, s.hb) = (h0[2 * j], h0[2 * j + 1]);
+        }
+    });
     let mut rounds = 0;
     loop {
         // The open ones first: each round only they ask.
@@ -406,27 +438,25 @@ fn search(
             break;
         }
         rounds += 1;
-        let probes: Vec<u64> = all[..live].iter().map(|s| s.probe()).collect();
-        let xs: Vec<u64> = all[..live]
-            .iter()
-            .zip(&probes)
-            .flat_map(|(s, &m)| {
+        in_pieces(comm, &mut all[..live], half, |part| {
+            let xs: Vec<u64> = part
+                .iter()
+                .flat_map(|s| {
+                    let (a, b) = pair(s.slot as usize);
+                    let m = s.probe();
+                    [a + m, b + m]
+                })
+                .collect();
+            let got = fetch_h(ctx, hashes, layout, &xs);
+            drop(xs);
+            part.par_iter_mut().enumerate().for_each(|(j, s)| {
                 let (a, b) = pair(s.slot as usize);
-                [a + m, b + m]
-            })
-            .collect();
-        let got = fetch_h(ctx, hashes, layout, &xs);
-        drop(xs);
-        all[..live]
-            .par_iter_mut()
-            .zip(probes.par_iter())
-            .enumerate()
-            .for_each(|(j, (s, &m))| {
-                let (a, b) = pair(s.slot as usize);
+                let m = s.probe();
                 let left = mul(sub(got[2 * j], s.ha), hashes.powers.pow(b));
                 let right = mul(sub(got[2 * j + 1], s.hb), hashes.powers.pow(a));
                 s.update(m, left == right);
             });
+        });
     }
     if comm.rank() == 0 {
         log::debug!("lcp: the search took {rounds} request rounds");
@@ -460,20 +490,18 @@ fn verify(
     let at = |s: &Search| -> [u64; 4] {
         let (a, b) = pair(s.slot as usize);
         let l = s.lo;
-        [(a + l).wrapping_sub(1), (b + l).wrapping_sub(1), a + l, b + l]
+        [
+            (a + l).wrapping_sub(1),
+            (b + l).wrapping_sub(1),
+            a + l,
+            b + l,
+        ]
     };
-    let queries: Vec<u64> = found
-        .iter()
-        .flat_map(at)
-        .filter(|&x| x < n)
-        .collect();
-    let chars: Vec<u8> = fetch_in_rounds(
-        &ctx.comm,
-        layout,
-        &queries,
-        ctx.tune.request_piece,
-        |i| text[i],
-    );
+    let queries: Vec<u64> = found.iter().flat_map(at).filter(|&x| x < n).collect();
+    let chars: Vec<u8> =
+        fetch_in_rounds(&ctx.comm, layout, &queries, ctx.tune.request_piece, |i| {
+            text[i]
+        });
     let mut it = chars.into_iter();
     found
         .iter()
@@ -535,7 +563,7 @@ mod tests {
             ha: 0,
             hb: 0,
             lo: 16,
-            hi: 101 | GALLOP,
+            hi: 101 | GALLOP | MAX_FIRST,
         };
         let mut steps = 0;
         while !s.done() {
@@ -544,19 +572,21 @@ mod tests {
             steps += 1;
         }
         assert_eq!(s.lo, 37);
-        assert!(steps <= 8, "{steps}");
+        assert!(steps <= 9, "{steps}");
         // Equal to the end of the shorter suffix.
         let mut s = Search {
             slot: 0,
             ha: 0,
             hb: 0,
             lo: 0,
-            hi: 6 | GALLOP,
+            hi: 6 | GALLOP | MAX_FIRST,
         };
+        let mut steps = 0;
         while !s.done() {
             let m = s.probe();
             s.update(m, true);
+            steps += 1;
         }
-        assert_eq!(s.lo, 5);
+        assert_eq!((s.lo, steps), (5, 1));
     }
 }
