@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use clap::{ArgAction, Args, Parser, ValueEnum};
+use clap::{ArgAction, ArgGroup, Args, Parser, ValueEnum};
 use psa::io::seq::{Format, SeqOptions};
 use psa::io::Width;
 use psa::IndexWidth;
@@ -43,6 +43,8 @@ Examples:
                                                   chrX.sa.text, chrX.sa.records.tsv, chrX.sa.meta
   psa query chrX.sa ACGTTGCA --locate             counts and places of patterns (no mpirun; see
                                                   psa query --help)
+  mpirun -n 64 psa --bwt g.bwt --lcp g.lcp g.fa.gz  SA, BWT (and g.bwt.primary) and LCP in one run
+  mpirun -n 64 psa --bwt g.bwt --no-sa g.txt      only the BWT: no SA file is created
 
 Sequence input (FASTA .fa .fasta .fna .ffn .faa .fas, FASTQ .fq .fastq, each optionally .gz, or
 --format): the text T is each record's sequence without line breaks and whitespace, upper-cased
@@ -65,6 +67,7 @@ Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phas
 /// Distributed suffix array construction on MPI.
 #[derive(Parser, Debug)]
 #[command(name = "psa", version, about, after_help = AFTER_HELP)]
+#[command(group(ArgGroup::new("beside_sa").args(["bwt", "lcp"]).multiple(true)))]
 pub struct Cli {
     /// Input files, one suffix array over all of them in this order (raw bytes, or FASTA/FASTQ
     /// by name or --format; every pe reads only its own slice)
@@ -73,6 +76,17 @@ pub struct Cli {
     /// Output file [default: the first INPUT.sa]
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+    /// Also write the BWT to PATH (libsais' convention: the BWT of T$ without the $, n bytes) and
+    /// its primary index to PATH.primary (a decimal number; also in --stats and the log)
+    #[arg(long, value_name = "PATH")]
+    pub bwt: Option<PathBuf>,
+    /// Also write the LCP array to PATH: LCP[0] = 0, LCP[i] = longest common prefix of the
+    /// suffixes SA[i-1] and SA[i] in bytes of T, n entries of --width bytes, little-endian
+    #[arg(long, value_name = "PATH")]
+    pub lcp: Option<PathBuf>,
+    /// Write no suffix array (nor the index files beside it), only --bwt and/or --lcp
+    #[arg(long, requires = "beside_sa", conflicts_with = "output")]
+    pub no_sa: bool,
     /// Format of every input [default: each file's by its name; raw for other names]
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
@@ -171,6 +185,14 @@ pub struct Tuning {
     /// Key ranges pCSS's sorts run in, one after the other (0: chosen from the input)
     #[arg(long, hide = true, value_name = "N")]
     pub sort_rounds: Option<usize>,
+    /// Characters of each suffix the LCP construction compares exactly before its fingerprint
+    /// search (0–16; tests: 0 or 1 search almost every pair)
+    #[arg(long, hide = true, value_name = "N", value_parser = at_most(psa::internals::LCP_PREFIX_MAX))]
+    pub lcp_prefix: Option<usize>,
+    /// Queries per pe in one request round of the BWT and LCP constructions (tests: small
+    /// values, many rounds)
+    #[arg(long, hide = true, value_name = "N", value_parser = at_least(1))]
+    pub request_piece: Option<usize>,
     /// Pinned staging buffers of GPU transfers: N buffers (at least 2) of M MiB
     #[arg(long, hide = true, value_name = "NxM", value_parser = stage_shape)]
     pub gpu_stage: Option<(usize, usize)>,
@@ -216,6 +238,15 @@ fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send
     move |s| match s.parse::<usize>() {
         Ok(v) if v >= min => Ok(v),
         Ok(v) => Err(format!("must be at least {min}, not {v}")),
+        Err(e) => Err(format!("'{s}' is not a whole number: {e}")),
+    }
+}
+
+/// A parser of integers of at most `max`.
+fn at_most(max: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |s| match s.parse::<usize>() {
+        Ok(v) if v <= max => Ok(v),
+        Ok(v) => Err(format!("must be at most {max}, not {v}")),
         Err(e) => Err(format!("'{s}' is not a whole number: {e}")),
     }
 }
@@ -313,6 +344,8 @@ impl Cli {
         tune.gpu_pool = !t.no_gpu_pool;
         tune.pool_piece = t.pool_piece.unwrap_or(tune.pool_piece);
         tune.sort_rounds = t.sort_rounds.unwrap_or(tune.sort_rounds);
+        tune.lcp_prefix = t.lcp_prefix.unwrap_or(tune.lcp_prefix);
+        tune.request_piece = t.request_piece.unwrap_or(tune.request_piece);
         let gpu = &mut c.gpu;
         if let Some((n, bytes)) = t.gpu_stage {
             (gpu.stage_buffers, gpu.stage_buffer_bytes) = (n, bytes);
@@ -417,6 +450,8 @@ mod tests {
             "--no-gpu-pool",
             "--pool-piece=3",
             "--sort-rounds=5",
+            "--lcp-prefix=3",
+            "--request-piece=9",
             "--gpu-stage=4x32",
             "--gpu-copy-piece=8192",
             "--gpu-pin=alloc",
@@ -430,7 +465,7 @@ mod tests {
              exchange_round_bytes=null mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
              plan_algo=false read_piece=5 force_wide=true index_bits=40 \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
-             gpu_pool=false pool_piece=3 sort_rounds=5 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
+             gpu_pool=false pool_piece=3 sort_rounds=5 lcp_prefix=3 request_piece=9 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""
         );
         assert_eq!(
@@ -451,6 +486,7 @@ mod tests {
             (&["--css-handover", "nan"], "not a number"),
             (&["--css-predicted", "dc5"], "invalid value"),
             (&["--index-bits", "48"], "not 32, 40 or 64"),
+            (&["--lcp-prefix", "17"], "must be at most 16"),
             (&["--mem-per-pe", "3X"], "not a size"),
             (&["--mem-per-pe", "512K"], "less than 1M"),
             (&["--mem-per-pe", ""], "not a size"),

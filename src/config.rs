@@ -129,6 +129,14 @@ pub struct Tunables {
     /// `css::peak_bytes_per_pe`); 0 (the default): one, unless the memory plan needs more
     /// (`--sort-rounds N`).
     pub sort_rounds: usize,
+    /// Characters of every suffix the LCP construction compares exactly before it searches with
+    /// fingerprints (at most 16, default 16; see `algo::lcp`); 0 and 1 send almost every pair
+    /// to the fingerprint search, so tests reach it on small inputs (`--lcp-prefix N`).
+    pub lcp_prefix: usize,
+    /// Queries a pe sends in one request round of the BWT and LCP constructions (more make
+    /// more rounds, each with smaller buffers: about 40 bytes a query; default 2^20; at least
+    /// 1; tests use tiny values) (`--request-piece N`).
+    pub request_piece: usize,
 }
 
 impl Tunables {
@@ -152,6 +160,8 @@ impl Default for Tunables {
             gpu_pool: true,
             pool_piece: 1 << 24,
             sort_rounds: 0,
+            lcp_prefix: 16,
+            request_piece: 1 << 20,
         }
     }
 }
@@ -271,6 +281,8 @@ impl Config {
             ("gpu_pool", t.gpu_pool.to_string()),
             ("pool_piece", t.pool_piece.to_string()),
             ("sort_rounds", t.sort_rounds.to_string()),
+            ("lcp_prefix", t.lcp_prefix.to_string()),
+            ("request_piece", t.request_piece.to_string()),
             ("gpu_stage_buffers", g.stage_buffers.to_string()),
             ("gpu_stage_buffer_bytes", g.stage_buffer_bytes.to_string()),
             ("gpu_copy_piece", g.copy_piece.to_string()),
@@ -351,6 +363,8 @@ mod tests {
                     gpu_pool: _,
                     pool_piece: _,
                     sort_rounds: _,
+                    lcp_prefix: _,
+                    request_piece: _,
                 },
             gpu:
                 GpuOptions {
@@ -361,7 +375,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 10 + 9 + 5);
+        assert_eq!(names.len(), 10 + 11 + 5);
     }
 
     #[test]

@@ -20,8 +20,15 @@ pub struct Job {
     pub inputs: Vec<PathBuf>,
     /// How the inputs become the text (formats, case, reverse complements).
     pub seq: SeqOptions,
-    /// Where the suffix array goes (a file, a device or a FIFO).
+    /// Where the suffix array goes (a file, a device or a FIFO); unused without `write_sa`.
     pub output: PathBuf,
+    /// Write the suffix array (false: `--no-sa`, only the BWT and/or LCP array; then neither
+    /// `output` nor the index files beside it are created).
+    pub write_sa: bool,
+    /// Where the BWT goes (`--bwt`): n bytes, and its primary index in `PATH.primary`.
+    pub bwt: Option<PathBuf>,
+    /// Where the LCP array goes (`--lcp`): n entries of the SA's width.
+    pub lcp: Option<PathBuf>,
     /// Bytes per SA entry.
     pub width: Width,
     /// Run the distributed checker before writing.
@@ -57,6 +64,8 @@ pub struct Report {
     pub checked: bool,
     /// The memory plan the run kept ([`plan::choose`]).
     pub plan: Plan,
+    /// The BWT's primary index (with `--bwt`).
+    pub bwt_primary: Option<u64>,
 }
 
 impl Report {
@@ -86,6 +95,11 @@ impl Report {
 /// its plan and output follow, before its characters move.
 pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
     let t0 = Instant::now();
+    if !job.write_sa && job.bwt.is_none() && job.lcp.is_none() {
+        return ctx.comm.agree(Err(Error::Usage(
+            "--no-sa needs --bwt or --lcp: the run would write nothing".into(),
+        )));
+    }
     let files = ctx.install(|ctx| InputFile::open_all(&ctx.comm, &job.inputs, &job.seq))?;
     let inputs: Vec<&Path> = job.inputs.iter().map(|p| p.as_path()).collect();
     let sequence = files.iter().any(|f| f.format != Format::Raw);
@@ -139,6 +153,8 @@ fn width_and_plan(ctx: &Ctx, job: &Job, n: usize) -> Result<(usize, Plan)> {
         pes: comm.size(),
         width,
         check: job.check,
+        bwt: job.bwt.is_some(),
+        lcp: job.lcp.is_some(),
     };
     // The same on every pe (the same settings and size): pe 0 reports a refusal, every pe
     // leaves with its status.
@@ -171,33 +187,110 @@ struct Run<'a> {
     t0: Instant,
 }
 
-/// The stats file and the index's side files, created before the input is read.
+/// The stats file, the index's side files and the BWT's primary index file, created before the
+/// input is read.
 struct EarlyFiles {
     stats: Option<SideFile>,
     side: Option<IndexFiles>,
+    primary: Option<SideFile>,
 }
 
 impl EarlyFiles {
     /// Collective.
     fn create(ctx: &Ctx, job: &Job, inputs: &[&Path], sequence: bool) -> Result<EarlyFiles> {
         let comm = &ctx.comm;
-        if let Some(stats) = &job.stats {
-            let clash = comm.rank() == 0 && crate::io::output::same_destination(stats, &job.output);
-            if comm.any(clash) {
-                return comm.agree(Err(Error::Usage(format!(
-                    "--stats '{}' and the output '{}' are the same file",
-                    stats.display(),
-                    job.output.display()
-                ))));
-            }
+        let clash = match comm.rank() {
+            0 => same_files(job),
+            _ => None,
+        };
+        if comm.any(clash.is_some()) {
+            return comm.agree(Err(Error::Usage(clash.unwrap_or_default())));
         }
         let stats = match &job.stats {
             Some(p) => Some(SideFile::create(comm, p, inputs, job.force, "stats file")?),
             None => None,
         };
-        let side = IndexFiles::create(comm, &job.output, inputs, job.force, sequence)?;
-        Ok(EarlyFiles { stats, side })
+        let side = match job.write_sa {
+            true => IndexFiles::create(comm, &job.output, inputs, job.force, sequence)?,
+            false => None,
+        };
+        let primary = match &job.bwt {
+            Some(bwt) if !is_special(comm, bwt) => Some(SideFile::create(
+                comm,
+                &side_path(bwt, ".primary"),
+                inputs,
+                job.force,
+                "BWT primary index file",
+            )?),
+            Some(bwt) => {
+                if comm.rank() == 0 {
+                    log::info!(
+                        "the BWT output '{}' is not a regular file: its primary index goes to the log and --stats only",
+                        bwt.display()
+                    );
+                }
+                None
+            }
+            None => None,
+        };
+        Ok(EarlyFiles {
+            stats,
+            side,
+            primary,
+        })
     }
+}
+
+/// The files a job writes, by what messages call them: the SA (unless `--no-sa`), `--stats`,
+/// the BWT and its primary index file, the LCP array.
+fn job_files(job: &Job) -> Vec<(String, PathBuf)> {
+    let mut v = Vec::new();
+    if job.write_sa {
+        v.push(("the output".to_string(), job.output.clone()));
+    }
+    if let Some(p) = &job.stats {
+        v.push(("--stats".into(), p.clone()));
+    }
+    if let Some(p) = &job.bwt {
+        v.push(("--bwt".into(), p.clone()));
+        v.push((
+            "--bwt's primary index file".into(),
+            side_path(p, ".primary"),
+        ));
+    }
+    if let Some(p) = &job.lcp {
+        v.push(("--lcp".into(), p.clone()));
+    }
+    v
+}
+
+/// Two of the job's files that end up at one file, as a message (local; pe 0 asks).
+fn same_files(job: &Job) -> Option<String> {
+    let files = job_files(job);
+    for (i, (what_a, a)) in files.iter().enumerate() {
+        for (what_b, b) in &files[i + 1..] {
+            if crate::io::output::same_destination(a, b) {
+                return Some(format!(
+                    "{what_a} '{}' and {what_b} '{}' are the same file",
+                    a.display(),
+                    b.display()
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Whether `path` is a character device or FIFO (written through: no side files beside it).
+/// Collective (pe 0 looks).
+fn is_special(comm: &Comm, path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let special = comm.rank() == 0
+        && std::fs::metadata(path).is_ok_and(|m| {
+            let t = m.file_type();
+            t.is_char_device() || t.is_fifo()
+        });
+    comm.any(special)
 }
 
 /// [`run`] on the calling thread's pool, once the plan is made.
@@ -221,8 +314,43 @@ fn run_here(
     let EarlyFiles {
         stats: stats_file,
         side,
+        primary,
     } = early;
-    let out = OutputFile::create(comm, &job.output, inputs, job.force, n, width)?;
+    let out = match job.write_sa {
+        true => Some(OutputFile::create(
+            comm,
+            &job.output,
+            inputs,
+            job.force,
+            n,
+            width,
+        )?),
+        false => None,
+    };
+    let bwt_out = match &job.bwt {
+        Some(p) => Some(OutputFile::create_named(
+            comm,
+            p,
+            inputs,
+            job.force,
+            n,
+            1,
+            "BWT output",
+        )?),
+        None => None,
+    };
+    let lcp_out = match &job.lcp {
+        Some(p) => Some(OutputFile::create_named(
+            comm,
+            p,
+            inputs,
+            job.force,
+            n,
+            width,
+            "LCP output",
+        )?),
+        None => None,
+    };
     if comm.rank() == 0 {
         log::info!(
             "building the suffix array of {} ({n} characters) on {} pes × {} threads with {:?}, {}-byte entries",
@@ -249,11 +377,13 @@ fn run_here(
         })?),
         _ => None,
     };
-    // The checker needs every pe's part; without it pe 0 may write the device's SA itself
-    // (only into a regular file: a device or FIFO gets every part in order through pe 0).
-    let sa = match job.check || !out.is_positional() {
-        true => Some(suffix_array(ctx, &text)?),
-        false => suffix_array_or_write(ctx, &text, &out)?,
+    // The checker, the BWT and the LCP array need every pe's part; without them pe 0 may write
+    // the device's SA itself (only into a regular file: a device or FIFO gets every part in
+    // order through pe 0).
+    let needs_sa = job.check || bwt_out.is_some() || lcp_out.is_some();
+    let mut sa = match &out {
+        Some(out) if !needs_sa && out.is_positional() => suffix_array_or_write(ctx, &text, out)?,
+        _ => Some(suffix_array(ctx, &text)?),
     };
     if let (true, Some(sa)) = (job.check, &sa) {
         ctx.phase("check", || algo::check::check(ctx, &text, sa, &layout))?;
@@ -261,11 +391,38 @@ fn run_here(
             log::info!("check passed: the output is the suffix array of the input");
         }
     }
-    drop(text);
-    if let Some(sa) = sa {
-        ctx.phase("write", || out.write(comm, layout.start(comm.rank()), &sa))?;
+    let first = layout.start(comm.rank());
+    if let (Some(out), Some(sa)) = (&out, &sa) {
+        ctx.phase("write", || out.write(comm, first, sa))?;
     }
-    out.commit(comm)?;
+    let mut bwt_primary = None;
+    if let (Some(bwt_out), Some(sa)) = (&bwt_out, &sa) {
+        let part = algo::bwt::bwt(ctx, &text, sa, &layout);
+        ctx.phase("write bwt", || bwt_out.write(comm, part.first, &part.bytes))?;
+        bwt_primary = Some(part.primary);
+        if comm.rank() == 0 {
+            log::info!("BWT primary index: {}", part.primary);
+        }
+    }
+    if let (Some(lcp_out), Some(sa)) = (&lcp_out, sa.take()) {
+        let lcp = algo::lcp::lcp(ctx, &text, &sa, &layout)?;
+        drop(sa);
+        ctx.phase("write lcp", || lcp_out.write(comm, first, &lcp))?;
+    }
+    drop(sa);
+    drop(text);
+    if let Some(out) = out {
+        out.commit(comm)?;
+    }
+    if let Some(f) = bwt_out {
+        f.commit(comm)?;
+    }
+    if let (Some(f), Some(primary)) = (primary, bwt_primary) {
+        f.finish(comm, format!("{primary}\n").as_bytes())?;
+    }
+    if let Some(f) = lcp_out {
+        f.commit(comm)?;
+    }
     if let Some(t) = text_file {
         t.commit(comm)?;
     }
@@ -290,6 +447,7 @@ fn run_here(
         refine_rounds,
         checked: job.check,
         plan,
+        bwt_primary,
     };
     if let Some(f) = stats_file {
         f.finish(comm, report_json(&report, ctx, job).as_bytes())?;
@@ -524,7 +682,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         })
         .collect();
     format!(
-        "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"bwt_primary\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
         json_str(&job.inputs.first().map(|p| p.display().to_string()).unwrap_or_default()),
         job.inputs
             .iter()
@@ -549,6 +707,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         list(&r.bytes_sent),
         r.max_imbalance,
         r.refine_rounds,
+        r.bwt_primary.map_or("null".into(), |p| p.to_string()),
         r.plan.budget.map_or("null".into(), |b| b.to_string()),
         r.plan.to_json(),
         r.plan.peak,

@@ -57,7 +57,9 @@ pub mod plan;
 pub mod driver;
 mod entry;
 
+pub use algo::bwt::{bwt, BwtPart};
 pub use algo::check::check;
+pub use algo::lcp::lcp;
 pub use config::{Algo, Backend, Config, GpuOptions, PinMethod, Predicted, Tunables};
 pub use ctx::Ctx;
 pub use dist::Layout;
@@ -72,6 +74,7 @@ pub use index::IndexWidth;
 #[doc(hidden)]
 pub mod internals {
     pub use crate::algo::dc7::dc7;
+    pub use crate::algo::lcp::PREFIX_MAX as LCP_PREFIX_MAX;
     pub use crate::algo::oracle::naive_sa;
     pub use crate::algo::seq::{sa_bytes, sa_ints};
     pub use crate::config::json_str;

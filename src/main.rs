@@ -185,6 +185,9 @@ fn main() -> ExitCode {
                 s.push(".sa");
                 PathBuf::from(s)
             }),
+            write_sa: !cli.no_sa,
+            bwt: cli.bwt.clone(),
+            lcp: cli.lcp.clone(),
             inputs: cli.inputs.clone(),
             seq: cli.seq_options(),
             width: cli.width,
@@ -198,9 +201,18 @@ fn main() -> ExitCode {
             if cli.verbose >= 1 {
                 log::info!("phases (max and mean over pes):\n{}", report_table(&report));
             } else {
+                let written: Vec<String> = [
+                    job.write_sa.then_some(&job.output),
+                    job.bwt.as_ref(),
+                    job.lcp.as_ref(),
+                ]
+                .into_iter()
+                .flatten()
+                .map(|p| format!("'{}'", p.display()))
+                .collect();
                 log::info!(
-                    "wrote '{}' ({} entries) in {:.3} s ({:.2} MB/s), {}",
-                    job.output.display(),
+                    "wrote {} ({} entries) in {:.3} s ({:.2} MB/s), {}",
+                    written.join(", "),
                     report.n,
                     report.total_secs,
                     report.n as f64 / 1e6 / report.total_secs.max(1e-9),

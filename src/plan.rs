@@ -41,6 +41,10 @@ pub struct Shape {
     pub width: usize,
     /// Whether the distributed checker runs.
     pub check: bool,
+    /// Whether the BWT is built (`--bwt`).
+    pub bwt: bool,
+    /// Whether the LCP array is built (`--lcp`).
+    pub lcp: bool,
 }
 
 impl Shape {
@@ -107,6 +111,18 @@ fn dc3_costs(_shape: &Shape, _knobs: &Knobs) -> Costs {
 /// exchanged records (up to an eighth of the block, 16 bytes each, two copies).
 const CHECK_BYTES_PER_CHAR: f64 = 30.0;
 
+/// The BWT (`algo::bwt`, after the build): the text, the suffix array, the queries of its one
+/// request round (8 bytes an entry, their answers 1) and its bytes. A rough figure from the
+/// structures held (not yet calibrated on large inputs), rounded up.
+const BWT_BYTES_PER_CHAR: f64 = 32.0;
+
+/// The LCP array (`algo::lcp`, after the build and the BWT): the text, the suffix array, the LCP
+/// entries and the fingerprints (25 bytes), and in its search, on inputs whose pairs all stay
+/// open (aⁿ, long repeats), per pair its search record (40), slot, probe, the queried positions
+/// and their answers (56). A rough figure from the structures held, checked against -v's
+/// peak of `lcp search` on aⁿ (not yet calibrated on large inputs), rounded up.
+const LCP_BYTES_PER_CHAR: f64 = 136.0;
+
 /// The model's coefficients of `knobs.algo`.
 pub fn costs(shape: &Shape, knobs: &Knobs) -> Costs {
     match knobs.algo {
@@ -127,12 +143,11 @@ pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
         _ => records,
     };
     let build = chars * c.held + exchange;
-    let check = if shape.check {
-        chars * CHECK_BYTES_PER_CHAR
-    } else {
-        0.0
-    };
-    BASE_BYTES + build.max(check).ceil() as u64
+    let after = |on: bool, per_char: f64| if on { chars * per_char } else { 0.0 };
+    let check = after(shape.check, CHECK_BYTES_PER_CHAR);
+    let bwt = after(shape.bwt, BWT_BYTES_PER_CHAR);
+    let lcp = after(shape.lcp, LCP_BYTES_PER_CHAR);
+    BASE_BYTES + build.max(check).max(bwt).max(lcp).ceil() as u64
 }
 
 /// A run's plan: the knobs it sets and what it predicts.
@@ -415,6 +430,8 @@ mod tests {
             pes,
             width: 4,
             check: false,
+            bwt: false,
+            lcp: false,
         }
     }
 

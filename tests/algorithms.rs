@@ -396,6 +396,8 @@ fn leanest_memory_budget() {
                 pes: p,
                 width: 4,
                 check: true,
+                bwt: false,
+                lcp: false,
             };
             let budget = psa::plan::choose(&config, &shape, "")
                 .expect("no budget")

@@ -25,6 +25,8 @@ fn leanest(n: usize, p: usize, algo: Algo, sort_rounds: usize) -> u64 {
         pes: p,
         width: 4,
         check: false,
+        bwt: false,
+        lcp: false,
     };
     choose(&config, &shape, "").expect("no budget").leanest
 }

@@ -545,6 +545,32 @@ where
     slot_of.into_par_iter().map(|s| back[s]).collect()
 }
 
+/// [`fetch`] in rounds of at most `piece` queries per pe, so that its buffers (about 40 bytes
+/// per query, twice the answers) stay small beside what the caller holds. Collective; every pe
+/// runs the same number of rounds (the most any pe needs). Returns the answers in query order.
+#[must_use]
+pub fn fetch_in_rounds<R, F>(
+    comm: &Comm,
+    layout: &Layout,
+    queries: &[u64],
+    piece: usize,
+    lookup: F,
+) -> Vec<R>
+where
+    R: Pod + Send + Sync,
+    F: Fn(usize) -> R + Sync,
+{
+    let piece = piece.max(1);
+    let rounds = comm.all_reduce_max(queries.len().div_ceil(piece) as u64) as usize;
+    let mut out = Vec::with_capacity(queries.len());
+    for r in 0..rounds {
+        let lo = (r * piece).min(queries.len());
+        let hi = ((r + 1) * piece).min(queries.len());
+        out.extend(fetch(comm, layout, &queries[lo..hi], &lookup));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

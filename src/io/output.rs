@@ -255,9 +255,10 @@ fn reserve(f: &File, bytes: u64, dir: &Path) -> Result<()> {
 
 /// Temporary files a signal or a panic should remove (pe 0's; a few slots, set once each, so
 /// that the signal handler reads them without locks).
-/// (The SA, `--stats`, and the index's text, records table and metadata: 5; 8 leave room.)
-static PARTIALS: [std::sync::OnceLock<std::ffi::CString>; 8] =
-    [const { std::sync::OnceLock::new() }; 8];
+/// (The SA, `--stats`, the index's text, records table and metadata, the BWT, its primary index
+/// and the LCP array: 8; 12 leave room.)
+static PARTIALS: [std::sync::OnceLock<std::ffi::CString>; 12] =
+    [const { std::sync::OnceLock::new() }; 12];
 
 /// Removes every registered temporary file now (for the panic and out-of-memory handlers, which
 /// end the job with MPI_Abort before any destructor runs). Async-signal-safe.
@@ -485,12 +486,26 @@ impl OutputFile {
         n: usize,
         width: usize,
     ) -> Result<OutputFile> {
+        Self::create_named(comm, requested, inputs, force, n, width, "output")
+    }
+
+    /// [`Self::create`] for a file that messages call `what` ("BWT output", "LCP output").
+    /// Collective.
+    pub fn create_named(
+        comm: &Comm,
+        requested: &Path,
+        inputs: &[&Path],
+        force: bool,
+        n: usize,
+        width: usize,
+        what: &str,
+    ) -> Result<OutputFile> {
         let mut tag = random_tag();
         comm.broadcast(&mut tag, 0);
         let bytes = (n as u64).saturating_mul(width as u64);
         let root = match comm.rank() {
-            0 => plan(requested, inputs, force, "output", tag)
-                .and_then(|d| Staged::create(d, bytes, "output"))
+            0 => plan(requested, inputs, force, what, tag)
+                .and_then(|d| Staged::create(d, bytes, what))
                 .map(Some),
             _ => Ok(None),
         };
@@ -536,8 +551,13 @@ impl OutputFile {
     }
 
     /// Writes this pe's entries, starting at entry `first`, little-endian, and makes them
-    /// durable. Collective.
-    pub fn write(&self, comm: &Comm, first: usize, sa: &[u64]) -> Result<()> {
+    /// durable. Collective. (The suffix array and LCP array as `u64`, the BWT as bytes.)
+    pub fn write<E: bytemuck::Pod + Into<u64> + Sync>(
+        &self,
+        comm: &Comm,
+        first: usize,
+        sa: &[E],
+    ) -> Result<()> {
         if self.is_positional() {
             return comm.agree(self.write_part(first, sa).and_then(|()| self.sync_local()));
         }
@@ -547,13 +567,13 @@ impl OutputFile {
         let mut dev = self.root.as_ref().map(|s| &s.file);
         let width = self.width;
         let mut buf = Vec::new();
-        comm.stream_to_root(sa, 0, 1 << 20, None, |_, part: &[u64]| {
+        comm.stream_to_root(sa, 0, 1 << 20, None, |_, part: &[E]| {
             if failed.is_some() {
                 return;
             }
             buf.clear();
             for &x in part {
-                buf.extend_from_slice(&x.to_le_bytes()[..width]);
+                buf.extend_from_slice(&x.into().to_le_bytes()[..width]);
             }
             if let Some(f) = dev.as_mut() {
                 let target = self.root.as_ref().map(|s| s.dest().target().to_path_buf());
