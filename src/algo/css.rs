@@ -50,6 +50,7 @@ use crate::dist::{
     collect_kept, fetch, right_halo, sample_sort, send_to_owners, sort_in_rounds, Layout, Pair,
     Round, SortKey,
 };
+use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::{Ctx, Predicted};
 
@@ -74,6 +75,23 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     if let Some(build) = hand_over(ctx, n, Progress::Start).and_then(HandOver::whole) {
         return build(ctx, text, layout);
     }
+    match index_width(ctx, n) {
+        IndexWidth::W32 => css_in::<u32>(ctx, text, layout),
+        IndexWidth::W40 => css_in::<U40>(ctx, text, layout),
+        IndexWidth::W64 => css_in::<u64>(ctx, text, layout),
+    }
+}
+
+/// The index width of pCSS' records for a text of n characters: names (+ 1), positions and
+/// depths are at most n. The narrowest that holds n, or the forced one
+/// ([`crate::Tunables::forced_index_width`]). Local.
+fn index_width(ctx: &Ctx, n: usize) -> IndexWidth {
+    IndexWidth::choose(n as u64, ctx.tune.forced_index_width())
+}
+
+/// [`css`] with every name, position and depth stored in `I`.
+fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+    let n = layout.len();
     let codes = ctx.phase("alphabet", || Codes::of(ctx, text));
     let rounds = sort_rounds(ctx, layout);
     let (keys, held) = ctx.phase("keys", || {
@@ -90,25 +108,28 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         return build(ctx, text, layout);
     }
     // With the finish decided, only the number of unresolved suffixes matters.
-    let first = first_sort(ctx, layout, &keys, held, rounds, decided.is_none());
+    let first = first_sort::<I>(ctx, layout, &keys, held, rounds, decided.is_none());
     drop(keys);
     let tied = ctx.comm.all_reduce_sum(first.tied as u64);
     if ctx.comm.rank() == 0 {
         log::info!(
-            "css: {} characters per key ({} bits each), {rounds} sort round(s); {tied} of {n} suffixes need refinement",
+            "css: {} characters per key ({} bits each), {rounds} sort round(s), {}-bit records; {tied} of {n} suffixes need refinement",
             codes.k,
-            codes.b
+            codes.b,
+            I::BITS
         );
     }
     let mut name_of = match first.names {
         // Every name is final: it is the suffix's index in the SA.
         Names::Sorted(pairs) if tied == 0 => {
             ctx.log.refine_rounds.set(0);
-            return ctx.phase("place", || pairs.place(&ctx.comm, layout));
+            return ctx.phase("place", || place(&ctx.comm, layout, pairs));
         }
-        Names::Sorted(pairs) => {
-            ctx.phase("names to text", || pairs.into_text_order(&ctx.comm, layout))
-        }
+        Names::Sorted(pairs) => ctx.phase("names to text", || {
+            let mut name_of = vec![I::zeroed(); layout.local_len(ctx.comm.rank())];
+            names_to_text(&ctx.comm, layout, pairs, &mut name_of);
+            name_of
+        }),
         Names::Text(name_of) => name_of,
     };
     if tied == 0 {
@@ -251,7 +272,7 @@ fn hand_over(ctx: &Ctx, n: usize, at: Progress) -> Option<HandOver> {
 /// The hand-over's finish: the suffix array from the current prefix names (every group's depth is
 /// at least k ≥ 8), by DC7 ([`super::dc7::finish_from_names`]) or, with `--css-finish dc3`, by
 /// DC3. Collective.
-fn finish(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+fn finish<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<I>) -> Vec<u64> {
     if ctx.tune.css_finish_dc3 {
         super::dc3::finish_from_names(ctx, text, layout, name_of)
     } else {
@@ -478,46 +499,46 @@ pub fn peak_bytes_per_pe(n_local: u64, p: usize, rounds: usize) -> u64 {
 /// What phase 4 leaves: the names (every suffix's (name, position) pair in sorted order after one
 /// round; the names in text order after several), this pe's unresolved suffixes (empty when not
 /// kept) and their number.
-struct FirstNames {
-    names: Names,
-    unresolved: Vec<Suffix>,
+struct FirstNames<I> {
+    names: Names<I>,
+    unresolved: Vec<Suffix<I>>,
     tied: usize,
 }
 
 /// The names after the first sort.
-enum Names {
+enum Names<I> {
     /// (name, position) pairs in sorted order (the sort ran in one round).
-    Sorted(Pairs),
+    Sorted(Vec<[I; 2]>),
     /// The names of this pe's positions in text order (sent round by round).
-    Text(Vec<u64>),
+    Text(Vec<I>),
 }
 
 /// Phases 3–4, one key range at a time ([`sort_in_rounds`]): sort the records, then name their
 /// groups (runs of equal key and clamped length): a suffix's name is the global index of its
-/// group's first record. With one round, every suffix becomes a (name, position) pair (32 + 32
-/// bits when n ≤ 2^32, the records' memory reused otherwise); with several, each round's names
-/// go to the owners of the positions at once ("names to text"). With `keep_unresolved` the
-/// suffixes not alone in their group are kept with the depth their group shares (k), or 0 for
-/// those inside a run of one character (for the run step). Collective.
-fn first_sort(
+/// group's first record. With one round, every suffix becomes a (name, position) pair of the
+/// run's index width; with several, each round's names go to the owners of the positions at once
+/// ("names to text"). With `keep_unresolved` the suffixes not alone in their group are kept with
+/// the depth their group shares (k), or 0 for those inside a run of one character (for the run
+/// step). Collective.
+fn first_sort<I: Index>(
     ctx: &Ctx,
     layout: &Layout,
     keys: &KeyGen,
     held: Option<Vec<HiKey>>,
     rounds: usize,
     keep_unresolved: bool,
-) -> FirstNames {
+) -> FirstNames<I> {
     let comm = &ctx.comm;
     let codes = keys.codes;
-    let k = codes.k as u64;
+    let k = I::from_u64(codes.k as u64);
     let held = std::cell::RefCell::new(held);
-    let mut sorted_pairs: Option<Pairs> = None;
-    let mut name_of: Vec<u64> = if rounds > 1 {
-        vec![0u64; keys.len()]
+    let mut sorted_pairs: Option<Vec<[I; 2]>> = None;
+    let mut name_of: Vec<I> = if rounds > 1 {
+        vec![I::zeroed(); keys.len()]
     } else {
         Vec::new()
     };
-    let mut unresolved: Vec<Suffix> = Vec::new();
+    let mut unresolved: Vec<Suffix<I>> = Vec::new();
     let mut tied = 0usize;
     let mut carry = 0u64;
     let mut open = OpenEnd::default();
@@ -531,16 +552,20 @@ fn first_sort(
             Some(all) => all,
             None => ctx.phase("keys", || keys.range(lo, hi)),
         },
-        |mut round| {
+        |round| {
             let pairs = ctx.phase("names", || {
                 let sorted = &round.sorted;
                 let edges = Edges::of_round(&round, carry);
                 let g = group_names(ctx, sorted, &edges, |a, b| a.id() == b.id());
                 carry = g.carry;
                 let entry = |j: usize, r: &HiKey| Suffix {
-                    name: g.names[j],
-                    pos: r.pos(),
-                    depth: if codes.is_run(r.key()) { 0 } else { k },
+                    name: I::from_u64(g.names[j]),
+                    pos: I::from_u64(r.pos()),
+                    depth: if codes.is_run(r.key()) {
+                        I::zeroed()
+                    } else {
+                        k
+                    },
                 };
                 if let Some(s) = open.settle(comm, &round, &g, |j| entry(j, &sorted[j])) {
                     tied += 1;
@@ -560,31 +585,21 @@ fn first_sort(
                 } else {
                     tied += g.alone.iter().filter(|&&a| !a).count();
                 }
+                drop(g.alone);
                 let names = g.names;
-                if narrow(ctx, layout.len()) {
-                    Pairs::Narrow(
-                        round
-                            .sorted
-                            .par_iter()
-                            .zip(&names)
-                            .map(|(r, &nm)| Pair::pack(nm, r.pos()))
-                            .collect(),
-                    )
-                } else {
-                    // Reuse the records' memory for 64+64-bit pairs.
-                    let mut v: Vec<u128> = bytemuck::cast_vec(std::mem::take(&mut round.sorted));
-                    v.par_iter_mut().zip(&names).for_each(|(slot, &nm)| {
-                        *slot = Pair::pack(nm, HiKey(*slot).pos());
-                    });
-                    Pairs::Wide(v)
-                }
+                let pairs: Vec<[I; 2]> = sorted
+                    .par_iter()
+                    .zip(&names)
+                    .map(|(r, &nm)| Pair::pack(nm, r.pos()))
+                    .collect();
+                pairs
             });
             drop(round);
             if rounds == 1 {
                 sorted_pairs = Some(pairs);
             } else {
                 ctx.phase("names to text", || {
-                    pairs.fill_text_order(comm, layout, &mut name_of)
+                    names_to_text(comm, layout, pairs, &mut name_of)
                 });
             }
         },
@@ -600,45 +615,12 @@ fn first_sort(
     }
 }
 
-/// Whether (name, position) pairs of a text of n characters take 32 + 32 bits.
-fn narrow(ctx: &Ctx, n: usize) -> bool {
-    n <= 1 << 32 && !ctx.tune.force_wide
-}
-
-/// Every suffix's (name, position) pair after the first sort, in sorted order.
-enum Pairs {
-    Narrow(Vec<u64>),
-    Wide(Vec<u128>),
-}
-
-impl Pairs {
-    /// The names of this pe's positions, in text order: each pair goes to the owner of its
-    /// position. Collective.
-    fn into_text_order(self, comm: &Comm, layout: &Layout) -> Vec<u64> {
-        let mut name_of = vec![0u64; layout.local_len(comm.rank())];
-        self.fill_text_order(comm, layout, &mut name_of);
-        name_of
-    }
-
-    /// Writes the names of these pairs into `name_of` (this pe's positions, in text order) at
-    /// the owners of their positions. Collective.
-    fn fill_text_order(self, comm: &Comm, layout: &Layout, name_of: &mut [u64]) {
-        fn to_text<P: Pair>(comm: &Comm, layout: &Layout, pairs: Vec<P>, name_of: &mut [u64]) {
-            send_to_owners(comm, layout, pairs, name_of, |x| (x.b() as usize, x.a()));
-        }
-        match self {
-            Pairs::Narrow(v) => to_text(comm, layout, v, name_of),
-            Pairs::Wide(v) => to_text(comm, layout, v, name_of),
-        }
-    }
-
-    /// This pe's SA slice when every name is final (an SA index). Collective.
-    fn place(self, comm: &Comm, layout: &Layout) -> Vec<u64> {
-        match self {
-            Pairs::Narrow(v) => place(comm, layout, v),
-            Pairs::Wide(v) => place(comm, layout, v),
-        }
-    }
+/// Writes the names of (name, position) pairs into `name_of` (this pe's positions, in text
+/// order) at the owners of their positions. Collective.
+fn names_to_text<I: Index>(comm: &Comm, layout: &Layout, pairs: Vec<[I; 2]>, name_of: &mut [I]) {
+    send_to_owners(comm, layout, pairs, name_of, |x| {
+        (x[1].to_u64() as usize, x[0])
+    });
 }
 
 /// Sends each (SA index, position) pair to the pe owning that SA index and returns this pe's SA
@@ -651,23 +633,17 @@ fn place<P: Pair>(comm: &Comm, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
     sa
 }
 
-/// Phase 7 for final names held in text order: [`place`] of (name, position) pairs.
-/// Collective.
-fn place_names(ctx: &Ctx, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
-    fn pairs<P: Pair>(lo: usize, name_of: Vec<u64>) -> Vec<P> {
-        name_of
-            .iter()
-            .enumerate()
-            .map(|(j, &nm)| P::pack(nm, (lo + j) as u64))
-            .collect()
-    }
-    let comm = &ctx.comm;
-    let lo = layout.start(comm.rank());
-    if narrow(ctx, layout.len()) {
-        place(comm, layout, pairs::<u64>(lo, name_of))
-    } else {
-        place(comm, layout, pairs::<u128>(lo, name_of))
-    }
+/// Phase 7 for final names held in text order: [`place`] of (name, position) pairs (the names
+/// freed once paired). Collective.
+fn place_names<I: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<I>) -> Vec<u64> {
+    let lo = layout.start(ctx.comm.rank());
+    let pairs: Vec<[I; 2]> = name_of
+        .par_iter()
+        .enumerate()
+        .map(|(j, &nm)| [nm, I::from_u64((lo + j) as u64)])
+        .collect();
+    drop(name_of);
+    place(&ctx.comm, layout, pairs)
 }
 
 /// How the refinement ended, after how many doubling rounds.
@@ -683,20 +659,20 @@ enum Refined {
 /// the first sort (their groups share k characters), `unresolved` this pe's share of the tied
 /// suffixes (those in runs with depth 0). Exit: `name_of` holds the final names (Resolved) or
 /// prefix names of depth ≥ k (HandedOver). Collective.
-fn refine(
+fn refine<I: Index>(
     ctx: &Ctx,
     text: &[u8],
     layout: &Layout,
     codes: &Codes,
-    name_of: &mut [u64],
-    mut unresolved: Vec<Suffix>,
+    name_of: &mut [I],
+    mut unresolved: Vec<Suffix<I>>,
     rounds: usize,
 ) -> Refined {
     let comm = &ctx.comm;
     let n = layout.len();
-    let mut depth_of = vec![codes.k as u64; name_of.len()];
+    let mut depth_of = vec![I::from_u64(codes.k as u64); name_of.len()];
     // Suffixes inside runs of one character: ordered at once by (run length, next character).
-    if comm.any(unresolved.iter().any(|s| s.depth == 0)) {
+    if comm.any(unresolved.iter().any(|s| s.depth == I::zeroed())) {
         let updates = ctx.phase("runs", || {
             split_runs(ctx, text, layout, codes, &mut unresolved)
         });
@@ -719,11 +695,7 @@ fn refine(
         round += 1;
         let d = &mut depth_of[..];
         unresolved = ctx.phase("refine", || {
-            if 4 * (bits(n as u64) + 1) <= 128 && !ctx.tune.force_wide {
-                refine_round::<u128>(ctx, layout, &unresolved, name_of, d, rounds)
-            } else {
-                refine_round::<WideRefine>(ctx, layout, &unresolved, name_of, d, rounds)
-            }
+            refine_round(ctx, layout, unresolved, name_of, d, rounds)
         });
         before = Some(remaining);
         remaining = comm.all_reduce_sum(unresolved.len() as u64);
@@ -737,23 +709,31 @@ fn refine(
 
 /// A suffix still tied with others, or an update of one: its position, the name of its group,
 /// and the depth of the group (the number of characters its members share; 0 marks a suffix
-/// inside a run for the run step).
+/// inside a run for the run step). In the run's index width: 12, 15 or 24 bytes.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-struct Suffix {
-    name: u64,
-    pos: u64,
-    depth: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Suffix<I> {
+    name: I,
+    pos: I,
+    depth: I,
 }
+
+// SAFETY: repr(C) of three fields of one Pod type: no padding.
+unsafe impl<I: Index> Zeroable for Suffix<I> {}
+unsafe impl<I: Index> Pod for Suffix<I> {}
 
 /// The answer about position i + d in a refinement round: the name of its group + 1 and the
 /// group's depth ((0, 0) past the end: the empty suffix is the smallest).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-struct Ahead {
-    name: u64,
-    depth: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ahead<I> {
+    name: I,
+    depth: I,
 }
+
+// SAFETY: repr(C) of two fields of one Pod type: no padding.
+unsafe impl<I: Index> Zeroable for Ahead<I> {}
+unsafe impl<I: Index> Pod for Ahead<I> {}
 
 /// Estimates the fraction of suffixes whose key (first k characters and clamped length) some
 /// other suffix shares, runs of one character not counted (the run step orders those): about
@@ -945,80 +925,61 @@ fn order_tails(v: &mut [HiKey]) {
     }
 }
 
-/// A refinement record: (group name, name of i+d, i, new depth), ordered in that order (i makes it
-/// unique; the depth rides along). Packed into a u128 when four fields of bits(n)+1 bits fit
-/// (n < 2^31); otherwise [`WideRefine`].
-trait RefineKey: SortKey {
-    fn new(g: u64, second: u64, i: u64, depth: u64, bi: u32) -> Self;
-    fn group(&self, bi: u32) -> u64;
-    /// Group and second name equal.
-    fn same_pair(&self, o: &Self, bi: u32) -> bool;
-    fn pos(&self, bi: u32) -> u64;
-    fn depth(&self, bi: u32) -> u64;
-}
-
-impl RefineKey for u128 {
-    #[inline]
-    fn new(g: u64, second: u64, i: u64, depth: u64, bi: u32) -> Self {
-        let w = bi + 1;
-        ((g as u128) << (3 * w))
-            | ((second as u128) << (2 * w))
-            | ((i as u128) << w)
-            | depth as u128
-    }
-    #[inline]
-    fn group(&self, bi: u32) -> u64 {
-        (self >> (3 * (bi + 1))) as u64
-    }
-    #[inline]
-    fn same_pair(&self, o: &Self, bi: u32) -> bool {
-        (self >> (2 * (bi + 1))) == (o >> (2 * (bi + 1)))
-    }
-    #[inline]
-    fn pos(&self, bi: u32) -> u64 {
-        ((self >> (bi + 1)) & ((1u128 << (bi + 1)) - 1)) as u64
-    }
-    #[inline]
-    fn depth(&self, bi: u32) -> u64 {
-        (self & ((1u128 << (bi + 1)) - 1)) as u64
-    }
-}
-
+/// A refinement record: (group name, name of i+d + 1, i, new depth), ordered in that order (i
+/// makes it unique; the depth rides along), in the run's index width: 16, 20 or 32 bytes. The
+/// fields lie in memory from the least significant up, so with 32 bits a record read as a
+/// little-endian `u128` has the same order, and the local sort is a radix sort of those.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
-struct WideRefine {
-    g: u64,
-    second: u64,
-    i: u64,
-    depth: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Refine<I> {
+    depth: I,
+    pos: I,
+    second: I,
+    group: I,
 }
 
-impl SortKey for WideRefine {
-    fn sort_local(v: &mut [Self], _sorter: &dyn LocalSort) {
-        crate::dist::sample_sort::par_sort(v);
-    }
-}
+// SAFETY: repr(C) of four fields of one Pod type: no padding.
+unsafe impl<I: Index> Zeroable for Refine<I> {}
+unsafe impl<I: Index> Pod for Refine<I> {}
 
-impl RefineKey for WideRefine {
-    fn new(g: u64, second: u64, i: u64, depth: u64, _bi: u32) -> Self {
-        WideRefine {
-            g,
-            second,
-            i,
-            depth,
+impl<I: Index> Refine<I> {
+    /// The record with only its group set: the smallest of the group (a round boundary).
+    fn group_start(group: I) -> Self {
+        Refine {
+            group,
+            ..Refine::zeroed()
         }
     }
-    fn group(&self, _bi: u32) -> u64 {
-        self.g
+
+    /// Group and second name equal.
+    fn same_pair(&self, o: &Self) -> bool {
+        (self.group, self.second) == (o.group, o.second)
     }
-    fn same_pair(&self, o: &Self, _bi: u32) -> bool {
-        (self.g, self.second) == (o.g, o.second)
+}
+
+impl<I: Index> Ord for Refine<I> {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.group, self.second, self.pos, self.depth).cmp(&(o.group, o.second, o.pos, o.depth))
     }
-    fn pos(&self, _bi: u32) -> u64 {
-        self.i
+}
+
+impl<I: Index> PartialOrd for Refine<I> {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
     }
-    fn depth(&self, _bi: u32) -> u64 {
-        self.depth
+}
+
+impl<I: Index> SortKey for Refine<I> {
+    /// With 32 bits (and records aligned as `u128`s, as the allocator gives them): the backend's
+    /// sort of `u128`s; otherwise a comparison sort.
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
+        if cfg!(target_endian = "little") && I::BITS == 32 {
+            if let Ok(keys) = bytemuck::try_cast_slice_mut::<Self, u128>(v) {
+                sorter.sort_u128(keys);
+                return;
+            }
+        }
+        crate::dist::sample_sort::par_sort(v);
     }
 }
 
@@ -1030,115 +991,123 @@ impl RefineKey for WideRefine {
 /// positions before the next range. A later range may thus see names already refined by an
 /// earlier one: they are finer prefix names of the same order (a group's new names stay within
 /// its old range, with the depths sent along), and all members of a group see the same ones.
-/// Returns the suffixes still unresolved. Collective.
-fn refine_round<K: RefineKey>(
+/// Returns the suffixes still unresolved. With one range the unresolved suffixes are freed once
+/// their records are made. Collective.
+///
+/// Memory per pe, u unresolved suffixes of s bytes ([`Suffix`], 12 with 32 bits), records r bytes
+/// ([`Refine`], 16): the names and depths (2 indices per position) throughout; the suffixes, the
+/// queries (1 index each) and their answers ([`Ahead`], 2), then the records (two copies in their
+/// exchange), then their groups (8 + 8 + 2 bytes each) and updates (s), the still unresolved
+/// ones (s) and the updates' exchange.
+fn refine_round<I: Index>(
     ctx: &Ctx,
     layout: &Layout,
-    unresolved: &[Suffix],
-    name_of: &mut [u64],
-    depth_of: &mut [u64],
+    unresolved: Vec<Suffix<I>>,
+    name_of: &mut [I],
+    depth_of: &mut [I],
     rounds: usize,
-) -> Vec<Suffix> {
+) -> Vec<Suffix<I>> {
     let comm = &ctx.comm;
     let n = layout.len();
-    let bi = bits(n as u64);
+    let len = unresolved.len();
+    let unresolved = std::cell::RefCell::new(unresolved);
     let names = std::cell::RefCell::new((name_of, depth_of));
-    let generate = |lo: Option<K>, hi: Option<K>| -> Vec<K> {
-        let inside = |s: &&Suffix| {
-            lo.is_none_or(|l| s.name >= l.group(bi)) && hi.is_none_or(|h| s.name < h.group(bi))
+    let generate = |lo: Option<Refine<I>>, hi: Option<Refine<I>>| -> Vec<Refine<I>> {
+        let inside = |s: &&Suffix<I>| {
+            lo.is_none_or(|l| s.name >= l.group) && hi.is_none_or(|h| s.name < h.group)
         };
         // One answer per suffix (those with i + d past the end ask about position 0 and ignore
         // it).
-        let query = |s: &Suffix| {
-            let q = s.pos + s.depth;
-            if (q as usize) < n {
-                q
+        let past = |s: &Suffix<I>| s.pos.to_u64() + s.depth.to_u64() >= n as u64;
+        let query = |s: &Suffix<I>| {
+            if past(s) {
+                I::zeroed()
             } else {
-                0
+                I::from_u64(s.pos.to_u64() + s.depth.to_u64())
             }
         };
-        let make = |s: &Suffix, a: &Ahead| {
-            let ahead = if ((s.pos + s.depth) as usize) < n {
-                *a
-            } else {
-                Ahead::zeroed()
-            };
-            K::new(
-                s.name,
-                ahead.name,
-                s.pos,
-                (s.depth + ahead.depth).min(n as u64),
-                bi,
-            )
+        let make = |s: &Suffix<I>, a: &Ahead<I>| {
+            let ahead = if past(s) { Ahead::zeroed() } else { *a };
+            Refine {
+                group: s.name,
+                second: ahead.name,
+                pos: s.pos,
+                depth: I::from_u64((s.depth.to_u64() + ahead.depth.to_u64()).min(n as u64)),
+            }
         };
-        let queries: Vec<u64> = if rounds == 1 {
-            unresolved.par_iter().map(query).collect()
+        let mine = unresolved.borrow();
+        let queries: Vec<I> = if rounds == 1 {
+            mine.par_iter().map(query).collect()
         } else {
-            unresolved.iter().filter(inside).map(query).collect()
+            mine.iter().filter(inside).map(query).collect()
         };
         let answers = {
             let names = names.borrow();
             let (name_of, depth_of) = (&names.0, &names.1);
             fetch(comm, layout, &queries, |j| Ahead {
-                name: name_of[j] + 1,
+                name: I::from_u64(name_of[j].to_u64() + 1),
                 depth: depth_of[j],
             })
         };
         drop(queries);
         if rounds == 1 {
-            (unresolved.par_iter().zip(&answers))
+            let records = (mine.par_iter().zip(&answers))
                 .map(|(s, a)| make(s, a))
-                .collect()
+                .collect();
+            drop(answers);
+            drop(mine);
+            // One range: the suffixes are dead once their records are made.
+            *unresolved.borrow_mut() = Vec::new();
+            records
         } else {
-            (unresolved.iter().filter(inside).zip(&answers))
+            (mine.iter().filter(inside).zip(&answers))
                 .map(|(s, a)| make(s, a))
                 .collect()
         }
     };
-    let mut still: Vec<Suffix> = Vec::new();
+    let mut still: Vec<Suffix<I>> = Vec::new();
     let (mut gcarry, mut scarry) = (0u64, 0u64);
     let mut open = OpenEnd::default();
     sort_in_rounds(
         ctx,
         "· sort",
         rounds,
-        unresolved.len(),
+        len,
         // Boundaries (g, 0, 0, 0): a round holds the records of the groups from one to the next.
-        |j| K::new(unresolved[j].name, 0, 0, 0, bi),
+        |j| Refine::group_start(unresolved.borrow()[j].name),
         generate,
         |round| {
-            let g_of = |r: &K| r.group(bi);
             let sorted = &round.sorted;
             let gstart = group_names(ctx, sorted, &Edges::of_round(&round, gcarry), |a, b| {
-                g_of(a) == g_of(b)
+                a.group == b.group
             });
             gcarry = gstart.carry;
             let gstart = gstart.names;
             let sub = group_names(ctx, sorted, &Edges::of_round(&round, scarry), |a, b| {
-                a.same_pair(b, bi)
+                a.same_pair(b)
             });
             scarry = sub.carry;
-            let update = |j: usize, r: &K| Suffix {
-                name: g_of(r) + (sub.names[j] - gstart[j]),
-                pos: r.pos(bi),
-                depth: r.depth(bi),
+            let update = |j: usize, r: &Refine<I>| Suffix {
+                name: I::from_u64(r.group.to_u64() + (sub.names[j] - gstart[j])),
+                pos: r.pos,
+                depth: r.depth,
             };
-            let updates: Vec<Suffix> = sorted
+            let updates: Vec<Suffix<I>> = sorted
                 .par_iter()
                 .enumerate()
                 .map(|(j, r)| update(j, r))
                 .collect();
+            drop(gstart);
             still.extend(open.settle(comm, &round, &sub, |j| updates[j]));
+            drop(round);
             let kept = collect_kept(&updates, &sub.alone, |_, u| *u);
+            drop(sub);
             if still.is_empty() {
                 still = kept;
             } else {
                 still.reserve_exact(kept.len());
                 still.extend_from_slice(&kept);
             }
-            drop(sub);
-            drop(gstart);
-            drop(round);
             ctx.phase("update names", || {
                 let mut names = names.borrow_mut();
                 let (name_of, depth_of) = &mut *names;
@@ -1152,10 +1121,15 @@ fn refine_round<K: RefineKey>(
 /// A group start that ends a round of a sort in rounds ([`sort_in_rounds`]): it is alone unless
 /// the first record of the next non-empty round continues its group. Held by the pe that holds
 /// the record.
-#[derive(Default)]
-struct OpenEnd(Option<Suffix>);
+struct OpenEnd<I>(Option<Suffix<I>>);
 
-impl OpenEnd {
+impl<I> Default for OpenEnd<I> {
+    fn default() -> Self {
+        OpenEnd(None)
+    }
+}
+
+impl<I: Index> OpenEnd<I> {
     /// After grouping a round into `g`: returns the suffix held open by an earlier round when this
     /// round's first record continues its group (so it is not alone after all), and holds this
     /// round's last record open when it may be alone only for want of a successor (`entry(j)`
@@ -1165,8 +1139,8 @@ impl OpenEnd {
         comm: &Comm,
         round: &Round<T>,
         g: &Groups,
-        entry: impl FnOnce(usize) -> Suffix,
-    ) -> Option<Suffix> {
+        entry: impl FnOnce(usize) -> Suffix<I>,
+    ) -> Option<Suffix<I>> {
         if round.rounds == 1 {
             return None;
         }
@@ -1193,15 +1167,15 @@ impl OpenEnd {
 }
 
 /// Sends (name, position, depth) updates to the owners of the positions. Collective.
-fn apply_updates(
+fn apply_updates<I: Index>(
     comm: &Comm,
     layout: &Layout,
-    updates: Vec<Suffix>,
-    name_of: &mut [u64],
-    depth_of: &mut [u64],
+    updates: Vec<Suffix<I>>,
+    name_of: &mut [I],
+    depth_of: &mut [I],
 ) {
     send_to_owners(comm, layout, updates, (name_of, depth_of), |s| {
-        (s.pos as usize, (s.name, s.depth))
+        (s.pos.to_u64() as usize, (s.name, s.depth))
     });
 }
 
@@ -1212,27 +1186,27 @@ fn apply_updates(
 /// characters, so their depth is r and the next round compares the suffixes after the runs.
 /// Marked records (depth 0) in `unresolved` are replaced by the still tied ones; returns the name
 /// and depth updates of all of them. Collective.
-fn split_runs(
+fn split_runs<I: Index>(
     ctx: &Ctx,
     text: &[u8],
     layout: &Layout,
     codes: &Codes,
-    unresolved: &mut Vec<Suffix>,
-) -> Vec<Suffix> {
+    unresolved: &mut Vec<Suffix<I>>,
+) -> Vec<Suffix<I>> {
     let comm = &ctx.comm;
     let n = layout.len();
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let bi = bits(n as u64);
-    let runs: Vec<Suffix> = unresolved
+    let runs: Vec<Suffix<I>> = unresolved
         .iter()
         .copied()
-        .filter(|s| s.depth == 0)
+        .filter(|s| s.depth == I::zeroed())
         .collect();
-    unresolved.retain(|s| s.depth != 0);
+    unresolved.retain(|s| s.depth != I::zeroed());
     if 3 * bi + 1 > 128 {
         // Too wide to pack (n ≥ 2^42): leave them to plain doubling.
-        let k = codes.k as u64;
+        let k = I::from_u64(codes.k as u64);
         unresolved.extend(runs.iter().map(|&s| Suffix { depth: k, ..s }));
         return runs.iter().map(|&s| Suffix { depth: k, ..s }).collect();
     }
@@ -1286,7 +1260,7 @@ fn split_runs(
             };
         }
     }
-    let queries: Vec<u64> = runs.iter().map(|s| s.pos).collect();
+    let queries: Vec<I> = runs.iter().map(|s| s.pos).collect();
     let answers = fetch(comm, layout, &queries, |j| ends[j]);
     drop(ends);
     drop(queries);
@@ -1298,9 +1272,13 @@ fn split_runs(
         .zip(&answers)
         .map(|(run, &ans)| {
             let flag = (ans >> 63) as u128;
-            let r = ((ans & !(1u64 << 63)) - run.pos) as u128;
+            let pos = run.pos.to_u64();
+            let r = ((ans & !(1u64 << 63)) - pos) as u128;
             let s = if flag == 1 { max - r } else { r };
-            ((run.name as u128) << (2 * w + 1)) | (flag << (2 * w)) | (s << w) | run.pos as u128
+            ((run.name.to_u64() as u128) << (2 * w + 1))
+                | (flag << (2 * w))
+                | (s << w)
+                | pos as u128
         })
         .collect();
     drop(answers);
@@ -1315,7 +1293,7 @@ fn split_runs(
         alone,
         ..
     } = group_names(ctx, &sorted, &edges, |a, b| a >> w == b >> w);
-    let updates: Vec<Suffix> = sorted
+    let updates: Vec<Suffix<I>> = sorted
         .par_iter()
         .enumerate()
         .map(|(j, x)| {
@@ -1324,9 +1302,9 @@ fn split_runs(
             let s = (x >> w) & max;
             let r = if flag == 1 { max - s } else { s } as u64;
             Suffix {
-                name: g + (sstart[j] - gstart[j]),
-                pos: (x & max) as u64,
-                depth: r,
+                name: I::from_u64(g + (sstart[j] - gstart[j])),
+                pos: I::from_u64((x & max) as u64),
+                depth: I::from_u64(r),
             }
         })
         .collect();

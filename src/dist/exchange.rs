@@ -5,6 +5,7 @@ use rayon::prelude::*;
 
 use super::Layout;
 use crate::comm::{exclusive_prefix, Comm};
+use crate::index::Index;
 
 /// Records per task in the parallel loops of this module.
 const CHUNK: usize = 1 << 16;
@@ -515,26 +516,33 @@ pub fn rebalance<T: Pod + Send + Sync>(comm: &Comm, data: Vec<T>, target: &Layou
 
 /// Looks up values by global index: for each `queries[k]` (a global index below `layout.len()`),
 /// the pe owning it answers `lookup(index - its start)`. Collective. Returns the answers in query
-/// order. Communication: two all-to-alls, 8 bytes out and `size_of::<R>()` back per query.
+/// order. Communication: two all-to-alls, `size_of::<Q>()` bytes out and `size_of::<R>()` back
+/// per query. Memory: besides queries and answers, a send buffer of queries and 8 bytes per
+/// query (its slot) while the answers travel.
 #[must_use]
-pub fn fetch<R, F>(comm: &Comm, layout: &Layout, queries: &[u64], lookup: F) -> Vec<R>
+pub fn fetch<Q, R, F>(comm: &Comm, layout: &Layout, queries: &[Q], lookup: F) -> Vec<R>
 where
+    Q: Index,
     R: Pod + Send + Sync,
     F: Fn(usize) -> R + Sync,
 {
     let p = comm.size();
     let me = comm.rank();
     if p == 1 {
-        return queries.par_iter().map(|&q| lookup(q as usize)).collect();
+        return queries
+            .par_iter()
+            .map(|&q| lookup(q.to_u64() as usize))
+            .collect();
     }
-    let (send, counts, slot_of) = bucket_impl(queries, p, |&q| layout.owner(q as usize), true);
+    let (send, counts, slot_of) =
+        bucket_impl(queries, p, |&q| layout.owner(q.to_u64() as usize), true);
     // How many each pe asks of me (transposed counts) follows from the exchange itself.
     let (asked, recv_counts) = comm.all_to_all_v_counts(&send, &counts);
     drop(send);
     let base = layout.start(me);
     let answers: Vec<R> = asked
         .par_iter()
-        .map(|&q| lookup(q as usize - base))
+        .map(|&q| lookup(q.to_u64() as usize - base))
         .collect();
     drop(asked);
     let back = comm.all_to_all_v(&answers, &recv_counts);
