@@ -556,10 +556,10 @@ fn first_sort<I: Index>(
             let pairs = ctx.phase("names", || {
                 let sorted = &round.sorted;
                 let edges = Edges::of_round(&round, carry);
-                let g = group_names(ctx, sorted, &edges, |a, b| a.id() == b.id());
+                let g = group_names::<I, _, _>(ctx, sorted, &edges, |a, b| a.id() == b.id());
                 carry = g.carry;
                 let entry = |j: usize, r: &HiKey| Suffix {
-                    name: I::from_u64(g.names[j]),
+                    name: g.names[j],
                     pos: I::from_u64(r.pos()),
                     depth: if codes.is_run(r.key()) {
                         I::zeroed()
@@ -590,7 +590,7 @@ fn first_sort<I: Index>(
                 let pairs: Vec<[I; 2]> = sorted
                     .par_iter()
                     .zip(&names)
-                    .map(|(r, &nm)| Pair::pack(nm, r.pos()))
+                    .map(|(r, &nm)| [nm, I::from_u64(r.pos())])
                     .collect();
                 pairs
             });
@@ -1035,35 +1035,45 @@ fn refine_round<I: Index>(
                 depth: I::from_u64((s.depth.to_u64() + ahead.depth.to_u64()).min(n as u64)),
             }
         };
-        let mine = unresolved.borrow();
-        let queries: Vec<I> = if rounds == 1 {
-            mine.par_iter().map(query).collect()
-        } else {
-            mine.iter().filter(inside).map(query).collect()
-        };
-        let answers = {
+        let ask = |queries: &[I]| {
             let names = names.borrow();
             let (name_of, depth_of) = (&names.0, &names.1);
-            fetch(comm, layout, &queries, |j| Ahead {
+            fetch(comm, layout, queries, |j| Ahead {
                 name: I::from_u64(name_of[j].to_u64() + 1),
                 depth: depth_of[j],
             })
         };
-        drop(queries);
-        if rounds == 1 {
-            let records = (mine.par_iter().zip(&answers))
+        if rounds > 1 {
+            let mine = unresolved.borrow();
+            let queries: Vec<I> = mine.iter().filter(inside).map(query).collect();
+            let answers = ask(&queries);
+            drop(queries);
+            return (mine.iter().filter(inside).zip(&answers))
                 .map(|(s, a)| make(s, a))
                 .collect();
-            drop(answers);
-            drop(mine);
-            // One range: the suffixes are dead once their records are made.
-            *unresolved.borrow_mut() = Vec::new();
-            records
-        } else {
-            (mine.iter().filter(inside).zip(&answers))
-                .map(|(s, a)| make(s, a))
-                .collect()
         }
+        // One range: the suffixes are dead once their records are made, so the records are made
+        // from the end in pieces, each freeing its suffixes and answers.
+        let mut mine = std::mem::take(&mut *unresolved.borrow_mut());
+        let queries: Vec<I> = mine.par_iter().map(query).collect();
+        let mut answers = ask(&queries);
+        drop(queries);
+        let mut records = Vec::with_capacity(mine.len());
+        let piece = mine.len().div_ceil(8).max(1 << 16);
+        while !mine.is_empty() {
+            let lo = mine.len().saturating_sub(piece);
+            records.par_extend(
+                mine[lo..]
+                    .par_iter()
+                    .zip(&answers[lo..])
+                    .map(|(s, a)| make(s, a)),
+            );
+            mine.truncate(lo);
+            mine.shrink_to_fit();
+            answers.truncate(lo);
+            answers.shrink_to_fit();
+        }
+        records
     };
     let mut still: Vec<Suffix<I>> = Vec::new();
     let (mut gcarry, mut scarry) = (0u64, 0u64);
@@ -1076,30 +1086,29 @@ fn refine_round<I: Index>(
         // Boundaries (g, 0, 0, 0): a round holds the records of the groups from one to the next.
         |j| Refine::group_start(unresolved.borrow()[j].name),
         generate,
-        |round| {
+        |mut round| {
             let sorted = &round.sorted;
-            let gstart = group_names(ctx, sorted, &Edges::of_round(&round, gcarry), |a, b| {
-                a.group == b.group
-            });
+            let gstart =
+                group_names::<I, _, _>(ctx, sorted, &Edges::of_round(&round, gcarry), |a, b| {
+                    a.group == b.group
+                });
             gcarry = gstart.carry;
             let gstart = gstart.names;
-            let sub = group_names(ctx, sorted, &Edges::of_round(&round, scarry), |a, b| {
-                a.same_pair(b)
-            });
+            let sub =
+                group_names::<I, _, _>(ctx, sorted, &Edges::of_round(&round, scarry), |a, b| {
+                    a.same_pair(b)
+                });
             scarry = sub.carry;
+            // The new name: the group's name + the subgroup's offset in the group.
             let update = |j: usize, r: &Refine<I>| Suffix {
-                name: I::from_u64(r.group.to_u64() + (sub.names[j] - gstart[j])),
+                name: I::from_u64(r.group.to_u64() + sub.names[j].to_u64() - gstart[j].to_u64()),
                 pos: r.pos,
                 depth: r.depth,
             };
-            let updates: Vec<Suffix<I>> = sorted
-                .par_iter()
-                .enumerate()
-                .map(|(j, r)| update(j, r))
-                .collect();
-            drop(gstart);
-            still.extend(open.settle(comm, &round, &sub, |j| updates[j]));
+            still.extend(open.settle(comm, &round, &sub, |j| update(j, &sorted[j])));
+            let updates = updates_in_place(std::mem::take(&mut round.sorted), update);
             drop(round);
+            drop(gstart);
             let kept = collect_kept(&updates, &sub.alone, |_, u| *u);
             drop(sub);
             if still.is_empty() {
@@ -1116,6 +1125,29 @@ fn refine_round<I: Index>(
         },
     );
     still
+}
+
+/// `update(j, r)` of every record j of a round, in order, written over the records themselves (an
+/// update is three of a record's four indices), so a round never holds both. Local; one pass.
+fn updates_in_place<I: Index>(
+    records: Vec<Refine<I>>,
+    update: impl Fn(usize, &Refine<I>) -> Suffix<I>,
+) -> Vec<Suffix<I>> {
+    let len = records.len();
+    let mut words: Vec<I> = bytemuck::cast_vec(records);
+    for j in 0..len {
+        // Update j goes to words [3j, 3j + 3), at or before record j's [4j, 4j + 4): the records
+        // after j are still unread and untouched.
+        let r: Refine<I> = bytemuck::cast_slice(&words[4 * j..4 * j + 4])[0];
+        let u = update(j, &r);
+        words[3 * j..3 * j + 3].copy_from_slice(bytemuck::cast_slice(std::slice::from_ref(&u)));
+    }
+    words.truncate(3 * len);
+    words.shrink_to_fit();
+    match bytemuck::allocation::try_cast_vec(words) {
+        Ok(v) => v,
+        Err((_, words)) => bytemuck::cast_slice(&words).to_vec(),
+    }
 }
 
 /// A group start that ends a round of a sort in rounds ([`sort_in_rounds`]): it is alone unless
@@ -1138,7 +1170,7 @@ impl<I: Index> OpenEnd<I> {
         &mut self,
         comm: &Comm,
         round: &Round<T>,
-        g: &Groups,
+        g: &Groups<I>,
         entry: impl FnOnce(usize) -> Suffix<I>,
     ) -> Option<Suffix<I>> {
         if round.rounds == 1 {
@@ -1284,7 +1316,7 @@ fn split_runs<I: Index>(
     drop(answers);
     let sorted = sample_sort(ctx, recs);
     let edges = Edges::of(comm, &sorted);
-    let gstart = group_names(ctx, &sorted, &edges, |a, b| {
+    let gstart = group_names::<I, _, _>(ctx, &sorted, &edges, |a, b| {
         a >> (2 * w + 1) == b >> (2 * w + 1)
     })
     .names;
@@ -1292,7 +1324,7 @@ fn split_runs<I: Index>(
         names: sstart,
         alone,
         ..
-    } = group_names(ctx, &sorted, &edges, |a, b| a >> w == b >> w);
+    } = group_names::<I, _, _>(ctx, &sorted, &edges, |a, b| a >> w == b >> w);
     let updates: Vec<Suffix<I>> = sorted
         .par_iter()
         .enumerate()
@@ -1302,7 +1334,7 @@ fn split_runs<I: Index>(
             let s = (x >> w) & max;
             let r = if flag == 1 { max - s } else { s } as u64;
             Suffix {
-                name: I::from_u64(g + (sstart[j] - gstart[j])),
+                name: I::from_u64(g + (sstart[j].to_u64() - gstart[j].to_u64())),
                 pos: I::from_u64((x & max) as u64),
                 depth: I::from_u64(r),
             }
@@ -1367,10 +1399,10 @@ impl<T: bytemuck::Pod> Edges<T> {
     }
 }
 
-/// The groups of a sorted run (see [`group_names`]).
-struct Groups {
+/// The groups of a sorted run (see [`group_names`]), names in the run's index width.
+struct Groups<I> {
     /// Per record: the global index of the first record of its group.
-    names: Vec<u64>,
+    names: Vec<I>,
     /// Per record: whether it is alone in its group (a record without a known successor counts
     /// as ending its group).
     alone: Vec<bool>,
@@ -1383,12 +1415,12 @@ struct Groups {
 /// Groups of a globally sorted run: for each record, its name (global index of the first record
 /// of its group) and whether it is alone in its group; `same` tells whether two neighbouring
 /// records are in one group. Collective (a max-scan and a max-reduction).
-fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
+fn group_names<I: Index, T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
     ctx: &Ctx,
     sorted: &[T],
     edges: &Edges<T>,
     same: F,
-) -> Groups {
+) -> Groups<I> {
     const CHUNK: usize = 1 << 16;
     let comm = &ctx.comm;
     let offset = edges.offset;
@@ -1425,9 +1457,9 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
                 cur = offset + j as u64;
                 local_max = cur;
             }
-            names.push(cur);
+            names.push(I::from_u64(cur));
         }
-        let carry = comm.exscan_max(local_max).max(edges.carry);
+        let carry = I::from_u64(comm.exscan_max(local_max).max(edges.carry));
         for (nm, &s) in names.iter_mut().zip(&starts) {
             if s {
                 break;
@@ -1464,7 +1496,7 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
             c
         })
         .collect();
-    let mut names = vec![0u64; len];
+    let mut names = vec![I::zeroed(); len];
     names
         .par_chunks_mut(CHUNK)
         .zip(starts.par_chunks(CHUNK))
@@ -1475,7 +1507,7 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
                 if s {
                     cur = offset + (c * CHUNK + j) as u64;
                 }
-                *slot = cur;
+                *slot = I::from_u64(cur);
             }
         });
     let alone = alone_of(&starts);
@@ -1484,5 +1516,69 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
         alone,
         first_starts,
         carry: comm.all_reduce_max(local_max).max(edges.carry),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::cpu::CpuSort;
+
+    #[test]
+    fn records_take_their_index_width() {
+        use std::mem::size_of;
+        assert_eq!(
+            [
+                size_of::<Suffix<u32>>(),
+                size_of::<Suffix<U40>>(),
+                size_of::<Suffix<u64>>()
+            ],
+            [12, 15, 24]
+        );
+        assert_eq!(
+            [
+                size_of::<Ahead<u32>>(),
+                size_of::<Ahead<U40>>(),
+                size_of::<Ahead<u64>>()
+            ],
+            [8, 10, 16]
+        );
+        assert_eq!(
+            [
+                size_of::<Refine<u32>>(),
+                size_of::<Refine<U40>>(),
+                size_of::<Refine<u64>>()
+            ],
+            [16, 20, 32]
+        );
+    }
+
+    /// The local sort of refinement records (the `u128` radix sort with 32 bits, a comparison
+    /// sort otherwise) gives their order (group, second, position, depth).
+    fn sorts_refinement_records<I: Index>() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(11);
+        let mut small = |m: u64| I::from_u64(rng.next() % m);
+        let mut v: Vec<Refine<I>> = (0..5000u64)
+            .map(|i| Refine {
+                group: small(7),
+                second: small(5),
+                pos: I::from_u64(i * 7919 % 5003 + (I::MAX >> 1)),
+                depth: small(I::MAX),
+            })
+            .collect();
+        let mut want = v.clone();
+        want.sort_by_key(|r| {
+            let f = |x: I| x.to_u64();
+            (f(r.group), f(r.second), f(r.pos), f(r.depth))
+        });
+        Refine::sort_local(&mut v, &CpuSort::new(2));
+        assert_eq!(v, want, "{} bits", I::BITS);
+    }
+
+    #[test]
+    fn refinement_records_sort_in_every_width() {
+        sorts_refinement_records::<u32>();
+        sorts_refinement_records::<U40>();
+        sorts_refinement_records::<u64>();
     }
 }
