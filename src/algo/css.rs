@@ -496,8 +496,8 @@ pub fn peak_bytes_per_pe(n_local: u64, p: usize, rounds: usize) -> u64 {
     first.max(refine)
 }
 
-/// What phase 4 leaves: the names (every suffix's (name, position) pair in sorted order after one
-/// round; the names in text order after several), this pe's unresolved suffixes (empty when not
+/// What phase 4 leaves: the names (every suffix's (name, position) pair after one round; the
+/// names in text order after several), this pe's unresolved suffixes (empty when not
 /// kept) and their number.
 struct FirstNames<I> {
     names: Names<I>,
@@ -507,7 +507,7 @@ struct FirstNames<I> {
 
 /// The names after the first sort.
 enum Names<I> {
-    /// (name, position) pairs in sorted order (the sort ran in one round).
+    /// (name, position) pairs, in no particular order (the sort ran in one round).
     Sorted(Vec<[I; 2]>),
     /// The names of this pe's positions in text order (sent round by round).
     Text(Vec<I>),
@@ -516,7 +516,7 @@ enum Names<I> {
 /// Phases 3–4, one key range at a time ([`sort_in_rounds`]): sort the records, then name their
 /// groups (runs of equal key and clamped length): a suffix's name is the global index of its
 /// group's first record. With one round, every suffix becomes a (name, position) pair of the
-/// run's index width; with several, each round's names go to the owners of the positions at once
+/// run's index width (made in pieces from the end, each freeing its records); with several, each round's names go to the owners of the positions at once
 /// ("names to text"). With `keep_unresolved` the suffixes not alone in their group are kept with
 /// the depth their group shares (k), or 0 for those inside a run of one character (for the run
 /// step). Collective.
@@ -552,7 +552,7 @@ fn first_sort<I: Index>(
             Some(all) => all,
             None => ctx.phase("keys", || keys.range(lo, hi)),
         },
-        |round| {
+        |mut round| {
             let pairs = ctx.phase("names", || {
                 let sorted = &round.sorted;
                 let edges = Edges::of_round(&round, carry);
@@ -586,12 +586,16 @@ fn first_sort<I: Index>(
                     tied += g.alone.iter().filter(|&&a| !a).count();
                 }
                 drop(g.alone);
+                // Pairs in any order: made from the end in pieces, each freeing its records.
                 let names = g.names;
-                let pairs: Vec<[I; 2]> = sorted
-                    .par_iter()
-                    .zip(&names)
-                    .map(|(r, &nm)| [nm, I::from_u64(r.pos())])
-                    .collect();
+                let mut pairs: Vec<[I; 2]> = Vec::with_capacity(names.len());
+                consume_from_end(std::mem::take(&mut round.sorted), |lo, rs| {
+                    pairs.par_extend(
+                        rs.par_iter()
+                            .zip(&names[lo..])
+                            .map(|(r, &nm)| [nm, I::from_u64(r.pos())]),
+                    )
+                });
                 pairs
             });
             drop(round);
@@ -1054,25 +1058,14 @@ fn refine_round<I: Index>(
         }
         // One range: the suffixes are dead once their records are made, so the records are made
         // from the end in pieces, each freeing its suffixes and answers.
-        let mut mine = std::mem::take(&mut *unresolved.borrow_mut());
+        let mine = std::mem::take(&mut *unresolved.borrow_mut());
         let queries: Vec<I> = mine.par_iter().map(query).collect();
-        let mut answers = ask(&queries);
+        let answers = ask(&queries);
         drop(queries);
         let mut records = Vec::with_capacity(mine.len());
-        let piece = mine.len().div_ceil(8).max(1 << 16);
-        while !mine.is_empty() {
-            let lo = mine.len().saturating_sub(piece);
-            records.par_extend(
-                mine[lo..]
-                    .par_iter()
-                    .zip(&answers[lo..])
-                    .map(|(s, a)| make(s, a)),
-            );
-            mine.truncate(lo);
-            mine.shrink_to_fit();
-            answers.truncate(lo);
-            answers.shrink_to_fit();
-        }
+        consume_from_end(mine, |lo, ss| {
+            records.par_extend(ss.par_iter().zip(&answers[lo..]).map(|(s, a)| make(s, a)))
+        });
         records
     };
     let mut still: Vec<Suffix<I>> = Vec::new();
@@ -1125,6 +1118,27 @@ fn refine_round<I: Index>(
         },
     );
     still
+}
+
+/// Pieces of a vector consumed from its end are at least this large: above glibc's largest
+/// dynamic mmap threshold (32 MiB), so freeing the last piece does not send later large blocks to
+/// the heap, where their freed pages would stay resident.
+const PIECE_BYTES: usize = 64 << 20;
+
+/// Calls `f(lo, &v[lo..hi])` on pieces of `v` from its end to its start (about an eighth of it
+/// each, at least [`PIECE_BYTES`]), freeing each piece after its call: what `f` makes from the
+/// elements replaces them instead of stacking on them. Local.
+fn consume_from_end<T>(mut v: Vec<T>, mut f: impl FnMut(usize, &[T])) {
+    let piece = v
+        .len()
+        .div_ceil(8)
+        .max(PIECE_BYTES / std::mem::size_of::<T>().max(1));
+    while !v.is_empty() {
+        let lo = v.len().saturating_sub(piece);
+        f(lo, &v[lo..]);
+        v.truncate(lo);
+        v.shrink_to_fit();
+    }
 }
 
 /// `update(j, r)` of every record j of a round, in order, written over the records themselves (an
