@@ -38,9 +38,17 @@
 //! No pe ever holds more than its share of the text, the names, or the records; runs of equal
 //! keys are never compared character by character (pSFFX's O(n²) trap).
 //!
-//! Memory per pe: text n/p, names 8 B per position (only when some key repeats), sort records
-//! 16 B each with up to three copies during an exchange, of one range at a time; the model is
-//! [`peak_bytes_per_pe`].
+//! Every name, position and depth of a run is stored in one index width ([`Index`]: 32 bits
+//! below 2^32 characters, 40, or 64; [`index_width`], forced by `--index-bits`), and each record
+//! is one generic definition: [`Suffix`] (an unresolved suffix or an update), [`Ahead`] (the
+//! answer about i + d), [`Refine`] (a doubling round's key), and (name, position) pairs `[I; 2]`.
+//! Only the first sort's keys ([`HiKey`]) have their own form: 64 bits of characters beside a
+//! 56-bit position.
+//!
+//! Memory per pe, w bytes per index (4 below 2^32 characters): text n/p, names w per position
+//! (only when some key repeats) and depths w while doubling, sort records 16 B each (first sort)
+//! or 4w (doubling) with up to three copies during an exchange, of one range at a time, unresolved
+//! suffixes 3w each; the model is [`peak_bytes_per_pe`].
 
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
@@ -474,25 +482,31 @@ fn sort_rounds(ctx: &Ctx, _layout: &Layout) -> usize {
 
 /// pCSS's peak memory per pe (bytes) for `n_local` characters per pe, p pes and `rounds` sort
 /// rounds, by this model (the allocations that are live together at the peak; the process's own
-/// ~17 MB not included):
-/// - throughout: the text (1 B per character) and the names in text order (8 B);
+/// ~17 MB not included), with w bytes per index (the run's width for n = p · `n_local`: 4, 5
+/// or 8):
+/// - throughout: the text (1 B per character) and the names in text order (w);
 /// - the first sort: per round n_local / rounds records of 16 B, three copies at once in an
 ///   exchange (input, send buffer, received) plus 25 % imbalance between pes;
-/// - the unresolved suffixes after it: 24 B each, at most one per character (the worst case);
-/// - a doubling round over u unresolved suffixes: their 24 B, the answers 16 B, depths 8 B per
-///   character, and per round u / rounds records of 16 B with three copies and 25 % imbalance,
-///   plus 24 B per record of the round's updates.
+/// - a doubling round over u unresolved suffixes (at most one per character: the worst case):
+///   the depths (w per character), the suffixes or those still unresolved (3w each), the answers
+///   (2w), and per round u / rounds records of 4w with three copies and 25 % imbalance, plus 3w
+///   per record of the round's updates.
 ///
 /// The worst case (every suffix unresolved) is assumed: a budget met by this estimate is met by
 /// every input. Local.
 pub fn peak_bytes_per_pe(n_local: u64, p: usize, rounds: usize) -> u64 {
-    let _ = p; // the slices are balanced at any p; kept for a model that depends on it
+    let n = n_local.saturating_mul(p.max(1) as u64);
+    let w = IndexWidth::choose(n, None).bits() as u64 / 8;
+    peak_model(n_local, w, rounds)
+}
+
+/// [`peak_bytes_per_pe`] with w bytes per index.
+fn peak_model(n_local: u64, w: u64, rounds: usize) -> u64 {
     let rounds = rounds.max(1) as u64;
     let round = |records: u64| (records.div_ceil(rounds) as f64 * 1.25) as u64;
-    let base = 9 * n_local;
+    let base = (1 + w) * n_local;
     let first = base + 3 * 16 * round(n_local);
-    let unresolved = 24 * n_local;
-    let refine = base + unresolved + 16 * n_local + 8 * n_local + (3 * 16 + 24) * round(n_local);
+    let refine = base + (w + 3 * w + 2 * w) * n_local + (3 * 4 * w + 3 * w) * round(n_local);
     first.max(refine)
 }
 
