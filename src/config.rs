@@ -97,12 +97,14 @@ impl Default for Config {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tunables {
     /// Use the wide-record paths (normally only for n ≥ 2^32..2^41) on any input, so tests reach
-    /// them (`--force-wide`): in the difference covers, 64-bit indices (unless `index_width` says
-    /// otherwise) and the paths of huge names (triples field by field, comparison sorts).
+    /// them (`--force-wide`): in the difference covers and pCSS, 64-bit indices (unless
+    /// `index_width` says otherwise), and the difference covers' paths of huge names (triples
+    /// field by field, comparison sorts).
     pub force_wide: bool,
-    /// The difference covers' index width at least this (None: the narrowest that holds the
-    /// level's positions and names, see [`IndexWidth::choose`]), so tests and measurements reach
-    /// the 40- and 64-bit records on small inputs (`--index-bits 32|40|64`).
+    /// The index width of the difference covers' and pCSS' records at least this (None: the
+    /// narrowest that holds the level's positions and names, see [`IndexWidth::choose`]), so
+    /// tests and measurements reach the 40- and 64-bit records on small inputs
+    /// (`--index-bits 32|40|64`).
     pub index_width: Option<IndexWidth>,
     /// Fraction of unresolved suffixes above which pCSS hands over to DC7 (or DC3) instead of
     /// doubling; 1 or more: never (default 0.9) (`--css-handover F`).

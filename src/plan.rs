@@ -83,7 +83,9 @@ pub struct Costs {
 /// 37–56 bytes per character of its block on DNA, random bytes and source text at p = 2–4, 65 on
 /// DNA (its runs step) and 136 on English (its first refinement round: the refine keys sorted
 /// while names, depths and unresolved lists live) at p = 16; `held` is that worst case less the
-/// exchange's second copy.
+/// exchange's second copy. Since its records take the run's index width (4-byte names, depths and
+/// positions below 2^32), the fullest pe peaks at 38–46 bytes per character on DNA and English at
+/// p = 2–4; `held` stays at the p = 16 figure until that is measured again.
 fn css_costs(shape: &Shape, knobs: &Knobs) -> Costs {
     // The calibrated worst case (one round) scaled by pCSS' own model of its peak with the
     // knobs' sort rounds against one round (`css::peak_bytes_per_pe`).

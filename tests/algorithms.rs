@@ -466,8 +466,8 @@ fn css_sorts_in_rounds() {
 }
 
 /// `--force-wide` sends both algorithms down their wide-record paths (normally only taken for
-/// n ≥ 2^41 or huge names) on small inputs, and `--index-bits 40` the difference covers down
-/// their 40-bit records (n ≥ 2^32); results must stay exact. (Every width on the whole table:
+/// n ≥ 2^41 or huge names) on small inputs, and `--index-bits 40` the difference covers and
+/// pCSS down their 40-bit records (n ≥ 2^32); results must stay exact. (Every width on the whole table:
 /// tests/mpi_algo.rs, `index_widths_on_hard_inputs`.)
 #[test]
 fn wide_record_paths() {

@@ -221,12 +221,14 @@ fn random_texts_uneven_splits() {
     });
 }
 
-/// The difference covers' records in every index width on the hard inputs: 32 bits (what these
+/// The records of every algorithm in every index width on the hard inputs: 32 bits (what these
 /// texts get by default), 40 and 64 forced (`Tunables::index_width`), and 64 with the paths of
 /// huge names (`force_wide`: triples field by field, comparison sorts). Each through pDC3, DC7 from
-/// the text, and pCSS handing over to both (DC7 when its sample predicts it, DC7 and DC3 from the
-/// prefix names), with base case 4 (the distributed recursion down to tiny levels, empty pes).
-/// Every pe compares its slice with libsais.
+/// the text, pCSS handing over to both (DC7 when its sample predicts it, DC7 and DC3 from the
+/// prefix names), and pCSS' own records (names, depths, unresolved suffixes, refinement keys)
+/// doubling to the end without a hand-over, in one key range and in three; with base case 4
+/// (the distributed recursion down to tiny levels, empty pes). Every pe compares its slice with
+/// libsais.
 #[test]
 fn index_widths_on_hard_inputs() {
     use common::gen;
@@ -275,7 +277,7 @@ fn index_widths_on_hard_inputs() {
                 };
                 // pCSS hands over on the inputs that its first sort leaves unresolved (Fibonacci,
                 // repeated blocks, DNA); the others it finishes itself.
-                let runs: [(&str, psa::Ctx); 5] = [
+                let runs: [(&str, psa::Ctx); 7] = [
                     ("dc3", tuned(Algo::Dc3, |_| {})),
                     (
                         "css, DC7 from the text when predicted",
@@ -295,6 +297,19 @@ fn index_widths_on_hard_inputs() {
                             t.css_predict = false;
                             t.css_handover = 0.0;
                             t.css_finish_dc3 = true;
+                        })
+                    }),
+                    ("css, doubling to the end", {
+                        tuned(Algo::Css, |t| {
+                            t.css_predict = false;
+                            t.css_handover = 2.0;
+                        })
+                    }),
+                    ("css, doubling to the end in 3 key ranges", {
+                        tuned(Algo::Css, |t| {
+                            t.css_predict = false;
+                            t.css_handover = 2.0;
+                            t.sort_rounds = 3;
                         })
                     }),
                 ];

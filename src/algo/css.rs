@@ -38,9 +38,17 @@
 //! No pe ever holds more than its share of the text, the names, or the records; runs of equal
 //! keys are never compared character by character (pSFFX's O(n²) trap).
 //!
-//! Memory per pe: text n/p, names 8 B per position (only when some key repeats), sort records
-//! 16 B each with up to three copies during an exchange, of one range at a time; the model is
-//! [`peak_bytes_per_pe`].
+//! Every name, position and depth of a run is stored in one index width ([`Index`]: 32 bits
+//! below 2^32 characters, 40, or 64; [`index_width`], forced by `--index-bits`), and each record
+//! is one generic definition: [`Suffix`] (an unresolved suffix or an update), [`Ahead`] (the
+//! answer about i + d), [`Refine`] (a doubling round's key), and (name, position) pairs `[I; 2]`.
+//! Only the first sort's keys ([`HiKey`]) have their own form: 64 bits of characters beside a
+//! 56-bit position.
+//!
+//! Memory per pe, w bytes per index (4 below 2^32 characters): text n/p, names w per position
+//! (only when some key repeats) and depths w while doubling, sort records 16 B each (first sort)
+//! or 4w (doubling) with up to three copies during an exchange, of one range at a time, unresolved
+//! suffixes 3w each; the model is [`peak_bytes_per_pe`].
 
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
@@ -50,6 +58,7 @@ use crate::dist::{
     collect_kept, fetch, right_halo, sample_sort, send_to_owners, sort_in_rounds, Layout, Pair,
     Round, SortKey,
 };
+use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::{Ctx, Predicted};
 
@@ -74,6 +83,23 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     if let Some(build) = hand_over(ctx, n, Progress::Start).and_then(HandOver::whole) {
         return build(ctx, text, layout);
     }
+    match index_width(ctx, n) {
+        IndexWidth::W32 => css_in::<u32>(ctx, text, layout),
+        IndexWidth::W40 => css_in::<U40>(ctx, text, layout),
+        IndexWidth::W64 => css_in::<u64>(ctx, text, layout),
+    }
+}
+
+/// The index width of pCSS' records for a text of n characters: names (+ 1), positions and
+/// depths are at most n. The narrowest that holds n, or the forced one
+/// ([`crate::Tunables::forced_index_width`]). Local.
+fn index_width(ctx: &Ctx, n: usize) -> IndexWidth {
+    IndexWidth::choose(n as u64, ctx.tune.forced_index_width())
+}
+
+/// [`css`] with every name, position and depth stored in `I`.
+fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+    let n = layout.len();
     let codes = ctx.phase("alphabet", || Codes::of(ctx, text));
     let rounds = sort_rounds(ctx, layout);
     let (keys, held) = ctx.phase("keys", || {
@@ -90,25 +116,28 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         return build(ctx, text, layout);
     }
     // With the finish decided, only the number of unresolved suffixes matters.
-    let first = first_sort(ctx, layout, &keys, held, rounds, decided.is_none());
+    let first = first_sort::<I>(ctx, layout, &keys, held, rounds, decided.is_none());
     drop(keys);
     let tied = ctx.comm.all_reduce_sum(first.tied as u64);
     if ctx.comm.rank() == 0 {
         log::info!(
-            "css: {} characters per key ({} bits each), {rounds} sort round(s); {tied} of {n} suffixes need refinement",
+            "css: {} characters per key ({} bits each), {rounds} sort round(s), {}-bit records; {tied} of {n} suffixes need refinement",
             codes.k,
-            codes.b
+            codes.b,
+            I::BITS
         );
     }
     let mut name_of = match first.names {
         // Every name is final: it is the suffix's index in the SA.
         Names::Sorted(pairs) if tied == 0 => {
             ctx.log.refine_rounds.set(0);
-            return ctx.phase("place", || pairs.place(&ctx.comm, layout));
+            return ctx.phase("place", || place(&ctx.comm, layout, pairs));
         }
-        Names::Sorted(pairs) => {
-            ctx.phase("names to text", || pairs.into_text_order(&ctx.comm, layout))
-        }
+        Names::Sorted(pairs) => ctx.phase("names to text", || {
+            let mut name_of = vec![I::zeroed(); layout.local_len(ctx.comm.rank())];
+            names_to_text(&ctx.comm, layout, pairs, &mut name_of);
+            name_of
+        }),
         Names::Text(name_of) => name_of,
     };
     if tied == 0 {
@@ -251,7 +280,7 @@ fn hand_over(ctx: &Ctx, n: usize, at: Progress) -> Option<HandOver> {
 /// The hand-over's finish: the suffix array from the current prefix names (every group's depth is
 /// at least k ≥ 8), by DC7 ([`super::dc7::finish_from_names`]) or, with `--css-finish dc3`, by
 /// DC3. Collective.
-fn finish(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+fn finish<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<I>) -> Vec<u64> {
     if ctx.tune.css_finish_dc3 {
         super::dc3::finish_from_names(ctx, text, layout, name_of)
     } else {
@@ -453,71 +482,77 @@ fn sort_rounds(ctx: &Ctx, _layout: &Layout) -> usize {
 
 /// pCSS's peak memory per pe (bytes) for `n_local` characters per pe, p pes and `rounds` sort
 /// rounds, by this model (the allocations that are live together at the peak; the process's own
-/// ~17 MB not included):
-/// - throughout: the text (1 B per character) and the names in text order (8 B);
+/// ~17 MB not included), with w bytes per index (the run's width for n = p · `n_local`: 4, 5
+/// or 8):
+/// - throughout: the text (1 B per character) and the names in text order (w);
 /// - the first sort: per round n_local / rounds records of 16 B, three copies at once in an
 ///   exchange (input, send buffer, received) plus 25 % imbalance between pes;
-/// - the unresolved suffixes after it: 24 B each, at most one per character (the worst case);
-/// - a doubling round over u unresolved suffixes: their 24 B, the answers 16 B, depths 8 B per
-///   character, and per round u / rounds records of 16 B with three copies and 25 % imbalance,
-///   plus 24 B per record of the round's updates.
+/// - a doubling round over u unresolved suffixes (at most one per character: the worst case):
+///   the depths (w per character), the suffixes or those still unresolved (3w each), the answers
+///   (2w), and per round u / rounds records of 4w with three copies and 25 % imbalance, plus 3w
+///   per record of the round's updates.
 ///
 /// The worst case (every suffix unresolved) is assumed: a budget met by this estimate is met by
 /// every input. Local.
 pub fn peak_bytes_per_pe(n_local: u64, p: usize, rounds: usize) -> u64 {
-    let _ = p; // the slices are balanced at any p; kept for a model that depends on it
+    let n = n_local.saturating_mul(p.max(1) as u64);
+    let w = IndexWidth::choose(n, None).bits() as u64 / 8;
+    peak_model(n_local, w, rounds)
+}
+
+/// [`peak_bytes_per_pe`] with w bytes per index.
+fn peak_model(n_local: u64, w: u64, rounds: usize) -> u64 {
     let rounds = rounds.max(1) as u64;
     let round = |records: u64| (records.div_ceil(rounds) as f64 * 1.25) as u64;
-    let base = 9 * n_local;
+    let base = (1 + w) * n_local;
     let first = base + 3 * 16 * round(n_local);
-    let unresolved = 24 * n_local;
-    let refine = base + unresolved + 16 * n_local + 8 * n_local + (3 * 16 + 24) * round(n_local);
+    let refine = base + (w + 3 * w + 2 * w) * n_local + (3 * 4 * w + 3 * w) * round(n_local);
     first.max(refine)
 }
 
-/// What phase 4 leaves: the names (every suffix's (name, position) pair in sorted order after one
-/// round; the names in text order after several), this pe's unresolved suffixes (empty when not
+/// What phase 4 leaves: the names (every suffix's (name, position) pair after one round; the
+/// names in text order after several), this pe's unresolved suffixes (empty when not
 /// kept) and their number.
-struct FirstNames {
-    names: Names,
-    unresolved: Vec<Suffix>,
+struct FirstNames<I> {
+    names: Names<I>,
+    unresolved: Vec<Suffix<I>>,
     tied: usize,
 }
 
 /// The names after the first sort.
-enum Names {
-    /// (name, position) pairs in sorted order (the sort ran in one round).
-    Sorted(Pairs),
+enum Names<I> {
+    /// (name, position) pairs, in no particular order (the sort ran in one round).
+    Sorted(Vec<[I; 2]>),
     /// The names of this pe's positions in text order (sent round by round).
-    Text(Vec<u64>),
+    Text(Vec<I>),
 }
 
 /// Phases 3–4, one key range at a time ([`sort_in_rounds`]): sort the records, then name their
 /// groups (runs of equal key and clamped length): a suffix's name is the global index of its
-/// group's first record. With one round, every suffix becomes a (name, position) pair (32 + 32
-/// bits when n ≤ 2^32, the records' memory reused otherwise); with several, each round's names
-/// go to the owners of the positions at once ("names to text"). With `keep_unresolved` the
-/// suffixes not alone in their group are kept with the depth their group shares (k), or 0 for
-/// those inside a run of one character (for the run step). Collective.
-fn first_sort(
+/// group's first record. With one round, every suffix becomes a (name, position) pair of the
+/// run's index width (made in pieces from the end, each freeing its records); with several, each round's names go to the owners of the positions at once
+/// ("names to text"). With `keep_unresolved` the suffixes not alone in their group are kept with
+/// the depth their group shares (k), or 0 for those inside a run of one character (for the run
+/// step). Collective.
+fn first_sort<I: Index>(
     ctx: &Ctx,
     layout: &Layout,
     keys: &KeyGen,
     held: Option<Vec<HiKey>>,
     rounds: usize,
     keep_unresolved: bool,
-) -> FirstNames {
+) -> FirstNames<I> {
     let comm = &ctx.comm;
     let codes = keys.codes;
-    let k = codes.k as u64;
+    let k = I::from_u64(codes.k as u64);
     let held = std::cell::RefCell::new(held);
-    let mut sorted_pairs: Option<Pairs> = None;
-    let mut name_of: Vec<u64> = if rounds > 1 {
-        vec![0u64; keys.len()]
+    let mut sorted_pairs: Option<Vec<[I; 2]>> = None;
+    let mut name_of: Vec<I> = if rounds > 1 {
+        vec![I::zeroed(); keys.len()]
     } else {
         Vec::new()
     };
-    let mut unresolved: Vec<Suffix> = Vec::new();
+    let mut unresolved: Vec<Suffix<I>> = Vec::new();
     let mut tied = 0usize;
     let mut carry = 0u64;
     let mut open = OpenEnd::default();
@@ -535,12 +570,16 @@ fn first_sort(
             let pairs = ctx.phase("names", || {
                 let sorted = &round.sorted;
                 let edges = Edges::of_round(&round, carry);
-                let g = group_names(ctx, sorted, &edges, |a, b| a.id() == b.id());
+                let g = group_names::<I, _, _>(ctx, sorted, &edges, |a, b| a.id() == b.id());
                 carry = g.carry;
                 let entry = |j: usize, r: &HiKey| Suffix {
                     name: g.names[j],
-                    pos: r.pos(),
-                    depth: if codes.is_run(r.key()) { 0 } else { k },
+                    pos: I::from_u64(r.pos()),
+                    depth: if codes.is_run(r.key()) {
+                        I::zeroed()
+                    } else {
+                        k
+                    },
                 };
                 if let Some(s) = open.settle(comm, &round, &g, |j| entry(j, &sorted[j])) {
                     tied += 1;
@@ -560,31 +599,25 @@ fn first_sort(
                 } else {
                     tied += g.alone.iter().filter(|&&a| !a).count();
                 }
+                drop(g.alone);
+                // Pairs in any order: made from the end in pieces, each freeing its records.
                 let names = g.names;
-                if narrow(ctx, layout.len()) {
-                    Pairs::Narrow(
-                        round
-                            .sorted
-                            .par_iter()
-                            .zip(&names)
-                            .map(|(r, &nm)| Pair::pack(nm, r.pos()))
-                            .collect(),
+                let mut pairs: Vec<[I; 2]> = Vec::with_capacity(names.len());
+                consume_from_end(std::mem::take(&mut round.sorted), |lo, rs| {
+                    pairs.par_extend(
+                        rs.par_iter()
+                            .zip(&names[lo..])
+                            .map(|(r, &nm)| [nm, I::from_u64(r.pos())]),
                     )
-                } else {
-                    // Reuse the records' memory for 64+64-bit pairs.
-                    let mut v: Vec<u128> = bytemuck::cast_vec(std::mem::take(&mut round.sorted));
-                    v.par_iter_mut().zip(&names).for_each(|(slot, &nm)| {
-                        *slot = Pair::pack(nm, HiKey(*slot).pos());
-                    });
-                    Pairs::Wide(v)
-                }
+                });
+                pairs
             });
             drop(round);
             if rounds == 1 {
                 sorted_pairs = Some(pairs);
             } else {
                 ctx.phase("names to text", || {
-                    pairs.fill_text_order(comm, layout, &mut name_of)
+                    names_to_text(comm, layout, pairs, &mut name_of)
                 });
             }
         },
@@ -600,45 +633,12 @@ fn first_sort(
     }
 }
 
-/// Whether (name, position) pairs of a text of n characters take 32 + 32 bits.
-fn narrow(ctx: &Ctx, n: usize) -> bool {
-    n <= 1 << 32 && !ctx.tune.force_wide
-}
-
-/// Every suffix's (name, position) pair after the first sort, in sorted order.
-enum Pairs {
-    Narrow(Vec<u64>),
-    Wide(Vec<u128>),
-}
-
-impl Pairs {
-    /// The names of this pe's positions, in text order: each pair goes to the owner of its
-    /// position. Collective.
-    fn into_text_order(self, comm: &Comm, layout: &Layout) -> Vec<u64> {
-        let mut name_of = vec![0u64; layout.local_len(comm.rank())];
-        self.fill_text_order(comm, layout, &mut name_of);
-        name_of
-    }
-
-    /// Writes the names of these pairs into `name_of` (this pe's positions, in text order) at
-    /// the owners of their positions. Collective.
-    fn fill_text_order(self, comm: &Comm, layout: &Layout, name_of: &mut [u64]) {
-        fn to_text<P: Pair>(comm: &Comm, layout: &Layout, pairs: Vec<P>, name_of: &mut [u64]) {
-            send_to_owners(comm, layout, pairs, name_of, |x| (x.b() as usize, x.a()));
-        }
-        match self {
-            Pairs::Narrow(v) => to_text(comm, layout, v, name_of),
-            Pairs::Wide(v) => to_text(comm, layout, v, name_of),
-        }
-    }
-
-    /// This pe's SA slice when every name is final (an SA index). Collective.
-    fn place(self, comm: &Comm, layout: &Layout) -> Vec<u64> {
-        match self {
-            Pairs::Narrow(v) => place(comm, layout, v),
-            Pairs::Wide(v) => place(comm, layout, v),
-        }
-    }
+/// Writes the names of (name, position) pairs into `name_of` (this pe's positions, in text
+/// order) at the owners of their positions. Collective.
+fn names_to_text<I: Index>(comm: &Comm, layout: &Layout, pairs: Vec<[I; 2]>, name_of: &mut [I]) {
+    send_to_owners(comm, layout, pairs, name_of, |x| {
+        (x[1].to_u64() as usize, x[0])
+    });
 }
 
 /// Sends each (SA index, position) pair to the pe owning that SA index and returns this pe's SA
@@ -651,23 +651,17 @@ fn place<P: Pair>(comm: &Comm, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
     sa
 }
 
-/// Phase 7 for final names held in text order: [`place`] of (name, position) pairs.
-/// Collective.
-fn place_names(ctx: &Ctx, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
-    fn pairs<P: Pair>(lo: usize, name_of: Vec<u64>) -> Vec<P> {
-        name_of
-            .iter()
-            .enumerate()
-            .map(|(j, &nm)| P::pack(nm, (lo + j) as u64))
-            .collect()
-    }
-    let comm = &ctx.comm;
-    let lo = layout.start(comm.rank());
-    if narrow(ctx, layout.len()) {
-        place(comm, layout, pairs::<u64>(lo, name_of))
-    } else {
-        place(comm, layout, pairs::<u128>(lo, name_of))
-    }
+/// Phase 7 for final names held in text order: [`place`] of (name, position) pairs (the names
+/// freed once paired). Collective.
+fn place_names<I: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<I>) -> Vec<u64> {
+    let lo = layout.start(ctx.comm.rank());
+    let pairs: Vec<[I; 2]> = name_of
+        .par_iter()
+        .enumerate()
+        .map(|(j, &nm)| [nm, I::from_u64((lo + j) as u64)])
+        .collect();
+    drop(name_of);
+    place(&ctx.comm, layout, pairs)
 }
 
 /// How the refinement ended, after how many doubling rounds.
@@ -683,20 +677,20 @@ enum Refined {
 /// the first sort (their groups share k characters), `unresolved` this pe's share of the tied
 /// suffixes (those in runs with depth 0). Exit: `name_of` holds the final names (Resolved) or
 /// prefix names of depth ≥ k (HandedOver). Collective.
-fn refine(
+fn refine<I: Index>(
     ctx: &Ctx,
     text: &[u8],
     layout: &Layout,
     codes: &Codes,
-    name_of: &mut [u64],
-    mut unresolved: Vec<Suffix>,
+    name_of: &mut [I],
+    mut unresolved: Vec<Suffix<I>>,
     rounds: usize,
 ) -> Refined {
     let comm = &ctx.comm;
     let n = layout.len();
-    let mut depth_of = vec![codes.k as u64; name_of.len()];
+    let mut depth_of = vec![I::from_u64(codes.k as u64); name_of.len()];
     // Suffixes inside runs of one character: ordered at once by (run length, next character).
-    if comm.any(unresolved.iter().any(|s| s.depth == 0)) {
+    if comm.any(unresolved.iter().any(|s| s.depth == I::zeroed())) {
         let updates = ctx.phase("runs", || {
             split_runs(ctx, text, layout, codes, &mut unresolved)
         });
@@ -719,11 +713,7 @@ fn refine(
         round += 1;
         let d = &mut depth_of[..];
         unresolved = ctx.phase("refine", || {
-            if 4 * (bits(n as u64) + 1) <= 128 && !ctx.tune.force_wide {
-                refine_round::<u128>(ctx, layout, &unresolved, name_of, d, rounds)
-            } else {
-                refine_round::<WideRefine>(ctx, layout, &unresolved, name_of, d, rounds)
-            }
+            refine_round(ctx, layout, unresolved, name_of, d, rounds)
         });
         before = Some(remaining);
         remaining = comm.all_reduce_sum(unresolved.len() as u64);
@@ -737,23 +727,31 @@ fn refine(
 
 /// A suffix still tied with others, or an update of one: its position, the name of its group,
 /// and the depth of the group (the number of characters its members share; 0 marks a suffix
-/// inside a run for the run step).
+/// inside a run for the run step). In the run's index width: 12, 15 or 24 bytes.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-struct Suffix {
-    name: u64,
-    pos: u64,
-    depth: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Suffix<I> {
+    name: I,
+    pos: I,
+    depth: I,
 }
+
+// SAFETY: repr(C) of three fields of one Pod type: no padding.
+unsafe impl<I: Index> Zeroable for Suffix<I> {}
+unsafe impl<I: Index> Pod for Suffix<I> {}
 
 /// The answer about position i + d in a refinement round: the name of its group + 1 and the
 /// group's depth ((0, 0) past the end: the empty suffix is the smallest).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-struct Ahead {
-    name: u64,
-    depth: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ahead<I> {
+    name: I,
+    depth: I,
 }
+
+// SAFETY: repr(C) of two fields of one Pod type: no padding.
+unsafe impl<I: Index> Zeroable for Ahead<I> {}
+unsafe impl<I: Index> Pod for Ahead<I> {}
 
 /// Estimates the fraction of suffixes whose key (first k characters and clamped length) some
 /// other suffix shares, runs of one character not counted (the run step orders those): about
@@ -945,80 +943,61 @@ fn order_tails(v: &mut [HiKey]) {
     }
 }
 
-/// A refinement record: (group name, name of i+d, i, new depth), ordered in that order (i makes it
-/// unique; the depth rides along). Packed into a u128 when four fields of bits(n)+1 bits fit
-/// (n < 2^31); otherwise [`WideRefine`].
-trait RefineKey: SortKey {
-    fn new(g: u64, second: u64, i: u64, depth: u64, bi: u32) -> Self;
-    fn group(&self, bi: u32) -> u64;
-    /// Group and second name equal.
-    fn same_pair(&self, o: &Self, bi: u32) -> bool;
-    fn pos(&self, bi: u32) -> u64;
-    fn depth(&self, bi: u32) -> u64;
-}
-
-impl RefineKey for u128 {
-    #[inline]
-    fn new(g: u64, second: u64, i: u64, depth: u64, bi: u32) -> Self {
-        let w = bi + 1;
-        ((g as u128) << (3 * w))
-            | ((second as u128) << (2 * w))
-            | ((i as u128) << w)
-            | depth as u128
-    }
-    #[inline]
-    fn group(&self, bi: u32) -> u64 {
-        (self >> (3 * (bi + 1))) as u64
-    }
-    #[inline]
-    fn same_pair(&self, o: &Self, bi: u32) -> bool {
-        (self >> (2 * (bi + 1))) == (o >> (2 * (bi + 1)))
-    }
-    #[inline]
-    fn pos(&self, bi: u32) -> u64 {
-        ((self >> (bi + 1)) & ((1u128 << (bi + 1)) - 1)) as u64
-    }
-    #[inline]
-    fn depth(&self, bi: u32) -> u64 {
-        (self & ((1u128 << (bi + 1)) - 1)) as u64
-    }
-}
-
+/// A refinement record: (group name, name of i+d + 1, i, new depth), ordered in that order (i
+/// makes it unique; the depth rides along), in the run's index width: 16, 20 or 32 bytes. The
+/// fields lie in memory from the least significant up, so with 32 bits a record read as a
+/// little-endian `u128` has the same order, and the local sort is a radix sort of those.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
-struct WideRefine {
-    g: u64,
-    second: u64,
-    i: u64,
-    depth: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Refine<I> {
+    depth: I,
+    pos: I,
+    second: I,
+    group: I,
 }
 
-impl SortKey for WideRefine {
-    fn sort_local(v: &mut [Self], _sorter: &dyn LocalSort) {
-        crate::dist::sample_sort::par_sort(v);
-    }
-}
+// SAFETY: repr(C) of four fields of one Pod type: no padding.
+unsafe impl<I: Index> Zeroable for Refine<I> {}
+unsafe impl<I: Index> Pod for Refine<I> {}
 
-impl RefineKey for WideRefine {
-    fn new(g: u64, second: u64, i: u64, depth: u64, _bi: u32) -> Self {
-        WideRefine {
-            g,
-            second,
-            i,
-            depth,
+impl<I: Index> Refine<I> {
+    /// The record with only its group set: the smallest of the group (a round boundary).
+    fn group_start(group: I) -> Self {
+        Refine {
+            group,
+            ..Refine::zeroed()
         }
     }
-    fn group(&self, _bi: u32) -> u64 {
-        self.g
+
+    /// Group and second name equal.
+    fn same_pair(&self, o: &Self) -> bool {
+        (self.group, self.second) == (o.group, o.second)
     }
-    fn same_pair(&self, o: &Self, _bi: u32) -> bool {
-        (self.g, self.second) == (o.g, o.second)
+}
+
+impl<I: Index> Ord for Refine<I> {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.group, self.second, self.pos, self.depth).cmp(&(o.group, o.second, o.pos, o.depth))
     }
-    fn pos(&self, _bi: u32) -> u64 {
-        self.i
+}
+
+impl<I: Index> PartialOrd for Refine<I> {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
     }
-    fn depth(&self, _bi: u32) -> u64 {
-        self.depth
+}
+
+impl<I: Index> SortKey for Refine<I> {
+    /// With 32 bits (and records aligned as `u128`s, as the allocator gives them): the backend's
+    /// sort of `u128`s; otherwise a comparison sort.
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
+        if cfg!(target_endian = "little") && I::BITS == 32 {
+            if let Ok(keys) = bytemuck::try_cast_slice_mut::<Self, u128>(v) {
+                sorter.sort_u128(keys);
+                return;
+            }
+        }
+        crate::dist::sample_sort::par_sort(v);
     }
 }
 
@@ -1030,115 +1009,121 @@ impl RefineKey for WideRefine {
 /// positions before the next range. A later range may thus see names already refined by an
 /// earlier one: they are finer prefix names of the same order (a group's new names stay within
 /// its old range, with the depths sent along), and all members of a group see the same ones.
-/// Returns the suffixes still unresolved. Collective.
-fn refine_round<K: RefineKey>(
+/// Returns the suffixes still unresolved. With one range the unresolved suffixes are freed once
+/// their records are made. Collective.
+///
+/// Memory per pe, u unresolved suffixes of s bytes ([`Suffix`], 12 with 32 bits), records r bytes
+/// ([`Refine`], 16): the names and depths (2 indices per position) throughout; the suffixes, the
+/// queries (1 index each) and their answers ([`Ahead`], 2), then the records (two copies in their
+/// exchange), then their groups (8 + 8 + 2 bytes each) and updates (s), the still unresolved
+/// ones (s) and the updates' exchange.
+fn refine_round<I: Index>(
     ctx: &Ctx,
     layout: &Layout,
-    unresolved: &[Suffix],
-    name_of: &mut [u64],
-    depth_of: &mut [u64],
+    unresolved: Vec<Suffix<I>>,
+    name_of: &mut [I],
+    depth_of: &mut [I],
     rounds: usize,
-) -> Vec<Suffix> {
+) -> Vec<Suffix<I>> {
     let comm = &ctx.comm;
     let n = layout.len();
-    let bi = bits(n as u64);
+    let len = unresolved.len();
+    let unresolved = std::cell::RefCell::new(unresolved);
     let names = std::cell::RefCell::new((name_of, depth_of));
-    let generate = |lo: Option<K>, hi: Option<K>| -> Vec<K> {
-        let inside = |s: &&Suffix| {
-            lo.is_none_or(|l| s.name >= l.group(bi)) && hi.is_none_or(|h| s.name < h.group(bi))
+    let generate = |lo: Option<Refine<I>>, hi: Option<Refine<I>>| -> Vec<Refine<I>> {
+        let inside = |s: &&Suffix<I>| {
+            lo.is_none_or(|l| s.name >= l.group) && hi.is_none_or(|h| s.name < h.group)
         };
         // One answer per suffix (those with i + d past the end ask about position 0 and ignore
         // it).
-        let query = |s: &Suffix| {
-            let q = s.pos + s.depth;
-            if (q as usize) < n {
-                q
+        let past = |s: &Suffix<I>| s.pos.to_u64() + s.depth.to_u64() >= n as u64;
+        let query = |s: &Suffix<I>| {
+            if past(s) {
+                I::zeroed()
             } else {
-                0
+                I::from_u64(s.pos.to_u64() + s.depth.to_u64())
             }
         };
-        let make = |s: &Suffix, a: &Ahead| {
-            let ahead = if ((s.pos + s.depth) as usize) < n {
-                *a
-            } else {
-                Ahead::zeroed()
-            };
-            K::new(
-                s.name,
-                ahead.name,
-                s.pos,
-                (s.depth + ahead.depth).min(n as u64),
-                bi,
-            )
+        let make = |s: &Suffix<I>, a: &Ahead<I>| {
+            let ahead = if past(s) { Ahead::zeroed() } else { *a };
+            Refine {
+                group: s.name,
+                second: ahead.name,
+                pos: s.pos,
+                depth: I::from_u64((s.depth.to_u64() + ahead.depth.to_u64()).min(n as u64)),
+            }
         };
-        let queries: Vec<u64> = if rounds == 1 {
-            unresolved.par_iter().map(query).collect()
-        } else {
-            unresolved.iter().filter(inside).map(query).collect()
-        };
-        let answers = {
+        let ask = |queries: &[I]| {
             let names = names.borrow();
             let (name_of, depth_of) = (&names.0, &names.1);
-            fetch(comm, layout, &queries, |j| Ahead {
-                name: name_of[j] + 1,
+            fetch(comm, layout, queries, |j| Ahead {
+                name: I::from_u64(name_of[j].to_u64() + 1),
                 depth: depth_of[j],
             })
         };
-        drop(queries);
-        if rounds == 1 {
-            (unresolved.par_iter().zip(&answers))
+        if rounds > 1 {
+            let mine = unresolved.borrow();
+            let queries: Vec<I> = mine.iter().filter(inside).map(query).collect();
+            let answers = ask(&queries);
+            drop(queries);
+            return (mine.iter().filter(inside).zip(&answers))
                 .map(|(s, a)| make(s, a))
-                .collect()
-        } else {
-            (unresolved.iter().filter(inside).zip(&answers))
-                .map(|(s, a)| make(s, a))
-                .collect()
+                .collect();
         }
+        // One range: the suffixes are dead once their records are made, so the records are made
+        // from the end in pieces, each freeing its suffixes and answers.
+        let mine = std::mem::take(&mut *unresolved.borrow_mut());
+        let queries: Vec<I> = mine.par_iter().map(query).collect();
+        let answers = ask(&queries);
+        drop(queries);
+        let mut records = Vec::with_capacity(mine.len());
+        consume_from_end(mine, |lo, ss| {
+            records.par_extend(ss.par_iter().zip(&answers[lo..]).map(|(s, a)| make(s, a)))
+        });
+        records
     };
-    let mut still: Vec<Suffix> = Vec::new();
+    let mut still: Vec<Suffix<I>> = Vec::new();
     let (mut gcarry, mut scarry) = (0u64, 0u64);
     let mut open = OpenEnd::default();
     sort_in_rounds(
         ctx,
         "· sort",
         rounds,
-        unresolved.len(),
+        len,
         // Boundaries (g, 0, 0, 0): a round holds the records of the groups from one to the next.
-        |j| K::new(unresolved[j].name, 0, 0, 0, bi),
+        |j| Refine::group_start(unresolved.borrow()[j].name),
         generate,
-        |round| {
-            let g_of = |r: &K| r.group(bi);
+        |mut round| {
             let sorted = &round.sorted;
-            let gstart = group_names(ctx, sorted, &Edges::of_round(&round, gcarry), |a, b| {
-                g_of(a) == g_of(b)
-            });
+            let gstart =
+                group_names::<I, _, _>(ctx, sorted, &Edges::of_round(&round, gcarry), |a, b| {
+                    a.group == b.group
+                });
             gcarry = gstart.carry;
             let gstart = gstart.names;
-            let sub = group_names(ctx, sorted, &Edges::of_round(&round, scarry), |a, b| {
-                a.same_pair(b, bi)
-            });
+            let sub =
+                group_names::<I, _, _>(ctx, sorted, &Edges::of_round(&round, scarry), |a, b| {
+                    a.same_pair(b)
+                });
             scarry = sub.carry;
-            let update = |j: usize, r: &K| Suffix {
-                name: g_of(r) + (sub.names[j] - gstart[j]),
-                pos: r.pos(bi),
-                depth: r.depth(bi),
+            // The new name: the group's name + the subgroup's offset in the group.
+            let update = |j: usize, r: &Refine<I>| Suffix {
+                name: I::from_u64(r.group.to_u64() + sub.names[j].to_u64() - gstart[j].to_u64()),
+                pos: r.pos,
+                depth: r.depth,
             };
-            let updates: Vec<Suffix> = sorted
-                .par_iter()
-                .enumerate()
-                .map(|(j, r)| update(j, r))
-                .collect();
-            still.extend(open.settle(comm, &round, &sub, |j| updates[j]));
+            still.extend(open.settle(comm, &round, &sub, |j| update(j, &sorted[j])));
+            let updates = updates_in_place(std::mem::take(&mut round.sorted), update);
+            drop(round);
+            drop(gstart);
             let kept = collect_kept(&updates, &sub.alone, |_, u| *u);
+            drop(sub);
             if still.is_empty() {
                 still = kept;
             } else {
                 still.reserve_exact(kept.len());
                 still.extend_from_slice(&kept);
             }
-            drop(sub);
-            drop(gstart);
-            drop(round);
             ctx.phase("update names", || {
                 let mut names = names.borrow_mut();
                 let (name_of, depth_of) = &mut *names;
@@ -1149,13 +1134,62 @@ fn refine_round<K: RefineKey>(
     still
 }
 
+/// Pieces of a vector consumed from its end are at least this large: above glibc's largest
+/// dynamic mmap threshold (32 MiB), so freeing the last piece does not send later large blocks to
+/// the heap, where their freed pages would stay resident.
+const PIECE_BYTES: usize = 64 << 20;
+
+/// Calls `f(lo, &v[lo..hi])` on pieces of `v` from its end to its start (about an eighth of it
+/// each, at least [`PIECE_BYTES`]), freeing each piece after its call: what `f` makes from the
+/// elements replaces them instead of stacking on them. Local.
+fn consume_from_end<T>(mut v: Vec<T>, mut f: impl FnMut(usize, &[T])) {
+    let piece = v
+        .len()
+        .div_ceil(8)
+        .max(PIECE_BYTES / std::mem::size_of::<T>().max(1));
+    while !v.is_empty() {
+        let lo = v.len().saturating_sub(piece);
+        f(lo, &v[lo..]);
+        v.truncate(lo);
+        v.shrink_to_fit();
+    }
+}
+
+/// `update(j, r)` of every record j of a round, in order, written over the records themselves (an
+/// update is three of a record's four indices), so a round never holds both. Local; one pass.
+fn updates_in_place<I: Index>(
+    records: Vec<Refine<I>>,
+    update: impl Fn(usize, &Refine<I>) -> Suffix<I>,
+) -> Vec<Suffix<I>> {
+    let len = records.len();
+    let mut words: Vec<I> = bytemuck::cast_vec(records);
+    for j in 0..len {
+        // Update j goes to words [3j, 3j + 3), at or before record j's [4j, 4j + 4): the records
+        // after j are still unread and untouched.
+        let r: Refine<I> = bytemuck::cast_slice(&words[4 * j..4 * j + 4])[0];
+        let u = update(j, &r);
+        words[3 * j..3 * j + 3].copy_from_slice(bytemuck::cast_slice(std::slice::from_ref(&u)));
+    }
+    words.truncate(3 * len);
+    words.shrink_to_fit();
+    match bytemuck::allocation::try_cast_vec(words) {
+        Ok(v) => v,
+        Err((_, words)) => bytemuck::cast_slice(&words).to_vec(),
+    }
+}
+
 /// A group start that ends a round of a sort in rounds ([`sort_in_rounds`]): it is alone unless
 /// the first record of the next non-empty round continues its group. Held by the pe that holds
 /// the record.
-#[derive(Default)]
-struct OpenEnd(Option<Suffix>);
+struct OpenEnd<I>(Option<Suffix<I>>);
 
-impl OpenEnd {
+impl<I> Default for OpenEnd<I> {
+    fn default() -> Self {
+        OpenEnd(None)
+    }
+}
+
+impl<I: Index> OpenEnd<I> {
     /// After grouping a round into `g`: returns the suffix held open by an earlier round when this
     /// round's first record continues its group (so it is not alone after all), and holds this
     /// round's last record open when it may be alone only for want of a successor (`entry(j)`
@@ -1164,9 +1198,9 @@ impl OpenEnd {
         &mut self,
         comm: &Comm,
         round: &Round<T>,
-        g: &Groups,
-        entry: impl FnOnce(usize) -> Suffix,
-    ) -> Option<Suffix> {
+        g: &Groups<I>,
+        entry: impl FnOnce(usize) -> Suffix<I>,
+    ) -> Option<Suffix<I>> {
         if round.rounds == 1 {
             return None;
         }
@@ -1193,15 +1227,15 @@ impl OpenEnd {
 }
 
 /// Sends (name, position, depth) updates to the owners of the positions. Collective.
-fn apply_updates(
+fn apply_updates<I: Index>(
     comm: &Comm,
     layout: &Layout,
-    updates: Vec<Suffix>,
-    name_of: &mut [u64],
-    depth_of: &mut [u64],
+    updates: Vec<Suffix<I>>,
+    name_of: &mut [I],
+    depth_of: &mut [I],
 ) {
     send_to_owners(comm, layout, updates, (name_of, depth_of), |s| {
-        (s.pos as usize, (s.name, s.depth))
+        (s.pos.to_u64() as usize, (s.name, s.depth))
     });
 }
 
@@ -1212,27 +1246,27 @@ fn apply_updates(
 /// characters, so their depth is r and the next round compares the suffixes after the runs.
 /// Marked records (depth 0) in `unresolved` are replaced by the still tied ones; returns the name
 /// and depth updates of all of them. Collective.
-fn split_runs(
+fn split_runs<I: Index>(
     ctx: &Ctx,
     text: &[u8],
     layout: &Layout,
     codes: &Codes,
-    unresolved: &mut Vec<Suffix>,
-) -> Vec<Suffix> {
+    unresolved: &mut Vec<Suffix<I>>,
+) -> Vec<Suffix<I>> {
     let comm = &ctx.comm;
     let n = layout.len();
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let bi = bits(n as u64);
-    let runs: Vec<Suffix> = unresolved
+    let runs: Vec<Suffix<I>> = unresolved
         .iter()
         .copied()
-        .filter(|s| s.depth == 0)
+        .filter(|s| s.depth == I::zeroed())
         .collect();
-    unresolved.retain(|s| s.depth != 0);
+    unresolved.retain(|s| s.depth != I::zeroed());
     if 3 * bi + 1 > 128 {
         // Too wide to pack (n ≥ 2^42): leave them to plain doubling.
-        let k = codes.k as u64;
+        let k = I::from_u64(codes.k as u64);
         unresolved.extend(runs.iter().map(|&s| Suffix { depth: k, ..s }));
         return runs.iter().map(|&s| Suffix { depth: k, ..s }).collect();
     }
@@ -1286,7 +1320,7 @@ fn split_runs(
             };
         }
     }
-    let queries: Vec<u64> = runs.iter().map(|s| s.pos).collect();
+    let queries: Vec<I> = runs.iter().map(|s| s.pos).collect();
     let answers = fetch(comm, layout, &queries, |j| ends[j]);
     drop(ends);
     drop(queries);
@@ -1298,15 +1332,19 @@ fn split_runs(
         .zip(&answers)
         .map(|(run, &ans)| {
             let flag = (ans >> 63) as u128;
-            let r = ((ans & !(1u64 << 63)) - run.pos) as u128;
+            let pos = run.pos.to_u64();
+            let r = ((ans & !(1u64 << 63)) - pos) as u128;
             let s = if flag == 1 { max - r } else { r };
-            ((run.name as u128) << (2 * w + 1)) | (flag << (2 * w)) | (s << w) | run.pos as u128
+            ((run.name.to_u64() as u128) << (2 * w + 1))
+                | (flag << (2 * w))
+                | (s << w)
+                | pos as u128
         })
         .collect();
     drop(answers);
     let sorted = sample_sort(ctx, recs);
     let edges = Edges::of(comm, &sorted);
-    let gstart = group_names(ctx, &sorted, &edges, |a, b| {
+    let gstart = group_names::<I, _, _>(ctx, &sorted, &edges, |a, b| {
         a >> (2 * w + 1) == b >> (2 * w + 1)
     })
     .names;
@@ -1314,8 +1352,8 @@ fn split_runs(
         names: sstart,
         alone,
         ..
-    } = group_names(ctx, &sorted, &edges, |a, b| a >> w == b >> w);
-    let updates: Vec<Suffix> = sorted
+    } = group_names::<I, _, _>(ctx, &sorted, &edges, |a, b| a >> w == b >> w);
+    let updates: Vec<Suffix<I>> = sorted
         .par_iter()
         .enumerate()
         .map(|(j, x)| {
@@ -1324,9 +1362,9 @@ fn split_runs(
             let s = (x >> w) & max;
             let r = if flag == 1 { max - s } else { s } as u64;
             Suffix {
-                name: g + (sstart[j] - gstart[j]),
-                pos: (x & max) as u64,
-                depth: r,
+                name: I::from_u64(g + (sstart[j].to_u64() - gstart[j].to_u64())),
+                pos: I::from_u64((x & max) as u64),
+                depth: I::from_u64(r),
             }
         })
         .collect();
@@ -1389,10 +1427,10 @@ impl<T: bytemuck::Pod> Edges<T> {
     }
 }
 
-/// The groups of a sorted run (see [`group_names`]).
-struct Groups {
+/// The groups of a sorted run (see [`group_names`]), names in the run's index width.
+struct Groups<I> {
     /// Per record: the global index of the first record of its group.
-    names: Vec<u64>,
+    names: Vec<I>,
     /// Per record: whether it is alone in its group (a record without a known successor counts
     /// as ending its group).
     alone: Vec<bool>,
@@ -1405,12 +1443,12 @@ struct Groups {
 /// Groups of a globally sorted run: for each record, its name (global index of the first record
 /// of its group) and whether it is alone in its group; `same` tells whether two neighbouring
 /// records are in one group. Collective (a max-scan and a max-reduction).
-fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
+fn group_names<I: Index, T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
     ctx: &Ctx,
     sorted: &[T],
     edges: &Edges<T>,
     same: F,
-) -> Groups {
+) -> Groups<I> {
     const CHUNK: usize = 1 << 16;
     let comm = &ctx.comm;
     let offset = edges.offset;
@@ -1447,9 +1485,9 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
                 cur = offset + j as u64;
                 local_max = cur;
             }
-            names.push(cur);
+            names.push(I::from_u64(cur));
         }
-        let carry = comm.exscan_max(local_max).max(edges.carry);
+        let carry = I::from_u64(comm.exscan_max(local_max).max(edges.carry));
         for (nm, &s) in names.iter_mut().zip(&starts) {
             if s {
                 break;
@@ -1486,7 +1524,7 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
             c
         })
         .collect();
-    let mut names = vec![0u64; len];
+    let mut names = vec![I::zeroed(); len];
     names
         .par_chunks_mut(CHUNK)
         .zip(starts.par_chunks(CHUNK))
@@ -1497,7 +1535,7 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
                 if s {
                     cur = offset + (c * CHUNK + j) as u64;
                 }
-                *slot = cur;
+                *slot = I::from_u64(cur);
             }
         });
     let alone = alone_of(&starts);
@@ -1506,5 +1544,69 @@ fn group_names<T: bytemuck::Pod + Send + Sync, F: Fn(&T, &T) -> bool + Sync>(
         alone,
         first_starts,
         carry: comm.all_reduce_max(local_max).max(edges.carry),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::cpu::CpuSort;
+
+    #[test]
+    fn records_take_their_index_width() {
+        use std::mem::size_of;
+        assert_eq!(
+            [
+                size_of::<Suffix<u32>>(),
+                size_of::<Suffix<U40>>(),
+                size_of::<Suffix<u64>>()
+            ],
+            [12, 15, 24]
+        );
+        assert_eq!(
+            [
+                size_of::<Ahead<u32>>(),
+                size_of::<Ahead<U40>>(),
+                size_of::<Ahead<u64>>()
+            ],
+            [8, 10, 16]
+        );
+        assert_eq!(
+            [
+                size_of::<Refine<u32>>(),
+                size_of::<Refine<U40>>(),
+                size_of::<Refine<u64>>()
+            ],
+            [16, 20, 32]
+        );
+    }
+
+    /// The local sort of refinement records (the `u128` radix sort with 32 bits, a comparison
+    /// sort otherwise) gives their order (group, second, position, depth).
+    fn sorts_refinement_records<I: Index>() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(11);
+        let mut small = |m: u64| I::from_u64(rng.next() % m);
+        let mut v: Vec<Refine<I>> = (0..5000u64)
+            .map(|i| Refine {
+                group: small(7),
+                second: small(5),
+                pos: I::from_u64(i * 7919 % 5003 + (I::MAX >> 1)),
+                depth: small(I::MAX),
+            })
+            .collect();
+        let mut want = v.clone();
+        want.sort_by_key(|r| {
+            let f = |x: I| x.to_u64();
+            (f(r.group), f(r.second), f(r.pos), f(r.depth))
+        });
+        Refine::sort_local(&mut v, &CpuSort::new(2));
+        assert_eq!(v, want, "{} bits", I::BITS);
+    }
+
+    #[test]
+    fn refinement_records_sort_in_every_width() {
+        sorts_refinement_records::<u32>();
+        sorts_refinement_records::<U40>();
+        sorts_refinement_records::<u64>();
     }
 }

@@ -5,6 +5,7 @@ use rayon::prelude::*;
 
 use super::Layout;
 use crate::comm::{exclusive_prefix, Comm};
+use crate::index::Index;
 
 /// Records per task in the parallel loops of this module.
 const CHUNK: usize = 1 << 16;
@@ -48,13 +49,60 @@ where
     (send, counts)
 }
 
-/// [`bucket`] that can also return, for every input record, its slot in the send buffer.
+/// Where [`bucket_impl`] put the records: chunk k (records `k·chunk ..`) wrote its records of
+/// destination d from `starts[k][d]` on, in their order. O(p) numbers per chunk instead of one
+/// slot per record; [`Placement::gather`] follows it back.
+struct Placement {
+    chunk: usize,
+    starts: Vec<Vec<usize>>,
+}
+
+impl Placement {
+    /// `out[j] = items[slot of data[j]]`: the j-th record's counterpart in a buffer laid out as
+    /// the send buffer (answers coming back from the pes in the order they were asked), in the
+    /// records' order; `dest` must give the destinations the bucketing saw. One pass, on the pe's
+    /// threads per chunk.
+    fn gather<T, U, F>(self, data: &[T], items: &[U], dest: F) -> Vec<U>
+    where
+        T: Sync,
+        U: Copy + Send + Sync,
+        F: Fn(&T) -> usize + Sync,
+    {
+        let len = data.len();
+        let mut out: Vec<U> = Vec::with_capacity(len);
+        let ptr = SyncPtr(out.as_mut_ptr());
+        let chunk = self.chunk.max(1);
+        let fill = |k: usize, xs: &[T], mut pos: Vec<usize>| {
+            for (j, x) in xs.iter().enumerate() {
+                let slot = &mut pos[dest(x)];
+                // SAFETY: slot k·chunk + j < len belongs to this record alone.
+                unsafe { ptr.write(k * chunk + j, items[*slot]) };
+                *slot += 1;
+            }
+        };
+        if self.starts.len() <= 1 {
+            if let Some(pos) = self.starts.into_iter().next() {
+                fill(0, data, pos);
+            }
+        } else {
+            data.par_chunks(chunk)
+                .zip(self.starts.into_par_iter())
+                .enumerate()
+                .for_each(|(k, (xs, pos))| fill(k, xs, pos));
+        }
+        // SAFETY: the chunks cover 0..len exactly once.
+        unsafe { out.set_len(len) };
+        out
+    }
+}
+
+/// [`bucket`] that can also return where it put the records ([`Placement`]).
 fn bucket_impl<T, F>(
     data: &[T],
     p: usize,
     dest: F,
-    want_slots: bool,
-) -> (Vec<T>, Vec<usize>, Vec<usize>)
+    want_placement: bool,
+) -> (Vec<T>, Vec<usize>, Placement)
 where
     T: Pod + Send + Sync,
     F: Fn(&T) -> usize + Sync,
@@ -66,20 +114,24 @@ where
             counts[d as usize] += 1;
         }
         let mut pos = exclusive_prefix(&counts);
+        let placement = Placement {
+            chunk: data.len(),
+            starts: if want_placement {
+                vec![pos.clone()]
+            } else {
+                Vec::new()
+            },
+        };
         let mut send: Vec<T> = Vec::with_capacity(data.len());
-        let mut slots: Vec<usize> = Vec::with_capacity(if want_slots { data.len() } else { 0 });
         let spare = send.spare_capacity_mut();
         for (x, &d) in data.iter().zip(&dests) {
             let slot = &mut pos[d as usize];
             spare[*slot].write(*x);
-            if want_slots {
-                slots.push(*slot);
-            }
             *slot += 1;
         }
         // SAFETY: the counts add up to data.len(), so every slot below it was written once.
         unsafe { send.set_len(data.len()) };
-        return (send, counts, slots);
+        return (send, counts, placement);
     }
     let dests: Vec<u32> = data.par_iter().map(|x| dest(x) as u32).collect();
     let hists: Vec<Vec<usize>> = dests
@@ -111,36 +163,31 @@ where
         })
         .collect();
     drop(hists);
+    let placement = Placement {
+        chunk: CHUNK,
+        starts: if want_placement {
+            starts.clone()
+        } else {
+            Vec::new()
+        },
+    };
     let mut send: Vec<T> = Vec::with_capacity(data.len());
     let out = SyncPtr(send.as_mut_ptr());
-    let mut slots: Vec<usize> = if want_slots {
-        vec![0; data.len()]
-    } else {
-        Vec::new()
-    };
-    let slot_out = SyncPtr(slots.as_mut_ptr());
     data.par_chunks(CHUNK)
         .zip(dests.par_chunks(CHUNK))
         .zip(starts.into_par_iter())
-        .enumerate()
-        .for_each(|(k, ((xs, ds), mut pos))| {
-            for (j, (x, &d)) in xs.iter().zip(ds).enumerate() {
+        .for_each(|((xs, ds), mut pos)| {
+            for (x, &d) in xs.iter().zip(ds) {
                 let slot = &mut pos[d as usize];
-                // SAFETY: chunk k owns slots [starts[k][d], starts[k][d] + its count of d) for
-                // every d; these ranges are disjoint and lie below data.len(). Slot k·CHUNK + j
-                // of `slots` belongs to this record alone.
-                unsafe {
-                    out.write(*slot, *x);
-                    if want_slots {
-                        slot_out.write(k * CHUNK + j, *slot);
-                    }
-                }
+                // SAFETY: each chunk owns slots [starts[k][d], starts[k][d] + its count of d)
+                // for every d; these ranges are disjoint and lie below data.len().
+                unsafe { out.write(*slot, *x) };
                 *slot += 1;
             }
         });
     // SAFETY: the ranges above cover 0..data.len() exactly once.
     unsafe { send.set_len(data.len()) };
-    (send, counts, slots)
+    (send, counts, placement)
 }
 
 /// `out[index(x)] = value(x)` for every item, in parallel: the placement loops after an exchange
@@ -515,34 +562,39 @@ pub fn rebalance<T: Pod + Send + Sync>(comm: &Comm, data: Vec<T>, target: &Layou
 
 /// Looks up values by global index: for each `queries[k]` (a global index below `layout.len()`),
 /// the pe owning it answers `lookup(index - its start)`. Collective. Returns the answers in query
-/// order. Communication: two all-to-alls, 8 bytes out and `size_of::<R>()` back per query.
+/// order. Communication: two all-to-alls, `size_of::<Q>()` bytes out and `size_of::<R>()` back
+/// per query. Memory: besides queries and answers, a send buffer of queries (freed before the
+/// answers travel) and the answers as they come back, which are put in query order by recomputing
+/// each query's owner (no slot per query is kept).
 #[must_use]
-pub fn fetch<R, F>(comm: &Comm, layout: &Layout, queries: &[u64], lookup: F) -> Vec<R>
+pub fn fetch<Q, R, F>(comm: &Comm, layout: &Layout, queries: &[Q], lookup: F) -> Vec<R>
 where
+    Q: Index,
     R: Pod + Send + Sync,
     F: Fn(usize) -> R + Sync,
 {
     let p = comm.size();
     let me = comm.rank();
     if p == 1 {
-        return queries.par_iter().map(|&q| lookup(q as usize)).collect();
+        return queries
+            .par_iter()
+            .map(|&q| lookup(q.to_u64() as usize))
+            .collect();
     }
-    let (send, counts, slot_of) = bucket_impl(queries, p, |&q| layout.owner(q as usize), true);
+    let owner = |q: &Q| layout.owner(q.to_u64() as usize);
+    let (send, counts, placement) = bucket_impl(queries, p, owner, true);
     // How many each pe asks of me (transposed counts) follows from the exchange itself.
     let (asked, recv_counts) = comm.all_to_all_v_counts(&send, &counts);
     drop(send);
     let base = layout.start(me);
     let answers: Vec<R> = asked
         .par_iter()
-        .map(|&q| lookup(q as usize - base))
+        .map(|&q| lookup(q.to_u64() as usize - base))
         .collect();
     drop(asked);
     let back = comm.all_to_all_v(&answers, &recv_counts);
     drop(answers);
-    if serial(slot_of.len()) {
-        return slot_of.into_iter().map(|s| back[s]).collect();
-    }
-    slot_of.into_par_iter().map(|s| back[s]).collect()
+    placement.gather(queries, &back, owner)
 }
 
 /// [`fetch`] in rounds of at most `piece` queries per pe, so that its buffers (about 40 bytes
@@ -575,8 +627,8 @@ where
 mod tests {
     use super::*;
 
-    /// Bucketing over several chunks and threads: grouped by destination, stable within one,
-    /// and the slots point at each record's place.
+    /// Bucketing over several chunks and threads (and in one piece): grouped by destination,
+    /// stable within one, and the placement leads from each record to its place.
     #[test]
     fn bucket_is_a_stable_grouping() {
         let pool = rayon::ThreadPoolBuilder::new()
@@ -587,14 +639,17 @@ mod tests {
             .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7)
             .collect();
         let dest = |x: &u64| (*x % 7) as usize;
-        let (send, counts, slots) = pool.install(|| bucket_impl(&data, 7, dest, true));
-        let mut want: Vec<u64> = Vec::new();
-        for d in 0..7 {
-            want.extend(data.iter().filter(|x| dest(x) == d));
+        for data in [&data[..], &data[..1000]] {
+            let (send, counts, placement) = pool.install(|| bucket_impl(data, 7, dest, true));
+            let mut want: Vec<u64> = Vec::new();
+            for d in 0..7 {
+                want.extend(data.iter().filter(|x| dest(x) == d));
+            }
+            assert_eq!(send, want);
+            assert_eq!(counts.iter().sum::<usize>(), data.len());
+            let back = pool.install(|| placement.gather(data, &send, dest));
+            assert_eq!(back, data);
         }
-        assert_eq!(send, want);
-        assert_eq!(counts.iter().sum::<usize>(), data.len());
-        assert!(slots.iter().zip(&data).all(|(&s, x)| send[s] == *x));
     }
 
     /// Round-major bucketing: segment r holds, per destination in order, the r-th even part of

@@ -119,18 +119,28 @@ fn level_with<C: Symbol, I: Index>(
 /// mod-1 name unique, so no dummy sample is needed.) The names are freed once the samples have
 /// taken theirs. Collective.
 #[must_use]
-pub fn finish_from_names(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+pub fn finish_from_names<N: Index>(
+    ctx: &Ctx,
+    text: &[u8],
+    layout: &Layout,
+    name_of: Vec<N>,
+) -> Vec<u64> {
     // Names up to n (+ 1), positions below n, ranks up to the samples + 1.
     match index_width(ctx, layout.len() as u64 + 3) {
-        IndexWidth::W32 => finish_with::<u32>(ctx, text, layout, name_of),
-        IndexWidth::W40 => finish_with::<U40>(ctx, text, layout, name_of),
-        IndexWidth::W64 => finish_with::<u64>(ctx, text, layout, name_of),
+        IndexWidth::W32 => finish_with::<u32, N>(ctx, text, layout, name_of),
+        IndexWidth::W40 => finish_with::<U40, N>(ctx, text, layout, name_of),
+        IndexWidth::W64 => finish_with::<u64, N>(ctx, text, layout, name_of),
     }
 }
 
-fn finish_with<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+fn finish_with<I: Index, N: Index>(
+    ctx: &Ctx,
+    text: &[u8],
+    layout: &Layout,
+    name_of: Vec<N>,
+) -> Vec<u64> {
     let smp = Samples::<Dc3>::new(layout.len(), false);
-    let pairs = name_pairs::<Dc3, I>(ctx, layout, &smp, &name_of);
+    let pairs = name_pairs::<Dc3, I, N>(ctx, layout, &smp, &name_of);
     drop(name_of);
     let rank = sample_ranks::<Dc3, I>(ctx, layout, &smp, pairs, false);
     let chars = Chars::new(ctx, text, layout, 2);

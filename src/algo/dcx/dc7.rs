@@ -102,25 +102,25 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 /// `name_of[j]` is the name of position `lo + j`, of depth ≥ 8). The names are freed once the
 /// merge records are built. Collective; exit as [`super::dc3::dc3`].
 #[must_use]
-pub fn finish_from_names(ctx: &Ctx, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+pub fn finish_from_names<N: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<N>) -> Vec<u64> {
     match index_width(ctx, layout.len() as u64 + 2) {
-        IndexWidth::W32 => from_names::<u32>(ctx, layout, name_of),
-        IndexWidth::W40 => from_names::<U40>(ctx, layout, name_of),
-        IndexWidth::W64 => from_names::<u64>(ctx, layout, name_of),
+        IndexWidth::W32 => from_names::<u32, N>(ctx, layout, name_of),
+        IndexWidth::W40 => from_names::<U40, N>(ctx, layout, name_of),
+        IndexWidth::W64 => from_names::<u64, N>(ctx, layout, name_of),
     }
 }
 
-fn from_names<I: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<u64>) -> Vec<u64> {
+fn from_names<I: Index, N: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<N>) -> Vec<u64> {
     let lo = layout.start(ctx.comm.rank());
     let smp = Samples::<Dc7>::new(layout.len(), false);
-    let pairs = name_pairs::<Dc7, I>(ctx, layout, &smp, &name_of);
+    let pairs = name_pairs::<Dc7, I, N>(ctx, layout, &smp, &name_of);
     let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, pairs, false);
     let bits = bits(layout.len() as u64 + 1);
     merge_all::<Name<I>, I>(
         ctx,
         layout,
         rank,
-        move |i| Name(I::from_u64(name_of[i - lo])),
+        move |i| Name(I::from_u64(name_of[i - lo].to_u64())),
         |v| sort_by_names(ctx, v, bits),
     )
 }

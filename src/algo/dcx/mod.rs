@@ -260,17 +260,17 @@ fn name_samples<C: Cover, K: SampleKey, I: Index>(
 /// number of suffixes whose first h > X characters are smaller (a suffix shorter than h has a
 /// name of its own). Returns (name + 1, place in the recursion string) for this pe's samples.
 /// Local.
-fn name_pairs<C: Cover, I: Index>(
+fn name_pairs<C: Cover, I: Index, N: Index>(
     ctx: &Ctx,
     layout: &Layout,
     smp: &Samples<C>,
-    name_of: &[u64],
+    name_of: &[N],
 ) -> Vec<[I; 2]> {
     let me = ctx.comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     (lo..hi)
         .filter(|&i| C::slot(i % C::X) < C::S)
-        .map(|i| Pair::pack(name_of[i - lo] + 1, smp.rpos(i) as u64))
+        .map(|i| Pair::pack(name_of[i - lo].to_u64() + 1, smp.rpos(i) as u64))
         .collect()
 }
 
