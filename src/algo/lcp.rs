@@ -527,6 +527,8 @@ fn search<W: Word>(
     let (mut rounds, mut pairs_total, mut fingerprinted) = (0u64, 0u64, 0u64);
     let mut t = step;
     let mut first = true;
+    // The pairs of a level that its window rounds left open.
+    let mut rest: Vec<Pair> = Vec::new();
     loop {
         // The positions of this level: the open multiples of t (the multiples of 2t are known
         // from the levels before), and on the first level also the slice's last position.
@@ -584,14 +586,20 @@ fn search<W: Word>(
             }
             drop(got);
             rounds += 1;
-            // Fingerprint rounds for the rest.
-            loop {
-                let live = partition_open(&mut pairs);
-                if !comm.any(live > 0) {
-                    break;
-                }
-                rounds += 1;
-                let xs: Vec<u64> = pairs[..live]
+            for s in pairs.iter().filter(|s| s.done()) {
+                plcp[s.j as usize] = W::of(s.lo);
+            }
+            rest.extend(pairs.into_iter().filter(|s| !s.done()));
+        }
+        // The level's fingerprint searches, all pieces advancing together each round.
+        loop {
+            let live = partition_open(&mut rest);
+            if !comm.any(live > 0) {
+                break;
+            }
+            rounds += 1;
+            in_pieces(comm, &mut rest[..live], per_piece, |part| {
+                let xs: Vec<u64> = part
                     .iter()
                     .flat_map(|s| {
                         let m = s.probe();
@@ -600,22 +608,24 @@ fn search<W: Word>(
                     .collect();
                 let got = fetch_h(ctx, hashes, layout, &xs);
                 drop(xs);
-                pairs[..live].par_iter_mut().enumerate().for_each(|(i, s)| {
+                part.par_iter_mut().enumerate().for_each(|(i, s)| {
                     let m = s.probe();
                     let left = mul(sub(got[2 * i], s.ha), hashes.powers.pow(s.b + s.base));
                     let right = mul(sub(got[2 * i + 1], s.hb), hashes.powers.pow(s.a + s.base));
                     s.update(m, left == right);
                 });
-            }
-            // The fingerprint results, checked at ℓ − 1 and ℓ.
-            let checked: Vec<&Pair> = pairs.iter().filter(|s| s.base != EXACT).collect();
-            fingerprinted += checked.len() as u64;
-            collided |= !verify(ctx, windows.text, layout, &checked);
-            drop(checked);
-            for s in &pairs {
-                plcp[s.j as usize] = W::of(s.lo);
-            }
+            });
         }
+        // The fingerprint results, checked at ℓ − 1 and ℓ (in pieces).
+        fingerprinted += rest.len() as u64;
+        in_pieces(comm, &mut rest, per_piece, |part| {
+            collided |= !verify(ctx, windows.text, layout, part);
+        });
+        for s in &rest {
+            plcp[s.j as usize] = W::of(s.lo);
+        }
+        rest.clear();
+        rest.shrink_to_fit();
         if t == 1 {
             break;
         }
@@ -658,6 +668,24 @@ fn bounds<W: Word>(known: &[W], j: usize, reach: usize, k: u64, shorter: u64) ->
     (lower.min(shorter), upper.max(lower.min(shorter)))
 }
 
+/// Runs `f` on consecutive pieces of `items` of at most `piece` each, every pe the same number
+/// of times (the most any pe needs; the others pass empty pieces), so that `f` may run request
+/// rounds. Collective.
+fn in_pieces<T>(
+    comm: &crate::comm::Comm,
+    items: &mut [T],
+    piece: usize,
+    mut f: impl FnMut(&mut [T]),
+) {
+    let piece = piece.max(1);
+    let rounds = comm.all_reduce_max(items.len().div_ceil(piece) as u64) as usize;
+    for r in 0..rounds {
+        let lo = (r * piece).min(items.len());
+        let hi = ((r + 1) * piece).min(items.len());
+        f(&mut items[lo..hi]);
+    }
+}
+
 /// Moves the searches that are not done to the front; returns how many there are.
 fn partition_open(all: &mut [Pair]) -> usize {
     let mut live = 0;
@@ -673,7 +701,7 @@ fn partition_open(all: &mut [Pair]) -> usize {
 /// The check of fingerprint results: for each found ℓ (≥ 1), T[a+ℓ−1] = T[b+ℓ−1] and T[a+ℓ] ≠
 /// T[b+ℓ] unless one suffix ends at ℓ, exactly. Returns whether all passed. Collective (one
 /// request round).
-fn verify(ctx: &Ctx, text: &[u8], layout: &Layout, found: &[&Pair]) -> bool {
+fn verify(ctx: &Ctx, text: &[u8], layout: &Layout, found: &[Pair]) -> bool {
     let n = layout.len() as u64;
     let queries: Vec<u64> = found
         .iter()
