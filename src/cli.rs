@@ -193,6 +193,9 @@ pub struct Tuning {
     /// values, many rounds)
     #[arg(long, hide = true, value_name = "N", value_parser = at_least(1))]
     pub request_piece: Option<usize>,
+    /// The sample step of the LCP search's first level (0: automatic; tests: 1, 2, 4)
+    #[arg(long, hide = true, value_name = "N")]
+    pub lcp_sample: Option<usize>,
     /// Pinned staging buffers of GPU transfers: N buffers (at least 2) of M MiB
     #[arg(long, hide = true, value_name = "NxM", value_parser = stage_shape)]
     pub gpu_stage: Option<(usize, usize)>,
@@ -346,6 +349,7 @@ impl Cli {
         tune.sort_rounds = t.sort_rounds.unwrap_or(tune.sort_rounds);
         tune.lcp_prefix = t.lcp_prefix.unwrap_or(tune.lcp_prefix);
         tune.request_piece = t.request_piece.unwrap_or(tune.request_piece);
+        tune.lcp_sample = t.lcp_sample.unwrap_or(tune.lcp_sample);
         let gpu = &mut c.gpu;
         if let Some((n, bytes)) = t.gpu_stage {
             (gpu.stage_buffers, gpu.stage_buffer_bytes) = (n, bytes);
@@ -452,6 +456,7 @@ mod tests {
             "--sort-rounds=5",
             "--lcp-prefix=3",
             "--request-piece=9",
+            "--lcp-sample=4",
             "--gpu-stage=4x32",
             "--gpu-copy-piece=8192",
             "--gpu-pin=alloc",
@@ -465,7 +470,7 @@ mod tests {
              exchange_round_bytes=null mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
              plan_algo=false read_piece=5 force_wide=true index_bits=40 \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
-             gpu_pool=false pool_piece=3 sort_rounds=5 lcp_prefix=3 request_piece=9 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
+             gpu_pool=false pool_piece=3 sort_rounds=5 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""
         );
         assert_eq!(

@@ -139,6 +139,9 @@ pub struct Tunables {
     /// more rounds, each with smaller buffers: about 40 bytes a query; default 2^20; at least
     /// 1; tests use tiny values) (`--request-piece N`).
     pub request_piece: usize,
+    /// The sample step of the LCP search's first level (see `algo::lcp`; rounded up to a power
+    /// of two; 0, the default: 1024); tests force 1, 2, 4 on small inputs (`--lcp-sample N`).
+    pub lcp_sample: usize,
 }
 
 impl Tunables {
@@ -164,6 +167,7 @@ impl Default for Tunables {
             sort_rounds: 0,
             lcp_prefix: 16,
             request_piece: 1 << 20,
+            lcp_sample: 0,
         }
     }
 }
@@ -285,6 +289,7 @@ impl Config {
             ("sort_rounds", t.sort_rounds.to_string()),
             ("lcp_prefix", t.lcp_prefix.to_string()),
             ("request_piece", t.request_piece.to_string()),
+            ("lcp_sample", t.lcp_sample.to_string()),
             ("gpu_stage_buffers", g.stage_buffers.to_string()),
             ("gpu_stage_buffer_bytes", g.stage_buffer_bytes.to_string()),
             ("gpu_copy_piece", g.copy_piece.to_string()),
@@ -367,6 +372,7 @@ mod tests {
                     sort_rounds: _,
                     lcp_prefix: _,
                     request_piece: _,
+                    lcp_sample: _,
                 },
             gpu:
                 GpuOptions {

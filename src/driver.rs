@@ -405,8 +405,7 @@ fn run_here(
         }
     }
     if let (Some(lcp_out), Some(sa)) = (&lcp_out, sa.take()) {
-        let lcp = algo::lcp::lcp(ctx, &text, &sa, &layout)?;
-        drop(sa);
+        let lcp = algo::lcp::lcp(ctx, &text, sa, &layout)?;
         ctx.phase("write lcp", || lcp_out.write(comm, first, &lcp))?;
     }
     drop(sa);

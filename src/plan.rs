@@ -114,16 +114,17 @@ fn dc3_costs(_shape: &Shape, _knobs: &Knobs) -> Costs {
 const CHECK_BYTES_PER_CHAR: f64 = 30.0;
 
 /// The BWT (`algo::bwt`, after the build): the text, the suffix array, the queries of its one
-/// request round (8 bytes an entry, their answers 1) and its bytes. A rough figure from the
-/// structures held (not yet calibrated on large inputs), rounded up.
-const BWT_BYTES_PER_CHAR: f64 = 32.0;
+/// request round (8 bytes an entry, bucketed twice) and their answers. Measured (-v's peak of
+/// `bwt`, less [`BASE_BYTES`]) at 38 bytes per character of the block on 4 M characters of
+/// Fibonacci, aⁿ, a repeated 1 MB block, DNA and English at p = 2, rounded up.
+const BWT_BYTES_PER_CHAR: f64 = 40.0;
 
-/// The LCP array (`algo::lcp`, after the build and the BWT): the text, the suffix array, the LCP
-/// entries and the fingerprints (25 bytes), and in its search, on inputs whose pairs all stay
-/// open (aⁿ, long repeats), per pair its search record (40), slot, probe, the queried positions
-/// and their answers (56). A rough figure from the structures held, checked against -v's
-/// peak of `lcp search` on aⁿ (not yet calibrated on large inputs), rounded up.
-const LCP_BYTES_PER_CHAR: f64 = 136.0;
+/// The LCP array (`algo::lcp`, after the build and the BWT): the text, the SA, Φ and PLCP in
+/// 4-byte words, the fingerprints (8 bytes) and the request pieces (at most 1/32 of the block).
+/// Measured (-v's peak over the `lcp` phases, less [`BASE_BYTES`]) at 17 bytes per character
+/// of the block on 4 M characters of the same five inputs at p = 2 (the phases peak at 67–69
+/// MB a pe); rounded up to cover the 8-byte words above 2^32 characters.
+const LCP_BYTES_PER_CHAR: f64 = 26.0;
 
 /// The model's coefficients of `knobs.algo`.
 pub fn costs(shape: &Shape, knobs: &Knobs) -> Costs {

@@ -2,7 +2,8 @@
 //! with libsais' (`libsais_bwt`, `libsais_plcp` + `libsais_lcp`) on the hard inputs of the
 //! algorithm table at p ∈ {1, 2, 3, 4, 7}, with both algorithms, widths 4, 5 and 8, with and
 //! without the SA (and `--check` still checking it), and with the LCP's fingerprint search and
-//! request rounds forced on every pair (`--lcp-prefix 0|1`, `--request-piece 7`). Then the
+//! request rounds forced on every pair (`--lcp-prefix 0|1`, `--request-piece 7`) and its levels
+//! forced by tiny sample steps (`--lcp-sample 1..4`). Then the
 //! output safety of the new files, as `tests/errors.rs` checks the SA's.
 
 mod common;
@@ -72,6 +73,9 @@ struct Setting {
     /// `--request-piece`: the request rounds in many pieces (7 queries on inputs below 2000
     /// characters, else 500: thousands of rounds per request would only cost time).
     small_pieces: bool,
+    /// `--lcp-sample` (None: the default): tiny steps run every level of the search on small
+    /// inputs.
+    sample: Option<usize>,
 }
 
 const SETTINGS: &[Setting] = &[
@@ -81,6 +85,7 @@ const SETTINGS: &[Setting] = &[
         check: false,
         prefix: None,
         small_pieces: false,
+        sample: Some(2),
     },
     Setting {
         width: 5,
@@ -88,6 +93,7 @@ const SETTINGS: &[Setting] = &[
         check: false,
         prefix: Some(1),
         small_pieces: true,
+        sample: Some(1),
     },
     Setting {
         width: 8,
@@ -95,6 +101,7 @@ const SETTINGS: &[Setting] = &[
         check: true,
         prefix: Some(0),
         small_pieces: false,
+        sample: None,
     },
     Setting {
         width: 4,
@@ -102,6 +109,7 @@ const SETTINGS: &[Setting] = &[
         check: false,
         prefix: None,
         small_pieces: true,
+        sample: Some(4),
     },
     Setting {
         width: 5,
@@ -109,6 +117,7 @@ const SETTINGS: &[Setting] = &[
         check: true,
         prefix: Some(1),
         small_pieces: false,
+        sample: Some(3),
     },
 ];
 
@@ -141,6 +150,9 @@ fn run_one(
     }
     if let Some(k) = s.prefix {
         args.extend(["--lcp-prefix".into(), k.to_string()]);
+    }
+    if let Some(step) = s.sample {
+        args.extend(["--lcp-sample".into(), step.to_string()]);
     }
     if s.small_pieces {
         let piece = if want.sa.len() < 2000 { 7 } else { 500 };

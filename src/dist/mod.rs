@@ -10,8 +10,7 @@ pub mod sample_sort;
 pub mod shift;
 
 pub use exchange::{
-    build_by_kind, collect_kept, exchange, exchange_by, fetch, fetch_in_rounds, rebalance, scatter,
-    send_to_owners,
+    build_by_kind, collect_kept, exchange, exchange_by, fetch, rebalance, scatter, send_to_owners,
 };
 pub use layout::{Layout, OwnerCursor};
 pub use naming::name_sorted;
