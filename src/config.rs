@@ -383,7 +383,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 10 + 11 + 5);
+        assert_eq!(names.len(), 10 + 12 + 5);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! algorithm table at p ∈ {1, 2, 3, 4, 7}, with both algorithms, widths 4, 5 and 8, with and
 //! without the SA (and `--check` still checking it), and with the LCP's fingerprint search and
 //! request rounds forced on every pair (`--lcp-prefix 0|1`, `--request-piece 7`) and its levels
-//! forced by tiny sample steps (`--lcp-sample 1..4`). Then the
+//! forced by tiny sample steps (`--lcp-sample 1..4`), its 8-byte words by `--index-bits 40|64`. Then the
 //! output safety of the new files, as `tests/errors.rs` checks the SA's.
 
 mod common;
@@ -76,6 +76,9 @@ struct Setting {
     /// `--lcp-sample` (None: the default): tiny steps run every level of the search on small
     /// inputs.
     sample: Option<usize>,
+    /// `--index-bits` (None: chosen from n): 40 or 64 bits force the LCP's 8-byte words, which
+    /// only texts of 2^32 − 1 characters or more need.
+    index_bits: Option<u32>,
 }
 
 const SETTINGS: &[Setting] = &[
@@ -86,6 +89,7 @@ const SETTINGS: &[Setting] = &[
         prefix: None,
         small_pieces: false,
         sample: Some(2),
+        index_bits: None,
     },
     Setting {
         width: 5,
@@ -94,6 +98,7 @@ const SETTINGS: &[Setting] = &[
         prefix: Some(1),
         small_pieces: true,
         sample: Some(1),
+        index_bits: Some(40),
     },
     Setting {
         width: 8,
@@ -102,6 +107,7 @@ const SETTINGS: &[Setting] = &[
         prefix: Some(0),
         small_pieces: false,
         sample: None,
+        index_bits: Some(64),
     },
     Setting {
         width: 4,
@@ -110,6 +116,7 @@ const SETTINGS: &[Setting] = &[
         prefix: None,
         small_pieces: true,
         sample: Some(4),
+        index_bits: None,
     },
     Setting {
         width: 5,
@@ -118,6 +125,7 @@ const SETTINGS: &[Setting] = &[
         prefix: Some(1),
         small_pieces: false,
         sample: Some(3),
+        index_bits: None,
     },
 ];
 
@@ -153,6 +161,9 @@ fn run_one(
     }
     if let Some(step) = s.sample {
         args.extend(["--lcp-sample".into(), step.to_string()]);
+    }
+    if let Some(bits) = s.index_bits {
+        args.extend(["--index-bits".into(), bits.to_string()]);
     }
     if s.small_pieces {
         let piece = if want.sa.len() < 2000 { 7 } else { 500 };

@@ -7,11 +7,11 @@
 //! gives n bytes `U`: U[0] = T[n−1], U[i + 1] = T[SA[i] − 1] for i < r0, U[i] = T[SA[i] − 1] for
 //! i > r0; the primary index is r0 + 1 (libsais: the index i0 with SA[i0 − 1] = 0; 0 for n = 0).
 //!
-//! Phases: `bwt` — one request round ([`fetch`]): every pe asks the owner of SA[i] − 1 for its
-//! character (pe 0 also for T[n − 1]), and finds r0 by one reduction. Each pe ends with the bytes
-//! of U for its SA entries, one contiguous range of U. Memory per pe: its SA entries' queries
-//! (8 bytes each, twice while bucketed) and answers (1 byte each): about 25 bytes per entry at
-//! the peak, beside the text and the SA.
+//! Phases: `bwt` — one request ([`fetch`], in pieces of at most `request_piece` queries and
+//! 1/32 of the block): every pe asks the owner of SA[i] − 1 for its character (pe 0 also for
+//! T[n − 1]), and finds r0 by one reduction. Each pe ends with the bytes of U for its SA entries,
+//! one contiguous range of U. Memory per pe beside the text and the SA: the BWT (1 byte per entry)
+//! and one piece's queries and answers.
 
 use crate::dist::{fetch, Layout};
 use crate::Ctx;
@@ -32,7 +32,7 @@ pub struct BwtPart {
 ///
 /// Entry: `text` and `sa` are this pe's slices of T and of its suffix array under the same
 /// `layout`. Exit: this pe's [`BwtPart`]; the parts of all pes, in pe order, are U. Cost: one
-/// [`fetch`] of one character per SA entry and two reductions.
+/// [`fetch`] of one character per SA entry (in pieces) and a few reductions.
 #[must_use]
 pub fn bwt(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> BwtPart {
     ctx.install(|ctx| ctx.phase("bwt", || bwt_here(ctx, text, sa, layout)))
@@ -58,12 +58,24 @@ fn bwt_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> BwtPart {
     }
     let r0 = r0 as usize;
     // Queries: T[SA[i] − 1] for every entry but suffix 0's, in SA order; pe 0 first asks T[n−1].
-    let last = (me == 0).then_some(n as u64 - 1);
-    let queries: Vec<u64> = last
-        .into_iter()
-        .chain(sa.iter().filter(|&&x| x > 0).map(|&x| x - 1))
-        .collect();
-    let bytes: Vec<u8> = fetch(comm, layout, &queries, |i| text[i]);
+    // In pieces of at most `piece` queries per pe, so that the requests (8 bytes each, a few
+    // copies inside `fetch`) stay small beside the SA and the BWT itself.
+    let piece = ctx
+        .tune
+        .request_piece
+        .min((sa.len() / 32).max(1 << 13))
+        .max(2);
+    let pieces = comm.all_reduce_max(sa.len().div_ceil(piece) as u64) as usize;
+    let mut bytes: Vec<u8> = Vec::with_capacity(sa.len() + 1);
+    for k in 0..pieces.max(1) {
+        let part = &sa[(k * piece).min(sa.len())..((k + 1) * piece).min(sa.len())];
+        let last = (me == 0 && k == 0).then_some(n as u64 - 1);
+        let queries: Vec<u64> = last
+            .into_iter()
+            .chain(part.iter().filter(|&&x| x > 0).map(|&x| x - 1))
+            .collect();
+        bytes.extend(fetch(comm, layout, &queries, |i| text[i]));
+    }
     // U's index of this pe's first byte: pe 0 starts at 0; pe r > 0 after U[0] and the entries
     // before lo, less the one of r0 if it is among them.
     let first = match me {

@@ -74,6 +74,7 @@ use rayon::prelude::*;
 
 use crate::dist::{fetch, last_of_left, right_halo, send_to_owners, Layout};
 use crate::error::{Error, Result};
+use crate::index::IndexWidth;
 use crate::Ctx;
 
 /// The modulus of the fingerprints, the Mersenne prime 2^61 − 1.
@@ -154,7 +155,8 @@ impl Powers {
 }
 
 /// The index type of the per-character arrays (Φ, PLCP, the SA copy): `u32` when every value
-/// and the marker fit (n < 2^32 − 1), else `u64`.
+/// and the marker fit (n < 2^32 − 1), else `u64` (forced on small inputs by a forced index width
+/// wider than 32 bits: `--index-bits 40|64`, `--force-wide`).
 trait Word: Pod + Send + Sync + Eq {
     /// "Unknown" (PLCP) or "none" (Φ of the suffix of rank 0).
     const NONE: Self;
@@ -307,10 +309,16 @@ struct WindowAnswer {
 /// entries, for the same range as its SA entries. An error (the same on every pe) only when
 /// [`ATTEMPTS`] bases in a row gave a detected collision.
 pub fn lcp(ctx: &Ctx, text: &[u8], sa: Vec<u64>, layout: &Layout) -> Result<Vec<u64>> {
-    ctx.install(|ctx| match layout.len() < u32::MAX as usize {
-        true => lcp_here::<u32>(ctx, text, sa, layout),
-        false => lcp_here::<u64>(ctx, text, sa, layout),
-    })
+    let forced_wide = ctx
+        .tune
+        .forced_index_width()
+        .is_some_and(|w| w != IndexWidth::W32);
+    ctx.install(
+        |ctx| match layout.len() < u32::MAX as usize && !forced_wide {
+            true => lcp_here::<u32>(ctx, text, sa, layout),
+            false => lcp_here::<u64>(ctx, text, sa, layout),
+        },
+    )
 }
 
 /// Queries a pe sends in one request round: `request_piece`, at most 1/32 of the block (at
