@@ -171,6 +171,10 @@ pub struct Tuning {
     /// Key ranges pCSS's sorts run in, one after the other (0: chosen from the input)
     #[arg(long, hide = true, value_name = "N")]
     pub sort_rounds: Option<usize>,
+    /// Key ranges the difference covers' merge runs in, one after the other (0: chosen by the
+    /// memory plan)
+    #[arg(long, hide = true, value_name = "N")]
+    pub merge_rounds: Option<usize>,
     /// Pinned staging buffers of GPU transfers: N buffers (at least 2) of M MiB
     #[arg(long, hide = true, value_name = "NxM", value_parser = stage_shape)]
     pub gpu_stage: Option<(usize, usize)>,
@@ -313,6 +317,7 @@ impl Cli {
         tune.gpu_pool = !t.no_gpu_pool;
         tune.pool_piece = t.pool_piece.unwrap_or(tune.pool_piece);
         tune.sort_rounds = t.sort_rounds.unwrap_or(tune.sort_rounds);
+        tune.merge_rounds = t.merge_rounds.unwrap_or(tune.merge_rounds);
         let gpu = &mut c.gpu;
         if let Some((n, bytes)) = t.gpu_stage {
             (gpu.stage_buffers, gpu.stage_buffer_bytes) = (n, bytes);
@@ -417,6 +422,7 @@ mod tests {
             "--no-gpu-pool",
             "--pool-piece=3",
             "--sort-rounds=5",
+            "--merge-rounds=6",
             "--gpu-stage=4x32",
             "--gpu-copy-piece=8192",
             "--gpu-pin=alloc",
@@ -430,7 +436,7 @@ mod tests {
              exchange_round_bytes=null mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
              plan_algo=false read_piece=5 force_wide=true index_bits=40 \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
-             gpu_pool=false pool_piece=3 sort_rounds=5 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
+             gpu_pool=false pool_piece=3 sort_rounds=5 merge_rounds=6 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""
         );
         assert_eq!(

@@ -129,6 +129,11 @@ pub struct Tunables {
     /// `css::peak_bytes_per_pe`); 0 (the default): one, unless the memory plan needs more
     /// (`--sort-rounds N`).
     pub sort_rounds: usize,
+    /// Key ranges that the difference covers' merge (pDC3, DC7) runs in at every level, one
+    /// after the other (a range's merge records are made, exchanged, sorted, merged and freed
+    /// before the next; its suffix array part goes straight to its place in the level's layout);
+    /// 0 (the default): one, unless the memory plan needs more (`--merge-rounds N`).
+    pub merge_rounds: usize,
 }
 
 impl Tunables {
@@ -152,6 +157,7 @@ impl Default for Tunables {
             gpu_pool: true,
             pool_piece: 1 << 24,
             sort_rounds: 0,
+            merge_rounds: 0,
         }
     }
 }
@@ -271,6 +277,7 @@ impl Config {
             ("gpu_pool", t.gpu_pool.to_string()),
             ("pool_piece", t.pool_piece.to_string()),
             ("sort_rounds", t.sort_rounds.to_string()),
+            ("merge_rounds", t.merge_rounds.to_string()),
             ("gpu_stage_buffers", g.stage_buffers.to_string()),
             ("gpu_stage_buffer_bytes", g.stage_buffer_bytes.to_string()),
             ("gpu_copy_piece", g.copy_piece.to_string()),
@@ -351,6 +358,7 @@ mod tests {
                     gpu_pool: _,
                     pool_piece: _,
                     sort_rounds: _,
+                    merge_rounds: _,
                 },
             gpu:
                 GpuOptions {

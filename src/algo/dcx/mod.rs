@@ -40,7 +40,9 @@ use std::marker::PhantomData;
 use bytemuck::Pod;
 use rayon::prelude::*;
 
-use crate::dist::{name_sorted, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey};
+use crate::dist::{
+    name_sorted, rebalance, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey,
+};
 use crate::index::{Index, IndexWidth};
 use crate::local::DeviceSuffixArray;
 use crate::Ctx;
@@ -95,6 +97,29 @@ impl Symbol for u64 {
 struct SortedPart {
     sa: Vec<u64>,
     first: u64,
+    /// Whether the entries are exactly this pe's part of the level's layout (the same on every
+    /// pe).
+    placed: bool,
+}
+
+impl SortedPart {
+    /// Entries in some distribution (not known to be the level's layout).
+    fn new(sa: Vec<u64>, first: u64) -> Self {
+        SortedPart {
+            sa,
+            first,
+            placed: false,
+        }
+    }
+
+    /// The suffix array in `layout` (the level's own): rebalanced (the phase "rebalance")
+    /// unless the merge placed it there already. Collective.
+    fn into_layout(self, ctx: &Ctx, layout: &Layout) -> Vec<u64> {
+        if self.placed {
+            return self.sa;
+        }
+        ctx.phase("rebalance", || rebalance(&ctx.comm, self.sa, layout))
+    }
 }
 
 fn bits(x: u64) -> u32 {
