@@ -132,7 +132,8 @@ pub struct Tunables {
     /// Key ranges that the difference covers' merge (pDC3, DC7) runs in at every level, one
     /// after the other (a range's merge records are made, exchanged, sorted, merged and freed
     /// before the next; its suffix array part goes straight to its place in the level's layout);
-    /// 0 (the default): one, unless the memory plan needs more (`--merge-rounds N`).
+    /// 0 (the default): one, unless the memory plan needs more; at most 256 are used
+    /// (`--merge-rounds N`).
     pub merge_rounds: usize,
 }
 

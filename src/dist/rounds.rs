@@ -172,14 +172,10 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
         (lo, self.bounds.get(index).copied())
     }
 
-    /// Whether `x` lies in the range of round `index`.
+    /// The round whose range holds `x` (a binary search of the bounds).
     #[inline]
-    pub fn holds(&self, index: usize, x: &T) -> bool {
-        let (lo, hi) = (
-            index.checked_sub(1).map(|r| self.bounds.get(r)),
-            self.bounds.get(index),
-        );
-        lo.flatten().is_none_or(|lo| lo <= x) && hi.is_none_or(|hi| x < hi)
+    pub fn round_of(&self, x: &T) -> usize {
+        self.bounds.partition_point(|b| b <= x)
     }
 }
 

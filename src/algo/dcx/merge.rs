@@ -287,7 +287,7 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
-    let rounds = ctx.tune.merge_rounds.max(1);
+    let rounds = ctx.tune.merge_rounds.clamp(1, MAX_ROUNDS);
     let halo = ctx.phase("merge records", || right_halo(comm, &rank, C::X - 1));
     let mut src = Some(Source {
         lo: layout.start(me),
@@ -295,11 +295,15 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
         rank,
         halo,
         head,
+        round: Vec::new(),
     });
-    let bounds = {
-        let s = src.as_ref().expect("the records' source");
-        RoundBounds::choose(ctx, rounds, s.hi - s.lo, |j| s.rec(s.lo + j))
-    };
+    if rounds > 1 {
+        let s = src.as_mut().expect("the records' source");
+        let bounds = RoundBounds::choose(ctx, rounds, s.hi - s.lo, |j| s.rec::<C, H>(s.lo + j));
+        s.round = ctx.phase("merge records", || {
+            map_maybe_par(&s.rank, |j, _| bounds.round_of(&s.rec::<C, H>(s.lo + j)) as u8)
+        });
+    }
     // With several rounds each round's part of the suffix array goes to its place at once.
     let mut placed = vec![0u64; if rounds > 1 { layout.local_len(me) } else { 0 }];
     let (mut done, mut samples_done) = (0u64, 0u64);
@@ -309,11 +313,11 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
             if rounds == 1 {
                 s.records(|_| true)
             } else {
-                s.records(|r| bounds.holds(index, r))
+                s.records(|i| usize::from(s.round[i - s.lo]) == index)
             }
         });
         if index + 1 == rounds {
-            src = None; // the ranks and heads
+            src = None; // the ranks, heads and rounds
         }
         let total = if rounds == 1 {
             n as u64
@@ -363,14 +367,19 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     }
 }
 
+/// The most key ranges of a merge (a position's round is one byte).
+const MAX_ROUNDS: usize = 256;
+
 /// What a level's merge records are built from: this pe's positions lo..hi, the ranks of its
-/// sample positions (0 elsewhere) and of the X − 1 after its slice, and the heads.
+/// sample positions (0 elsewhere) and of the X − 1 after its slice, the heads, and with several
+/// rounds the round of each position's record.
 struct Source<I, F> {
     lo: usize,
     hi: usize,
     rank: Vec<I>,
     halo: Vec<I>,
     head: F,
+    round: Vec<u8>,
 }
 
 impl<I: Index, F> Source<I, F> {
@@ -396,11 +405,11 @@ impl<I: Index, F> Source<I, F> {
         })
     }
 
-    /// The merge records of this pe's positions that `keep` accepts, by kind (samples first,
-    /// then each group). Local.
+    /// The merge records of the positions i of this pe that `keep(i)` accepts, by kind (samples
+    /// first, then each group). Local.
     fn records<C: Cover, H: Head, const KINDS: usize>(
         &self,
-        keep: impl Fn(&Rec<C, H, I>) -> bool + Sync,
+        keep: impl Fn(usize) -> bool + Sync,
     ) -> [Vec<Rec<C, H, I>>; KINDS]
     where
         F: Fn(usize) -> H + Sync,
@@ -409,7 +418,7 @@ impl<I: Index, F> Source<I, F> {
             self.lo,
             self.hi,
             |i| match C::kind(i % C::X) {
-                k if k < KINDS && keep(&self.rec(i)) => k,
+                k if k < KINDS && keep(i) => k,
                 _ => KINDS,
             },
             |i| self.rec(i),
