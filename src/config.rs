@@ -370,7 +370,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 10 + 9 + 5);
+        assert_eq!(names.len(), 10 + 10 + 5);
     }
 
     #[test]

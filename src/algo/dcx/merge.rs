@@ -301,7 +301,9 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
         let s = src.as_mut().expect("the records' source");
         let bounds = RoundBounds::choose(ctx, rounds, s.hi - s.lo, |j| s.rec::<C, H>(s.lo + j));
         s.round = ctx.phase("merge records", || {
-            map_maybe_par(&s.rank, |j, _| bounds.round_of(&s.rec::<C, H>(s.lo + j)) as u8)
+            map_maybe_par(&s.rank, |j, _| {
+                bounds.round_of(&s.rec::<C, H>(s.lo + j)) as u8
+            })
         });
     }
     // With several rounds each round's part of the suffix array goes to its place at once.
@@ -417,9 +419,10 @@ impl<I: Index, F> Source<I, F> {
         build_by_kind(
             self.lo,
             self.hi,
-            |i| match C::kind(i % C::X) {
-                k if k < KINDS && keep(i) => k,
-                _ => KINDS,
+            // `keep` first: with several rounds most positions belong to another one.
+            |i| match keep(i) {
+                true => C::kind(i % C::X),
+                false => KINDS,
             },
             |i| self.rec(i),
         )

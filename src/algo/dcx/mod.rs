@@ -122,6 +122,27 @@ impl SortedPart {
     }
 }
 
+/// The skeleton's peak per character of a pe's block (bytes) with its merge in `rounds` key
+/// ranges, by this model (32-bit records, the allocations live together at the peak):
+/// - one round: the text (1 B), the ranks (4 B per position), every merge record (20 B) and,
+///   while the samples (2/3 of them) are placed, their received and their placed copy;
+/// - several rounds: the text, the ranks, the round of each position (1 B) and the suffix array
+///   in the level's layout (8 B) throughout, plus one round's records in those three copies;
+/// - never below what the phases before the merge hold (the sample sort of the triples, the
+///   ranks sent to text order, the recursion's text: about 22 B, measured).
+///
+/// Local.
+pub fn peak_bytes_per_char(rounds: usize) -> f64 {
+    const FLOOR: f64 = 22.0;
+    let (text, rank, rec) = (1.0, 4.0, 20.0);
+    let copies = 1.0 + 2.0 * 2.0 / 3.0;
+    let merge = match rounds.max(1) {
+        1 => text + rank + copies * rec,
+        r => text + rank + 1.0 + 8.0 + copies * rec / r as f64,
+    };
+    merge.max(FLOOR)
+}
+
 fn bits(x: u64) -> u32 {
     64 - x.leading_zeros()
 }
