@@ -22,7 +22,8 @@
 //!
 //! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 20 B each (25 B
 //! when a level's positions do not fit 32 bits, 40 B past 40 bits: see [`crate::index`]), with up
-//! to two copies of one kind alive during its exchange.
+//! to two copies of one kind alive during its exchange; in `merge_rounds` key ranges only one
+//! range's records at a time (see [`super`]).
 
 use bytemuck::{Pod, Zeroable};
 

@@ -20,15 +20,24 @@
 //!    random sample of all records cut the final order into p ranges; every record goes once to
 //!    the pe of its range, where the samples are placed by rank (their ranks form one interval),
 //!    each group is sorted by the instance's local sort, and one linear merge of the sorted lists
-//!    gives the pe's part of the suffix array.
+//!    gives the pe's part of the suffix array. With `merge_rounds` > 1 (a memory budget) this runs
+//!    in key ranges of the final order, one after the other (Distributed DCX's rounds): each
+//!    round builds only its records, merges them and sends its part of the suffix array to its
+//!    place in the level's layout, then frees them.
 //!
 //! Every record of a level stores positions, ranks and names in one index width ([`Index`]: 32,
 //! 40 or 64 bits), the narrowest that holds the level's values ([`IndexWidth::choose`]); one
 //! generic definition of each record serves every width.
 //!
 //! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4, 5 or 8 B
-//! per position, merge records 20–28 B each (40 B past 40 bits), with up to two copies of one
-//! kind alive during its exchange.
+//! per position, merge records 20–28 B each (40 B past 40 bits). In one merge round every record
+//! is alive at once and, while the samples are placed, their received and placed copies too
+//! (about 50 B per character of the level at 32 bits: the peak of the whole run at level 0); in
+//! B rounds a pe holds the ranks, one byte per position for its round and the level's suffix
+//! array in its layout (8 B) throughout, and only a round's records (those copies / B). The
+//! model is [`peak_bytes_per_char`]; what remains at the peak is then the recursion's texts
+//! (8 B per name) held under deeper levels, the ranks sent to text order, and the base case
+//! gathered on pe 0.
 
 pub mod cover;
 pub mod dc3;
