@@ -185,6 +185,10 @@ pub struct Tuning {
     /// Key ranges pCSS's sorts run in, one after the other (0: chosen from the input)
     #[arg(long, hide = true, value_name = "N")]
     pub sort_rounds: Option<usize>,
+    /// Key ranges the difference covers' merge runs in, one after the other (0: chosen by the
+    /// memory plan)
+    #[arg(long, hide = true, value_name = "N")]
+    pub merge_rounds: Option<usize>,
     /// Characters of each suffix the LCP construction compares exactly before its fingerprint
     /// search (0–16; tests: 0 or 1 search almost every pair)
     #[arg(long, hide = true, value_name = "N", value_parser = at_most(psa::internals::LCP_PREFIX_MAX))]
@@ -347,6 +351,7 @@ impl Cli {
         tune.gpu_pool = !t.no_gpu_pool;
         tune.pool_piece = t.pool_piece.unwrap_or(tune.pool_piece);
         tune.sort_rounds = t.sort_rounds.unwrap_or(tune.sort_rounds);
+        tune.merge_rounds = t.merge_rounds.unwrap_or(tune.merge_rounds);
         tune.lcp_prefix = t.lcp_prefix.unwrap_or(tune.lcp_prefix);
         tune.request_piece = t.request_piece.unwrap_or(tune.request_piece);
         tune.lcp_sample = t.lcp_sample.unwrap_or(tune.lcp_sample);
@@ -454,6 +459,7 @@ mod tests {
             "--no-gpu-pool",
             "--pool-piece=3",
             "--sort-rounds=5",
+            "--merge-rounds=6",
             "--lcp-prefix=3",
             "--request-piece=9",
             "--lcp-sample=4",
@@ -470,7 +476,7 @@ mod tests {
              exchange_round_bytes=null mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
              plan_algo=false read_piece=5 force_wide=true index_bits=40 \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
-             gpu_pool=false pool_piece=3 sort_rounds=5 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
+             gpu_pool=false pool_piece=3 sort_rounds=5 merge_rounds=6 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""
         );
         assert_eq!(

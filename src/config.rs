@@ -131,6 +131,12 @@ pub struct Tunables {
     /// `css::peak_bytes_per_pe`); 0 (the default): one, unless the memory plan needs more
     /// (`--sort-rounds N`).
     pub sort_rounds: usize,
+    /// Key ranges that the difference covers' merge (pDC3, DC7) runs in at every level, one
+    /// after the other (a range's merge records are made, exchanged, sorted, merged and freed
+    /// before the next; its suffix array part goes straight to its place in the level's layout);
+    /// 0 (the default): one, unless the memory plan needs more; at most 256 are used
+    /// (`--merge-rounds N`).
+    pub merge_rounds: usize,
     /// Characters of every suffix the LCP construction compares exactly before it searches with
     /// fingerprints (at most 16, default 16; see `algo::lcp`); 0 and 1 send almost every pair
     /// to the fingerprint search, so tests reach it on small inputs (`--lcp-prefix N`).
@@ -165,6 +171,7 @@ impl Default for Tunables {
             gpu_pool: true,
             pool_piece: 1 << 24,
             sort_rounds: 0,
+            merge_rounds: 0,
             lcp_prefix: 16,
             request_piece: 1 << 20,
             lcp_sample: 0,
@@ -287,6 +294,7 @@ impl Config {
             ("gpu_pool", t.gpu_pool.to_string()),
             ("pool_piece", t.pool_piece.to_string()),
             ("sort_rounds", t.sort_rounds.to_string()),
+            ("merge_rounds", t.merge_rounds.to_string()),
             ("lcp_prefix", t.lcp_prefix.to_string()),
             ("request_piece", t.request_piece.to_string()),
             ("lcp_sample", t.lcp_sample.to_string()),
@@ -370,6 +378,7 @@ mod tests {
                     gpu_pool: _,
                     pool_piece: _,
                     sort_rounds: _,
+                    merge_rounds: _,
                     lcp_prefix: _,
                     request_piece: _,
                     lcp_sample: _,
@@ -383,7 +392,7 @@ mod tests {
                     kernel_cache: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 10 + 12 + 5);
+        assert_eq!(names.len(), 10 + 13 + 5);
     }
 
     #[test]

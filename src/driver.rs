@@ -125,6 +125,8 @@ pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
     }
     ctx.config.tune.sort_rounds = plan.knobs.sort_rounds;
     ctx.tune.sort_rounds = plan.knobs.sort_rounds;
+    ctx.config.tune.merge_rounds = plan.knobs.merge_rounds;
+    ctx.tune.merge_rounds = plan.knobs.merge_rounds;
     ctx.install(|ctx| {
         let run = Run {
             job,
@@ -166,7 +168,8 @@ fn width_and_plan(ctx: &Ctx, job: &Job, n: usize) -> Result<(usize, Plan)> {
     if comm.rank() == 0 {
         let changed = plan.knobs.algo != ctx.config.algo
             || plan.knobs.round_bytes != ctx.config.round_bytes
-            || plan.knobs.sort_rounds != ctx.config.tune.sort_rounds;
+            || plan.knobs.sort_rounds != ctx.config.tune.sort_rounds
+            || plan.knobs.merge_rounds != ctx.config.tune.merge_rounds;
         match job.show_plan || changed {
             true => log::info!("{}", plan.summary()),
             false => log::debug!("{}", plan.summary()),

@@ -67,6 +67,9 @@ pub struct Knobs {
     /// Key ranges pCSS sorts one after the other ([`crate::Tunables::sort_rounds`]; 0: auto).
     /// Ignored by pDC3.
     pub sort_rounds: usize,
+    /// Key ranges the difference covers merge in, one after the other
+    /// ([`crate::Tunables::merge_rounds`]; 0: auto): pDC3's, and DC7's when pCSS hands over.
+    pub merge_rounds: usize,
 }
 
 /// What an algorithm holds per character of a pe's block, bytes (the model's coefficients).
@@ -98,13 +101,18 @@ fn css_costs(shape: &Shape, knobs: &Knobs) -> Costs {
     }
 }
 
-/// pDC3: triples and quadruples with names (12–24 bytes) exchanged. Its fullest pe peaked at
-/// 49–56 bytes per character on DNA, random bytes and source text at p = 2–4, 58–71 on DNA and
-/// English and about 90 on a repeated block at p = 16 (the merge of samples and non-samples).
-fn dc3_costs(_shape: &Shape, _knobs: &Knobs) -> Costs {
+/// pDC3: triples and quadruples with names (12–24 bytes) exchanged. In one merge round its
+/// fullest pe peaked at 49–56 bytes per character on DNA, random bytes and source text at
+/// p = 2–4, 58–71 on DNA and English and about 90 on a repeated block at p = 16 (the merge of
+/// samples and non-samples); that worst case is scaled by the skeleton's own model of its peak
+/// with the knobs' merge rounds against one round (`dcx::peak_bytes_per_char`).
+fn dc3_costs(_shape: &Shape, knobs: &Knobs) -> Costs {
+    use crate::algo::dcx::peak_bytes_per_char;
+    let rounds = knobs.merge_rounds.max(1);
     Costs {
-        held: 90.0,
-        exchanged: 24.0,
+        held: 90.0 * peak_bytes_per_char(rounds) / peak_bytes_per_char(1),
+        // In rounds, the largest exchange is the sample sort of the triples (12–16 B).
+        exchanged: (24.0 / rounds as f64).max(12.0),
     }
 }
 
@@ -186,10 +194,15 @@ impl Plan {
         format!(
             "plan: {}{}, {rounds}; predicted peak {} per pe, {budget} (leanest plan: {})",
             algo_name(self.knobs.algo),
-            match (self.knobs.algo, self.knobs.sort_rounds) {
-                (Algo::Css, 0) => String::new(),
-                (Algo::Css, r) => format!(" sorting in {r} key ranges"),
-                _ => String::new(),
+            match (
+                self.knobs.algo,
+                self.knobs.sort_rounds,
+                self.knobs.merge_rounds
+            ) {
+                (Algo::Css, 0, 0) | (Algo::Dc3, _, 0) => String::new(),
+                (Algo::Css, s, 0) => format!(" sorting in {s} key ranges"),
+                (Algo::Css, 0, m) | (Algo::Dc3, _, m) => format!(" merging in {m} key ranges"),
+                (Algo::Css, s, m) => format!(" sorting in {s} and merging in {m} key ranges"),
             },
             size_text(self.peak),
             size_text(self.leanest)
@@ -199,9 +212,10 @@ impl Plan {
     /// The plan as a JSON object (`--stats`'s "plan").
     pub fn to_json(&self) -> String {
         format!(
-            "{{\"algo\": {}, \"sort_rounds\": {}, \"exchange_round_bytes\": {}, \"exchange_rounds\": {}, \"predicted_peak_bytes\": {}, \"leanest_peak_bytes\": {}, \"mem_per_pe\": {}}}",
+            "{{\"algo\": {}, \"sort_rounds\": {}, \"merge_rounds\": {}, \"exchange_round_bytes\": {}, \"exchange_rounds\": {}, \"predicted_peak_bytes\": {}, \"leanest_peak_bytes\": {}, \"mem_per_pe\": {}}}",
             json_str(algo_name(self.knobs.algo)),
             self.knobs.sort_rounds,
+            self.knobs.merge_rounds,
             self.knobs
                 .round_bytes
                 .map_or("null".into(), |r| r.to_string()),
@@ -245,24 +259,35 @@ fn rounds(shape: &Shape, knobs: &Knobs) -> usize {
     }
 }
 
-/// The candidates for `algo`, fastest first, leanest last: the configured knobs; for pCSS
-/// (unless its key ranges are configured) sorting in 4, 16 and 64 key ranges, exchanges still in
-/// one round; then, on top of the leanest of those, exchanges in rounds as large as `budget`
-/// allows, down to [`MIN_ROUND_BYTES`] (many small rounds are slow: the last resort).
+/// The candidates for `algo`, fastest first, leanest last: the configured knobs; then 4, 16
+/// and 64 key ranges, exchanges still in one round: pCSS sorting in them (unless its key ranges
+/// are configured) and merging in as many when it hands over to a difference cover, pDC3
+/// merging in them (unless its merge ranges are configured); then, on top of the leanest of
+/// those, exchanges in rounds as large as `budget` allows, down to [`MIN_ROUND_BYTES`] (many
+/// small rounds are slow: the last resort).
 fn candidates(config: &Config, shape: &Shape, algo: Algo, budget: u64) -> Vec<Knobs> {
     let configured = Knobs {
         algo,
         round_bytes: config.round_bytes,
         sort_rounds: config.tune.sort_rounds,
+        merge_rounds: config.tune.merge_rounds,
     };
     let mut v = vec![configured];
-    if algo == Algo::Css && config.tune.sort_rounds == 0 {
-        for sort_rounds in [4, 16, 64] {
-            v.push(Knobs {
-                sort_rounds,
+    for ranges in [4, 16, 64] {
+        let auto = |r: usize| if r == 0 { ranges } else { r };
+        let k = match algo {
+            Algo::Css if config.tune.sort_rounds == 0 => Knobs {
+                sort_rounds: ranges,
+                merge_rounds: auto(config.tune.merge_rounds),
                 ..configured
-            });
-        }
+            },
+            Algo::Dc3 if config.tune.merge_rounds == 0 => Knobs {
+                merge_rounds: ranges,
+                ..configured
+            },
+            _ => continue,
+        };
+        v.push(k);
     }
     let leanest = *v.last().expect("one candidate");
     let at_floor = Knobs {
@@ -365,6 +390,10 @@ fn refusal(
                 sort_rounds: match (algo, config.tune.sort_rounds) {
                     (Algo::Css, 0) => 64,
                     (_, r) => r,
+                },
+                merge_rounds: match config.tune.merge_rounds {
+                    0 => 64,
+                    r => r,
                 },
             });
         knobs.into_iter().any(|k| peak_per_pe(&s, &k) <= budget)
@@ -515,21 +544,18 @@ mod tests {
 
     #[test]
     fn the_other_algorithm_when_free_to_choose() {
-        // pDC3 alone cannot fit; pCSS sorting in key ranges can.
+        // pCSS alone cannot fit; pDC3 merging in key ranges can.
         let s = shape(1 << 24, 4);
-        let dc3 = |budget| Config {
-            algo: Algo::Dc3,
-            ..config(budget)
-        };
-        let leanest = choose(&dc3(None), &s, "").unwrap().leanest;
+        let leanest = choose(&config(None), &s, "").unwrap().leanest;
         let budget = leanest - 1;
-        assert!(choose(&dc3(Some(budget)), &s, "").is_err());
+        assert!(choose(&config(Some(budget)), &s, "").is_err());
         let free = Config {
             plan_algo: true,
-            ..dc3(Some(budget))
+            ..config(Some(budget))
         };
         let p = choose(&free, &s, "").unwrap();
-        assert_eq!(p.knobs.algo, Algo::Css);
+        assert_eq!(p.knobs.algo, Algo::Dc3);
+        assert!(p.knobs.merge_rounds > 1, "{p:?}");
         assert!(p.peak <= budget);
     }
 
@@ -556,6 +582,33 @@ mod tests {
             2
         );
         assert!(choose(&fixed(4, Some(four - 1)), &s, "").is_err());
+    }
+
+    #[test]
+    fn pdc3_merges_in_key_ranges_under_a_tight_budget() {
+        let s = shape(1 << 26, 4);
+        let dc3 = |rounds, budget| Config {
+            algo: Algo::Dc3,
+            tune: crate::Tunables {
+                merge_rounds: rounds,
+                ..Default::default()
+            },
+            ..config(budget)
+        };
+        let free = choose(&dc3(0, None), &s, "").unwrap();
+        assert_eq!(free.knobs.merge_rounds, 0, "one range without a budget");
+        // Below one range's need: key ranges before any exchange rounds.
+        let tight = choose(&dc3(0, Some(free.peak - 1)), &s, "").unwrap();
+        assert!(tight.knobs.merge_rounds >= 4, "{tight:?}");
+        assert_eq!(tight.knobs.round_bytes, None, "{tight:?}");
+        assert!(tight.summary().contains("merging in"), "{tight:?}");
+        // The leanest plan merges in 64 ranges.
+        let leanest = choose(&dc3(0, Some(free.leanest)), &s, "").unwrap();
+        assert_eq!(leanest.knobs.merge_rounds, 64, "{leanest:?}");
+        // A configured number of ranges is kept.
+        let fixed = choose(&dc3(2, None), &s, "").unwrap();
+        assert_eq!(fixed.knobs.merge_rounds, 2);
+        assert!(fixed.peak < free.peak);
     }
 
     #[test]

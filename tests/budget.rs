@@ -126,8 +126,8 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
         // pCSS bounds its records by sorting in many key ranges (on this small input the leanest
         // plan needs no exchange rounds besides); pDC3 by exchanging in small rounds.
         let shown = match name {
-            "css" => "plan: css sorting in 64 key ranges, ",
-            _ => "plan: dc3, exchanges in rounds of 4.0 KiB per pe",
+            "css" => "plan: css sorting in 64 and merging in 64 key ranges, ",
+            _ => "plan: dc3 merging in 64 key ranges, exchanges in rounds of 4.0 KiB per pe",
         };
         assert!(
             o.stderr.contains(shown),
@@ -146,6 +146,7 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
         match name {
             "css" => assert_eq!(json_value(plan, "sort_rounds"), "64", "{st}"),
             _ => {
+                assert_eq!(json_value(plan, "merge_rounds"), "64", "{st}");
                 assert_eq!(json_value(plan, "exchange_round_bytes"), "4096", "{st}");
                 assert!(rounds > 10, "{st}");
             }

@@ -221,20 +221,12 @@ fn random_texts_uneven_splits() {
     });
 }
 
-/// The records of every algorithm in every index width on the hard inputs: 32 bits (what these
-/// texts get by default), 40 and 64 forced (`Tunables::index_width`), and 64 with the paths of
-/// huge names (`force_wide`: triples field by field, comparison sorts). Each through pDC3, DC7 from
-/// the text, pCSS handing over to both (DC7 when its sample predicts it, DC7 and DC3 from the
-/// prefix names), and pCSS' own records (names, depths, unresolved suffixes, refinement keys)
-/// doubling to the end without a hand-over, in one key range and in three; with base case 4
-/// (the distributed recursion down to tiny levels, empty pes). Every pe compares its slice with
-/// libsais.
-#[test]
-fn index_widths_on_hard_inputs() {
+/// The hard inputs of the difference covers' tests: empty, one byte, n < p, 0x00/0xFF, aⁿ,
+/// periodic, Fibonacci, long repeated blocks (n = 1 and 2 mod 7: DC7's dummy samples), DNA,
+/// random.
+fn hard_inputs() -> Vec<(&'static str, Vec<u8>)> {
     use common::gen;
-    use psa::IndexWidth;
-    use psa::Predicted;
-    let inputs: Vec<(&str, Vec<u8>)> = vec![
+    vec![
         ("empty", Vec::new()),
         ("one byte", b"x".to_vec()),
         ("n < p", b"aab".to_vec()),
@@ -254,7 +246,22 @@ fn index_widths_on_hard_inputs() {
         ("DNA", gen::dna(9, 5000)),
         ("random, sigma 4", gen::random(6, 4999, 4, b'a')),
         ("random, sigma 256", gen::random(7, 5000, 256, 0)),
-    ];
+    ]
+}
+
+/// The records of every algorithm in every index width on the hard inputs: 32 bits (what these
+/// texts get by default), 40 and 64 forced (`Tunables::index_width`), and 64 with the paths of
+/// huge names (`force_wide`: triples field by field, comparison sorts). Each through pDC3, DC7 from
+/// the text, pCSS handing over to both (DC7 when its sample predicts it, DC7 and DC3 from the
+/// prefix names), and pCSS' own records (names, depths, unresolved suffixes, refinement keys)
+/// doubling to the end without a hand-over, in one key range and in three; with base case 4
+/// (the distributed recursion down to tiny levels, empty pes). Every pe compares its slice with
+/// libsais.
+#[test]
+fn index_widths_on_hard_inputs() {
+    use psa::IndexWidth;
+    use psa::Predicted;
+    let inputs = hard_inputs();
     let widths: [(&str, Option<IndexWidth>, bool); 4] = [
         ("32 bits", None, false),
         ("40 bits", Some(IndexWidth::W40), false),
@@ -325,6 +332,74 @@ fn index_widths_on_hard_inputs() {
                     got,
                     want[lo..hi],
                     "{name}, {wname}, DC7 from the text: pe {me}'s part"
+                );
+            }
+        }
+    });
+}
+
+/// The difference covers' merge in key ranges (`Tunables::merge_rounds`, as a memory budget
+/// makes it run) on the hard inputs: 2 ranges in 32-bit records and 7 in 40-bit ones through
+/// pDC3, DC7 from the text, and pCSS handing over to DC7 (from the text when predicted, from the
+/// prefix names after its first sort), with base case 4 (every recursion level merges in ranges
+/// too, down to tiny levels); 64 ranges (more than records at most levels: empty rounds and
+/// pes) in 64-bit records through pDC3 and DC7 from the text, with base case 300 (fewer levels:
+/// every round costs a few collectives, slow on oversubscribed pes). Every pe compares its slice
+/// with libsais.
+#[test]
+fn merge_rounds_on_hard_inputs() {
+    use psa::IndexWidth;
+    use psa::Predicted;
+    let inputs = hard_inputs();
+    // (width, merge rounds, base case, also through pCSS)
+    let settings = [
+        ("32 bits", IndexWidth::W32, 2, 4, true),
+        ("40 bits", IndexWidth::W40, 7, 4, true),
+        ("64 bits", IndexWidth::W64, 64, 300, false),
+    ];
+    mpi_test(|comm| {
+        let (p, me) = (comm.size(), comm.rank());
+        for (name, text) in &inputs {
+            let want = sa_bytes(text, 1);
+            let layout = Layout::block(text.len(), p);
+            let (lo, hi) = (layout.start(me), layout.end(me));
+            for (wname, width, rounds, base, with_css) in settings {
+                let tuned = |algo, edit: fn(&mut psa::Tunables)| {
+                    ctx_with(algo, base, |c| {
+                        c.tune.index_width = Some(width);
+                        c.tune.merge_rounds = rounds;
+                        edit(&mut c.tune);
+                    })
+                };
+                let mut runs: Vec<(&str, psa::Ctx)> = vec![("dc3", tuned(Algo::Dc3, |_| {}))];
+                if with_css {
+                    runs.push((
+                        "css, DC7 from the text when predicted",
+                        tuned(Algo::Css, |_| {}),
+                    ));
+                    runs.push((
+                        "css, DC7 from names after the first sort when predicted",
+                        tuned(Algo::Css, |t| t.css_predicted = Predicted::SortThenDc7),
+                    ));
+                }
+                let case = |algo: &str| {
+                    format!(
+                        "{name} (n = {}), {wname}, {rounds} merge rounds, base case {base}, {algo}",
+                        text.len()
+                    )
+                };
+                for (algo, ctx) in &runs {
+                    let got = psa::suffix_array(ctx, &text[lo..hi])
+                        .unwrap_or_else(|e| panic!("{}: {e}", case(algo)));
+                    assert_eq!(got, want[lo..hi], "{}: pe {me}'s part", case(algo));
+                }
+                let ctx = &runs[0].1;
+                let got = ctx.install(|ctx| psa::internals::dc7(ctx, &text[lo..hi], &layout));
+                assert_eq!(
+                    got,
+                    want[lo..hi],
+                    "{}: pe {me}'s part",
+                    case("DC7 from the text")
                 );
             }
         }

@@ -560,6 +560,49 @@ pub fn rebalance<T: Pod + Send + Sync>(comm: &Comm, data: Vec<T>, target: &Layou
     comm.all_to_all_v(&data, &counts)
 }
 
+/// Stores a contiguous range of a sequence in its places of `target`, keeping the order (one
+/// round of [`rebalance`] into a preallocated part). Collective.
+///
+/// Entry: the pieces of all pes, concatenated in pe order, are the elements
+/// `[start, start + total)` of a sequence of `target.len()` elements (`start` the same on every
+/// pe); `out` is this pe's part of `target` (`target.local_len(me)` slots). Exit:
+/// `out[i - target.start(me)]` holds element i for every i of that range this pe owns; the other
+/// slots are untouched. Returns `total` (the same on every pe).
+///
+/// Cost: one exclusive scan, one reduction, one all-to-all of the pieces. Memory: the received
+/// elements (this pe's share of the range) until they are copied into `out`.
+pub fn rebalance_into<T: Pod + Send + Sync>(
+    comm: &Comm,
+    piece: &[T],
+    start: u64,
+    target: &Layout,
+    out: &mut [T],
+) -> u64 {
+    let p = comm.size();
+    let me = comm.rank();
+    let first = (start + comm.exscan_sum(piece.len() as u64)) as usize;
+    let total = comm.all_reduce_sum(piece.len() as u64);
+    let last = first + piece.len();
+    let counts: Vec<usize> = (0..p)
+        .map(|r| {
+            let lo = target.start(r).max(first);
+            let hi = target.end(r).min(last);
+            hi.saturating_sub(lo)
+        })
+        .collect();
+    let got = if p == 1 {
+        piece.to_vec()
+    } else {
+        comm.all_to_all_v(piece, &counts)
+    };
+    // What this pe receives is the range's intersection with its own part, in order.
+    if !got.is_empty() {
+        let at = (start as usize).max(target.start(me)) - target.start(me);
+        out[at..at + got.len()].copy_from_slice(&got);
+    }
+    total
+}
+
 /// Looks up values by global index: for each `queries[k]` (a global index below `layout.len()`),
 /// the pe owning it answers `lookup(index - its start)`. Collective. Returns the answers in query
 /// order. Communication: two all-to-alls, `size_of::<Q>()` bytes out and `size_of::<R>()` back

@@ -10,11 +10,12 @@ pub mod sample_sort;
 pub mod shift;
 
 pub use exchange::{
-    build_by_kind, collect_kept, exchange, exchange_by, fetch, rebalance, scatter, send_to_owners,
+    build_by_kind, collect_kept, exchange, exchange_by, fetch, rebalance, rebalance_into, scatter,
+    send_to_owners,
 };
 pub use layout::{Layout, OwnerCursor};
 pub use naming::name_sorted;
 pub use pair::Pair;
-pub use rounds::{sort_in_rounds, Round};
+pub use rounds::{release_freed, sort_in_rounds, Round, RoundBounds};
 pub use sample_sort::{sample_sort, SortEnv, SortKey};
 pub use shift::{last_of_left, right_halo};

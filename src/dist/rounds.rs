@@ -88,35 +88,11 @@ pub fn sort_in_rounds<T, R, G, C>(
 {
     let comm = ctx.comm();
     let rounds = rounds.max(1);
-    let bounds: Vec<T> = if rounds == 1 {
-        Vec::new()
-    } else {
-        ctx.phase("· round splitters", || {
-            let n = comm.all_reduce_sum(len as u64);
-            let want = (len as u128 * (SAMPLES_PER_ROUND * rounds) as u128)
-                .div_ceil(n.max(1) as u128) as usize;
-            let mut rng = SplitMix::new(0x7f4a_7c15 ^ ((comm.rank() as u64) << 32) ^ n);
-            let sample: Vec<T> = if len == 0 {
-                Vec::new()
-            } else {
-                (0..want.min(len))
-                    .map(|_| record((rng.next() % len as u64) as usize))
-                    .collect()
-            };
-            let mut all = comm.all_gather_v(&sample);
-            all.sort_unstable();
-            if all.is_empty() {
-                Vec::new()
-            } else {
-                (1..rounds).map(|r| all[r * all.len() / rounds]).collect()
-            }
-        })
-    };
+    let bounds = RoundBounds::choose(ctx, rounds, len, record);
     let mut done = 0u64; // records in earlier rounds
     let mut last: Option<T> = None; // the last record of earlier rounds
     for index in 0..rounds {
-        let lo = index.checked_sub(1).and_then(|r| bounds.get(r).copied());
-        let hi = bounds.get(index).copied();
+        let (lo, hi) = bounds.range(index);
         let before = done;
         let mine = generate(lo, hi);
         let sorted = ctx.phase(sort_phase, || sample_sort(ctx, mine));
@@ -142,10 +118,72 @@ pub fn sort_in_rounds<T, R, G, C>(
     }
 }
 
+/// The boundaries of `rounds` key ranges of a distributed sequence of records, the same on every
+/// pe: round k holds the records x with `range(k).0 ≤ x < range(k).1` (None: unbounded). The
+/// shared first step of every computation in key ranges ([`sort_in_rounds`], the difference
+/// covers' merge).
+pub struct RoundBounds<T> {
+    bounds: Vec<T>,
+}
+
+impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
+    /// Chooses the boundaries of `rounds` ranges from a sample of about [`SAMPLES_PER_ROUND`]
+    /// records per round over all pes: this pe holds `len` records, `record(j)` its j-th, and
+    /// draws in proportion to `len`; the boundaries are sampled records, so ranges hold about
+    /// n / `rounds` records each. With one round nothing is drawn. Collective (the phase
+    /// "· round splitters": one reduction and one all-gather of the sample).
+    pub fn choose(
+        ctx: &impl SortEnv,
+        rounds: usize,
+        len: usize,
+        record: impl Fn(usize) -> T,
+    ) -> Self {
+        let comm = ctx.comm();
+        if rounds <= 1 {
+            return RoundBounds { bounds: Vec::new() };
+        }
+        let bounds = ctx.phase("· round splitters", || {
+            let n = comm.all_reduce_sum(len as u64);
+            let want = (len as u128 * (SAMPLES_PER_ROUND * rounds) as u128)
+                .div_ceil(n.max(1) as u128) as usize;
+            let mut rng = SplitMix::new(0x7f4a_7c15 ^ ((comm.rank() as u64) << 32) ^ n);
+            let sample: Vec<T> = if len == 0 {
+                Vec::new()
+            } else {
+                (0..want.min(len))
+                    .map(|_| record((rng.next() % len as u64) as usize))
+                    .collect()
+            };
+            let mut all = comm.all_gather_v(&sample);
+            all.sort_unstable();
+            if all.is_empty() {
+                Vec::new()
+            } else {
+                (1..rounds).map(|r| all[r * all.len() / rounds]).collect()
+            }
+        });
+        RoundBounds { bounds }
+    }
+
+    /// The bounds (lower inclusive, upper exclusive; None: unbounded) of round `index`.
+    pub fn range(&self, index: usize) -> (Option<T>, Option<T>) {
+        let lo = index
+            .checked_sub(1)
+            .and_then(|r| self.bounds.get(r).copied());
+        (lo, self.bounds.get(index).copied())
+    }
+
+    /// The round whose range holds `x` (a binary search of the bounds).
+    #[inline]
+    pub fn round_of(&self, x: &T) -> usize {
+        self.bounds.partition_point(|b| b <= x)
+    }
+}
+
 /// Gives the heap pages that a round freed back to the system, so that the next round's peak
 /// does not stack on the last one's leftovers (glibc keeps freed blocks below its mmap threshold,
 /// which rises to 32 MiB as large blocks are freed). Local; a walk over the heap's free blocks.
-fn release_freed() {
+pub fn release_freed() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns unused pages of the allocator's heap to the system.
     unsafe {

@@ -22,7 +22,8 @@
 //!
 //! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 20 B each (25 B
 //! when a level's positions do not fit 32 bits, 40 B past 40 bits: see [`crate::index`]), with up
-//! to two copies of one kind alive during its exchange.
+//! to two copies of one kind alive during its exchange; in `merge_rounds` key ranges only one
+//! range's records at a time (see [`super`]).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -32,7 +33,7 @@ use super::{
     bits, index_width, name_pairs, name_samples, sample_ranks, Chars, Phases, SampleKey, Samples,
     SortedPart, Symbol,
 };
-use crate::dist::{build_by_kind, rebalance, Layout, SortKey};
+use crate::dist::{build_by_kind, Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::Ctx;
@@ -47,8 +48,7 @@ const PHASES: Phases = Phases {
 /// given by `layout`. Exit: each pe holds SA entries for the same range.
 #[must_use]
 pub fn dc3(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
-    let sa = level(ctx, text, layout);
-    ctx.phase("rebalance", || rebalance(&ctx.comm, sa.sa, layout))
+    level(ctx, text, layout).into_layout(ctx, layout)
 }
 
 /// One DC3 level on a text of `layout.len()` characters; returns its suffix array, sorted across
@@ -59,13 +59,13 @@ pub(super) fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPar
     let first = layout.start(ctx.comm.rank()) as u64;
     if n <= ctx.config.base_case.max(4) {
         let sa = ctx.phase("base case", || base_case(ctx, t, layout));
-        return SortedPart { sa, first };
+        return SortedPart::new(sa, first);
     }
     if fits_device(ctx, n) {
         // No pe gathers the level: its names stream through pe 0 to the device and back. If the
         // device does not take it after all, the level recurses as without a GPU.
         if let Some(sa) = ctx.phase("device suffix array", || C::pooled_sa(ctx, t, layout)) {
-            return SortedPart { sa, first };
+            return SortedPart::new(sa, first);
         }
     }
     let (chars, alphabet) = ctx.phase("halo", || {
@@ -145,8 +145,7 @@ fn finish_with<I: Index, N: Index>(
     let rank = sample_ranks::<Dc3, I>(ctx, layout, &smp, pairs, false);
     let chars = Chars::new(ctx, text, layout, 2);
     let alphabet = largest_char(ctx, text);
-    let sa = merge_by_chars::<I, u8>(ctx, layout, &chars, alphabet, rank);
-    ctx.phase("rebalance", || rebalance(&ctx.comm, sa.sa, layout))
+    merge_by_chars::<I, u8>(ctx, layout, &chars, alphabet, rank).into_layout(ctx, layout)
 }
 
 /// The largest character value of the whole text. Collective (one reduction).

@@ -34,10 +34,10 @@ use rayon::prelude::*;
 use super::cover::{Cover, Dc7};
 use super::merge::{merge, radix_sort_group, sort_group, Head, Name, Rec};
 use super::{
-    bits, index_width, name_pairs, name_samples, parallel, sample_ranks, Chars, Phases, SampleKey,
-    Samples, CHUNK,
+    bits, index_width, map_maybe_par, name_pairs, name_samples, parallel, sample_ranks, Chars,
+    Phases, SampleKey, Samples, CHUNK,
 };
-use crate::dist::{rebalance, Layout, SortKey};
+use crate::dist::{Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::Ctx;
@@ -70,7 +70,6 @@ pub fn dc7(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 }
 
 fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
-    let lo = layout.start(ctx.comm.rank());
     let smp = Samples::<Dc7>::new(layout.len(), true);
     let chars = ctx.phase("halo", || Chars::new(ctx, text, layout, X - 1));
     let keys = ctx.phase("sample keys", || sample_keys(ctx, layout, &chars, &smp));
@@ -78,14 +77,13 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     // window is unique, so it separates the classes.
     let (pairs, unique) = name_samples::<Dc7, WindowKey, I>(ctx, &smp, keys, 64, &PHASES);
     let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, pairs, unique);
-    let heads = heads(layout, ctx.comm.rank(), &chars);
     // The groups' keys: (first l ≤ 3 characters, rank).
     let (head_bits, rank_bits) = (CB * GROUP_OFFSET_MAX, bits(layout.len() as u64 + 1));
     merge_all::<Window, I>(
         ctx,
         layout,
         rank,
-        move |i| Window(heads[i - lo]),
+        |i| Window::at(&chars, i),
         |v| {
             sort_group(
                 v,
@@ -114,13 +112,17 @@ fn from_names<I: Index, N: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<N>) -
     let lo = layout.start(ctx.comm.rank());
     let smp = Samples::<Dc7>::new(layout.len(), false);
     let pairs = name_pairs::<Dc7, I, N>(ctx, layout, &smp, &name_of);
+    // The names in the level's width (they fit it) for the merge, through the recursion.
+    let narrow: Vec<I> = map_maybe_par(&name_of, |_, &x| I::from_u64(x.to_u64()));
+    drop(name_of);
+    let name_of = narrow;
     let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, pairs, false);
     let bits = bits(layout.len() as u64 + 1);
     merge_all::<Name<I>, I>(
         ctx,
         layout,
         rank,
-        move |i| Name(I::from_u64(name_of[i - lo].to_u64())),
+        move |i| Name(name_of[i - lo]),
         |v| sort_by_names(ctx, v, bits),
     )
 }
@@ -135,8 +137,8 @@ fn merge_all<H: Head, I: Index>(
     head: impl Fn(usize) -> H + Sync,
     sort_group: impl Fn(Vec<Dc7Rec<H, I>>) -> Vec<Dc7Rec<H, I>>,
 ) -> Vec<u64> {
-    let sa = merge::<Dc7, H, I, { Dc7::KINDS }>(ctx, layout, rank, head, &PHASES, sort_group);
-    ctx.phase("rebalance", || rebalance(&ctx.comm, sa.sa, layout))
+    merge::<Dc7, H, I, { Dc7::KINDS }>(ctx, layout, rank, head, &PHASES, sort_group)
+        .into_layout(ctx, layout)
 }
 
 /// Windows t[i..i+w) for i in a..b, `CB` bits per character, big-endian, rolled forward one
@@ -209,23 +211,6 @@ fn sample_keys(
     v
 }
 
-/// The merge heads from the text: t[i..i+6) packed for every position of this pe. Local.
-fn heads(layout: &Layout, me: usize, chars: &Chars<u8>) -> Vec<u64> {
-    let mut heads = vec![0u64; layout.local_len(me)];
-    let fill = |(c, dst): (usize, &mut [u64])| {
-        let (a, b) = chunk(layout, me, c);
-        for (slot, (_, w)) in dst.iter_mut().zip(windows(chars, a, b, X - 1)) {
-            *slot = w;
-        }
-    };
-    if parallel() {
-        heads.par_chunks_mut(CHUNK).enumerate().for_each(fill);
-    } else {
-        heads.chunks_mut(CHUNK).enumerate().for_each(fill);
-    }
-    heads
-}
-
 /// A sample's sort record: [7-character window | position]. Sample sort splits by the whole
 /// integer (equal windows spread over pes), the local sort looks at the window only (half the
 /// radix passes): naming needs equal windows together, not in position order.
@@ -258,6 +243,12 @@ impl SampleKey for WindowKey {
 struct Window(u64);
 
 impl Window {
+    /// The head of position i: t[i..i+6) from this pe's characters and halo.
+    #[inline]
+    fn at(chars: &Chars<u8>, i: usize) -> Self {
+        Window((0..X - 1).fold(0u64, |acc, j| (acc << CB) | chars.at(i + j)))
+    }
+
     #[inline]
     fn prefix(self, l: usize) -> u64 {
         self.0 >> (CB as usize * (X - 1 - l))

@@ -12,7 +12,10 @@ use bytemuck::{Pod, Zeroable};
 
 use super::cover::Cover;
 use super::{map_maybe_par, Phases, SortedPart};
-use crate::dist::{build_by_kind, exchange, right_halo, scatter, Layout};
+use crate::dist::{
+    build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, Layout,
+    RoundBounds,
+};
 use crate::index::Index;
 use crate::local::LocalSort;
 use crate::Ctx;
@@ -250,16 +253,27 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 }
 
 /// Sorts all suffixes of a level with the sample ranks; returns its suffix array, sorted across
-/// pes but not rebalanced. Collective.
+/// pes. Collective.
 ///
 /// Entry: `rank` holds the rank of every sample position of this pe's slice (0 elsewhere);
-/// `head(i)` gives the head of position i of this pe (dropped once the records are built);
-/// `sort_group` sorts one pe's records of a group of non-sample residues (the instance's local
-/// sort). Exit: this pe's range of the suffix array (about n/p entries) and its first index.
+/// `head(i)` gives the head of position i of this pe; `sort_group` sorts one pe's records of a
+/// group of non-sample residues (the instance's local sort). Both are dropped once the last
+/// round's records are built. Exit: this pe's range of the suffix array and its first index:
+/// with one round (`merge_rounds` ≤ 1) about n/p entries, not rebalanced; with several, exactly
+/// this pe's part of `layout` ([`SortedPart::placed`]).
 ///
-/// Cost: one all-to-all per kind of record, n records in all; the samples are placed by rank
-/// (no sort) and each group sorted locally. Memory: the records (20–40 B per position) and, during
-/// one kind's exchange, a second copy of that kind.
+/// In `merge_rounds` key ranges of the final order ([`RoundBounds`], from a sample of all
+/// records), one after the other: a round builds only its records (from the ranks and heads
+/// again), sends each to the pe of its sub-range, places the samples by rank, sorts each group,
+/// merges, and sends the round's part of the suffix array to its place in `layout`; then its
+/// records are freed.
+///
+/// Cost: one all-to-all per kind of record and round, n records in all; the samples are placed
+/// by rank (no sort) and each group sorted locally; `rounds` passes building records (each
+/// compared with its round's bounds), and with several rounds one more all-to-all of the suffix
+/// array. Memory: the ranks (4–8 B per position) throughout; per round its records (20–40 B per
+/// position / rounds) and, during one kind's exchange, a second copy of that kind; with several
+/// rounds the level's suffix array in `layout` (8 B per position).
 #[must_use]
 pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     ctx: &Ctx,
@@ -271,72 +285,161 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
 ) -> SortedPart {
     const { assert!(KINDS == C::KINDS) };
     let comm = &ctx.comm;
+    let me = comm.rank();
     let n = layout.len();
-    let kinds: [Vec<Rec<C, H, I>>; KINDS] =
-        ctx.phase("merge records", || records(ctx, layout, &rank, &head));
-    drop((rank, head));
-    let splitters = ctx.phase("merge splitters", || {
-        merge_splitters(ctx, &kinds.each_ref().map(|v| &v[..]), n)
+    let rounds = ctx.tune.merge_rounds.clamp(1, MAX_ROUNDS);
+    let halo = ctx.phase("merge records", || right_halo(comm, &rank, C::X - 1));
+    let mut src = Some(Source {
+        lo: layout.start(me),
+        hi: layout.end(me),
+        rank,
+        halo,
+        head,
+        round: Vec::new(),
     });
-    let dest = |r: &Rec<C, H, I>| splitters.partition_point(|s| s < r);
-    let mut kinds = kinds.into_iter();
-    let samples = kinds.next().expect("kind 0: the samples");
-    let samples = ctx.phase("place samples", || place_samples(ctx, samples, dest));
-    let groups: Vec<Vec<Rec<C, H, I>>> = ctx.phase(phases.sort_groups, || {
-        let t0 = std::time::Instant::now();
-        let groups = kinds.map(|g| sort_group(exchange(comm, g, dest))).collect();
-        log::debug!(
-            "{}: exchange and sort {:.3} s",
-            phases.sort_groups,
-            t0.elapsed().as_secs_f64()
-        );
-        groups
-    });
-    let sa = ctx.phase("merge", || merge_lists(&samples, &groups));
-    ctx.note_imbalance(sa.len(), n);
-    let first = comm.exscan_sum(sa.len() as u64);
-    SortedPart { sa, first }
+    if rounds > 1 {
+        let s = src.as_mut().expect("the records' source");
+        let bounds = RoundBounds::choose(ctx, rounds, s.hi - s.lo, |j| s.rec::<C, H>(s.lo + j));
+        s.round = ctx.phase("merge records", || {
+            map_maybe_par(&s.rank, |j, _| {
+                bounds.round_of(&s.rec::<C, H>(s.lo + j)) as u8
+            })
+        });
+    }
+    // With several rounds each round's part of the suffix array goes to its place at once.
+    let mut placed = vec![0u64; if rounds > 1 { layout.local_len(me) } else { 0 }];
+    let (mut done, mut samples_done) = (0u64, 0u64);
+    for index in 0..rounds {
+        let kinds: [Vec<Rec<C, H, I>>; KINDS] = ctx.phase("merge records", || {
+            let s = src.as_ref().expect("the records' source");
+            if rounds == 1 {
+                s.records(|_| true)
+            } else {
+                s.records(|i| usize::from(s.round[i - s.lo]) == index)
+            }
+        });
+        if index + 1 == rounds {
+            src = None; // the ranks, heads and rounds
+        }
+        let total = if rounds == 1 {
+            n as u64
+        } else {
+            comm.all_reduce_sum(kinds.iter().map(Vec::len).sum::<usize>() as u64)
+        };
+        let splitters = ctx.phase("merge splitters", || {
+            merge_splitters(ctx, &kinds.each_ref().map(|v| &v[..]), total as usize)
+        });
+        let dest = |r: &Rec<C, H, I>| splitters.partition_point(|s| s < r);
+        let mut kinds = kinds.into_iter();
+        let samples = kinds.next().expect("kind 0: the samples");
+        let samples = ctx.phase("place samples", || {
+            place_samples(ctx, samples, samples_done, dest)
+        });
+        samples_done += comm.all_reduce_sum(samples.len() as u64);
+        let groups: Vec<Vec<Rec<C, H, I>>> = ctx.phase(phases.sort_groups, || {
+            let t0 = std::time::Instant::now();
+            let groups = kinds.map(|g| sort_group(exchange(comm, g, dest))).collect();
+            log::debug!(
+                "{}: exchange and sort {:.3} s",
+                phases.sort_groups,
+                t0.elapsed().as_secs_f64()
+            );
+            groups
+        });
+        let part = ctx.phase("merge", || merge_lists(samples, groups));
+        ctx.note_imbalance(part.len(), total as usize);
+        if rounds == 1 {
+            let first = comm.exscan_sum(part.len() as u64);
+            return SortedPart {
+                sa: part,
+                first,
+                placed: false,
+            };
+        }
+        done += ctx.phase("merge to layout", || {
+            rebalance_into(comm, &part, done, layout, &mut placed)
+        });
+        drop(part);
+        release_freed();
+    }
+    SortedPart {
+        sa: placed,
+        first: layout.start(me) as u64,
+        placed: true,
+    }
 }
 
-/// The merge records of this pe's positions, by kind (samples first, then each group). Collective
-/// (a halo of X − 1 ranks).
-fn records<C: Cover, H: Head, I: Index, const KINDS: usize>(
-    ctx: &Ctx,
-    layout: &Layout,
-    rank: &[I],
-    head: &(impl Fn(usize) -> H + Sync),
-) -> [Vec<Rec<C, H, I>>; KINDS] {
-    let x = C::X;
-    let me = ctx.comm.rank();
-    let (lo, hi) = (layout.start(me), layout.end(me));
-    let halo = right_halo(&ctx.comm, rank, x - 1);
-    let rank_at = |i: usize| -> u64 {
-        if i < hi {
-            rank[i - lo].to_u64()
+/// The most key ranges of a merge (a position's round is one byte).
+const MAX_ROUNDS: usize = 256;
+
+/// What a level's merge records are built from: this pe's positions lo..hi, the ranks of its
+/// sample positions (0 elsewhere) and of the X − 1 after its slice, the heads, and with several
+/// rounds the round of each position's record.
+struct Source<I, F> {
+    lo: usize,
+    hi: usize,
+    rank: Vec<I>,
+    halo: Vec<I>,
+    head: F,
+    round: Vec<u8>,
+}
+
+impl<I: Index, F> Source<I, F> {
+    /// The rank of sample position i (0 at other positions and past the end).
+    #[inline]
+    fn rank_at(&self, i: usize) -> u64 {
+        if i < self.hi {
+            self.rank[i - self.lo].to_u64()
         } else {
-            halo.get(i - hi).map_or(0, |r| r.to_u64())
+            self.halo.get(i - self.hi).map_or(0, |r| r.to_u64())
         }
-    };
-    build_by_kind(
-        lo,
-        hi,
-        |i| C::kind(i % x),
-        |i| {
-            let a = i % x;
-            Rec::new(i as u64, head(i), |s| rank_at(i + C::to_slot(a, s)))
-        },
-    )
+    }
+
+    /// The merge record of position i (lo ≤ i < hi).
+    #[inline]
+    fn rec<C: Cover, H: Head>(&self, i: usize) -> Rec<C, H, I>
+    where
+        F: Fn(usize) -> H,
+    {
+        let a = i % C::X;
+        Rec::new(i as u64, (self.head)(i), |s| {
+            self.rank_at(i + C::to_slot(a, s))
+        })
+    }
+
+    /// The merge records of the positions i of this pe that `keep(i)` accepts, by kind (samples
+    /// first, then each group). Local.
+    fn records<C: Cover, H: Head, const KINDS: usize>(
+        &self,
+        keep: impl Fn(usize) -> bool + Sync,
+    ) -> [Vec<Rec<C, H, I>>; KINDS]
+    where
+        F: Fn(usize) -> H + Sync,
+    {
+        build_by_kind(
+            self.lo,
+            self.hi,
+            // `keep` first: with several rounds most positions belong to another one.
+            |i| match keep(i) {
+                true => C::kind(i % C::X),
+                false => KINDS,
+            },
+            |i| self.rec(i),
+        )
+    }
 }
 
 /// Sends the sample records to the pes of their ranges and places them by rank: the ranks a pe
-/// receives form one interval of 1..=samples. Collective.
+/// receives form one interval of 1..=samples, after the `before` samples of earlier rounds.
+/// Collective.
 fn place_samples<C: Cover, H: Head, I: Index>(
     ctx: &Ctx,
     samples: Vec<Rec<C, H, I>>,
+    before: u64,
     dest: impl Fn(&Rec<C, H, I>) -> usize + Sync,
 ) -> Vec<Rec<C, H, I>> {
     let got = exchange(&ctx.comm, samples, dest);
-    let first = ctx.comm.exscan_sum(got.len() as u64) + 1;
+    let first = before + ctx.comm.exscan_sum(got.len() as u64) + 1;
     let mut out = vec![Rec::zeroed(); got.len()];
     scatter(&got, &mut out, |r| ((r.own_rank() - first) as usize, *r));
     out
@@ -373,11 +476,12 @@ fn merge_splitters<R: Pod + Ord + Send + Sync>(ctx: &Ctx, kinds: &[&[R]], n: usi
     (1..p).map(|j| all[j * all.len() / p]).collect()
 }
 
-/// The positions of the sorted samples and groups, merged.
+/// The positions of the sorted samples and groups, merged (the lists are freed on return).
 fn merge_lists<C: Cover, H: Head, I: Index>(
-    samples: &[Rec<C, H, I>],
-    groups: &[Vec<Rec<C, H, I>>],
+    samples: Vec<Rec<C, H, I>>,
+    groups: Vec<Vec<Rec<C, H, I>>>,
 ) -> Vec<u64> {
+    let (samples, groups) = (&samples[..], &groups[..]);
     let mut out = Vec::with_capacity(samples.len() + groups.iter().map(Vec::len).sum::<usize>());
     match groups {
         [g] => merge_two(&mut out, g, samples),

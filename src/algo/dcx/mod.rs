@@ -20,15 +20,24 @@
 //!    random sample of all records cut the final order into p ranges; every record goes once to
 //!    the pe of its range, where the samples are placed by rank (their ranks form one interval),
 //!    each group is sorted by the instance's local sort, and one linear merge of the sorted lists
-//!    gives the pe's part of the suffix array.
+//!    gives the pe's part of the suffix array. With `merge_rounds` > 1 (a memory budget) this runs
+//!    in key ranges of the final order, one after the other (Distributed DCX's rounds): each
+//!    round builds only its records, merges them and sends its part of the suffix array to its
+//!    place in the level's layout, then frees them.
 //!
 //! Every record of a level stores positions, ranks and names in one index width ([`Index`]: 32,
 //! 40 or 64 bits), the narrowest that holds the level's values ([`IndexWidth::choose`]); one
 //! generic definition of each record serves every width.
 //!
 //! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4, 5 or 8 B
-//! per position, merge records 20–28 B each (40 B past 40 bits), with up to two copies of one
-//! kind alive during its exchange.
+//! per position, merge records 20–28 B each (40 B past 40 bits). In one merge round every record
+//! is alive at once and, while the samples are placed, their received and placed copies too
+//! (about 50 B per character of the level at 32 bits: the peak of the whole run at level 0); in
+//! B rounds a pe holds the ranks, one byte per position for its round and the level's suffix
+//! array in its layout (8 B) throughout, and only a round's records (those copies / B). The
+//! model is [`peak_bytes_per_char`]; what remains at the peak is then the recursion's texts
+//! (8 B per name) held under deeper levels, the ranks sent to text order, and the base case
+//! gathered on pe 0.
 
 pub mod cover;
 pub mod dc3;
@@ -40,7 +49,9 @@ use std::marker::PhantomData;
 use bytemuck::Pod;
 use rayon::prelude::*;
 
-use crate::dist::{name_sorted, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey};
+use crate::dist::{
+    name_sorted, rebalance, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey,
+};
 use crate::index::{Index, IndexWidth};
 use crate::local::DeviceSuffixArray;
 use crate::Ctx;
@@ -95,6 +106,50 @@ impl Symbol for u64 {
 struct SortedPart {
     sa: Vec<u64>,
     first: u64,
+    /// Whether the entries are exactly this pe's part of the level's layout (the same on every
+    /// pe).
+    placed: bool,
+}
+
+impl SortedPart {
+    /// Entries in some distribution (not known to be the level's layout).
+    fn new(sa: Vec<u64>, first: u64) -> Self {
+        SortedPart {
+            sa,
+            first,
+            placed: false,
+        }
+    }
+
+    /// The suffix array in `layout` (the level's own): rebalanced (the phase "rebalance")
+    /// unless the merge placed it there already. Collective.
+    fn into_layout(self, ctx: &Ctx, layout: &Layout) -> Vec<u64> {
+        if self.placed {
+            return self.sa;
+        }
+        ctx.phase("rebalance", || rebalance(&ctx.comm, self.sa, layout))
+    }
+}
+
+/// The skeleton's peak per character of a pe's block (bytes) with its merge in `rounds` key
+/// ranges, by this model (32-bit records, the allocations live together at the peak):
+/// - one round: the text (1 B), the ranks (4 B per position), every merge record (20 B) and,
+///   while the samples (2/3 of them) are placed, their received and their placed copy;
+/// - several rounds: the text, the ranks, the round of each position (1 B) and the suffix array
+///   in the level's layout (8 B) throughout, plus one round's records in those three copies;
+/// - never below what the phases before the merge hold (the sample sort of the triples, the
+///   ranks sent to text order, the recursion's text: about 22 B, measured).
+///
+/// Local.
+pub fn peak_bytes_per_char(rounds: usize) -> f64 {
+    const FLOOR: f64 = 22.0;
+    let (text, rank, rec) = (1.0, 4.0, 20.0);
+    let copies = 1.0 + 2.0 * 2.0 / 3.0;
+    let merge = match rounds.max(1) {
+        1 => text + rank + copies * rec,
+        r => text + rank + 1.0 + 8.0 + copies * rec / r as f64,
+    };
+    merge.max(FLOOR)
 }
 
 fn bits(x: u64) -> u32 {
