@@ -544,18 +544,40 @@ mod tests {
 
     #[test]
     fn the_other_algorithm_when_free_to_choose() {
-        // pCSS alone cannot fit; pDC3 merging in key ranges can.
+        // The algorithm whose leanest plan needs more cannot fit a budget just below it; free to
+        // choose, the plan takes the other one (in key ranges).
         let s = shape(1 << 24, 4);
-        let leanest = choose(&config(None), &s, "").unwrap().leanest;
-        let budget = leanest - 1;
-        assert!(choose(&config(Some(budget)), &s, "").is_err());
-        let free = Config {
-            plan_algo: true,
+        let leanest = |algo| {
+            choose(
+                &Config {
+                    algo,
+                    ..config(None)
+                },
+                &s,
+                "",
+            )
+            .unwrap()
+            .leanest
+        };
+        let (css, dc3) = (leanest(Algo::Css), leanest(Algo::Dc3));
+        assert_ne!(css, dc3);
+        let (fat, lean) = match css > dc3 {
+            true => (Algo::Css, Algo::Dc3),
+            false => (Algo::Dc3, Algo::Css),
+        };
+        let budget = css.max(dc3) - 1;
+        let fixed = Config {
+            algo: fat,
             ..config(Some(budget))
         };
+        assert!(choose(&fixed, &s, "").is_err());
+        let free = Config {
+            plan_algo: true,
+            ..fixed
+        };
         let p = choose(&free, &s, "").unwrap();
-        assert_eq!(p.knobs.algo, Algo::Dc3);
-        assert!(p.knobs.merge_rounds > 1, "{p:?}");
+        assert_eq!(p.knobs.algo, lean);
+        assert!(p.knobs.merge_rounds > 1 || p.knobs.sort_rounds > 1, "{p:?}");
         assert!(p.peak <= budget);
     }
 
