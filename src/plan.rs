@@ -117,8 +117,10 @@ fn dc3_costs(_shape: &Shape, knobs: &Knobs) -> Costs {
 }
 
 /// The distributed checker (after the build, which has released everything else): the text, the
-/// suffix array (8 bytes), its inverse and the packed pairs it compares (8 each) and one piece of
-/// exchanged records (up to an eighth of the block, 16 bytes each, two copies).
+/// suffix array (8 bytes), its inverse (4 bytes below 2^32 characters), the packed pairs it
+/// compares (8) and one piece of exchanged records (up to an eighth of the block, 16 bytes each,
+/// a few copies). Measured with an 8-byte inverse: 32 bytes per character of the fullest pe's
+/// block (1.12 G pangenome, p = 16).
 const CHECK_BYTES_PER_CHAR: f64 = 30.0;
 
 /// The BWT (`algo::bwt`, after the build): the text, the suffix array, the queries of its one

@@ -12,12 +12,21 @@ use psa::{check, Algo, Layout};
 
 /// The distributed checker accepts the right suffix array and rejects wrong ones: two neighbours
 /// swapped, a duplicate entry, an entry equal to n, the whole array reversed; in one piece and in
-/// pieces of two records (exchanges limited to 40 bytes per pe).
+/// pieces of two records (exchanges limited to 40 bytes per pe), its inverse in 32, 40 and 64
+/// bits.
 #[test]
 fn checker_accepts_right_rejects_wrong() {
     mpi_test(|comm| {
-        for round_bytes in [None, Some(40)] {
-            let ctx = ctx_with(Algo::Dc3, 1 << 20, |c| c.round_bytes = round_bytes);
+        use psa::IndexWidth;
+        for (round_bytes, width) in [
+            (None, None),
+            (Some(40), Some(IndexWidth::W40)),
+            (None, Some(IndexWidth::W64)),
+        ] {
+            let ctx = ctx_with(Algo::Dc3, 1 << 20, |c| {
+                c.round_bytes = round_bytes;
+                c.tune.index_width = width;
+            });
             check_the_checker(&ctx, comm);
         }
     });

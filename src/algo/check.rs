@@ -1,6 +1,7 @@
 //! Distributed suffix array checker in O(n/p) memory per pe: besides the text and the suffix
-//! array it keeps two arrays of 8 bytes per character (the inverse, then the compared pairs) and
-//! exchanges its records in pieces of bounded size.
+//! array it keeps the inverse (in the narrowest index width that holds n: 4, 5 or 8 bytes per
+//! character), then the compared pairs (8 bytes), and exchanges its records in pieces of bounded
+//! size.
 //!
 //! SA is correct iff (1) it is a permutation of [0, n) and (2) for every two neighbours
 //! SA[j], SA[j+1]: (t[SA[j]], ISA[SA[j]+1]) < (t[SA[j+1]], ISA[SA[j+1]+1]), where the rank of the
@@ -9,17 +10,25 @@
 
 use crate::dist::{exchange, right_halo, send_to_owners, Layout};
 use crate::error::{Error, Result};
+use crate::index::{Index, IndexWidth, U40};
 use crate::Ctx;
 
 /// Checks a distributed suffix array. Collective. Entry: `text` and `sa` are this pe's slices
 /// under the same `layout`. Returns the same verdict on every pe. Runs on the context's threads
 /// ([`Ctx::install`]).
 pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> {
-    ctx.install(|ctx| check_here(ctx, text, sa, layout))
+    // The inverse in the narrowest index width that holds n (the "unset" marker), or the one
+    // the configuration forces.
+    let width = IndexWidth::choose(layout.len() as u64, ctx.tune.forced_index_width());
+    ctx.install(|ctx| match width {
+        IndexWidth::W32 => check_here::<u32>(ctx, text, sa, layout),
+        IndexWidth::W40 => check_here::<U40>(ctx, text, sa, layout),
+        IndexWidth::W64 => check_here::<u64>(ctx, text, sa, layout),
+    })
 }
 
-/// [`check`] on the calling thread's pool.
-fn check_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> {
+/// [`check`] on the calling thread's pool, the inverse held in `I`.
+fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> {
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
@@ -51,7 +60,9 @@ fn check_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()>
     let range = |k: usize| (k * piece).min(hi - lo)..((k + 1) * piece).min(hi - lo);
 
     // (1) Permutation: send (position, rank) to the owner of the position, piece by piece.
-    let mut isa = vec![u64::MAX; hi - lo];
+    // n marks a position not (yet) seen: every rank is below it.
+    let unset = I::from_u64(n as u64);
+    let mut isa = vec![unset; hi - lo];
     let mut dup = None;
     for k in 0..pieces {
         let pairs: Vec<[u64; 2]> = sa[range(k)]
@@ -61,19 +72,17 @@ fn check_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()>
             .collect();
         for [i, r] in exchange(comm, pairs, |x| layout.owner(x[0] as usize)) {
             let slot = &mut isa[i as usize - lo];
-            if *slot != u64::MAX {
+            if *slot != unset {
                 dup = Some(i);
             }
-            *slot = r;
+            *slot = I::from_u64(r);
         }
     }
     let local = match dup {
         Some(i) => Err(Error::CheckFailed(format!(
             "position {i} appears more than once"
         ))),
-        None if isa.contains(&u64::MAX) => {
-            Err(Error::CheckFailed("some position is missing".into()))
-        }
+        None if isa.contains(&unset) => Err(Error::CheckFailed("some position is missing".into())),
         None => Ok(()),
     };
     comm.agree(local)?;
@@ -87,10 +96,10 @@ fn check_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()>
         let tuples: Vec<[u64; 2]> = range(k)
             .map(|j| {
                 let nr = match isa.get(j + 1) {
-                    Some(&r) => r + 1,
-                    None => next.first().map_or(0, |&r| r + 1),
+                    Some(&r) => r.to_u64() + 1,
+                    None => next.first().map_or(0, |&r| r.to_u64() + 1),
                 };
-                [isa[j], (text[j] as u64) << 56 | nr]
+                [isa[j].to_u64(), (text[j] as u64) << 56 | nr]
             })
             .collect();
         send_to_owners(comm, layout, tuples, &mut by_rank[..], |&[r, key]| {
