@@ -33,7 +33,6 @@ fn checker_accepts_right_rejects_wrong() {
 }
 
 fn check_the_checker(ctx: &psa::Ctx, comm: &psa::comm::Comm) {
-    let ctx = ctx;
     let p = comm.size();
     let me = comm.rank();
     for (tname, text) in [

@@ -545,8 +545,8 @@ fn search<W: Word>(
         for r in 0..pieces {
             let (x, y) = ((r * span).min(len), ((r + 1) * span).min(len));
             let known: &[W] = plcp;
-            let extra =
-                (first && len > 0 && (len - 1) % t != 0 && x < len && len <= y).then_some(len - 1);
+            let extra = (first && len > 0 && !(len - 1).is_multiple_of(t) && x < len && len <= y)
+                .then_some(len - 1);
             let reach = if first { step } else { t };
             let mut pairs: Vec<Pair> = (0..(y - x).div_ceil(t))
                 .into_par_iter()

@@ -547,17 +547,22 @@ pub fn rebalance<T: Pod + Send + Sync>(comm: &Comm, data: Vec<T>, target: &Layou
     let p = comm.size();
     let first = comm.exscan_sum(data.len() as u64) as usize;
     let last = first + data.len();
-    let counts: Vec<usize> = (0..p)
+    let counts = overlaps(target, first, last, p);
+    if p == 1 {
+        return data;
+    }
+    comm.all_to_all_v(&data, &counts)
+}
+
+/// For every pe r < p, how many of the global indices `[first, last)` fall in r's range of `target`.
+fn overlaps(target: &Layout, first: usize, last: usize, p: usize) -> Vec<usize> {
+    (0..p)
         .map(|r| {
             let lo = target.start(r).max(first);
             let hi = target.end(r).min(last);
             hi.saturating_sub(lo)
         })
-        .collect();
-    if p == 1 {
-        return data;
-    }
-    comm.all_to_all_v(&data, &counts)
+        .collect()
 }
 
 /// Stores a contiguous range of a sequence in its places of `target`, keeping the order (one
@@ -583,13 +588,7 @@ pub fn rebalance_into<T: Pod + Send + Sync>(
     let first = (start + comm.exscan_sum(piece.len() as u64)) as usize;
     let total = comm.all_reduce_sum(piece.len() as u64);
     let last = first + piece.len();
-    let counts: Vec<usize> = (0..p)
-        .map(|r| {
-            let lo = target.start(r).max(first);
-            let hi = target.end(r).min(last);
-            hi.saturating_sub(lo)
-        })
-        .collect();
+    let counts = overlaps(target, first, last, p);
     let got = if p == 1 {
         piece.to_vec()
     } else {
