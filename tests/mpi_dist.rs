@@ -1,6 +1,6 @@
 //! The distributed primitives of `psa::dist`: layouts, exchange_by and rebalance (also through a
 //! small MPI count limit), right_halo and last_of_left across empty pes, name_sorted, and
-//! sample_sort and sort_in_rounds, on every pe at p = 1, 2, 3, 4, 7 (see `common::harness`).
+//! sample_sort, sort_in_rounds and name_round, on every pe at p = 1, 2, 3, 4, 7 (see `common::harness`).
 
 mod common;
 
@@ -9,8 +9,8 @@ use common::Rng;
 use mpi::topology::SimpleCommunicator;
 use psa::comm::Comm;
 use psa::internals::{
-    exchange, exchange_by, last_of_left, name_sorted, rebalance, right_halo, sample_sort,
-    send_to_owners, sort_in_rounds, Layout, OwnerCursor, SortKey,
+    exchange, exchange_by, last_of_left, name_round, name_sorted, rebalance, right_halo,
+    sample_sort, send_to_owners, sort_in_rounds, Layout, OwnerCursor, SortKey,
 };
 use psa::{Algo, Ctx};
 
@@ -547,7 +547,8 @@ fn check_sort_in_rounds(ctx: &Ctx) {
                         rounds,
                         mine.len(),
                         |j| mine[j],
-                        |lo, hi| {
+                        |bounds, k| {
+                            let (lo, hi) = bounds.range(k);
                             asked.borrow_mut().push((lo, hi));
                             mine.iter()
                                 .copied()
@@ -617,5 +618,65 @@ fn sort_in_rounds_slices_and_neighbours() {
     mpi_test(|_| {
         let ctx = ctx_with(Algo::Dc3, 1 << 20, |_| {});
         check_sort_in_rounds(&ctx);
+    });
+}
+
+/// name_round over sort_in_rounds for 1, 2, 7 and 64 rounds, n from 0 to 20 000, 1, 3, 50 and
+/// 2^20 key classes (records of one class straddle rounds and pes): every record's name is 1 +
+/// the number of smaller classes, and the rounds' new names add up to the classes present.
+#[test]
+fn name_round_continues_across_rounds() {
+    mpi_test(|_| {
+        let ctx = ctx_with(Algo::Dc3, 1 << 20, |_| {});
+        let comm = &ctx.comm;
+        let (p, me) = (comm.size(), comm.rank());
+        for n in [0usize, 1, 3, 1000, 20_000] {
+            for classes in [1u64, 3, 50, 1 << 20] {
+                let l = Layout::block(n, p);
+                let mine: Vec<u64> = (l.start(me)..l.end(me))
+                    .map(|i| round_key(i as u64, classes))
+                    .collect();
+                let mut whole: Vec<u64> = (0..n as u64).map(|i| round_key(i, classes)).collect();
+                whole.sort_unstable();
+                // The oracle: 1 + the classes smaller than each record's.
+                let mut want = Vec::with_capacity(n);
+                for (k, &x) in whole.iter().enumerate() {
+                    let new = k == 0 || whole[k - 1] >> 32 != x >> 32;
+                    want.push(want.last().copied().unwrap_or(0) + u64::from(new));
+                }
+                let present = want.last().copied().unwrap_or(0);
+                for rounds in [1usize, 2, 7, 64] {
+                    let what = format!("n = {n}, {classes} classes, {rounds} rounds");
+                    let mut distinct = 0u64;
+                    sort_in_rounds(
+                        &ctx,
+                        "sort",
+                        rounds,
+                        mine.len(),
+                        |j| mine[j],
+                        |bounds, k| {
+                            let (lo, hi) = bounds.range(k);
+                            mine.iter()
+                                .copied()
+                                .filter(|&x| lo.is_none_or(|l| l <= x) && hi.is_none_or(|h| x < h))
+                                .collect()
+                        },
+                        |r| {
+                            let (names, new) =
+                                name_round(comm, &r, distinct, |a, b| a >> 32 == b >> 32);
+                            distinct += new;
+                            let at = r.offset as usize;
+                            assert_eq!(
+                                names[..],
+                                want[at..at + names.len()],
+                                "{what}: names of round {} on pe {me}",
+                                r.index
+                            );
+                        },
+                    );
+                    assert_eq!(distinct, present, "{what}: distinct names");
+                }
+            }
+        }
     });
 }

@@ -56,7 +56,7 @@ use rayon::prelude::*;
 use crate::comm::Comm;
 use crate::dist::{
     collect_kept, fetch, right_halo, sample_sort, send_to_owners, sort_in_rounds, Layout, Pair,
-    Round, SortKey,
+    Round, RoundBounds, SortKey,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
@@ -562,9 +562,12 @@ fn first_sort<I: Index>(
         rounds,
         keys.len(),
         |j| keys.at(j),
-        |lo, hi| match held.borrow_mut().take() {
+        |bounds, k| match held.borrow_mut().take() {
             Some(all) => all,
-            None => ctx.phase("keys", || keys.range(lo, hi)),
+            None => ctx.phase("keys", || {
+                let (lo, hi) = bounds.range(k);
+                keys.range(lo, hi)
+            }),
         },
         |mut round| {
             let pairs = ctx.phase("names", || {
@@ -1030,7 +1033,8 @@ fn refine_round<I: Index>(
     let len = unresolved.len();
     let unresolved = std::cell::RefCell::new(unresolved);
     let names = std::cell::RefCell::new((name_of, depth_of));
-    let generate = |lo: Option<Refine<I>>, hi: Option<Refine<I>>| -> Vec<Refine<I>> {
+    let generate = |bounds: &RoundBounds<Refine<I>>, k: usize| -> Vec<Refine<I>> {
+        let (lo, hi) = bounds.range(k);
         let inside = |s: &&Suffix<I>| {
             lo.is_none_or(|l| s.name >= l.group) && hi.is_none_or(|h| s.name < h.group)
         };

@@ -14,7 +14,7 @@ pub use exchange::{
     send_to_owners,
 };
 pub use layout::{Layout, OwnerCursor};
-pub use naming::name_sorted;
+pub use naming::{name_round, name_sorted};
 pub use pair::Pair;
 pub use rounds::{release_freed, sort_in_rounds, Round, RoundBounds};
 pub use sample_sort::{sample_sort, SortEnv, SortKey};

@@ -53,9 +53,11 @@ impl<T> Round<T> {
 /// Collective.
 ///
 /// Entry: this pe generates `len` records (unique over all pes, as for [`sample_sort`]):
-/// `record(j)` is its j-th (j < `len`), and `generate(lo, hi)` returns all of its records x with
-/// lo ≤ x < hi (None: unbounded), in any order. `generate` is called once per round on every pe,
-/// in round order, so it may be collective. `record` only draws the sample the boundaries are
+/// `record(j)` is its j-th (j < `len`), and `generate(bounds, k)` returns all of its records x of
+/// round k, those with lo ≤ x < hi for `(lo, hi) = bounds.range(k)` (None: unbounded), in any
+/// order ([`RoundBounds::round_of`] tells any record's round, so a caller may find every record's
+/// round once, in round 0, and then generate each round's records alone). `generate` is called
+/// once per round on every pe, in round order, so it may be collective. `record` only draws the sample the boundaries are
 /// chosen from, and the boundaries are values it returned: a caller that wants boundaries only
 /// between some coarser classes of records (say, groups) may return the smallest value of the
 /// j-th record's class instead. Exit: `consume` has been
@@ -63,8 +65,8 @@ impl<T> Round<T> {
 /// ([`Round`]); within a round the parts are balanced (about 1/p of the round each, whatever the
 /// keys: records are unique, so equal characters never pile up on one pe).
 ///
-/// Each round's sort is timed as the phase `sort_phase`. With `rounds` = 1 this is [`sample_sort`] of `generate(None, None)` (no sample is drawn
-/// here). Otherwise round boundaries are chosen first from a sample of about
+/// Each round's sort is timed as the phase `sort_phase`. With `rounds` = 1 this is
+/// [`sample_sort`] of `generate` for the one unbounded range (no sample is drawn here). Otherwise round boundaries are chosen first from a sample of about
 /// [`SAMPLES_PER_ROUND`] records per round over all pes (every pe draws in proportion to `len`),
 /// so rounds hold about n / `rounds` records each.
 ///
@@ -83,7 +85,7 @@ pub fn sort_in_rounds<T, R, G, C>(
 ) where
     T: SortKey,
     R: Fn(usize) -> T,
-    G: Fn(Option<T>, Option<T>) -> Vec<T>,
+    G: Fn(&RoundBounds<T>, usize) -> Vec<T>,
     C: FnMut(Round<T>),
 {
     let comm = ctx.comm();
@@ -92,9 +94,8 @@ pub fn sort_in_rounds<T, R, G, C>(
     let mut done = 0u64; // records in earlier rounds
     let mut last: Option<T> = None; // the last record of earlier rounds
     for index in 0..rounds {
-        let (lo, hi) = bounds.range(index);
         let before = done;
-        let mine = generate(lo, hi);
+        let mine = generate(&bounds, index);
         let sorted = ctx.phase(sort_phase, || sample_sort(ctx, mine));
         let offset = done + comm.exscan_sum(sorted.len() as u64);
         let total = comm.all_reduce_sum(sorted.len() as u64);

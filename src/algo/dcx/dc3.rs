@@ -30,15 +30,16 @@ use bytemuck::{Pod, Zeroable};
 use super::cover::{Cover, Dc3};
 use super::merge::{merge, radix_sort_group, sort_group, Rec};
 use super::{
-    bits, index_width, name_pairs, name_samples, sample_ranks, Chars, Phases, SampleKey, Samples,
-    SortedPart, Symbol,
+    bits, index_width, name_pairs, name_samples, sample_ranks, Chars, Phases, SampleKey,
+    SampleSource, Samples, SortedPart, Symbol,
 };
-use crate::dist::{build_by_kind, Layout, SortKey};
+use crate::dist::{Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::Ctx;
 
 const PHASES: Phases = Phases {
+    sample_keys: "triples",
     sort_samples: "sort triples",
     name_samples: "name",
     sort_groups: "sort mod-0",
@@ -168,21 +169,14 @@ fn name_triples<K: TripleKey, I: Index, C: Symbol>(
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
-    let (lo, hi) = (layout.start(me), layout.end(me));
     let at = |i: usize| chars.at(i);
-    let triples: Vec<K> = ctx.phase("triples", || {
-        let [mut v] = build_by_kind::<K, 1>(
-            lo,
-            hi,
-            |i| Dc3::kind(i % 3),
-            |i| K::pack([at(i), at(i + 1), at(i + 2)], i as u64, bc, bi),
-        );
-        if smp.dummy && me == comm.size() - 1 {
-            v.push(K::pack([0, 0, 0], n as u64, bc, bi));
-        }
-        v
-    });
-    name_samples(ctx, smp, triples, bi, &PHASES)
+    let source = SampleSource {
+        lo: layout.start(me),
+        hi: layout.end(me),
+        key: |i: usize| K::pack([at(i), at(i + 1), at(i + 2)], i as u64, bc, bi),
+        dummy: (smp.dummy && me == comm.size() - 1).then(|| K::pack([0, 0, 0], n as u64, bc, bi)),
+    };
+    name_samples(ctx, smp, source, bi, &PHASES)
 }
 
 /// Step 6 with heads of two characters from `chars`.

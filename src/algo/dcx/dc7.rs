@@ -29,13 +29,12 @@
 //! repetitive its merge is heavier than DC3's.
 
 use bytemuck::{Pod, Zeroable};
-use rayon::prelude::*;
 
 use super::cover::{Cover, Dc7};
 use super::merge::{merge, radix_sort_group, sort_group, Head, Name, Rec};
 use super::{
-    bits, index_width, map_maybe_par, name_pairs, name_samples, parallel, sample_ranks, Chars,
-    Phases, SampleKey, Samples, CHUNK,
+    bits, index_width, map_maybe_par, name_pairs, name_samples, sample_ranks, Chars, Phases,
+    SampleKey, SampleSource, Samples,
 };
 use crate::dist::{Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
@@ -43,6 +42,7 @@ use crate::local::LocalSort;
 use crate::Ctx;
 
 const PHASES: Phases = Phases {
+    sample_keys: "sample keys",
     sort_samples: "sort samples",
     name_samples: "name samples",
     sort_groups: "sort others",
@@ -72,10 +72,16 @@ pub fn dc7(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     let smp = Samples::<Dc7>::new(layout.len(), true);
     let chars = ctx.phase("halo", || Chars::new(ctx, text, layout, X - 1));
-    let keys = ctx.phase("sample keys", || sample_keys(ctx, layout, &chars, &smp));
     // The last sample of each class (the dummy, if any, included) reaches past the end: its
     // window is unique, so it separates the classes.
-    let (pairs, unique) = name_samples::<Dc7, WindowKey, I>(ctx, &smp, keys, 64, &PHASES);
+    let me = ctx.comm.rank();
+    let source = SampleSource {
+        lo: layout.start(me),
+        hi: layout.end(me),
+        key: |i: usize| WindowKey((u128::from(window(&chars, i)) << 64) | i as u128),
+        dummy: (smp.dummy && me == ctx.comm.size() - 1).then(|| WindowKey(layout.len() as u128)),
+    };
+    let (pairs, unique) = name_samples::<Dc7, WindowKey, I>(ctx, &smp, source, 64, &PHASES);
     let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, pairs, unique);
     // The groups' keys: (first l ≤ 3 characters, rank).
     let (head_bits, rank_bits) = (CB * GROUP_OFFSET_MAX, bits(layout.len() as u64 + 1));
@@ -141,74 +147,11 @@ fn merge_all<H: Head, I: Index>(
         .into_layout(ctx, layout)
 }
 
-/// Windows t[i..i+w) for i in a..b, `CB` bits per character, big-endian, rolled forward one
-/// character per position.
-fn windows<'a>(
-    chars: &'a Chars<u8>,
-    a: usize,
-    b: usize,
-    w: usize,
-) -> impl Iterator<Item = (usize, u64)> + 'a {
-    let mask = (1u64 << (CB as usize * w)) - 1;
-    let mut c = (0..w - 1).fold(0u64, |acc, j| (acc << CB) | chars.at(a + j));
-    (a..b).map(move |i| {
-        c = ((c << CB) | chars.at(i + w - 1)) & mask;
-        (i, c)
-    })
-}
-
-/// The positions of chunk c of this pe's slice.
-fn chunk(layout: &Layout, me: usize, c: usize) -> (usize, usize) {
-    let (lo, hi) = (layout.start(me), layout.end(me));
-    (lo + c * CHUNK, (lo + (c + 1) * CHUNK).min(hi))
-}
-
-/// The sort record of every sample position of this pe (its 7-character window), and the dummy
-/// on the last pe. In chunks of positions, in parallel when the pe has threads. Local.
-fn sample_keys(
-    ctx: &Ctx,
-    layout: &Layout,
-    chars: &Chars<u8>,
-    smp: &Samples<Dc7>,
-) -> Vec<WindowKey> {
-    let me = ctx.comm.rank();
-    let is_sample = |i: usize| Dc7::slot(i % X) < Dc7::S;
-    let chunks = layout.local_len(me).div_ceil(CHUNK);
-    let keys_of = |c: usize| {
-        let (a, b) = chunk(layout, me, c);
-        windows(chars, a, b, X)
-            .filter(|&(i, _)| is_sample(i))
-            .map(|(i, w)| WindowKey(((w as u128) << 64) | i as u128))
-    };
-    let mut v: Vec<WindowKey> = if parallel() {
-        // Samples per chunk follow from the residues: each chunk fills its own slice.
-        let per: Vec<usize> = (0..chunks)
-            .map(|c| {
-                let (a, b) = chunk(layout, me, c);
-                (a..b).filter(|&i| is_sample(i)).count()
-            })
-            .collect();
-        let mut v = vec![WindowKey(0); per.iter().sum()];
-        let mut parts: Vec<&mut [WindowKey]> = Vec::with_capacity(chunks);
-        let mut rest = &mut v[..];
-        for &k in &per {
-            let (a, b) = std::mem::take(&mut rest).split_at_mut(k);
-            parts.push(a);
-            rest = b;
-        }
-        parts.into_par_iter().enumerate().for_each(|(c, dst)| {
-            for (slot, key) in dst.iter_mut().zip(keys_of(c)) {
-                *slot = key;
-            }
-        });
-        v
-    } else {
-        (0..chunks).flat_map(keys_of).collect()
-    };
-    if smp.dummy && me == ctx.comm.size() - 1 {
-        v.push(WindowKey(layout.len() as u128));
-    }
-    v
+/// The window t[i..i+7) of sample position i, `CB` bits per character, big-endian (0 past the
+/// end).
+#[inline]
+fn window(chars: &Chars<u8>, i: usize) -> u64 {
+    (0..X).fold(0u64, |acc, j| (acc << CB) | chars.at(i + j))
 }
 
 /// A sample's sort record: [7-character window | position]. Sample sort splits by the whole

@@ -50,7 +50,8 @@ use bytemuck::Pod;
 use rayon::prelude::*;
 
 use crate::dist::{
-    name_sorted, rebalance, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey,
+    build_by_kind, name_round, rebalance, right_halo, send_to_owners, sort_in_rounds, Layout, Pair,
+    RoundBounds, SortKey,
 };
 use crate::index::{Index, IndexWidth};
 use crate::local::DeviceSuffixArray;
@@ -272,6 +273,8 @@ impl<C: Cover> Samples<C> {
 
 /// The names an instance gives its phases (kept stable for the phase tables and benchmarks).
 struct Phases {
+    /// Making the sample keys from the text.
+    sample_keys: &'static str,
     /// The sample sort of the sample keys.
     sort_samples: &'static str,
     /// Naming the sorted keys.
@@ -289,27 +292,126 @@ trait SampleKey: SortKey {
     fn index(&self, bi: u32) -> u64;
 }
 
-/// Step 1 for sample keys: sorts them and names them (1 + the number of smaller windows).
-/// Returns (name, place in the recursion string) pairs of this pe's share of the samples (the
-/// dummy included) and whether all names differ. Collective.
+/// The sample keys of this pe, made where they are needed (once per key range): its positions
+/// `lo..hi`, the key of each sample position among them, and the dummy's key (on the last pe,
+/// when the level has one).
+struct SampleSource<K, F> {
+    lo: usize,
+    hi: usize,
+    key: F,
+    dummy: Option<K>,
+}
+
+impl<K: SampleKey, F: Fn(usize) -> K + Sync> SampleSource<K, F> {
+    /// The keys of this pe's sample positions i with `wanted(i)`, in position order, and the
+    /// dummy's if `dummy` says so. In chunks on the pe's threads; counted first, so nothing is
+    /// held twice. Local.
+    fn keys<C: Cover>(&self, wanted: impl Fn(usize) -> bool + Sync, dummy: bool) -> Vec<K> {
+        let is_sample = |i: usize| C::slot(i % C::X) < C::S;
+        let [mut v] = build_by_kind::<K, 1>(
+            self.lo,
+            self.hi,
+            |i| usize::from(!(is_sample(i) && wanted(i))),
+            &self.key,
+        );
+        v.extend(self.dummy.filter(|_| dummy));
+        v
+    }
+
+    /// The round of each of this pe's positions (of its key for a sample; unused elsewhere) and
+    /// the dummy's. On the pe's threads. Local.
+    fn rounds<C: Cover>(&self, bounds: &RoundBounds<K>) -> (Vec<u8>, Option<u8>) {
+        let is_sample = |i: usize| C::slot(i % C::X) < C::S;
+        let round = |k: &K| bounds.round_of(k) as u8;
+        let of = (self.lo..self.hi)
+            .into_par_iter()
+            .map(|i| {
+                if is_sample(i) {
+                    round(&(self.key)(i))
+                } else {
+                    0
+                }
+            })
+            .collect();
+        (of, self.dummy.as_ref().map(round))
+    }
+
+    /// A key for drawing the key ranges' bounds: that of the first sample at or after `lo + j`
+    /// (or before it, near the end); only the ranges' balance depends on it. Local.
+    fn near<C: Cover>(&self, j: usize) -> K {
+        let is_sample = |i: usize| C::slot(i % C::X) < C::S;
+        let i = self.lo + j;
+        (i..self.hi.min(i + C::X))
+            .chain((self.lo..i).rev())
+            .find(|&i| is_sample(i))
+            .map(&self.key)
+            .or(self.dummy)
+            .unwrap_or_else(K::zeroed)
+    }
+}
+
+/// Step 1 for sample keys: sorts them and names them (1 + the number of smaller windows), in
+/// `merge_rounds` key ranges one after the other ([`sort_in_rounds`]: the round of every sample
+/// is found once, then each range's keys are made from the text again, sorted, named and freed;
+/// a window whose samples straddle two ranges keeps one name, [`name_round`]). Returns (name,
+/// place in the recursion string) pairs of this pe's share of the samples (the dummy included)
+/// and whether all names differ. Collective.
+///
+/// Memory: one range's keys (two copies during its exchange), the pairs named so far (two
+/// indices per sample) and with several ranges one byte per position, instead of every key at
+/// once.
 fn name_samples<C: Cover, K: SampleKey, I: Index>(
     ctx: &Ctx,
     smp: &Samples<C>,
-    keys: Vec<K>,
+    source: SampleSource<K, impl Fn(usize) -> K + Sync>,
     bi: u32,
     phases: &Phases,
 ) -> (Vec<[I; 2]>, bool) {
-    let sorted = ctx.phase(phases.sort_samples, || sample_sort(ctx, keys));
-    let (names, distinct) = ctx.phase(phases.name_samples, || {
-        name_sorted(&ctx.comm, &sorted, |a, b| a.same_chars(b, bi))
-    });
-    let pairs = sorted
-        .iter()
-        .zip(&names)
-        .map(|(k, &nm)| Pair::pack(nm, smp.rpos(k.index(bi) as usize) as u64))
-        .collect();
+    let comm = &ctx.comm;
+    let rounds = ctx.tune.merge_rounds.clamp(1, MAX_KEY_RANGES);
+    let round_of = std::cell::RefCell::new((Vec::new(), None));
+    let mut pairs: Vec<[I; 2]> = Vec::new();
+    let mut distinct = 0u64;
+    sort_in_rounds(
+        ctx,
+        phases.sort_samples,
+        rounds,
+        source.hi - source.lo,
+        |j| source.near::<C>(j),
+        |bounds, k| {
+            ctx.phase(phases.sample_keys, || {
+                if rounds == 1 {
+                    return source.keys::<C>(|_| true, true);
+                }
+                if k == 0 {
+                    *round_of.borrow_mut() = source.rounds::<C>(bounds);
+                }
+                let (of, dummy) = &*round_of.borrow();
+                let this = k as u8;
+                source.keys::<C>(|i| of[i - source.lo] == this, *dummy == Some(this))
+            })
+        },
+        |round| {
+            let names = ctx.phase(phases.name_samples, || {
+                let (names, new) = name_round(comm, &round, distinct, |a, b| a.same_chars(b, bi));
+                distinct += new;
+                names
+            });
+            pairs.reserve_exact(names.len());
+            pairs.extend(
+                round
+                    .sorted
+                    .iter()
+                    .zip(&names)
+                    .map(|(k, &nm)| <[I; 2]>::pack(nm, smp.rpos(k.index(bi) as usize) as u64)),
+            );
+        },
+    );
     (pairs, distinct as usize == smp.m)
 }
+
+/// The most key ranges of the samples' sort (a position's range is one byte).
+const MAX_KEY_RANGES: usize = 256;
 
 /// Step 1 from prefix names (pCSS' hand-over): `name_of[j]` is the name of position `lo + j`, the
 /// number of suffixes whose first h > X characters are smaller (a suffix shorter than h has a
