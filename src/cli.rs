@@ -185,8 +185,8 @@ pub struct Tuning {
     /// Key ranges pCSS's sorts run in, one after the other (0: chosen from the input)
     #[arg(long, hide = true, value_name = "N")]
     pub sort_rounds: Option<usize>,
-    /// Key ranges the difference covers' merge runs in, one after the other (0: chosen by the
-    /// memory plan)
+    /// Key ranges the difference covers sort their samples and merge in, one after the other
+    /// (0: chosen by the memory plan)
     #[arg(long, hide = true, value_name = "N")]
     pub merge_rounds: Option<usize>,
     /// Characters of each suffix the LCP construction compares exactly before its fingerprint

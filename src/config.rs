@@ -131,10 +131,11 @@ pub struct Tunables {
     /// `css::peak_bytes_per_pe`); 0 (the default): one, unless the memory plan needs more
     /// (`--sort-rounds N`).
     pub sort_rounds: usize,
-    /// Key ranges that the difference covers' merge (pDC3, DC7) runs in at every level, one
-    /// after the other (a range's merge records are made, exchanged, sorted, merged and freed
-    /// before the next; its suffix array part goes straight to its place in the level's layout);
-    /// 0 (the default): one, unless the memory plan needs more; at most 256 are used
+    /// Key ranges that the difference covers (pDC3, DC7) sort their samples and merge in at
+    /// every level, one after the other (a range's sample keys are made from the text, sorted,
+    /// named and freed before the next; then a range's merge records are made, exchanged,
+    /// sorted, merged and freed; its suffix array part goes straight to its place); 0 (the
+    /// default): one, unless the memory plan needs more; at most 256 are used
     /// (`--merge-rounds N`).
     pub merge_rounds: usize,
     /// Characters of every suffix the LCP construction compares exactly before it searches with
