@@ -417,7 +417,10 @@ fn run_here(
             (Some(sa), _) => sa,
             (None, out) => ctx.phase("read sa", || {
                 let len = layout.local_len(comm.rank());
-                comm.agree(out.as_ref().map_or(Ok(Vec::new()), |o| o.read_part(first, len)))
+                comm.agree(
+                    out.as_ref()
+                        .map_or(Ok(Vec::new()), |o| o.read_part(first, len)),
+                )
             })?,
         };
         let lcp = algo::lcp::lcp(ctx, &text, part, &layout)?;

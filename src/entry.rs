@@ -71,7 +71,8 @@ fn suffix_array_here(ctx: &Ctx, text: &[u8], sink: &SaSink) -> Result<Option<Vec
         } else if ctx.tune.gpu_pool {
             match sink.file() {
                 Some(out) => {
-                    if let Some(written) = algo::pooled::pooled_sa_to_file(ctx, text, &layout, out) {
+                    if let Some(written) = algo::pooled::pooled_sa_to_file(ctx, text, &layout, out)
+                    {
                         return written.map(|()| None);
                     }
                 }

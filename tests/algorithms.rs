@@ -475,7 +475,12 @@ fn css_sorts_in_rounds() {
 fn sa_written_as_it_becomes_final() {
     let mut failures = Vec::new();
     let mut runs = 0;
-    for name in ["a_n_3001", "fibonacci_4181", "random_sigma4_4999", "dna_20000"] {
+    for name in [
+        "a_n_3001",
+        "fibonacci_4181",
+        "random_sigma4_4999",
+        "dna_20000",
+    ] {
         let case = TABLE.iter().find(|c| c.name == name).expect("row");
         let text = (case.gen)();
         let want = oracle(&text);
@@ -486,9 +491,23 @@ fn sa_written_as_it_becomes_final() {
                 for (width, bits) in [(5usize, "40"), (8, "64")] {
                     runs += 1;
                     let mut args: Vec<&str> = vec![
-                        "-q", "--algo", algo, "--check", "--base-case", "64", "--merge-rounds",
-                        "9", "--sort-rounds", "5", "--exchange-round-bytes", "256",
-                        "--index-bits", bits, "--no-css-predict", "--css-handover", "0.2",
+                        "-q",
+                        "--algo",
+                        algo,
+                        "--check",
+                        "--base-case",
+                        "64",
+                        "--merge-rounds",
+                        "9",
+                        "--sort-rounds",
+                        "5",
+                        "--exchange-round-bytes",
+                        "256",
+                        "--index-bits",
+                        bits,
+                        "--no-css-predict",
+                        "--css-handover",
+                        "0.2",
                     ];
                     if let Some(f) = finish {
                         args.extend(["--css-finish", f]);

@@ -762,7 +762,16 @@ fn special_and_protected_outputs() {
             .unwrap();
         let o = run_psa(
             p,
-            ["--check", "--merge-rounds", "3", "--base-case", "64", "-o", "fifo", "in.txt"],
+            [
+                "--check",
+                "--merge-rounds",
+                "3",
+                "--base-case",
+                "64",
+                "-o",
+                "fifo",
+                "in.txt",
+            ],
             dir.path(),
         );
         let mut reader = reader;

@@ -100,12 +100,7 @@ fn index_width(ctx: &Ctx, n: usize) -> IndexWidth {
 }
 
 /// [`css`] with every name, position and depth stored in `I`.
-fn css_in<I: Index>(
-    ctx: &Ctx,
-    text: &[u8],
-    layout: &Layout,
-    sink: &SaSink,
-) -> Option<Vec<u64>> {
+fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
     let n = layout.len();
     let codes = ctx.phase("alphabet", || Codes::of(ctx, text));
     let rounds = sort_rounds(ctx, layout);

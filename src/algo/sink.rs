@@ -143,9 +143,7 @@ impl SaSource<'_> {
     pub(crate) fn piece(&self, lo: usize, range: Range<usize>) -> Result<Cow<'_, [u64]>> {
         match self {
             SaSource::Held(sa) => Ok(Cow::Borrowed(&sa[range])),
-            SaSource::File(out) => out
-                .read_part(lo + range.start, range.len())
-                .map(Cow::Owned),
+            SaSource::File(out) => out.read_part(lo + range.start, range.len()).map(Cow::Owned),
         }
     }
 }

@@ -61,12 +61,7 @@ pub(super) fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPar
 }
 
 /// [`level`] whose finished entries go to `sink` (None when it wrote them: level 0 only).
-fn level_to<C: Symbol>(
-    ctx: &Ctx,
-    t: &[C],
-    layout: &Layout,
-    sink: &SaSink,
-) -> Option<SortedPart> {
+fn level_to<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout, sink: &SaSink) -> Option<SortedPart> {
     let n = layout.len();
     let first = layout.start(ctx.comm.rank()) as u64;
     if n <= ctx.config.base_case.max(4) {

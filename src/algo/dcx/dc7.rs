@@ -76,12 +76,7 @@ pub fn dc7_held(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     dc7(ctx, text, layout, &SaSink::hold()).expect("a sink that holds returns the part")
 }
 
-fn from_text<I: Index>(
-    ctx: &Ctx,
-    text: &[u8],
-    layout: &Layout,
-    sink: &SaSink,
-) -> Option<Vec<u64>> {
+fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
     let smp = Samples::<Dc7>::new(layout.len(), true);
     let chars = ctx.phase("halo", || Chars::new(ctx, text, layout, X - 1));
     let keys = ctx.phase("sample keys", || sample_keys(ctx, layout, &chars, &smp));
@@ -162,7 +157,8 @@ fn merge_all<H: Head, I: Index>(
     sort_group: impl Fn(Vec<Dc7Rec<H, I>>) -> Vec<Dc7Rec<H, I>>,
     sink: &SaSink,
 ) -> Option<Vec<u64>> {
-    let part = merge::<Dc7, H, I, { Dc7::KINDS }>(ctx, layout, rank, head, &PHASES, sort_group, sink);
+    let part =
+        merge::<Dc7, H, I, { Dc7::KINDS }>(ctx, layout, rank, head, &PHASES, sort_group, sink);
     SortedPart::into_sink(part, ctx, layout, sink)
 }
 

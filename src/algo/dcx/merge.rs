@@ -12,11 +12,11 @@ use bytemuck::{Pod, Zeroable};
 
 use super::cover::Cover;
 use super::{map_maybe_par, Phases, SortedPart};
+use crate::algo::sink::SaSink;
 use crate::dist::{
     build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, Layout,
     RoundBounds,
 };
-use crate::algo::sink::SaSink;
 use crate::index::Index;
 use crate::local::LocalSort;
 use crate::Ctx;
