@@ -31,7 +31,7 @@ pub struct Job {
     pub lcp: Option<PathBuf>,
     /// Bytes per SA entry.
     pub width: Width,
-    /// Run the distributed checker before writing.
+    /// Run the distributed checker before the output is put in place (renamed).
     pub check: bool,
     /// Where to write the report as JSON (`--stats`).
     pub stats: Option<PathBuf>,
