@@ -107,7 +107,7 @@ pub struct Cli {
     /// may run on]
     #[arg(long, value_parser = at_least(1))]
     pub threads: Option<usize>,
-    /// Verify the result with the distributed checker before writing it
+    /// Verify the result with the distributed checker before putting the output in place
     #[arg(long)]
     pub check: bool,
     /// Write per-phase times, bytes sent, peak memory per pe and every setting as JSON to FILE

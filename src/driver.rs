@@ -11,7 +11,7 @@ use crate::io::seq::{self, Format, InputFile, Record, SeqOptions};
 use crate::io::{OutputFile, SideFile, Width};
 use crate::plan::{self, Plan, Shape};
 use crate::stats::{summarise, PhaseSummary};
-use crate::{algo, suffix_array, suffix_array_or_write, Ctx};
+use crate::{algo, suffix_array, suffix_array_or_write, Ctx, SaSource};
 
 /// What the command line asks for.
 #[derive(Clone, Debug)]
@@ -31,7 +31,7 @@ pub struct Job {
     pub lcp: Option<PathBuf>,
     /// Bytes per SA entry.
     pub width: Width,
-    /// Run the distributed checker before writing.
+    /// Run the distributed checker before the output is put in place (renamed).
     pub check: bool,
     /// Where to write the report as JSON (`--stats`).
     pub stats: Option<PathBuf>,
@@ -380,16 +380,20 @@ fn run_here(
         })?),
         _ => None,
     };
-    // The checker, the BWT and the LCP array need every pe's part; without them pe 0 may write
-    // the device's SA itself (only into a regular file: a device or FIFO gets every part in
-    // order through pe 0).
-    let needs_sa = job.check || bwt_out.is_some() || lcp_out.is_some();
+    // Into a regular file the build writes the suffix array itself as it becomes final (no pe
+    // holds it); the checker, the BWT and the LCP array read it back from there. A device, a
+    // FIFO or `--no-sa` keeps each pe's part in memory (written after the check).
     let mut sa = match &out {
-        Some(out) if !needs_sa && out.is_positional() => suffix_array_or_write(ctx, &text, out)?,
-        _ => Some(suffix_array(ctx, &text)?),
+        Some(out) => suffix_array_or_write(ctx, &text, out)?,
+        None => Some(suffix_array(ctx, &text)?),
     };
-    if let (true, Some(sa)) = (job.check, &sa) {
-        ctx.phase("check", || algo::check::check(ctx, &text, sa, &layout))?;
+    // Without an output the suffix array is held.
+    let source = match (&sa, &out) {
+        (None, Some(out)) => Some(SaSource::File(out)),
+        (sa, _) => sa.as_deref().map(SaSource::Held),
+    };
+    if let (true, Some(source)) = (job.check, source) {
+        ctx.phase("check", || algo::check::check(ctx, &text, source, &layout))?;
         if comm.rank() == 0 {
             log::info!("check passed: the output is the suffix array of the input");
         }
@@ -399,16 +403,27 @@ fn run_here(
         ctx.phase("write", || out.write(comm, first, sa))?;
     }
     let mut bwt_primary = None;
-    if let (Some(bwt_out), Some(sa)) = (&bwt_out, &sa) {
-        let part = algo::bwt::bwt(ctx, &text, sa, &layout);
+    if let (Some(bwt_out), Some(source)) = (&bwt_out, source) {
+        let part = algo::bwt::bwt(ctx, &text, source, &layout)?;
         ctx.phase("write bwt", || bwt_out.write(comm, part.first, &part.bytes))?;
         bwt_primary = Some(part.primary);
         if comm.rank() == 0 {
             log::info!("BWT primary index: {}", part.primary);
         }
     }
-    if let (Some(lcp_out), Some(sa)) = (&lcp_out, sa.take()) {
-        let lcp = algo::lcp::lcp(ctx, &text, sa, &layout)?;
+    if let Some(lcp_out) = &lcp_out {
+        // The LCP array takes this pe's part whole (read back when the build wrote it).
+        let part = match (sa.take(), &out) {
+            (Some(sa), _) => sa,
+            (None, out) => ctx.phase("read sa", || {
+                let len = layout.local_len(comm.rank());
+                comm.agree(
+                    out.as_ref()
+                        .map_or(Ok(Vec::new()), |o| o.read_part(first, len)),
+                )
+            })?,
+        };
+        let lcp = algo::lcp::lcp(ctx, &text, part, &layout)?;
         ctx.phase("write lcp", || lcp_out.write(comm, first, &lcp))?;
     }
     drop(sa);

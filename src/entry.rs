@@ -4,6 +4,7 @@
 //! nothing below calls back into it.
 
 use crate::algo;
+use crate::algo::sink::SaSink;
 use crate::comm;
 use crate::config::{Algo, Backend};
 use crate::ctx::Ctx;
@@ -18,63 +19,77 @@ use crate::local::{self, LocalSort};
 /// Exit: each pe holds the suffix array entries for the same global range as its slice, as global
 /// positions. Suffixes compare as byte strings; a proper prefix sorts first.
 pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
-    ctx.install(|ctx| suffix_array_here(ctx, text))
+    ctx.install(|ctx| {
+        let sink = SaSink::hold();
+        let sa = suffix_array_here(ctx, text, &sink)?;
+        sink.finish(&ctx.comm)?;
+        Ok(sa.expect("a sink that holds returns the part"))
+    })
 }
 
-/// [`suffix_array`] on the calling thread's pool.
-fn suffix_array_here(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
-    check_config(ctx)?;
-    let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
-    if ctx.config.backend == Backend::Gpu {
-        // A backend that builds suffix arrays itself does it all when the text fits: at p = 1
-        // from the one slice, at p > 1 streamed through pe 0 to its device (algo::pooled).
-        let sa = if ctx.comm.size() == 1 {
-            ctx.phase("device suffix array", || {
-                ctx.device_suffix_array()?.suffix_array_bytes(text)
-            })
-        } else if ctx.tune.gpu_pool {
-            ctx.phase("device suffix array", || {
-                algo::pooled::pooled_sa(ctx, text, &layout)
-            })
-        } else {
-            None
-        };
-        if let Some(sa) = sa {
-            return Ok(sa);
-        }
-    }
-    Ok(distributed(ctx, text, &layout))
-}
-
-/// The suffix array of a distributed text for `out` (created for it). With `--gpu` at p > 1,
-/// when the text fits pe 0's device, pe 0 writes the device's suffix array to `out` itself as it
-/// comes (no pe holds its part, nothing goes back through MPI) and every pe gets Ok(None); else
-/// Ok(Some(this pe's part)), which the caller writes. Collective.
+/// The suffix array of a distributed text for `out` (created for it, with room for n entries).
+/// When `out` is a regular file ([`io::OutputFile::is_positional`]) no pe holds the suffix
+/// array: level 0 of the distributed algorithms writes every entry into it as soon as it is
+/// final (a merge round's part at its SA index, pCSS' placed part at its offset), and with
+/// `--gpu` at p > 1, when the text fits pe 0's device, pe 0 writes the device's suffix array
+/// as it comes; every pe gets Ok(None) and may read its part back ([`io::OutputFile::read_part`])
+/// until the caller commits `out`. For a device or FIFO every pe gets Ok(Some(its part)), which
+/// the caller writes ([`io::OutputFile::write`]). Collective.
 pub fn suffix_array_or_write(
     ctx: &Ctx,
     text: &[u8],
     out: &io::OutputFile,
 ) -> Result<Option<Vec<u64>>> {
-    ctx.install(|ctx| suffix_array_or_write_here(ctx, text, out))
+    ctx.install(|ctx| {
+        let sink = match out.is_positional() {
+            true => SaSink::to_file(out),
+            false => SaSink::hold(),
+        };
+        let sa = suffix_array_here(ctx, text, &sink)?;
+        sink.finish(&ctx.comm)?;
+        Ok(sa)
+    })
 }
 
-/// [`suffix_array_or_write`] on the calling thread's pool.
-fn suffix_array_or_write_here(
-    ctx: &Ctx,
-    text: &[u8],
-    out: &io::OutputFile,
-) -> Result<Option<Vec<u64>>> {
-    if ctx.config.backend != Backend::Gpu || ctx.comm.size() == 1 || !ctx.tune.gpu_pool {
-        return suffix_array_here(ctx, text).map(Some);
-    }
+/// The suffix array for `sink` on the calling thread's pool: this pe's part when it holds, None
+/// when it wrote it (the caller ends the sink with [`SaSink::finish`]).
+fn suffix_array_here(ctx: &Ctx, text: &[u8], sink: &SaSink) -> Result<Option<Vec<u64>>> {
     check_config(ctx)?;
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
-    match algo::pooled::pooled_sa_to_file(ctx, text, &layout, out) {
-        Some(written) => written.map(|()| None),
+    if ctx.config.backend == Backend::Gpu {
+        // A backend that builds suffix arrays itself does it all when the text fits: at p = 1
+        // from the one slice, at p > 1 streamed through pe 0 to its device (algo::pooled); into
+        // a file, pe 0 writes what the device gives (no pe holds its part, nothing goes back
+        // through MPI).
+        if ctx.comm.size() == 1 {
+            let sa = ctx.phase("device suffix array", || {
+                ctx.device_suffix_array()?.suffix_array_bytes(text)
+            });
+            if let Some(sa) = sa {
+                return Ok(sink.deliver_layout(ctx, sa, &layout));
+            }
+        } else if ctx.tune.gpu_pool {
+            match sink.file() {
+                Some(out) => {
+                    if let Some(written) = algo::pooled::pooled_sa_to_file(ctx, text, &layout, out)
+                    {
+                        return written.map(|()| None);
+                    }
+                }
+                None => {
+                    let sa = ctx.phase("device suffix array", || {
+                        algo::pooled::pooled_sa(ctx, text, &layout)
+                    });
+                    if let Some(sa) = sa {
+                        return Ok(Some(sa));
+                    }
+                }
+            }
+        }
         // The device did not take it or failed: the distributed algorithm (without asking the
-        // device again), whose part each pe writes.
-        None => Ok(Some(distributed(ctx, text, &layout))),
+        // device again at level 0).
     }
+    Ok(distributed(ctx, text, &layout, sink))
 }
 
 /// Errors in the configuration, on every pe. Collective.
@@ -88,11 +103,11 @@ fn check_config(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
-/// The configured distributed algorithm. Collective.
-fn distributed(ctx: &Ctx, text: &[u8], layout: &dist::Layout) -> Vec<u64> {
+/// The configured distributed algorithm, its level 0 into `sink`. Collective.
+fn distributed(ctx: &Ctx, text: &[u8], layout: &dist::Layout, sink: &SaSink) -> Option<Vec<u64>> {
     match ctx.config.algo {
-        Algo::Dc3 => algo::dc3::dc3(ctx, text, layout),
-        Algo::Css => algo::css::css(ctx, text, layout),
+        Algo::Dc3 => algo::dc3::dc3(ctx, text, layout, sink),
+        Algo::Css => algo::css::css(ctx, text, layout, sink),
     }
 }
 

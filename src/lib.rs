@@ -60,6 +60,7 @@ mod entry;
 pub use algo::bwt::{bwt, BwtPart};
 pub use algo::check::check;
 pub use algo::lcp::lcp;
+pub use algo::sink::SaSource;
 pub use config::{Algo, Backend, Config, GpuOptions, PinMethod, Predicted, Tunables};
 pub use ctx::Ctx;
 pub use dist::Layout;
@@ -73,7 +74,7 @@ pub use index::IndexWidth;
 /// any time.
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::algo::dc7::dc7;
+    pub use crate::algo::dc7::dc7_held as dc7;
     pub use crate::algo::lcp::PREFIX_MAX as LCP_PREFIX_MAX;
     pub use crate::algo::oracle::naive_sa;
     pub use crate::algo::seq::{sa_bytes, sa_ints};

@@ -465,6 +465,72 @@ fn css_sorts_in_rounds() {
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
 }
 
+/// Into a regular file the build writes the suffix array itself as it becomes final (level 0's
+/// merge rounds at their SA indices, pCSS' placed part, the base case) and the checker reads it
+/// back in pieces: many merge and sort rounds, the checker's pieces and every exchange forced
+/// tiny (`--merge-rounds 9 --sort-rounds 5 --exchange-round-bytes 256`), both of pCSS' finishes
+/// (DC7 and `--css-finish dc3`), 5- and 8-byte entries and 40- and 64-bit records, at every p,
+/// compared with the oracle.
+#[test]
+fn sa_written_as_it_becomes_final() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for name in [
+        "a_n_3001",
+        "fibonacci_4181",
+        "random_sigma4_4999",
+        "dna_20000",
+    ] {
+        let case = TABLE.iter().find(|c| c.name == name).expect("row");
+        let text = (case.gen)();
+        let want = oracle(&text);
+        let dir = TempDir::new(&format!("sink-{name}"));
+        dir.write("input", &text);
+        for &p in PES {
+            for (algo, finish) in [("dc3", None), ("css", None), ("css", Some("dc3"))] {
+                for (width, bits) in [(5usize, "40"), (8, "64")] {
+                    runs += 1;
+                    let mut args: Vec<&str> = vec![
+                        "-q",
+                        "--algo",
+                        algo,
+                        "--check",
+                        "--base-case",
+                        "64",
+                        "--merge-rounds",
+                        "9",
+                        "--sort-rounds",
+                        "5",
+                        "--exchange-round-bytes",
+                        "256",
+                        "--index-bits",
+                        bits,
+                        "--no-css-predict",
+                        "--css-handover",
+                        "0.2",
+                    ];
+                    if let Some(f) = finish {
+                        args.extend(["--css-finish", f]);
+                    }
+                    let w = width.to_string();
+                    args.extend(["--width", &w, "-o", "out.sa", "input"]);
+                    let label = format!("input {name}, p = {p}, {}", args.join(" "));
+                    let o = run_psa(p, &args, dir.path());
+                    if !o.success() {
+                        failures.push(format!("{label}: run failed: {}", o.brief()));
+                        continue;
+                    }
+                    let got = read_sa(&dir.join("out.sa"), width);
+                    if got != want {
+                        failures.push(format!("{label}: {}", first_diff(&got, &want)));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+}
+
 /// `--force-wide` sends both algorithms down their wide-record paths (normally only taken for
 /// n ≥ 2^41 or huge names) on small inputs, and `--index-bits 40` the difference covers and
 /// pCSS down their 40-bit records (n ≥ 2^32); results must stay exact. (Every width on the whole table:

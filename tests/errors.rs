@@ -737,7 +737,12 @@ fn special_and_protected_outputs() {
     let want = reference_sa(&dir, "in.txt", "ref.sa");
     for p in [1, 3] {
         // A character device is written through: -o /dev/null discards, and stays a device.
-        let o = run_psa(p, ["-o", "/dev/null", "in.txt"], dir.path());
+        // (The suffix array is held in memory then, and checked there.)
+        let o = run_psa(
+            p,
+            ["--check", "--base-case", "64", "-o", "/dev/null", "in.txt"],
+            dir.path(),
+        );
         assert!(o.success(), "p = {p}: {}", o.describe());
         let m = fs::metadata("/dev/null").unwrap();
         assert!(
@@ -755,7 +760,20 @@ fn special_and_protected_outputs() {
             .arg(format!("cat '{}' > '{}'", fifo.display(), got.display()))
             .spawn()
             .unwrap();
-        let o = run_psa(p, ["-o", "fifo", "in.txt"], dir.path());
+        let o = run_psa(
+            p,
+            [
+                "--check",
+                "--merge-rounds",
+                "3",
+                "--base-case",
+                "64",
+                "-o",
+                "fifo",
+                "in.txt",
+            ],
+            dir.path(),
+        );
         let mut reader = reader;
         reader.wait().unwrap();
         assert!(o.success(), "p = {p}: {}", o.describe());

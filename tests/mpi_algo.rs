@@ -13,7 +13,8 @@ use psa::{check, Algo, Layout};
 /// The distributed checker accepts the right suffix array and rejects wrong ones: two neighbours
 /// swapped, a duplicate entry, an entry equal to n, the whole array reversed; in one piece and in
 /// pieces of two records (exchanges limited to 40 bytes per pe), its inverse in 32, 40 and 64
-/// bits.
+/// bits; the array held in memory and read back from an output file of 5 and 8 bytes per entry
+/// (a rejected file is never committed: nothing is left under its name).
 #[test]
 fn checker_accepts_right_rejects_wrong() {
     mpi_test(|comm| {
@@ -35,6 +36,52 @@ fn checker_accepts_right_rejects_wrong() {
 fn check_the_checker(ctx: &psa::Ctx, comm: &psa::comm::Comm) {
     let p = comm.size();
     let me = comm.rank();
+    let mut tag = std::process::id() as u64;
+    comm.broadcast(&mut tag, 0);
+    let path = std::env::temp_dir().join(format!("psa-checker-{tag}-p{p}.sa"));
+    // The checker's verdict on the whole array `sa` (this pe's part under `l`), from memory and
+    // from an output file of each width: all the same, or a panic.
+    let check = |ctx: &psa::Ctx, t: &[u8], sa: &[u64], l: &Layout| -> psa::Result<()> {
+        let (lo, hi) = (l.start(me), l.end(me));
+        let held = check(ctx, t, &sa[lo..hi], l);
+        for width in [5usize, 8] {
+            let out = psa::io::OutputFile::create(comm, &path, &[], false, sa.len(), width)
+                .expect("create the output");
+            let wide = sa.iter().any(|&x| x >> (8 * width) != 0);
+            if wide {
+                continue;
+            }
+            out.write(comm, lo, &sa[lo..hi]).expect("write the output");
+            let from_file = check(ctx, t, &out, l);
+            assert_eq!(
+                held.is_ok(),
+                from_file.is_ok(),
+                "width {width}: from memory {held:?}, from the file {from_file:?}"
+            );
+            if let (Err(a), Err(b)) = (&held, &from_file) {
+                assert_eq!(a.to_string(), b.to_string(), "width {width}");
+            }
+            if from_file.is_ok() {
+                out.commit(comm).expect("commit");
+                comm.barrier();
+                if me == 0 {
+                    std::fs::remove_file(&path).expect("remove the committed file");
+                }
+            } else {
+                drop(out);
+                comm.barrier();
+                let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|f| f.contains(&format!("psa-checker-{tag}-p{p}.sa")))
+                    .collect();
+                assert!(left.is_empty(), "a rejected output left {left:?}");
+            }
+            comm.barrier();
+        }
+        held
+    };
     for (tname, text) in [
         (
             "0x00 and 0xff",
@@ -62,7 +109,7 @@ fn check_the_checker(ctx: &psa::Ctx, comm: &psa::comm::Comm) {
         let l = Layout::block(n, p);
         let (lo, hi) = (l.start(me), l.end(me));
         let t = &text[lo..hi];
-        let r = check(ctx, t, &sa[lo..hi], &l);
+        let r = check(ctx, t, &sa, &l);
         assert!(
             r.is_ok(),
             "{tname}: check rejects the right suffix array: {:?}",
@@ -71,7 +118,7 @@ fn check_the_checker(ctx: &psa::Ctx, comm: &psa::comm::Comm) {
         let mut bad = sa.clone();
         bad.swap(n / 2, n / 2 - 1);
         assert!(
-            check(ctx, t, &bad[lo..hi], &l).is_err(),
+            check(ctx, t, &bad, &l).is_err(),
             "{tname}: check accepts a suffix array with SA[{}] and SA[{}] swapped",
             n / 2 - 1,
             n / 2
@@ -79,18 +126,18 @@ fn check_the_checker(ctx: &psa::Ctx, comm: &psa::comm::Comm) {
         let mut bad = sa.clone();
         bad[n - 1] = bad[0];
         assert!(
-            check(ctx, t, &bad[lo..hi], &l).is_err(),
+            check(ctx, t, &bad, &l).is_err(),
             "{tname}: check accepts a suffix array with a duplicate entry"
         );
         let mut bad = sa.clone();
         bad[n / 3] = n as u64;
         assert!(
-            check(ctx, t, &bad[lo..hi], &l).is_err(),
+            check(ctx, t, &bad, &l).is_err(),
             "{tname}: check accepts an entry equal to n"
         );
         let rev: Vec<u64> = sa.iter().rev().copied().collect();
         assert!(
-            check(ctx, t, &rev[lo..hi], &l).is_err(),
+            check(ctx, t, &rev, &l).is_err(),
             "{tname}: check accepts the reversed suffix array"
         );
     }

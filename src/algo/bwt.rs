@@ -10,10 +10,13 @@
 //! Phases: `bwt` — one request ([`fetch`], in pieces of at most `request_piece` queries and
 //! 1/32 of the block): every pe asks the owner of SA[i] − 1 for its character (pe 0 also for
 //! T[n − 1]), and finds r0 by one reduction. Each pe ends with the bytes of U for its SA entries,
-//! one contiguous range of U. Memory per pe beside the text and the SA: the BWT (1 byte per entry)
-//! and one piece's queries and answers.
+//! one contiguous range of U. Memory per pe beside the text: the BWT (1 byte per entry) and one
+//! piece of the SA (read from memory or from the output file: [`SaSource`]), its queries and
+//! answers.
 
+use super::sink::SaSource;
 use crate::dist::{fetch, Layout};
+use crate::error::Result;
 use crate::Ctx;
 
 /// This pe's part of the BWT.
@@ -30,63 +33,69 @@ pub struct BwtPart {
 
 /// The BWT of the text whose suffix array is `sa`. Collective.
 ///
-/// Entry: `text` and `sa` are this pe's slices of T and of its suffix array under the same
-/// `layout`. Exit: this pe's [`BwtPart`]; the parts of all pes, in pe order, are U. Cost: one
-/// [`fetch`] of one character per SA entry (in pieces) and a few reductions.
-#[must_use]
-pub fn bwt(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> BwtPart {
+/// Entry: `text` is this pe's slice of T under `layout`, `sa` this pe's part of its suffix array
+/// under the same layout (a slice, or the output file the build wrote it to). Exit: this pe's
+/// [`BwtPart`]; the parts of all pes, in pe order, are U. Cost: one [`fetch`] of one character
+/// per SA entry (in pieces) and a few reductions. An error reading the file is an error on
+/// every pe.
+pub fn bwt<'a>(
+    ctx: &Ctx,
+    text: &[u8],
+    sa: impl Into<SaSource<'a>>,
+    layout: &Layout,
+) -> Result<BwtPart> {
+    let sa = sa.into();
     ctx.install(|ctx| ctx.phase("bwt", || bwt_here(ctx, text, sa, layout)))
 }
 
-fn bwt_here(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> BwtPart {
+fn bwt_here(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -> Result<BwtPart> {
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
     let lo = layout.start(me);
-    // r0: the rank of suffix 0, found by the pe that holds it.
-    let here = sa
-        .iter()
-        .position(|&x| x == 0)
-        .map_or(u64::MAX, |k| (lo + k) as u64);
-    let r0 = comm.all_reduce_min(here);
     if n == 0 {
-        return BwtPart {
+        return Ok(BwtPart {
             bytes: Vec::new(),
             first: 0,
             primary: 0,
-        };
+        });
     }
-    let r0 = r0 as usize;
+    let len = sa.len(layout.local_len(me));
     // Queries: T[SA[i] − 1] for every entry but suffix 0's, in SA order; pe 0 first asks T[n−1].
     // In pieces of at most `piece` queries per pe, so that the requests (8 bytes each, a few
     // copies inside `fetch`) stay small beside the SA and the BWT itself.
-    let piece = ctx
-        .tune
-        .request_piece
-        .min((sa.len() / 32).max(1 << 13))
-        .max(2);
-    let pieces = comm.all_reduce_max(sa.len().div_ceil(piece) as u64) as usize;
-    let mut bytes: Vec<u8> = Vec::with_capacity(sa.len() + 1);
+    let piece = ctx.tune.request_piece.min((len / 32).max(1 << 13)).max(2);
+    let pieces = comm.all_reduce_max(len.div_ceil(piece) as u64) as usize;
+    let mut bytes: Vec<u8> = Vec::with_capacity(len + 1);
+    // r0: the rank of suffix 0, found by the pe that holds it.
+    let mut here = u64::MAX;
     for k in 0..pieces.max(1) {
-        let part = &sa[(k * piece).min(sa.len())..((k + 1) * piece).min(sa.len())];
+        let range = (k * piece).min(len)..((k + 1) * piece).min(len);
+        let from = range.start;
+        let part = comm.agree(sa.piece(lo, range))?;
+        if let Some(j) = part.iter().position(|&x| x == 0) {
+            here = (lo + from + j) as u64;
+        }
         let last = (me == 0 && k == 0).then_some(n as u64 - 1);
         let queries: Vec<u64> = last
             .into_iter()
             .chain(part.iter().filter(|&&x| x > 0).map(|&x| x - 1))
             .collect();
+        drop(part);
         bytes.extend(fetch(comm, layout, &queries, |i| text[i]));
     }
+    let r0 = comm.all_reduce_min(here) as usize;
     // U's index of this pe's first byte: pe 0 starts at 0; pe r > 0 after U[0] and the entries
     // before lo, less the one of r0 if it is among them.
     let first = match me {
         0 => 0,
         _ => 1 + lo - usize::from(r0 < lo),
     };
-    BwtPart {
+    Ok(BwtPart {
         bytes,
         first,
         primary: r0 as u64 + 1,
-    }
+    })
 }
 
 #[cfg(test)]

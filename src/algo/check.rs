@@ -1,22 +1,36 @@
-//! Distributed suffix array checker in O(n/p) memory per pe: besides the text and the suffix
-//! array it keeps the inverse (in the narrowest index width that holds n: 4, 5 or 8 bytes per
-//! character), then the compared pairs (8 bytes), and exchanges its records in pieces of bounded
-//! size.
+//! Distributed suffix array checker in O(n/p) memory per pe: besides the text it keeps only the
+//! inverse (in the narrowest index width that holds n: 4, 5 or 8 bytes per character) and pieces
+//! of bounded size; the suffix array itself is read piece by piece (from memory or from the
+//! output file the build wrote: [`SaSource`]).
 //!
 //! SA is correct iff (1) it is a permutation of [0, n) and (2) for every two neighbours
 //! SA[j], SA[j+1]: (t[SA[j]], ISA[SA[j]+1]) < (t[SA[j+1]], ISA[SA[j+1]+1]), where the rank of the
 //! empty suffix at n is smaller than every other (Burkhardt & Kärkkäinen's check, as in
 //! Distributed DCX' `sa_check`).
 
-use crate::dist::{exchange, right_halo, send_to_owners, Layout};
+use super::sink::SaSource;
+use crate::dist::{exchange, fetch, right_halo, Layout};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexWidth, U40};
 use crate::Ctx;
 
-/// Checks a distributed suffix array. Collective. Entry: `text` and `sa` are this pe's slices
-/// under the same `layout`. Returns the same verdict on every pe. Runs on the context's threads
+/// Checks a distributed suffix array. Collective. Entry: `text` is this pe's slice under
+/// `layout`; `sa` is this pe's part of the suffix array under the same layout: a slice, or the
+/// positional output file the build wrote it to ([`crate::io::OutputFile`], read back in
+/// pieces). Returns the same verdict on every pe. Runs on the context's threads
 /// ([`Ctx::install`]).
-pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> {
+///
+/// Memory per pe beside the text: the inverse (4–8 bytes per character) and one piece of
+/// (SA index, position) pairs, then of SA entries and fetched keys (at most 2^22 entries, fewer
+/// with `--exchange-round-bytes`). Communication: one all-to-all of the n pairs, one fetch of
+/// n keys, all in pieces.
+pub fn check<'a>(
+    ctx: &Ctx,
+    text: &[u8],
+    sa: impl Into<SaSource<'a>>,
+    layout: &Layout,
+) -> Result<()> {
+    let sa = sa.into();
     // The inverse in the narrowest index width that holds n (the "unset" marker), or the one
     // the configuration forces.
     let width = IndexWidth::choose(layout.len() as u64, ctx.tune.forced_index_width());
@@ -28,24 +42,20 @@ pub fn check(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> 
 }
 
 /// [`check`] on the calling thread's pool, the inverse held in `I`.
-fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> Result<()> {
+fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -> Result<()> {
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
     let (lo, hi) = (layout.start(me), layout.end(me));
-    let local = if sa.len() != hi - lo {
+    let local = if sa.len(hi - lo) != hi - lo {
         Err(Error::CheckFailed(format!(
             "pe {me} holds {} entries, expected {}",
-            sa.len(),
+            sa.len(hi - lo),
             hi - lo
         )))
     } else if n as u64 >= 1 << 56 {
         Err(Error::CheckFailed(format!(
             "the checker takes texts below 2^56 characters, not {n}"
-        )))
-    } else if let Some(bad) = sa.iter().find(|&&x| x as usize >= n) {
-        Err(Error::CheckFailed(format!(
-            "entry {bad} is not below n = {n}"
         )))
     } else {
         Ok(())
@@ -53,23 +63,32 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> 
     comm.agree(local)?;
 
     // Pieces of at most `piece` records per pe, so that the exchanged records stay small beside
-    // the two arrays the check keeps (the inverse, then the compared pairs): 8 bytes per
-    // character each.
+    // the inverse.
     let piece = piece_records(hi - lo, comm.round_bytes());
     let pieces = comm.all_reduce_max((hi - lo).div_ceil(piece) as u64) as usize;
     let range = |k: usize| (k * piece).min(hi - lo)..((k + 1) * piece).min(hi - lo);
 
     // (1) Permutation: send (position, rank) to the owner of the position, piece by piece.
-    // n marks a position not (yet) seen: every rank is below it.
+    // n marks a position not (yet) seen: every rank is below it. An entry not below n is
+    // reported (before anything else) and not sent.
     let unset = I::from_u64(n as u64);
     let mut isa = vec![unset; hi - lo];
-    let mut dup = None;
+    let (mut dup, mut big) = (None, None);
     for k in 0..pieces {
-        let pairs: Vec<[u64; 2]> = sa[range(k)]
+        let part = comm.agree(sa.piece(lo, range(k)))?;
+        let pairs: Vec<[u64; 2]> = part
             .iter()
             .zip(range(k))
+            .filter(|&(&i, _)| {
+                let fits = (i as usize) < n;
+                if !fits {
+                    big.get_or_insert(i);
+                }
+                fits
+            })
             .map(|(&i, j)| [i, (lo + j) as u64])
             .collect();
+        drop(part);
         for [i, r] in exchange(comm, pairs, |x| layout.owner(x[0] as usize)) {
             let slot = &mut isa[i as usize - lo];
             if *slot != unset {
@@ -78,6 +97,12 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> 
             *slot = I::from_u64(r);
         }
     }
+    comm.agree(match big {
+        Some(bad) => Err(Error::CheckFailed(format!(
+            "entry {bad} is not below n = {n}"
+        ))),
+        None => Ok(()),
+    })?;
     let local = match dup {
         Some(i) => Err(Error::CheckFailed(format!(
             "position {i} appears more than once"
@@ -87,36 +112,46 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: &[u64], layout: &Layout) -> 
     };
     comm.agree(local)?;
 
-    // (2) Order: for each position i send (rank of i, t[i] and the rank of i+1 (1-based, 0 for
-    // i+1 = n) packed into one word) to the pe that holds SA entry ISA[i]. n < 2^56, so the
-    // character fits above the rank.
+    // (2) Order: for each piece of this pe's SA entries, the key (t[i], rank of i + 1 (1-based,
+    // 0 for i + 1 = n)) of every entry i, packed into one word (n < 2^56, so the character fits
+    // above the rank), fetched from the owner of i; neighbours compared in the piece, with the
+    // last key of the piece before, and the last key of this pe with the first of the next pe
+    // that holds any.
     let next = right_halo(comm, &isa, 1);
-    let mut by_rank = vec![0u64; hi - lo];
+    let key = |j: usize| {
+        let nr = match isa.get(j + 1) {
+            Some(&r) => r.to_u64() + 1,
+            None => next.first().map_or(0, |&r| r.to_u64() + 1),
+        };
+        (text[j] as u64) << 56 | nr
+    };
+    let (mut prev, mut first_key, mut bad) = (None::<u64>, None::<u64>, None);
     for k in 0..pieces {
-        let tuples: Vec<[u64; 2]> = range(k)
-            .map(|j| {
-                let nr = match isa.get(j + 1) {
-                    Some(&r) => r.to_u64() + 1,
-                    None => next.first().map_or(0, |&r| r.to_u64() + 1),
-                };
-                [isa[j].to_u64(), (text[j] as u64) << 56 | nr]
-            })
-            .collect();
-        send_to_owners(comm, layout, tuples, &mut by_rank[..], |&[r, key]| {
-            (r as usize, key)
-        });
+        let part = comm.agree(sa.piece(lo, range(k)))?;
+        let keys: Vec<u64> = fetch(comm, layout, &part[..], key);
+        drop(part);
+        if first_key.is_none() {
+            first_key = keys.first().copied();
+        }
+        for (j, &kk) in range(k).zip(&keys) {
+            if bad.is_none() && prev.is_some_and(|p| p >= kk) {
+                bad = Some(lo + j - 1);
+            }
+            prev = Some(kk);
+        }
     }
     drop(isa);
-    let after = right_halo(comm, &by_rank, 1);
-    let bad = by_rank
-        .iter()
-        .zip(by_rank.iter().skip(1).chain(after.first()))
-        .position(|(a, b)| a >= b);
+    let after = right_halo(comm, &first_key.into_iter().collect::<Vec<u64>>(), 1);
+    if let (None, Some(&p), Some(&a)) = (bad, prev.as_ref(), after.first()) {
+        if p >= a {
+            bad = Some(hi - 1);
+        }
+    }
     comm.agree(match bad {
         Some(j) => Err(Error::CheckFailed(format!(
             "suffixes SA[{}] and SA[{}] are out of order",
-            lo + j,
-            lo + j + 1
+            j,
+            j + 1
         ))),
         None => Ok(()),
     })

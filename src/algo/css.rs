@@ -53,6 +53,7 @@
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
+use crate::algo::sink::SaSink;
 use crate::comm::Comm;
 use crate::dist::{
     collect_kept, fetch, right_halo, sample_sort, send_to_owners, sort_in_rounds, Layout, Pair,
@@ -76,17 +77,18 @@ fn bits(x: u64) -> u32 {
     64 - x.leading_zeros()
 }
 
-/// Builds the suffix array with pCSS. Collective; same contract as [`super::dc3::dc3`].
+/// Builds the suffix array with pCSS. Collective; same contract as [`super::dc3::dc3`] (a `sink`
+/// that writes gets every entry written where it belongs, and every pe gets None).
 #[must_use]
-pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
     let n = layout.len();
     if let Some(build) = hand_over(ctx, n, Progress::Start).and_then(HandOver::whole) {
-        return build(ctx, text, layout);
+        return build(ctx, text, layout, sink);
     }
     match index_width(ctx, n) {
-        IndexWidth::W32 => css_in::<u32>(ctx, text, layout),
-        IndexWidth::W40 => css_in::<U40>(ctx, text, layout),
-        IndexWidth::W64 => css_in::<u64>(ctx, text, layout),
+        IndexWidth::W32 => css_in::<u32>(ctx, text, layout, sink),
+        IndexWidth::W40 => css_in::<U40>(ctx, text, layout, sink),
+        IndexWidth::W64 => css_in::<u64>(ctx, text, layout, sink),
     }
 }
 
@@ -98,7 +100,7 @@ fn index_width(ctx: &Ctx, n: usize) -> IndexWidth {
 }
 
 /// [`css`] with every name, position and depth stored in `I`.
-fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
     let n = layout.len();
     let codes = ctx.phase("alphabet", || Codes::of(ctx, text));
     let rounds = sort_rounds(ctx, layout);
@@ -113,7 +115,7 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     if let Some(build) = decided.and_then(HandOver::whole) {
         drop(held);
         ctx.log.refine_rounds.set(0);
-        return build(ctx, text, layout);
+        return build(ctx, text, layout, sink);
     }
     // With the finish decided, only the number of unresolved suffixes matters.
     let first = first_sort::<I>(ctx, layout, &keys, held, rounds, decided.is_none());
@@ -131,7 +133,8 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
         // Every name is final: it is the suffix's index in the SA.
         Names::Sorted(pairs) if tied == 0 => {
             ctx.log.refine_rounds.set(0);
-            return ctx.phase("place", || place(&ctx.comm, layout, pairs));
+            let sa = ctx.phase("place", || place(&ctx.comm, layout, pairs));
+            return sink.deliver_layout(ctx, sa, layout);
         }
         Names::Sorted(pairs) => ctx.phase("names to text", || {
             let mut name_of = vec![I::zeroed(); layout.local_len(ctx.comm.rank())];
@@ -142,7 +145,8 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     };
     if tied == 0 {
         ctx.log.refine_rounds.set(0);
-        return ctx.phase("place", || place_names(ctx, layout, name_of));
+        let sa = ctx.phase("place", || place_names(ctx, layout, name_of));
+        return sink.deliver_layout(ctx, sa, layout);
     }
     let refined = match decided {
         // Predicted: doubling would crawl. The first sort's names (depth k ≥ 8) are finished.
@@ -160,11 +164,12 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
     match refined {
         Refined::HandedOver { rounds } => {
             ctx.log.refine_rounds.set(rounds);
-            finish(ctx, text, layout, name_of)
+            finish(ctx, text, layout, name_of, sink)
         }
         Refined::Resolved { rounds } => {
             ctx.log.refine_rounds.set(rounds);
-            ctx.phase("place", || place_names(ctx, layout, name_of))
+            let sa = ctx.phase("place", || place_names(ctx, layout, name_of));
+            sink.deliver_layout(ctx, sa, layout)
         }
     }
 }
@@ -199,7 +204,7 @@ enum HandOver {
 }
 
 /// An algorithm that builds the whole suffix array (same contract as [`css`]).
-type Build = fn(&Ctx, &[u8], &Layout) -> Vec<u64>;
+type Build = fn(&Ctx, &[u8], &Layout, &SaSink) -> Option<Vec<u64>>;
 
 impl HandOver {
     /// The algorithm that builds the whole suffix array instead, if this hand-over is one.
@@ -280,11 +285,17 @@ fn hand_over(ctx: &Ctx, n: usize, at: Progress) -> Option<HandOver> {
 /// The hand-over's finish: the suffix array from the current prefix names (every group's depth is
 /// at least k ≥ 8), by DC7 ([`super::dc7::finish_from_names`]) or, with `--css-finish dc3`, by
 /// DC3. Collective.
-fn finish<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, name_of: Vec<I>) -> Vec<u64> {
+fn finish<I: Index>(
+    ctx: &Ctx,
+    text: &[u8],
+    layout: &Layout,
+    name_of: Vec<I>,
+    sink: &SaSink,
+) -> Option<Vec<u64>> {
     if ctx.tune.css_finish_dc3 {
-        super::dc3::finish_from_names(ctx, text, layout, name_of)
+        super::dc3::finish_from_names(ctx, text, layout, name_of, sink)
     } else {
-        super::dc7::finish_from_names(ctx, layout, name_of)
+        super::dc7::finish_from_names(ctx, layout, name_of, sink)
     }
 }
 

@@ -8,5 +8,6 @@ pub mod lcp;
 pub mod oracle;
 pub mod pooled;
 pub mod seq;
+pub mod sink;
 
 pub use dcx::{dc3, dc7};

@@ -524,6 +524,7 @@ impl OutputFile {
                 .map(Some)
                 .map_err(|e| Error::io("open output", t, e)),
             (Some(t), None) => OpenOptions::new()
+                .read(true)
                 .write(true)
                 .open(t)
                 .map(Some)
@@ -619,6 +620,48 @@ impl OutputFile {
                 f.write_all_at(buf, off).map_err(fail)
             },
         )
+    }
+
+    /// Reads entries `first..first + len` back from the temporary file (what the pes wrote),
+    /// decoding the file's width, on this pe's threads. Local. Only for positional outputs.
+    pub fn read_part(&self, first: usize, len: usize) -> Result<Vec<u64>> {
+        let (Some(f), Some(tmp)) = (&self.file, &self.tmp) else {
+            return Err(Error::Invalid(
+                "internal: a positional read from an output written through".into(),
+            ));
+        };
+        let width = self.width;
+        let fail = |e| Error::io("read back the output", tmp, e);
+        const CHUNK: usize = 1 << 20;
+        let mut out = vec![0u64; len];
+        if width == 8 && cfg!(target_endian = "little") {
+            return out
+                .par_chunks_mut(CHUNK)
+                .enumerate()
+                .try_for_each(|(k, part)| {
+                    let off = ((first + k * CHUNK) * width) as u64;
+                    f.read_exact_at(bytemuck::cast_slice_mut(part), off)
+                        .map_err(fail)
+                })
+                .map(|()| out);
+        }
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .try_for_each_init(
+                || vec![0u8; CHUNK * width],
+                |buf, (k, part)| {
+                    let buf = &mut buf[..part.len() * width];
+                    let off = ((first + k * CHUNK) * width) as u64;
+                    f.read_exact_at(buf, off).map_err(fail)?;
+                    for (x, b) in part.iter_mut().zip(buf.chunks_exact(width)) {
+                        let mut le = [0u8; 8];
+                        le[..width].copy_from_slice(b);
+                        *x = u64::from_le_bytes(le);
+                    }
+                    Ok(())
+                },
+            )
+            .map(|()| out)
     }
 
     /// Flushes what this pe wrote to the disk. Local.

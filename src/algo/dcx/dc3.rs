@@ -33,6 +33,7 @@ use super::{
     bits, index_width, name_pairs, name_samples, sample_ranks, Chars, Phases, SampleKey,
     SampleSource, Samples, SortedPart, Symbol,
 };
+use crate::algo::sink::SaSink;
 use crate::dist::{Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
@@ -46,27 +47,33 @@ const PHASES: Phases = Phases {
 };
 
 /// Builds the suffix array with pDC3. Collective. Entry: each pe holds its slice of the text as
-/// given by `layout`. Exit: each pe holds SA entries for the same range.
+/// given by `layout`. Exit: each pe holds SA entries for the same range, or (a `sink` that
+/// writes) has written its entries into the output file as they became final and gets None.
 #[must_use]
-pub fn dc3(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
-    level(ctx, text, layout).into_layout(ctx, layout)
+pub fn dc3(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
+    SortedPart::into_sink(level_to(ctx, text, layout, sink), ctx, layout, sink)
 }
 
 /// One DC3 level on a text of `layout.len()` characters; returns its suffix array, sorted across
 /// pes but not rebalanced (the caller decides whether it needs the input's layout). Also the
 /// skeleton's recursion (for DC7 too).
 pub(super) fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPart {
+    level_to(ctx, t, layout, &SaSink::hold()).expect("a level that holds returns its part")
+}
+
+/// [`level`] whose finished entries go to `sink` (None when it wrote them: level 0 only).
+fn level_to<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout, sink: &SaSink) -> Option<SortedPart> {
     let n = layout.len();
     let first = layout.start(ctx.comm.rank()) as u64;
     if n <= ctx.config.base_case.max(4) {
         let sa = ctx.phase("base case", || base_case(ctx, t, layout));
-        return SortedPart::new(sa, first);
+        return SortedPart::new(sa, first).deliver_to(ctx, sink);
     }
     if fits_device(ctx, n) {
         // No pe gathers the level: its names stream through pe 0 to the device and back. If the
         // device does not take it after all, the level recurses as without a GPU.
         if let Some(sa) = ctx.phase("device suffix array", || C::pooled_sa(ctx, t, layout)) {
-            return SortedPart::new(sa, first);
+            return SortedPart::new(sa, first).deliver_to(ctx, sink);
         }
     }
     let (chars, alphabet) = ctx.phase("halo", || {
@@ -76,9 +83,9 @@ pub(super) fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPar
     // Positions up to n (the dummy), ranks up to the samples + 1.
     let largest = (n as u64 + 2).max(alphabet);
     match index_width(ctx, largest) {
-        IndexWidth::W32 => level_with::<C, u32>(ctx, layout, &chars, alphabet, &smp),
-        IndexWidth::W40 => level_with::<C, U40>(ctx, layout, &chars, alphabet, &smp),
-        IndexWidth::W64 => level_with::<C, u64>(ctx, layout, &chars, alphabet, &smp),
+        IndexWidth::W32 => level_with::<C, u32>(ctx, layout, &chars, alphabet, &smp, sink),
+        IndexWidth::W40 => level_with::<C, U40>(ctx, layout, &chars, alphabet, &smp, sink),
+        IndexWidth::W64 => level_with::<C, u64>(ctx, layout, &chars, alphabet, &smp, sink),
     }
 }
 
@@ -89,7 +96,8 @@ fn level_with<C: Symbol, I: Index>(
     chars: &Chars<C>,
     alphabet: u64,
     smp: &Samples<Dc3>,
-) -> SortedPart {
+    sink: &SaSink,
+) -> Option<SortedPart> {
     // Positions up to n − 1, or n with the dummy.
     let (bc, bi) = (
         bits(alphabet),
@@ -109,7 +117,7 @@ fn level_with<C: Symbol, I: Index>(
         name_triples::<Triple<I>, I, C>(ctx, layout, chars, smp, bc, bi)
     };
     let rank = sample_ranks::<Dc3, I>(ctx, layout, smp, pairs, unique);
-    merge_by_chars::<I, C>(ctx, layout, chars, alphabet, rank)
+    merge_by_chars::<I, C>(ctx, layout, chars, alphabet, rank, sink)
 }
 
 /// Finishes a suffix array from order-consistent prefix names, for pCSS when prefix doubling
@@ -118,19 +126,20 @@ fn level_with<C: Symbol, I: Index>(
 /// its own. Such names may stand in for DC3's triple names: the recursion on the names of the
 /// sample positions gives their ranks, and the merge finishes the job. (h ≥ 4 makes the last
 /// mod-1 name unique, so no dummy sample is needed.) The names are freed once the samples have
-/// taken theirs. Collective.
+/// taken theirs. Collective; exit as [`dc3`].
 #[must_use]
 pub fn finish_from_names<N: Index>(
     ctx: &Ctx,
     text: &[u8],
     layout: &Layout,
     name_of: Vec<N>,
-) -> Vec<u64> {
+    sink: &SaSink,
+) -> Option<Vec<u64>> {
     // Names up to n (+ 1), positions below n, ranks up to the samples + 1.
     match index_width(ctx, layout.len() as u64 + 3) {
-        IndexWidth::W32 => finish_with::<u32, N>(ctx, text, layout, name_of),
-        IndexWidth::W40 => finish_with::<U40, N>(ctx, text, layout, name_of),
-        IndexWidth::W64 => finish_with::<u64, N>(ctx, text, layout, name_of),
+        IndexWidth::W32 => finish_with::<u32, N>(ctx, text, layout, name_of, sink),
+        IndexWidth::W40 => finish_with::<U40, N>(ctx, text, layout, name_of, sink),
+        IndexWidth::W64 => finish_with::<u64, N>(ctx, text, layout, name_of, sink),
     }
 }
 
@@ -139,14 +148,16 @@ fn finish_with<I: Index, N: Index>(
     text: &[u8],
     layout: &Layout,
     name_of: Vec<N>,
-) -> Vec<u64> {
+    sink: &SaSink,
+) -> Option<Vec<u64>> {
     let smp = Samples::<Dc3>::new(layout.len(), false);
     let pairs = name_pairs::<Dc3, I, N>(ctx, layout, &smp, &name_of);
     drop(name_of);
     let rank = sample_ranks::<Dc3, I>(ctx, layout, &smp, pairs, false);
     let chars = Chars::new(ctx, text, layout, 2);
     let alphabet = largest_char(ctx, text);
-    merge_by_chars::<I, u8>(ctx, layout, &chars, alphabet, rank).into_layout(ctx, layout)
+    let part = merge_by_chars::<I, u8>(ctx, layout, &chars, alphabet, rank, sink);
+    SortedPart::into_sink(part, ctx, layout, sink)
 }
 
 /// The largest character value of the whole text. Collective (one reduction).
@@ -186,7 +197,8 @@ fn merge_by_chars<I: Index, C: Symbol>(
     chars: &Chars<C>,
     alphabet: u64,
     rank: Vec<I>,
-) -> SortedPart {
+    sink: &SaSink,
+) -> Option<SortedPart> {
     let n = layout.len();
     let samples = n - n.div_ceil(3);
     let (char_bits, rank_bits) = (bits(alphabet), bits(samples as u64 + 1));
@@ -197,6 +209,7 @@ fn merge_by_chars<I: Index, C: Symbol>(
         |i| [I::from_u64(chars.at(i)), I::from_u64(chars.at(i + 1))],
         &PHASES,
         |v| sort_mod0(ctx, v, char_bits, rank_bits),
+        sink,
     )
 }
 

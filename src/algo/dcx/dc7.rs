@@ -34,8 +34,9 @@ use super::cover::{Cover, Dc7};
 use super::merge::{merge, radix_sort_group, sort_group, Head, Name, Rec};
 use super::{
     bits, index_width, map_maybe_par, name_pairs, name_samples, sample_ranks, Chars, Phases,
-    SampleKey, SampleSource, Samples,
+    SampleKey, SampleSource, Samples, SortedPart,
 };
+use crate::algo::sink::SaSink;
 use crate::dist::{Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
@@ -58,18 +59,24 @@ const CB: u32 = 9;
 /// texts where most suffixes share long prefixes (pCSS predicts these). Collective; same
 /// contract as [`super::dc3::dc3`].
 #[must_use]
-pub fn dc7(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+pub fn dc7(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
     if layout.len() <= ctx.config.base_case.max(X + 1) {
-        return super::dc3::dc3(ctx, text, layout);
+        return super::dc3::dc3(ctx, text, layout, sink);
     }
     match index_width(ctx, layout.len() as u64 + 2) {
-        IndexWidth::W32 => from_text::<u32>(ctx, text, layout),
-        IndexWidth::W40 => from_text::<U40>(ctx, text, layout),
-        IndexWidth::W64 => from_text::<u64>(ctx, text, layout),
+        IndexWidth::W32 => from_text::<u32>(ctx, text, layout, sink),
+        IndexWidth::W40 => from_text::<U40>(ctx, text, layout, sink),
+        IndexWidth::W64 => from_text::<u64>(ctx, text, layout, sink),
     }
 }
 
-fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+/// [`dc7`] with every pe keeping its part (for tests and benchmarks). Collective.
+#[must_use]
+pub fn dc7_held(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
+    dc7(ctx, text, layout, &SaSink::hold()).expect("a sink that holds returns the part")
+}
+
+fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
     let smp = Samples::<Dc7>::new(layout.len(), true);
     let chars = ctx.phase("halo", || Chars::new(ctx, text, layout, X - 1));
     // The last sample of each class (the dummy, if any, included) reaches past the end: its
@@ -99,6 +106,7 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
                 ctx.tune.force_wide,
             )
         },
+        sink,
     )
 }
 
@@ -106,15 +114,25 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
 /// `name_of[j]` is the name of position `lo + j`, of depth ≥ 8). The names are freed once the
 /// merge records are built. Collective; exit as [`super::dc3::dc3`].
 #[must_use]
-pub fn finish_from_names<N: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<N>) -> Vec<u64> {
+pub fn finish_from_names<N: Index>(
+    ctx: &Ctx,
+    layout: &Layout,
+    name_of: Vec<N>,
+    sink: &SaSink,
+) -> Option<Vec<u64>> {
     match index_width(ctx, layout.len() as u64 + 2) {
-        IndexWidth::W32 => from_names::<u32, N>(ctx, layout, name_of),
-        IndexWidth::W40 => from_names::<U40, N>(ctx, layout, name_of),
-        IndexWidth::W64 => from_names::<u64, N>(ctx, layout, name_of),
+        IndexWidth::W32 => from_names::<u32, N>(ctx, layout, name_of, sink),
+        IndexWidth::W40 => from_names::<U40, N>(ctx, layout, name_of, sink),
+        IndexWidth::W64 => from_names::<u64, N>(ctx, layout, name_of, sink),
     }
 }
 
-fn from_names<I: Index, N: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<N>) -> Vec<u64> {
+fn from_names<I: Index, N: Index>(
+    ctx: &Ctx,
+    layout: &Layout,
+    name_of: Vec<N>,
+    sink: &SaSink,
+) -> Option<Vec<u64>> {
     let lo = layout.start(ctx.comm.rank());
     let smp = Samples::<Dc7>::new(layout.len(), false);
     let pairs = name_pairs::<Dc7, I, N>(ctx, layout, &smp, &name_of);
@@ -130,21 +148,24 @@ fn from_names<I: Index, N: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<N>) -
         rank,
         move |i| Name(name_of[i - lo]),
         |v| sort_by_names(ctx, v, bits),
+        sink,
     )
 }
 
 /// The skeleton's merge with DC7's records, the head of position i from `head(i)` (a packed
 /// window or a name; dropped once the records are built), each group sorted by `sort_group`,
-/// rebalanced to `layout`. Collective.
+/// rebalanced to `layout` or written by `sink`. Collective.
 fn merge_all<H: Head, I: Index>(
     ctx: &Ctx,
     layout: &Layout,
     rank: Vec<I>,
     head: impl Fn(usize) -> H + Sync,
     sort_group: impl Fn(Vec<Dc7Rec<H, I>>) -> Vec<Dc7Rec<H, I>>,
-) -> Vec<u64> {
-    merge::<Dc7, H, I, { Dc7::KINDS }>(ctx, layout, rank, head, &PHASES, sort_group)
-        .into_layout(ctx, layout)
+    sink: &SaSink,
+) -> Option<Vec<u64>> {
+    let part =
+        merge::<Dc7, H, I, { Dc7::KINDS }>(ctx, layout, rank, head, &PHASES, sort_group, sink);
+    SortedPart::into_sink(part, ctx, layout, sink)
 }
 
 /// The window t[i..i+7) of sample position i, `CB` bits per character, big-endian (0 past the

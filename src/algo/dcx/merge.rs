@@ -12,6 +12,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::cover::Cover;
 use super::{map_maybe_par, Phases, SortedPart};
+use crate::algo::sink::SaSink;
 use crate::dist::{
     build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, Layout,
     RoundBounds,
@@ -260,20 +261,22 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 /// group of non-sample residues (the instance's local sort). Both are dropped once the last
 /// round's records are built. Exit: this pe's range of the suffix array and its first index:
 /// with one round (`merge_rounds` ≤ 1) about n/p entries, not rebalanced; with several, exactly
-/// this pe's part of `layout` ([`SortedPart::placed`]).
+/// this pe's part of `layout` ([`SortedPart::placed`]). With a `sink` that writes (level 0 into
+/// the output file) every pe writes each round's part at its SA index instead and gets None.
 ///
 /// In `merge_rounds` key ranges of the final order ([`RoundBounds`], from a sample of all
 /// records), one after the other: a round builds only its records (from the ranks and heads
 /// again), sends each to the pe of its sub-range, places the samples by rank, sorts each group,
-/// merges, and sends the round's part of the suffix array to its place in `layout`; then its
-/// records are freed.
+/// merges, and sends the round's part of the suffix array to its place in `layout` (or, into a
+/// sink's file, writes it at `done + exscan(part)`: a round's records are the SA indices
+/// `done..done + total`); then its records are freed.
 ///
 /// Cost: one all-to-all per kind of record and round, n records in all; the samples are placed
 /// by rank (no sort) and each group sorted locally; `rounds` passes building records (each
 /// compared with its round's bounds), and with several rounds one more all-to-all of the suffix
 /// array. Memory: the ranks (4–8 B per position) throughout; per round its records (20–40 B per
 /// position / rounds) and, during one kind's exchange, a second copy of that kind; with several
-/// rounds the level's suffix array in `layout` (8 B per position).
+/// rounds the level's suffix array in `layout` (8 B per position) unless the sink writes it.
 #[must_use]
 pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     ctx: &Ctx,
@@ -282,7 +285,8 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     head: impl Fn(usize) -> H + Sync,
     phases: &Phases,
     sort_group: impl Fn(Vec<Rec<C, H, I>>) -> Vec<Rec<C, H, I>>,
-) -> SortedPart {
+    sink: &SaSink,
+) -> Option<SortedPart> {
     const { assert!(KINDS == C::KINDS) };
     let comm = &ctx.comm;
     let me = comm.rank();
@@ -306,8 +310,10 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
             })
         });
     }
-    // With several rounds each round's part of the suffix array goes to its place at once.
-    let mut placed = vec![0u64; if rounds > 1 { layout.local_len(me) } else { 0 }];
+    // With several rounds each round's part of the suffix array goes to its place at once: into
+    // the sink's file, or into this pe's part of the layout.
+    let hold = rounds > 1 && !sink.writes();
+    let mut placed = vec![0u64; if hold { layout.local_len(me) } else { 0 }];
     let (mut done, mut samples_done) = (0u64, 0u64);
     for index in 0..rounds {
         let kinds: [Vec<Rec<C, H, I>>; KINDS] = ctx.phase("merge records", || {
@@ -354,18 +360,52 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
                 sa: part,
                 first,
                 placed: false,
-            };
+            }
+            .deliver_to(ctx, sink);
         }
-        done += ctx.phase("merge to layout", || {
-            rebalance_into(comm, &part, done, layout, &mut placed)
-        });
+        if sink.writes() {
+            sink.write(ctx, done + comm.exscan_sum(part.len() as u64), &part);
+            done += total;
+        } else {
+            done += ctx.phase("merge to layout", || {
+                rebalance_into(comm, &part, done, layout, &mut placed)
+            });
+        }
         drop(part);
         release_freed();
     }
-    SortedPart {
+    if sink.writes() {
+        return None;
+    }
+    Some(SortedPart {
         sa: placed,
         first: layout.start(me) as u64,
         placed: true,
+    })
+}
+
+impl SortedPart {
+    /// Hands a level's finished part on: kept as it is (Some) when the sink holds (a recursion
+    /// level, or level 0 held: the caller puts it in its layout), or written at its SA index and
+    /// freed (None). Local.
+    pub(super) fn deliver_to(self, ctx: &Ctx, sink: &SaSink) -> Option<SortedPart> {
+        if !sink.writes() {
+            return Some(self);
+        }
+        sink.write(ctx, self.first, &self.sa);
+        None
+    }
+
+    /// Level 0's suffix array for `sink`: this pe's part of `layout` when it holds (rebalanced
+    /// unless placed there already), None when the part went to the file. Collective.
+    pub(super) fn into_sink(
+        part: Option<SortedPart>,
+        ctx: &Ctx,
+        layout: &Layout,
+        sink: &SaSink,
+    ) -> Option<Vec<u64>> {
+        part.and_then(|p| p.deliver_to(ctx, sink))
+            .map(|p| p.into_layout(ctx, layout))
     }
 }
 
