@@ -52,7 +52,7 @@ use rayon::prelude::*;
 use crate::dist::{
     name_sorted, rebalance, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey,
 };
-use crate::index::{Index, IndexWidth};
+use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
 use crate::Ctx;
 use cover::Cover;
@@ -85,18 +85,29 @@ impl Symbol for u8 {
     }
 }
 
-impl Symbol for u64 {
+/// Names (the recursion's texts) in any index width: the narrowest that holds a level's names
+/// ([`recurse`]).
+impl<I: Index> Symbol for I {
     #[inline]
     fn val(self) -> u64 {
-        self
+        self.to_u64()
     }
-    fn sequential_sa(text: &[u64], threads: usize) -> Vec<u64> {
+    fn sequential_sa(text: &[I], threads: usize) -> Vec<u64> {
         super::seq::sa_ints(text, threads)
     }
-    fn device_sa(text: &[u64], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
-        device.suffix_array_ints(text)
+    fn device_sa(text: &[I], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
+        // The device takes 32-bit values: a 32-bit text as it is, a wider one (forced, or names
+        // past 2^32 that the device would refuse anyway) narrowed if its values fit.
+        if I::BITS == u32::BITS {
+            return device.suffix_array_ints(bytemuck::cast_slice(text));
+        }
+        let narrow: Option<Vec<u32>> = text
+            .iter()
+            .map(|x| u32::try_from(x.to_u64()).ok())
+            .collect();
+        device.suffix_array_ints(&narrow?)
     }
-    fn pooled_sa(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u64>> {
+    fn pooled_sa(ctx: &Ctx, text: &[I], layout: &Layout) -> Option<Vec<u64>> {
         super::pooled::pooled_sa_ints(ctx, text, layout)
     }
 }
@@ -375,17 +386,38 @@ fn sample_ranks<C: Cover, I: Index>(
 }
 
 /// The recursion step: the names go to their places in the recursion string (block layout), and
-/// the string is solved one level deeper by pDC3. Returns its suffix array, sorted across pes.
-/// Collective.
+/// the string is solved one level deeper by pDC3. The string is stored in the narrowest index
+/// width that holds its largest name (or the forced one): it stays alive under every deeper
+/// level. Returns its suffix array, sorted across pes. Collective (one reduction for the
+/// largest name).
 fn recurse<C: Cover, I: Index>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<[I; 2]>) -> SortedPart {
+    // Names from samples' windows are at most m; prefix names (pCSS) up to n + 1.
+    let largest = ctx
+        .comm
+        .all_reduce_max(pairs.iter().map(|x| x.a()).max().unwrap_or(0));
+    match index_width(ctx, largest) {
+        IndexWidth::W32 => recurse_in::<C, I, u32>(ctx, smp, pairs),
+        IndexWidth::W40 => recurse_in::<C, I, U40>(ctx, smp, pairs),
+        IndexWidth::W64 => recurse_in::<C, I, u64>(ctx, smp, pairs),
+    }
+}
+
+/// [`recurse`] with the recursion string in index width `N`.
+fn recurse_in<C: Cover, I: Index, N: Index>(
+    ctx: &Ctx,
+    smp: &Samples<C>,
+    pairs: Vec<[I; 2]>,
+) -> SortedPart {
     let comm = &ctx.comm;
     let rl = Layout::block(smp.m, comm.size());
-    let r_text: Vec<u64> = ctx.phase("build recursion", || {
-        let mut r = vec![0u64; rl.local_len(comm.rank())];
-        send_to_owners(comm, &rl, pairs, &mut r[..], |x| (x.b() as usize, x.a()));
+    let r_text: Vec<N> = ctx.phase("build recursion", || {
+        let mut r = vec![N::zeroed(); rl.local_len(comm.rank())];
+        send_to_owners(comm, &rl, pairs, &mut r[..], |x| {
+            (x.b() as usize, N::from_u64(x.a()))
+        });
         r
     });
-    ctx.deeper(|| dc3::level::<u64>(ctx, &r_text, &rl))
+    ctx.deeper(|| dc3::level::<N>(ctx, &r_text, &rl))
 }
 
 #[cfg(test)]
