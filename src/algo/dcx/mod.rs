@@ -49,6 +49,7 @@ use std::marker::PhantomData;
 use bytemuck::Pod;
 use rayon::prelude::*;
 
+use super::consume_from_end;
 use crate::dist::{
     name_sorted, rebalance, right_halo, sample_sort, send_to_owners, Layout, Pair, SortKey,
 };
@@ -368,13 +369,20 @@ fn sample_ranks<C: Cover, I: Index>(
     } else {
         let sa_r = recurse(ctx, smp, pairs);
         let base = sa_r.first;
-        sa_r.sa
-            .into_iter()
-            .enumerate()
-            .map(|(k, q)| (base + k as u64 + 1, smp.text_pos(q as usize)))
-            .filter(|&(_, i)| i < n)
-            .map(|(r, i)| Pair::pack(r - shift, i as u64))
-            .collect()
+        // The recursion's suffix array (8 B per sample) is freed piece by piece as the pairs
+        // are made, not held beside all of them.
+        let mut ranked = Vec::with_capacity(sa_r.sa.len());
+        consume_from_end(sa_r.sa, |lo, piece| {
+            ranked.extend(
+                piece
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &q)| (base + (lo + k) as u64 + 1, smp.text_pos(q as usize)))
+                    .filter(|&(_, i)| i < n)
+                    .map(|(r, i)| <[I; 2]>::pack(r - shift, i as u64)),
+            )
+        });
+        ranked
     };
     ctx.phase("ranks to text", || {
         let mut rank = vec![I::zeroed(); layout.local_len(ctx.comm.rank())];
