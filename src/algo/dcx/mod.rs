@@ -27,7 +27,9 @@
 //!
 //! Every record of a level stores positions, ranks and names in one index width ([`Index`]: 32,
 //! 40 or 64 bits), the narrowest that holds the level's values ([`IndexWidth::choose`]); one
-//! generic definition of each record serves every width.
+//! generic definition of each record serves every width. The recursion string is stored the same
+//! way, in the narrowest width that holds its largest name: a level's text is `u8` at the top and
+//! an [`Index`] type below ([`Symbol`]).
 //!
 //! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4, 5 or 8 B
 //! per position, merge records 20–28 B each (40 B past 40 bits). In one merge round every record
@@ -36,8 +38,10 @@
 //! B rounds a pe holds the ranks, one byte per position for its round and the level's suffix
 //! array in its layout (8 B) throughout, and only a round's records (those copies / B). The
 //! model is [`peak_bytes_per_char`]; what remains at the peak is then the recursion's texts
-//! (8 B per name) held under deeper levels, the ranks sent to text order, and the base case
-//! gathered on pe 0.
+//! held under deeper levels (4 B per name below 2^32, 5 below 2^40; DC3's levels hold 2n names
+//! in all, DC7's 9n/7: about 8 or 5 B per character of level 0, summed over pes), the ranks sent
+//! to text order (the recursion's suffix array is freed piece by piece as they are made), and the
+//! base case gathered on pe 0.
 
 pub mod cover;
 pub mod dc3;
