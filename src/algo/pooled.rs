@@ -15,8 +15,9 @@
 //!
 //! Traffic: every character once to pe 0 (1 byte, or its name: 4, 5 or 8 bytes, the recursion
 //! text's width) and every SA entry once from it (4 bytes: 32-bit entries, widened by their
-//! owner). Memory: pe 0 two pieces (and their 4-byte encoding for names); each pe its SA part. The file job (`psa` without `--check`) skips the way
-//! back: pe 0 writes the SA to the output file as the device gives it ([`pooled_sa_to_file`]).
+//! owner). Memory: pe 0 two pieces (and their 4-byte encoding for names); each pe its SA part.
+//! The file job (`psa` without `--check`) skips the way back: pe 0 writes the SA to the output
+//! file as the device gives it ([`pooled_sa_to_file`]).
 
 use bytemuck::Pod;
 

@@ -125,7 +125,10 @@ mod tests {
         let ints: Vec<I> = t.iter().map(|&c| I::from_u64(c as u64 + 1)).collect();
         assert_eq!(sa_ints(&ints, 1), naive_sa(t), "{} bits: {t:?}", I::BITS);
         // Sparse values take the renumbering path.
-        let sparse: Vec<I> = t.iter().map(|&c| I::from_u64(c as u64 * 1000 + 7)).collect();
+        let sparse: Vec<I> = t
+            .iter()
+            .map(|&c| I::from_u64(c as u64 * 1000 + 7))
+            .collect();
         assert_eq!(sa_ints(&sparse, 1), naive_sa(t), "{} bits: {t:?}", I::BITS);
     }
 

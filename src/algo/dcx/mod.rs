@@ -403,7 +403,7 @@ fn sample_ranks<C: Cover, I: Index>(
 /// level. Returns its suffix array, sorted across pes. Collective (one reduction for the
 /// largest name).
 fn recurse<C: Cover, I: Index>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<[I; 2]>) -> SortedPart {
-    // Names from samples' windows are at most m; prefix names (pCSS) up to n + 1.
+    // Names from samples' windows are at most m; prefix names (pCSS' hand-over) up to n.
     let largest = ctx
         .comm
         .all_reduce_max(pairs.iter().map(|x| x.a()).max().unwrap_or(0));
