@@ -559,7 +559,7 @@ fn device_suffix_array_equals_libsais() {
                 );
             }
             // The same text as integers (values ≥ 1, as psa's names are).
-            let ints: Vec<u64> = t.iter().map(|&c| c as u64 * 3 + 1).collect();
+            let ints: Vec<u32> = t.iter().map(|&c| c as u32 * 3 + 1).collect();
             let got = g
                 .suffix_array_on_device(SacaText::Ints(&ints))
                 .unwrap_or_else(|e| panic!("ints {name} n={n}: device failed: {e}"));
@@ -570,7 +570,9 @@ fn device_suffix_array_equals_libsais() {
     // Integer texts with large alphabets (recursion names up to n).
     for n in [5000usize, 1_000_000] {
         for m in [2u64, 1000, n as u64] {
-            let ints: Vec<u64> = (0..n).map(|i| 1 + splitmix(i as u64 ^ m) % m).collect();
+            let ints: Vec<u32> = (0..n)
+                .map(|i| 1 + (splitmix(i as u64 ^ m) % m) as u32)
+                .collect();
             let want = sa_ints(&ints, 4);
             let got = g
                 .suffix_array_on_device(SacaText::Ints(&ints))

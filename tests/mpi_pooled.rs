@@ -67,6 +67,10 @@ impl LocalSort for CpuPool {
 }
 
 impl DeviceSuffixArray for CpuPool {
+    /// A gathered base case of names (32-bit, as the device takes them).
+    fn suffix_array_ints(&self, text: &[u32]) -> Option<Vec<u64>> {
+        Some(sa_ints(text, 1))
+    }
     fn suffix_array_max_len(&self) -> usize {
         1 << 40
     }
@@ -164,7 +168,9 @@ fn texts() -> Vec<(&'static str, Vec<u8>)> {
 /// Every text, split by every length pattern, through the pooled path with the stand-in device
 /// failing at `fail`: at level 0 (the byte text, css) and at level 1 (DC3's first recursion
 /// level: the stand-in refuses the byte text, base case 4), each with pieces of the default size
-/// (one message per pe here) and of 3 records (many messages per pe). The suffix array must be
+/// (one message per pe here) and of 3 records (many messages per pe; at level 1 in 40-bit
+/// indices, so the recursion texts are 5-byte names). After a failure at level 1 the recursion
+/// goes on to base cases of names, which the stand-in builds too. The suffix array must be
 /// right; without a failure (p > 1) the device must have built the level, after an injected one a
 /// fall-back must have run. At level 0 also the file job's path. Collective.
 fn check_pooled(world: &Comm, fail: PoolFail) {
@@ -184,6 +190,9 @@ fn check_pooled(world: &Comm, fail: PoolFail) {
                 c.backend = Backend::Gpu;
                 if let Some(k) = piece {
                     c.tune.pool_piece = k;
+                    if level == 1 {
+                        c.tune.index_width = Some(psa::IndexWidth::W40);
+                    }
                 }
             })
         })

@@ -53,6 +53,7 @@
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
+use super::consume_from_end;
 use crate::algo::sink::SaSink;
 use crate::comm::Comm;
 use crate::dist::{
@@ -1147,27 +1148,6 @@ fn refine_round<I: Index>(
         },
     );
     still
-}
-
-/// Pieces of a vector consumed from its end are at least this large: above glibc's largest
-/// dynamic mmap threshold (32 MiB), so freeing the last piece does not send later large blocks to
-/// the heap, where their freed pages would stay resident.
-const PIECE_BYTES: usize = 64 << 20;
-
-/// Calls `f(lo, &v[lo..hi])` on pieces of `v` from its end to its start (about an eighth of it
-/// each, at least [`PIECE_BYTES`]), freeing each piece after its call: what `f` makes from the
-/// elements replaces them instead of stacking on them. Local.
-fn consume_from_end<T>(mut v: Vec<T>, mut f: impl FnMut(usize, &[T])) {
-    let piece = v
-        .len()
-        .div_ceil(8)
-        .max(PIECE_BYTES / std::mem::size_of::<T>().max(1));
-    while !v.is_empty() {
-        let lo = v.len().saturating_sub(piece);
-        f(lo, &v[lo..]);
-        v.truncate(lo);
-        v.shrink_to_fit();
-    }
 }
 
 /// `update(j, r)` of every record j of a round, in order, written over the records themselves (an

@@ -13,14 +13,16 @@
 //! The same relay serves a recursion level of pDC3 (integer names) that fits the device when the
 //! whole text did not (`pooled_sa_ints`, from `dcx::dc3::level`).
 //!
-//! Traffic: every character once to pe 0 (1 byte, or its 8-byte name) and every SA entry once from
-//! it (4 bytes: 32-bit entries, widened by their owner). Memory: pe 0 two pieces (and their 4-byte
-//! encoding for names); each pe its SA part. The file job (`psa` without `--check`) skips the way
-//! back: pe 0 writes the SA to the output file as the device gives it ([`pooled_sa_to_file`]).
+//! Traffic: every character once to pe 0 (1 byte, or its name: 4, 5 or 8 bytes, the recursion
+//! text's width) and every SA entry once from it (4 bytes: 32-bit entries, widened by their
+//! owner). Memory: pe 0 two pieces (and their 4-byte encoding for names); each pe its SA part.
+//! The file job (`psa` without `--check`) skips the way back: pe 0 writes the SA to the output
+//! file as the device gives it ([`pooled_sa_to_file`]).
 
 use bytemuck::Pod;
 
 use crate::dist::Layout;
+use crate::index::Index;
 use crate::io::OutputFile;
 use crate::local::{used_bytes, widen_in_place, Alphabet, HostBuf, PooledSa};
 use crate::Ctx;
@@ -63,24 +65,26 @@ fn as_bytes<'a>(piece: &'a [u8], _scratch: &'a mut [u8]) -> &'a [u8] {
     piece
 }
 
-/// A piece of an integer text as the device takes it: little-endian u32 in `scratch`.
-fn as_u32<'a>(piece: &'a [u64], scratch: &'a mut [u8]) -> &'a [u8] {
+/// A piece of an integer text (values below 2^32) as the device takes it: little-endian u32 in
+/// `scratch`.
+fn as_u32<'a, I: Index>(piece: &'a [I], scratch: &'a mut [u8]) -> &'a [u8] {
     let out = &mut scratch[..4 * piece.len()];
     for (d, &v) in out.chunks_exact_mut(4).zip(piece) {
-        d.copy_from_slice(&(v as u32).to_le_bytes());
+        d.copy_from_slice(&(v.to_u64() as u32).to_le_bytes());
     }
     out
 }
 
-/// The same for a text of integers (names; the device takes values below 2^32).
-pub fn pooled_sa_ints(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u64>> {
+/// The same for a text of integers in any index width (names; the device takes values below
+/// 2^32).
+pub fn pooled_sa_ints<I: Index>(ctx: &Ctx, text: &[I], layout: &Layout) -> Option<Vec<u64>> {
     let max = ctx
         .comm
-        .all_reduce_max(text.iter().copied().max().unwrap_or(0));
+        .all_reduce_max(text.iter().map(|x| x.to_u64()).max().unwrap_or(0));
     if max >= 1 << 32 {
         return None;
     }
-    build(ctx, text, layout, Alphabet::Ints(max), as_u32)?.send_to_pes(ctx, layout)
+    build(ctx, text, layout, Alphabet::Ints(max), as_u32::<I>)?.send_to_pes(ctx, layout)
 }
 
 /// A suffix array built on pe 0's device, not yet brought back: on pe 0 the device build and its

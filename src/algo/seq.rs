@@ -3,6 +3,8 @@
 
 use libsais::{SuffixArrayConstruction, ThreadCount};
 
+use crate::index::Index;
+
 /// Below this length libsais' OpenMP driver costs more than it saves.
 const MT_MIN_LEN: usize = 1 << 22;
 
@@ -40,20 +42,20 @@ pub fn sa_bytes(text: &[u8], threads: usize) -> Vec<u64> {
     }
 }
 
-/// Suffix array of a string of integers (names ≥ 1 in psa; any values work). `threads` > 1 uses
-/// libsais' OpenMP driver for 32-bit texts of at least 4 Mi / 8 characters.
-pub fn sa_ints(text: &[u64], threads: usize) -> Vec<u64> {
+/// Suffix array of a string of integers in any index width (names ≥ 1 in psa; any values work).
+/// `threads` > 1 uses libsais' OpenMP driver for 32-bit texts of at least 4 Mi / 8 characters.
+pub fn sa_ints<I: Index>(text: &[I], threads: usize) -> Vec<u64> {
     if text.is_empty() {
         return Vec::new();
     }
-    let max = text.iter().copied().max().unwrap_or(0);
+    let max = text.iter().map(|x| x.to_u64()).max().unwrap_or(0);
     if max as usize > 2 * text.len() && max < 1 << 32 && text.len() < 1 << 31 {
         // Sparse values (names that are group starts): libsais' buckets grow with the alphabet
         // and it slows down severalfold; renumbered densely, the order is the same.
         return sa_ints(&dense(text, threads), threads);
     }
     if max < i32::MAX as u64 - 1 && text.len() < i32::MAX as usize {
-        let mut t: Vec<i32> = text.iter().map(|&x| x as i32).collect();
+        let mut t: Vec<i32> = text.iter().map(|x| x.to_u64() as i32).collect();
         let c = SuffixArrayConstruction::for_text_mut(&mut t[..]).in_owned_buffer32();
         let threads = if text.len() < MT_MIN_LEN / 8 {
             1
@@ -72,7 +74,7 @@ pub fn sa_ints(text: &[u64], threads: usize) -> Vec<u64> {
             .map(|x| x as u64)
             .collect()
     } else {
-        let mut t: Vec<i64> = text.iter().map(|&x| x as i64).collect();
+        let mut t: Vec<i64> = text.iter().map(|x| x.to_u64() as i64).collect();
         SuffixArrayConstruction::for_text_mut(&mut t[..])
             .in_owned_buffer64()
             .single_threaded()
@@ -86,21 +88,21 @@ pub fn sa_ints(text: &[u64], threads: usize) -> Vec<u64> {
 }
 
 /// The same string with its values renumbered 1, 2, … in order (values below 2^32, length below
-/// 2^32): one radix sort of (value, position).
-fn dense(text: &[u64], threads: usize) -> Vec<u64> {
+/// 2^32), as 32-bit integers: one radix sort of (value, position).
+fn dense<I: Index>(text: &[I], threads: usize) -> Vec<u32> {
     use voracious_radix_sort::RadixSort;
     let mut keyed: Vec<u64> = text
         .iter()
         .enumerate()
-        .map(|(j, &x)| (x << 32) | j as u64)
+        .map(|(j, x)| (x.to_u64() << 32) | j as u64)
         .collect();
     if threads > 1 && keyed.len() >= 1 << 16 {
         keyed.voracious_mt_sort(threads);
     } else {
         keyed.voracious_sort();
     }
-    let mut out = vec![0u64; text.len()];
-    let mut name = 0u64;
+    let mut out = vec![0u32; text.len()];
+    let mut name = 0u32;
     let mut prev = u64::MAX;
     for &k in &keyed {
         if k >> 32 != prev {
@@ -116,6 +118,19 @@ fn dense(text: &[u64], threads: usize) -> Vec<u64> {
 mod tests {
     use super::*;
     use crate::algo::oracle::naive_sa;
+    use crate::index::U40;
+
+    /// The integer path in index width `I` on the characters of `t` (+ 1, and sparse).
+    fn ints_match<I: Index>(t: &[u8]) {
+        let ints: Vec<I> = t.iter().map(|&c| I::from_u64(c as u64 + 1)).collect();
+        assert_eq!(sa_ints(&ints, 1), naive_sa(t), "{} bits: {t:?}", I::BITS);
+        // Sparse values take the renumbering path.
+        let sparse: Vec<I> = t
+            .iter()
+            .map(|&c| I::from_u64(c as u64 * 1000 + 7))
+            .collect();
+        assert_eq!(sa_ints(&sparse, 1), naive_sa(t), "{} bits: {t:?}", I::BITS);
+    }
 
     #[test]
     fn libsais_matches_naive() {
@@ -128,11 +143,9 @@ mod tests {
             b"abcabcabcab",
         ] {
             assert_eq!(sa_bytes(t, 1), naive_sa(t), "text {t:?}");
-            let ints: Vec<u64> = t.iter().map(|&c| c as u64 + 1).collect();
-            assert_eq!(sa_ints(&ints, 1), naive_sa(t), "text {t:?}");
-            // Sparse values take the renumbering path.
-            let sparse: Vec<u64> = t.iter().map(|&c| c as u64 * 1000 + 7).collect();
-            assert_eq!(sa_ints(&sparse, 1), naive_sa(t), "text {t:?}");
+            ints_match::<u32>(t);
+            ints_match::<U40>(t);
+            ints_match::<u64>(t);
         }
     }
 }

@@ -49,8 +49,8 @@ pub trait DeviceSuffixArray: Send + Sync {
     fn suffix_array_bytes(&self, _text: &[u8]) -> Option<Vec<u64>> {
         None
     }
-    /// The same for a text of integers (values below 2^32).
-    fn suffix_array_ints(&self, _text: &[u64]) -> Option<Vec<u64>> {
+    /// The same for a text of integers (the device takes values below 2^32).
+    fn suffix_array_ints(&self, _text: &[u32]) -> Option<Vec<u64>> {
         None
     }
     /// The longest text [`Self::suffix_array_ints`] or [`Self::pooled_sa`] would take now (0:

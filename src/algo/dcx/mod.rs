@@ -27,7 +27,9 @@
 //!
 //! Every record of a level stores positions, ranks and names in one index width ([`Index`]: 32,
 //! 40 or 64 bits), the narrowest that holds the level's values ([`IndexWidth::choose`]); one
-//! generic definition of each record serves every width.
+//! generic definition of each record serves every width. The recursion string is stored the same
+//! way, in the narrowest width that holds its largest name: a level's text is `u8` at the top and
+//! an [`Index`] type below ([`Symbol`]).
 //!
 //! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4, 5 or 8 B
 //! per position, merge records 20–28 B each (40 B past 40 bits). In one merge round every record
@@ -36,8 +38,10 @@
 //! B rounds a pe holds the ranks, one byte per position for its round and the level's suffix
 //! array in its layout (8 B) throughout, and only a round's records (those copies / B). The
 //! model is [`peak_bytes_per_char`]; what remains at the peak is then the recursion's texts
-//! (8 B per name) held under deeper levels, the ranks sent to text order, and the base case
-//! gathered on pe 0.
+//! held under deeper levels (4 B per name below 2^32, 5 below 2^40; DC3's levels hold 2n names
+//! in all, DC7's 9n/7: about 8 or 5 B per character of level 0, summed over pes), the ranks sent
+//! to text order (the recursion's suffix array is freed piece by piece as they are made), and the
+//! base case gathered on pe 0.
 
 pub mod cover;
 pub mod dc3;
@@ -49,11 +53,12 @@ use std::marker::PhantomData;
 use bytemuck::Pod;
 use rayon::prelude::*;
 
+use super::consume_from_end;
 use crate::dist::{
     build_by_kind, name_round, rebalance, right_halo, send_to_owners, sort_in_rounds, Layout, Pair,
     RoundBounds, SortKey,
 };
-use crate::index::{Index, IndexWidth};
+use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
 use crate::Ctx;
 use cover::Cover;
@@ -86,18 +91,29 @@ impl Symbol for u8 {
     }
 }
 
-impl Symbol for u64 {
+/// Names (the recursion's texts) in any index width: the narrowest that holds a level's names
+/// ([`recurse`]).
+impl<I: Index> Symbol for I {
     #[inline]
     fn val(self) -> u64 {
-        self
+        self.to_u64()
     }
-    fn sequential_sa(text: &[u64], threads: usize) -> Vec<u64> {
+    fn sequential_sa(text: &[I], threads: usize) -> Vec<u64> {
         super::seq::sa_ints(text, threads)
     }
-    fn device_sa(text: &[u64], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
-        device.suffix_array_ints(text)
+    fn device_sa(text: &[I], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
+        // The device takes 32-bit values: a 32-bit text as it is, a wider one (forced, or names
+        // past 2^32 that the device would refuse anyway) narrowed if its values fit.
+        if I::BITS == u32::BITS {
+            return device.suffix_array_ints(bytemuck::cast_slice(text));
+        }
+        let narrow: Option<Vec<u32>> = text
+            .iter()
+            .map(|x| u32::try_from(x.to_u64()).ok())
+            .collect();
+        device.suffix_array_ints(&narrow?)
     }
-    fn pooled_sa(ctx: &Ctx, text: &[u64], layout: &Layout) -> Option<Vec<u64>> {
+    fn pooled_sa(ctx: &Ctx, text: &[I], layout: &Layout) -> Option<Vec<u64>> {
         super::pooled::pooled_sa_ints(ctx, text, layout)
     }
 }
@@ -459,13 +475,20 @@ fn sample_ranks<C: Cover, I: Index>(
     } else {
         let sa_r = recurse(ctx, smp, pairs);
         let base = sa_r.first;
-        sa_r.sa
-            .into_iter()
-            .enumerate()
-            .map(|(k, q)| (base + k as u64 + 1, smp.text_pos(q as usize)))
-            .filter(|&(_, i)| i < n)
-            .map(|(r, i)| Pair::pack(r - shift, i as u64))
-            .collect()
+        // The recursion's suffix array (8 B per sample) is freed piece by piece as the pairs
+        // are made, not held beside all of them.
+        let mut ranked = Vec::with_capacity(sa_r.sa.len());
+        consume_from_end(sa_r.sa, |lo, piece| {
+            ranked.extend(
+                piece
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &q)| (base + (lo + k) as u64 + 1, smp.text_pos(q as usize)))
+                    .filter(|&(_, i)| i < n)
+                    .map(|(r, i)| <[I; 2]>::pack(r - shift, i as u64)),
+            )
+        });
+        ranked
     };
     ctx.phase("ranks to text", || {
         let mut rank = vec![I::zeroed(); layout.local_len(ctx.comm.rank())];
@@ -477,17 +500,38 @@ fn sample_ranks<C: Cover, I: Index>(
 }
 
 /// The recursion step: the names go to their places in the recursion string (block layout), and
-/// the string is solved one level deeper by pDC3. Returns its suffix array, sorted across pes.
-/// Collective.
+/// the string is solved one level deeper by pDC3. The string is stored in the narrowest index
+/// width that holds its largest name (or the forced one): it stays alive under every deeper
+/// level. Returns its suffix array, sorted across pes. Collective (one reduction for the
+/// largest name).
 fn recurse<C: Cover, I: Index>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<[I; 2]>) -> SortedPart {
+    // Names from samples' windows are at most m; prefix names (pCSS' hand-over) up to n.
+    let largest = ctx
+        .comm
+        .all_reduce_max(pairs.iter().map(|x| x.a()).max().unwrap_or(0));
+    match index_width(ctx, largest) {
+        IndexWidth::W32 => recurse_in::<C, I, u32>(ctx, smp, pairs),
+        IndexWidth::W40 => recurse_in::<C, I, U40>(ctx, smp, pairs),
+        IndexWidth::W64 => recurse_in::<C, I, u64>(ctx, smp, pairs),
+    }
+}
+
+/// [`recurse`] with the recursion string in index width `N`.
+fn recurse_in<C: Cover, I: Index, N: Index>(
+    ctx: &Ctx,
+    smp: &Samples<C>,
+    pairs: Vec<[I; 2]>,
+) -> SortedPart {
     let comm = &ctx.comm;
     let rl = Layout::block(smp.m, comm.size());
-    let r_text: Vec<u64> = ctx.phase("build recursion", || {
-        let mut r = vec![0u64; rl.local_len(comm.rank())];
-        send_to_owners(comm, &rl, pairs, &mut r[..], |x| (x.b() as usize, x.a()));
+    let r_text: Vec<N> = ctx.phase("build recursion", || {
+        let mut r = vec![N::zeroed(); rl.local_len(comm.rank())];
+        send_to_owners(comm, &rl, pairs, &mut r[..], |x| {
+            (x.b() as usize, N::from_u64(x.a()))
+        });
         r
     });
-    ctx.deeper(|| dc3::level::<u64>(ctx, &r_text, &rl))
+    ctx.deeper(|| dc3::level::<N>(ctx, &r_text, &rl))
 }
 
 #[cfg(test)]

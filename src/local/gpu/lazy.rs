@@ -93,7 +93,7 @@ impl DeviceSuffixArray for LazyGpu {
         self.gpu()?.suffix_array_bytes(text)
     }
 
-    fn suffix_array_ints(&self, text: &[u64]) -> Option<Vec<u64>> {
+    fn suffix_array_ints(&self, text: &[u32]) -> Option<Vec<u64>> {
         self.gpu()?.suffix_array_ints(text)
     }
 

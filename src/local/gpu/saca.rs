@@ -76,8 +76,8 @@ impl SacaKernels {
 pub enum SacaText<'a> {
     /// A byte text.
     Bytes(&'a [u8]),
-    /// A text of integers below 2^32.
-    Ints(&'a [u64]),
+    /// A text of integers (below 2^32).
+    Ints(&'a [u32]),
 }
 
 impl SacaText<'_> {
@@ -167,15 +167,12 @@ impl GpuSort {
         }
         let alphabet = match text {
             SacaText::Bytes(t) => Alphabet::Bytes(used_bytes(t)),
-            SacaText::Ints(t) => Alphabet::Ints(t.par_iter().copied().max().unwrap_or(0)),
+            SacaText::Ints(t) => Alphabet::Ints(t.par_iter().copied().max().unwrap_or(0) as u64),
         };
         let mut session = self.device_sa(n, alphabet)?;
         match text {
             SacaText::Bytes(t) => session.upload(t)?,
-            SacaText::Ints(t) => {
-                let v: Vec<u32> = t.par_iter().map(|&x| x as u32).collect();
-                session.upload(bytemuck::cast_slice(&v))?;
-            }
+            SacaText::Ints(t) => session.upload(bytemuck::cast_slice(t))?,
         }
         session.build()?;
         let t = Instant::now();
@@ -582,7 +579,7 @@ impl DeviceSuffixArray for GpuSort {
         self.suffix_array_or_cpu(SacaText::Bytes(text))
     }
 
-    fn suffix_array_ints(&self, text: &[u64]) -> Option<Vec<u64>> {
+    fn suffix_array_ints(&self, text: &[u32]) -> Option<Vec<u64>> {
         self.suffix_array_or_cpu(SacaText::Ints(text))
     }
 
