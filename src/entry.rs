@@ -46,9 +46,10 @@ fn suffix_array_here(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
     Ok(distributed(ctx, text, &layout))
 }
 
-/// The suffix array of a distributed text for `out` (created for it). With `--gpu` at p > 1,
-/// when the text fits pe 0's device, pe 0 writes the device's suffix array to `out` itself as it
-/// comes (no pe holds its part, nothing goes back through MPI) and every pe gets Ok(None); else
+/// The suffix array of a distributed text for `out` (created for it). With `--gpu`, when the
+/// text fits pe 0's device, pe 0 writes the device's suffix array to `out` itself as it comes
+/// (no pe holds its part, nothing goes back through MPI; at p = 1 no host copy of the whole
+/// suffix array, only a piece of its 32-bit entries at a time) and every pe gets Ok(None); else
 /// Ok(Some(this pe's part)), which the caller writes. Collective.
 pub fn suffix_array_or_write(
     ctx: &Ctx,
@@ -64,7 +65,7 @@ fn suffix_array_or_write_here(
     text: &[u8],
     out: &io::OutputFile,
 ) -> Result<Option<Vec<u64>>> {
-    if ctx.config.backend != Backend::Gpu || ctx.comm.size() == 1 || !ctx.tune.gpu_pool {
+    if ctx.config.backend != Backend::Gpu || !ctx.tune.gpu_pool {
         return suffix_array_here(ctx, text).map(Some);
     }
     check_config(ctx)?;
