@@ -48,6 +48,7 @@ use super::backend::{GpuSort, State};
 use super::buffer::DeviceBuffer;
 use super::error::{drv, fault, GpuError};
 use super::kernels::{Kernels, BLOCK};
+use super::sort::MAX_CHUNK_KEYS;
 use crate::local::{used_bytes, widen_in_place, Alphabet, DeviceSuffixArray, PooledSa};
 
 /// Texts shorter than this are left to libsais: launches and transfers cost more than they save.
@@ -360,7 +361,8 @@ impl GpuSort {
         let room = free.saturating_sub(fixed + MARGIN_BYTES) / RECORD_BYTES;
         let least = n.div_ceil(MAX_PARTS);
         let forced = self.opts.sa_parts.map(|p| n.div_ceil(p.max(1)));
-        let cap = forced.unwrap_or(n).min(room).min(n);
+        // (One sort takes at most MAX_CHUNK_KEYS records: the kernels' offsets are 32-bit.)
+        let cap = forced.unwrap_or(n).min(room).min(n).min(MAX_CHUNK_KEYS);
         if cap < least.min(forced.unwrap_or(n)) || cap == 0 {
             return Err(GpuError::OutOfMemory(format!(
                 "a suffix array of {n} characters needs about {} MiB of device memory, {} MiB are free",
