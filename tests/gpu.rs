@@ -621,7 +621,9 @@ fn device_suffix_array_in_pieces_equals_libsais() {
                 };
                 let got = g
                     .suffix_array_on_device(SacaText::Bytes(&t))
-                    .unwrap_or_else(|e| panic!("bytes {name} n={n} parts={parts}: device failed: {e}"));
+                    .unwrap_or_else(|e| {
+                        panic!("bytes {name} n={n} parts={parts}: device failed: {e}")
+                    });
                 if let Some(i) = (0..n).find(|&i| want[i] != got[i]) {
                     panic!(
                         "bytes {name} n={n} parts={parts}: device SA differs at {i}: want {} got {}",
@@ -631,8 +633,13 @@ fn device_suffix_array_in_pieces_equals_libsais() {
                 let ints: Vec<u64> = t.iter().map(|&c| c as u64 * 3 + 1).collect();
                 let got = g
                     .suffix_array_on_device(SacaText::Ints(&ints))
-                    .unwrap_or_else(|e| panic!("ints {name} n={n} parts={parts}: device failed: {e}"));
-                assert!(want == got, "ints {name} n={n} parts={parts}: device SA differs");
+                    .unwrap_or_else(|e| {
+                        panic!("ints {name} n={n} parts={parts}: device failed: {e}")
+                    });
+                assert!(
+                    want == got,
+                    "ints {name} n={n} parts={parts}: device SA differs"
+                );
                 cases += 2;
             }
         }

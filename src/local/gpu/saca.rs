@@ -27,12 +27,15 @@
 //!   the chunk's end; a group larger than `cap` is sorted on its own in key ranges as above, its
 //!   suffixes first copied into its stretch of the group list, which needs no entries for one
 //!   group (its positions are consecutive).
+//!
 //! A chunk's new ranks are visible to the chunks after it in the same round. That is sound (as
 //! in Larsson & Sadakane's doubling): a rank only ever moves to a position inside its old group,
 //! so the order between old groups stays and a finer rank only tells more; the ranges of a
 //! group sorted in pieces are cut from ranks nothing changes until all its pieces are placed.
+//!
 //! So device memory is 13 + 33 · cap / n bytes a character (46 when everything fits, 24 at
-//! cap = n / 3, 16 at the least): a 3.1 G-character genome fits an 80 GB device.
+//! cap = n / 3, 16 at the least): a 3.1 G-character genome fits an 80 GB device. A text that
+//! needs pieces leaves 1/20 of the device free ([`MARGIN_SHARE`]).
 //!
 //! Time is O(n log n) in the worst case (aⁿ: every suffix stays in a group until the offset
 //! reaches n/2), O(n log(LCP)) in general; pieces cost a pass over their group per key range.
@@ -67,8 +70,13 @@ pub const DEVICE_BYTES_PER_CHAR: usize = 3 * 4 + 4 + RECORD_BYTES.div_ceil(MAX_P
 const RECORD_BYTES: usize = 2 * 16 + 1;
 /// The sort buffers hold at least n / MAX_PARTS records (else the device is too small).
 const MAX_PARTS: usize = 16;
-/// Device memory kept free beside a suffix array (the driver, the count tables, other users).
+/// Device memory kept free beside a suffix array (the driver, the count tables, other users):
+/// at least this, and what [`MARGIN_SHARE`] of the device leaves when the text needs pieces.
 const MARGIN_BYTES: usize = 256 << 20;
+/// The share of the device's memory (1/20) that sort buffers leave free: fewer records than n
+/// cost one more key range now and then, a device filled to the last MiB a failed allocation
+/// elsewhere.
+const MARGIN_SHARE: usize = 20;
 /// Bins of one key histogram.
 const HIST_BINS: usize = 1 << 16;
 
@@ -356,9 +364,16 @@ impl GpuSort {
         // what this check accepts: keep them together.)
         st.free_bufs();
         let fixed = n * (word + 12) + 8 + HIST_BINS * 4 + n.div_ceil(SCAN_PER) * 4 + 512;
-        let (free, _) =
+        let (free, total) =
             result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
         let room = free.saturating_sub(fixed + MARGIN_BYTES) / RECORD_BYTES;
+        let room = if room >= n {
+            room
+        } else {
+            // Pieces anyway: leave a share of the device free (but take at least the least).
+            let spare = free.saturating_sub(fixed + MARGIN_BYTES.max(total / MARGIN_SHARE));
+            (spare / RECORD_BYTES).max(n.div_ceil(MAX_PARTS)).min(room)
+        };
         let least = n.div_ceil(MAX_PARTS);
         let forced = self.opts.sa_parts.map(|p| n.div_ceil(p.max(1)));
         // (One sort takes at most MAX_CHUNK_KEYS records: the kernels' offsets are 32-bit.)
@@ -619,9 +634,7 @@ impl Build<'_> {
         out: sys::CUdeviceptr,
     ) -> Result<usize, GpuError> {
         let k_ = self.k_();
-        let (at, _) = self
-            .gpu
-            .sort_on_device::<u128>(self.kernels, st, m, true)?;
+        let (at, _) = self.gpu.sort_on_device::<u128>(self.kernels, st, m, true)?;
         let rec = st.bufs[at].ptr();
         // The other buffer (16 bytes a record) holds the heads, the keep flags and the positions.
         let spare = st.bufs[1 - at].ptr();
@@ -663,7 +676,8 @@ impl Build<'_> {
     /// The entry of the group list where the group of entry j begins (j itself when it begins
     /// one).
     fn group_start(&self, j: usize) -> Result<usize, GpuError> {
-        let (act, sa, isa, k, j64, total) = (self.act, self.sa, self.isa, self.k, j as u64, self.total);
+        let (act, sa, isa, k, j64, total) =
+            (self.act, self.sa, self.isa, self.k, j as u64, self.total);
         self.gpu.dev.launch(
             &self.k_().group_start,
             1,
@@ -730,7 +744,9 @@ impl Build<'_> {
             self.launch(
                 &k_.select,
                 m,
-                &mut params!(src, m64, text, code, isa, n, h, k, bits, mode, lo, hi, rec, to, total),
+                &mut params!(
+                    src, m64, text, code, isa, n, h, k, bits, mode, lo, hi, rec, to, total
+                ),
             )?;
             let got = self.read_u32(total)? as usize;
             if got != r.count {
