@@ -35,7 +35,8 @@
 //!
 //! So device memory is 13 + 33 · cap / n bytes a character (46 when everything fits, 24 at
 //! cap = n / 3, 16 at the least): a 3.1 G-character genome fits an 80 GB device. A text that
-//! needs pieces leaves 1/20 of the device free ([`MARGIN_SHARE`]).
+//! needs pieces takes at most 24 ([`PIECE_SHARE`]) and leaves 1/20 of the device free
+//! ([`MARGIN_SHARE`]).
 //!
 //! Time is O(n log n) in the worst case (aⁿ: every suffix stays in a group until the offset
 //! reaches n/2), O(n log(LCP)) in general; pieces cost a pass over their group per key range.
@@ -77,6 +78,10 @@ const MARGIN_BYTES: usize = 256 << 20;
 /// cost one more key range now and then, a device filled to the last MiB a failed allocation
 /// elsewhere.
 const MARGIN_SHARE: usize = 20;
+/// A text that needs pieces gets sort records for at most n / PIECE_SHARE suffixes: 13 + 33 / 3
+/// = 24 bytes a character at the peak (more records save little: one key range or chunk in a
+/// few).
+const PIECE_SHARE: usize = 3;
 /// Bins of one key histogram.
 const HIST_BINS: usize = 1 << 16;
 
@@ -370,9 +375,13 @@ impl GpuSort {
         let room = if room >= n {
             room
         } else {
-            // Pieces anyway: leave a share of the device free (but take at least the least).
+            // Pieces anyway: records for at most n / PIECE_SHARE suffixes, leaving a share of
+            // the device free (but at least the least).
             let spare = free.saturating_sub(fixed + MARGIN_BYTES.max(total / MARGIN_SHARE));
-            (spare / RECORD_BYTES).max(n.div_ceil(MAX_PARTS)).min(room)
+            (spare / RECORD_BYTES)
+                .min(n.div_ceil(PIECE_SHARE))
+                .max(n.div_ceil(MAX_PARTS))
+                .min(room)
         };
         let least = n.div_ceil(MAX_PARTS);
         let forced = self.opts.sa_parts.map(|p| n.div_ceil(p.max(1)));
