@@ -209,6 +209,9 @@ pub struct Tuning {
     /// How page-locked host memory is obtained
     #[arg(long, hide = true, value_enum, value_name = "HOW")]
     pub gpu_pin: Option<PinArg>,
+    /// The device suffix array's sorts in at least N pieces (default: as few as fit)
+    #[arg(long, hide = true, value_name = "N", value_parser = at_least(1))]
+    pub gpu_sa_parts: Option<usize>,
 }
 
 /// `--css-finish`: [`psa::Tunables::css_finish_dc3`].
@@ -366,6 +369,7 @@ impl Cli {
                 PinArg::Alloc => PinMethod::Alloc,
             };
         }
+        gpu.sa_parts = t.gpu_sa_parts.or(gpu.sa_parts);
         gpu.kernel_cache = self.kernel_cache.clone().or(kernel_cache);
         c
     }
@@ -466,6 +470,7 @@ mod tests {
             "--gpu-stage=4x32",
             "--gpu-copy-piece=8192",
             "--gpu-pin=alloc",
+            "--gpu-sa-parts=7",
             "--kernel-cache=/k",
             "--mem-per-pe=1.5G",
         ])
@@ -477,7 +482,7 @@ mod tests {
              plan_algo=false read_piece=5 force_wide=true index_bits=40 \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
              gpu_pool=false pool_piece=3 sort_rounds=5 merge_rounds=6 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
-             gpu_copy_piece=8192 gpu_pin=\"alloc\" kernel_cache=\"/k\""
+             gpu_copy_piece=8192 gpu_pin=\"alloc\" gpu_sa_parts=7 kernel_cache=\"/k\""
         );
         assert_eq!(
             parse(&[]).config(Some("/default".into())).gpu.kernel_cache,

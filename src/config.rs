@@ -222,6 +222,11 @@ pub struct GpuOptions {
     /// None (the library's default): compiled in every process. The `psa` binary's default is
     /// `$XDG_CACHE_HOME/psa`, else `~/.cache/psa` (`--kernel-cache DIR`).
     pub kernel_cache: Option<PathBuf>,
+    /// The device suffix array's sorts in at least this many pieces (key ranges of the first
+    /// round, chunks of groups after it: sort buffers for n / N records); None (the default):
+    /// as few as the free device memory allows. Tests force many pieces on small texts
+    /// (`--gpu-sa-parts N`).
+    pub sa_parts: Option<usize>,
 }
 
 impl Default for GpuOptions {
@@ -232,6 +237,7 @@ impl Default for GpuOptions {
             copy_piece: 1 << 20,
             pin: PinMethod::Register,
             kernel_cache: None,
+            sa_parts: None,
         }
     }
 }
@@ -303,6 +309,10 @@ impl Config {
             ("gpu_stage_buffer_bytes", g.stage_buffer_bytes.to_string()),
             ("gpu_copy_piece", g.copy_piece.to_string()),
             ("gpu_pin", s(g.pin.name())),
+            (
+                "gpu_sa_parts",
+                g.sa_parts.map_or("null".into(), |p| p.to_string()),
+            ),
             (
                 "kernel_cache",
                 g.kernel_cache
@@ -391,9 +401,10 @@ mod tests {
                     copy_piece: _,
                     pin: _,
                     kernel_cache: _,
+                    sa_parts: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 10 + 13 + 5);
+        assert_eq!(names.len(), 10 + 13 + 6);
     }
 
     #[test]

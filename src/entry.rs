@@ -31,9 +31,10 @@ pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
 /// When `out` is a regular file ([`io::OutputFile::is_positional`]) no pe holds the suffix
 /// array: level 0 of the distributed algorithms writes every entry into it as soon as it is
 /// final (a merge round's part at its SA index, pCSS' placed part at its offset), and with
-/// `--gpu` at p > 1, when the text fits pe 0's device, pe 0 writes the device's suffix array
-/// as it comes; every pe gets Ok(None) and may read its part back ([`io::OutputFile::read_part`])
-/// until the caller commits `out`. For a device or FIFO every pe gets Ok(Some(its part)), which
+/// `--gpu`, when the text fits pe 0's device, pe 0 writes the device's suffix array as it
+/// comes (at p = 1 too: the host holds a piece of its 32-bit entries at a time); every pe gets
+/// Ok(None) and may read its part back ([`io::OutputFile::read_part`]) until the caller commits
+/// `out`. For a device or FIFO every pe gets Ok(Some(its part)), which
 /// the caller writes ([`io::OutputFile::write`]). Collective.
 pub fn suffix_array_or_write(
     ctx: &Ctx,
@@ -61,30 +62,29 @@ fn suffix_array_here(ctx: &Ctx, text: &[u8], sink: &SaSink) -> Result<Option<Vec
         // from the one slice, at p > 1 streamed through pe 0 to its device (algo::pooled); into
         // a file, pe 0 writes what the device gives (no pe holds its part, nothing goes back
         // through MPI).
-        if ctx.comm.size() == 1 {
-            let sa = ctx.phase("device suffix array", || {
-                ctx.device_suffix_array()?.suffix_array_bytes(text)
-            });
-            if let Some(sa) = sa {
-                return Ok(sink.deliver_layout(ctx, sa, &layout));
-            }
-        } else if ctx.tune.gpu_pool {
-            match sink.file() {
-                Some(out) => {
-                    if let Some(written) = algo::pooled::pooled_sa_to_file(ctx, text, &layout, out)
-                    {
-                        return written.map(|()| None);
-                    }
-                }
-                None => {
-                    let sa = ctx.phase("device suffix array", || {
-                        algo::pooled::pooled_sa(ctx, text, &layout)
-                    });
-                    if let Some(sa) = sa {
-                        return Ok(Some(sa));
-                    }
+        match sink.file() {
+            Some(out) if ctx.tune.gpu_pool => {
+                if let Some(written) = algo::pooled::pooled_sa_to_file(ctx, text, &layout, out) {
+                    return written.map(|()| None);
                 }
             }
+            _ if ctx.comm.size() == 1 => {
+                let sa = ctx.phase("device suffix array", || {
+                    ctx.device_suffix_array()?.suffix_array_bytes(text)
+                });
+                if let Some(sa) = sa {
+                    return Ok(sink.deliver_layout(ctx, sa, &layout));
+                }
+            }
+            _ if ctx.tune.gpu_pool => {
+                let sa = ctx.phase("device suffix array", || {
+                    algo::pooled::pooled_sa(ctx, text, &layout)
+                });
+                if let Some(sa) = sa {
+                    return Ok(Some(sa));
+                }
+            }
+            _ => {}
         }
         // The device did not take it or failed: the distributed algorithm (without asking the
         // device again at level 0).

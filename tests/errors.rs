@@ -470,7 +470,7 @@ fn settings_come_from_flags_not_the_environment() {
         \"css_predict\": false, \"css_finish\": \"dc3\", \"css_predicted\": \"dc3\", \
         \"gpu_pool\": false, \"pool_piece\": 3, \"sort_rounds\": 0, \"merge_rounds\": 0, \"lcp_prefix\": 16, \"request_piece\": 1048576, \"lcp_sample\": 0, \"gpu_stage_buffers\": 4, \
         \"gpu_stage_buffer_bytes\": 33554432, \"gpu_copy_piece\": 8192, \"gpu_pin\": \"alloc\", \
-        \"kernel_cache\": \"kernels\"}";
+        \"gpu_sa_parts\": null, \"kernel_cache\": \"kernels\"}";
     // (The default memory budget is the node's, different on every machine.)
     let defaults_head =
         "\"mpi_max_count\": 2147483647, \"exchange_round_bytes\": null, \"mem_per_pe\": ";

@@ -596,3 +596,57 @@ fn device_suffix_array_equals_libsais() {
         g.device()
     ));
 }
+
+/// The device suffix array with its sorts forced into pieces (the path of texts larger than the
+/// device's sort buffers): first-round key ranges (refined histograms, one-key ranges that do
+/// not fit), chunks of whole groups and groups sorted in key ranges, on every hard input.
+#[test]
+fn device_suffix_array_in_pieces_equals_libsais() {
+    use psa::internals::{naive_sa, sa_bytes};
+    use psa::local::gpu::SacaText;
+    if gpu("device_suffix_array_in_pieces_equals_libsais").is_none() {
+        return;
+    }
+    let mut cases = 0;
+    for parts in [2usize, 7, 64, 1000] {
+        let opts = GpuOptions {
+            sa_parts: Some(parts),
+            ..GpuOptions::default()
+        };
+        let g = GpuSort::open(0, 4, opts).expect("a second handle on the same device");
+        for n in [1usize, 2, 3, 9, 100, 1000, 4097, 300_000] {
+            for (name, t) in sa_texts(n, n as u64 ^ parts as u64) {
+                let want = if n <= 1000 {
+                    naive_sa(&t)
+                } else {
+                    sa_bytes(&t, 4)
+                };
+                let got = g
+                    .suffix_array_on_device(SacaText::Bytes(&t))
+                    .unwrap_or_else(|e| {
+                        panic!("bytes {name} n={n} parts={parts}: device failed: {e}")
+                    });
+                if let Some(i) = (0..n).find(|&i| want[i] != got[i]) {
+                    panic!(
+                        "bytes {name} n={n} parts={parts}: device SA differs at {i}: want {} got {}",
+                        want[i], got[i]
+                    );
+                }
+                let ints: Vec<u64> = t.iter().map(|&c| c as u64 * 3 + 1).collect();
+                let got = g
+                    .suffix_array_on_device(SacaText::Ints(&ints))
+                    .unwrap_or_else(|e| {
+                        panic!("ints {name} n={n} parts={parts}: device failed: {e}")
+                    });
+                assert!(
+                    want == got,
+                    "ints {name} n={n} parts={parts}: device SA differs"
+                );
+                cases += 2;
+            }
+        }
+    }
+    say(&format!(
+        "device_suffix_array_in_pieces_equals_libsais: {cases} texts"
+    ));
+}

@@ -1031,7 +1031,13 @@ fn place_all(
                     ))),
                     false => part,
                 };
-                text.extend(comm.agree(part)?);
+                let part = comm.agree(part)?;
+                // The usual case, one raw file: its part is the text (no second copy, no second
+                // n bytes at the peak).
+                match text.is_empty() {
+                    true => text = part,
+                    false => text.extend(part),
+                }
             }
             Pending::Plain(kept) => {
                 let at = first + comm.exscan_sum(kept.len() as u64) as usize;

@@ -57,7 +57,7 @@ pub struct GpuSort {
     pub(super) cpu: CpuSort,
     threads: usize,
     /// Copy piece, pin method and kernel cache (the staging shape went to [`Staging`]).
-    opts: GpuOptions,
+    pub(super) opts: GpuOptions,
     pub(super) max_chunk: Option<usize>,
     /// Overlap groups forced by a test (None: by size, see `sort::overlap_groups`).
     pub(super) groups: Option<usize>,

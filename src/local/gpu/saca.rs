@@ -1,7 +1,7 @@
 //! Whole suffix arrays on the device: prefix doubling over 32-bit ranks (the approach of Wang,
 //! Baxter & Owens, "Fast parallel skew and prefix-doubling suffix array construction on the
 //! GPU", and of libcubwt), for a text that one pe holds whole — the whole input at p = 1, or a
-//! gathered base case of the distributed algorithms.
+//! gathered base case of the distributed algorithms — of up to [`MAX_GPU_SA`] characters.
 //!
 //! The first round sorts every suffix by its first k characters, packed into 64 bits after the
 //! alphabet is renumbered densely (k = 21 for DNA with N, 9 for English, 8 for arbitrary bytes);
@@ -9,10 +9,37 @@
 //! suffix k·2^(r-1) further on), on the device's radix sort. Groups keep their place in the
 //! array, so sorting by the group's first position keeps them apart; the new groups are found by
 //! comparing neighbours, numbered by a max-scan and compacted by an add-scan. Everything stays
-//! on the device between rounds; the host reads one count per round. kernels: `saca.cu`.
+//! on the device between rounds; the host reads a few counts per round. kernels: `saca.cu`.
+//!
+//! Memory. What lives through the whole build is the text, SA, ISA and the list of suffixes
+//! still in groups (4 bytes each a character): 13 bytes a character for a byte text. The sorts
+//! use two buffers of 16-byte records and their pass state, 33 bytes a record, for at most
+//! `cap` records — all n when they fit (the fastest), else what the free memory leaves, at
+//! least n / [`MAX_PARTS`] (or `cap` forced by [`crate::GpuOptions::sa_parts`]). With fewer
+//! than n records a sort goes in pieces:
+//! - the first round in key ranges: a histogram of the keys (2^16 bins, refined where one bin
+//!   holds more than `cap`) cuts the key space into ranges of at most `cap` suffixes; each range
+//!   is selected (the suffixes whose key lies in it), sorted and written to its place in SA; a
+//!   range of one key more than `cap` suffixes share needs no sort. ISA and the new groups are
+//!   then found from SA and the keys, the groups compacted in windows of `cap`;
+//! - a doubling round in chunks of whole groups (groups are independent: a chunk's sort only
+//!   reorders its own positions), each at most `cap` suffixes, found by probing the group at
+//!   the chunk's end; a group larger than `cap` is sorted on its own in key ranges as above, its
+//!   suffixes first copied into its stretch of the group list, which needs no entries for one
+//!   group (its positions are consecutive).
+//!
+//! A chunk's new ranks are visible to the chunks after it in the same round. That is sound (as
+//! in Larsson & Sadakane's doubling): a rank only ever moves to a position inside its old group,
+//! so the order between old groups stays and a finer rank only tells more; the ranges of a
+//! group sorted in pieces are cut from ranks nothing changes until all its pieces are placed.
+//!
+//! So device memory is 13 + 33 · cap / n bytes a character (46 when everything fits, 24 at
+//! cap = n / 3, 16 at the least): a 3.1 G-character genome fits an 80 GB device. A text that
+//! needs pieces takes at most 24 ([`PIECE_SHARE`]) and leaves 1/20 of the device free
+//! ([`MARGIN_SHARE`]).
 //!
 //! Time is O(n log n) in the worst case (aⁿ: every suffix stays in a group until the offset
-//! reaches n/2), O(n log(LCP)) in general; device memory about 63 bytes per character.
+//! reaches n/2), O(n log(LCP)) in general; pieces cost a pass over their group per key range.
 
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -25,25 +52,53 @@ use super::backend::{GpuSort, State};
 use super::buffer::DeviceBuffer;
 use super::error::{drv, fault, GpuError};
 use super::kernels::{Kernels, BLOCK};
+use super::sort::MAX_CHUNK_KEYS;
 use crate::local::{used_bytes, widen_in_place, Alphabet, DeviceSuffixArray, PooledSa};
 
 /// Texts shorter than this are left to libsais: launches and transfers cost more than they save.
 pub const MIN_GPU_SA: usize = 1 << 18;
-/// Longest text the device path takes (32-bit positions and ranks, one sort chunk).
-pub const MAX_GPU_SA: usize = (1 << 31) - 128;
+/// Longest text the device path takes: 32-bit positions and ranks (a rank is a position plus
+/// k ≤ 64, and a doubling key packs a position above a rank in 64 bits).
+pub const MAX_GPU_SA: usize = (1 << 32) - 128;
 
-/// Device memory a suffix array needs per character (two 16-byte sort records, six 4-byte arrays,
-/// the text, the one-sweep sort passes' tile state of 1 byte per record), rounded up for the
-/// fixed part.
-pub const DEVICE_BYTES_PER_CHAR: usize = 2 * 16 + 6 * 4 + 4 + 1 + 2;
+/// Device memory a suffix array needs per character at the least (what the host plans with):
+/// SA, ISA and the group list (4 bytes each), a text of up to 4 bytes a character, and sort
+/// records for n / [`MAX_PARTS`] suffixes (33 bytes each), rounded up. A byte text needs 3
+/// bytes less; any memory beyond this makes the sorts go in fewer pieces.
+pub const DEVICE_BYTES_PER_CHAR: usize = 3 * 4 + 4 + RECORD_BYTES.div_ceil(MAX_PARTS);
+
+/// Device bytes per sort record: two 16-byte buffers and the one-sweep pass state.
+const RECORD_BYTES: usize = 2 * 16 + 1;
+/// The sort buffers hold at least n / MAX_PARTS records (else the device is too small).
+const MAX_PARTS: usize = 16;
+/// Device memory kept free beside a suffix array (the driver, the count tables, other users):
+/// at least this, and what [`MARGIN_SHARE`] of the device leaves when the text needs pieces.
+const MARGIN_BYTES: usize = 256 << 20;
+/// The share of the device's memory (1/20) that sort buffers leave free: fewer records than n
+/// cost one more key range now and then, a device filled to the last MiB a failed allocation
+/// elsewhere.
+const MARGIN_SHARE: usize = 20;
+/// A text that needs pieces gets sort records for at most n / PIECE_SHARE suffixes: 13 + 33 / 3
+/// = 24 bytes a character at the peak (more records save little: one key range or chunk in a
+/// few).
+const PIECE_SHARE: usize = 3;
+/// Bins of one key histogram.
+const HIST_BINS: usize = 1 << 16;
 
 /// Elements each block of the scan kernels covers (so that the partials fit one block's loop).
 const SCAN_PER: usize = 1 << 16;
 
 /// The kernels of the device suffix array.
 pub(super) struct SacaKernels {
-    keys_u8: CudaFunction,
-    keys_u32: CudaFunction,
+    keys: CudaFunction,
+    hist: CudaFunction,
+    select: CudaFunction,
+    place: CudaFunction,
+    group_heads: CudaFunction,
+    group_ranks: CudaFunction,
+    group_keep: CudaFunction,
+    group_start: CudaFunction,
+    group_end: CudaFunction,
     round_keys: CudaFunction,
     heads: CudaFunction,
     ranks: CudaFunction,
@@ -59,8 +114,15 @@ impl SacaKernels {
         f: &dyn Fn(&str) -> Result<CudaFunction, GpuError>,
     ) -> Result<Self, GpuError> {
         Ok(SacaKernels {
-            keys_u8: f("sa_keys_u8")?,
-            keys_u32: f("sa_keys_u32")?,
+            keys: f("sa_keys")?,
+            hist: f("sa_hist")?,
+            select: f("sa_select")?,
+            place: f("sa_place")?,
+            group_heads: f("sa_group_heads")?,
+            group_ranks: f("sa_group_ranks")?,
+            group_keep: f("sa_group_keep")?,
+            group_start: f("sa_group_start")?,
+            group_end: f("sa_group_end")?,
             round_keys: f("sa_round_keys")?,
             heads: f("sa_heads")?,
             ranks: f("sa_ranks")?,
@@ -102,6 +164,16 @@ struct SacaProfile {
     k: u32,
     /// Doubling rounds after the first sort.
     rounds: usize,
+    /// Records the sort buffers hold.
+    cap: usize,
+    /// Key ranges of the first round (1: sorted whole).
+    parts: usize,
+    /// Sorts of the doubling rounds: chunks of whole groups, and groups sorted in key ranges.
+    chunks: usize,
+    big_groups: usize,
+    /// Device memory in use (all processes) at the end of the build, and the device's total.
+    used: usize,
+    total: usize,
     alloc_s: f64,
     h2d_s: f64,
     first_s: f64,
@@ -135,7 +207,8 @@ impl Alphabet {
 
 /// One device suffix array in the making: its buffers on the device, filled by
 /// [`DeviceSa::upload`], built by [`DeviceSa::build`], read by [`DeviceSa::download`]; every
-/// buffer is freed when it is dropped.
+/// buffer is freed when it is dropped. The sort buffers are the backend's (`State::bufs`),
+/// sized for `cap` records.
 pub(super) struct SacaRun {
     n: usize,
     /// Bytes per character on the device (1 for bytes, 4 for integers).
@@ -143,18 +216,60 @@ pub(super) struct SacaRun {
     ints: bool,
     cbits: u32,
     k: u32,
+    cap: usize,
     /// Characters uploaded so far.
     filled: usize,
     d_text: DeviceBuffer,
     d_code: DeviceBuffer,
     d_isa: DeviceBuffer,
     d_sa: DeviceBuffer,
-    d_act: [DeviceBuffer; 2],
-    d_hp: DeviceBuffer,
-    d_keep: DeviceBuffer,
+    d_act: DeviceBuffer,
     d_part: DeviceBuffer,
     d_total: DeviceBuffer,
+    d_hist: DeviceBuffer,
     prof: SacaProfile,
+}
+
+/// How a kernel computes the key of a suffix (`KeyArgs` in saca.cu): mode 0 a byte text's first
+/// k characters, 1 a 32-bit text's, 2 a doubling round's (group, rank at offset h).
+#[derive(Clone, Copy)]
+struct Key {
+    text: sys::CUdeviceptr,
+    code: sys::CUdeviceptr,
+    isa: sys::CUdeviceptr,
+    n: u64,
+    h: u64,
+    k: u32,
+    bits: u32,
+    mode: u32,
+}
+
+/// A key range of a sort in pieces: keys lo..=hi, held by `count` suffixes.
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    lo: u64,
+    hi: u64,
+    count: usize,
+}
+
+/// The build's view of one run: the device addresses and sizes the steps share.
+struct Build<'a> {
+    gpu: &'a GpuSort,
+    kernels: &'a Kernels,
+    n: usize,
+    k: u32,
+    cap: usize,
+    sa: sys::CUdeviceptr,
+    isa: sys::CUdeviceptr,
+    act: sys::CUdeviceptr,
+    part: sys::CUdeviceptr,
+    total: sys::CUdeviceptr,
+    hist: sys::CUdeviceptr,
+}
+
+/// Device address of 32-bit element `i` of the array at `base`.
+fn at4(base: sys::CUdeviceptr, i: usize) -> sys::CUdeviceptr {
+    base + 4 * i as u64
 }
 
 impl GpuSort {
@@ -194,8 +309,8 @@ impl GpuSort {
     /// Starts a device suffix array of `n` characters over `alphabet`: checks the device memory
     /// and allocates everything, holding the device until the build handle is dropped. The text then
     /// goes up in consecutive pieces ([`DeviceSa::upload`]), [`DeviceSa::build`] sorts, and the
-    /// suffix array comes back in any pieces ([`DeviceSa::download`]). Device memory ≈
-    /// [`DEVICE_BYTES_PER_CHAR`] per character; host memory only the staging buffers.
+    /// suffix array comes back in any pieces ([`DeviceSa::download`]). Device memory: see the
+    /// module doc; host memory only the staging buffers.
     pub fn device_sa(&self, n: usize, alphabet: Alphabet) -> Result<DeviceSa<'_>, GpuError> {
         if n > MAX_GPU_SA {
             return Err(GpuError::Unsupported(format!(
@@ -243,29 +358,40 @@ impl GpuSort {
         let cbits = bits(max_code).max(1);
         let k = (64 / cbits).min(64);
         prof.k = k;
+        let ints = code.is_none();
+        let word = if ints { 4 } else { 1 };
 
-        // Device memory: two sort buffers of 16 bytes a suffix, six arrays of 4, the text.
-        // (GpuSort::suffix_array_max_len promises what this check accepts: keep them together.)
-        let need = n * DEVICE_BYTES_PER_CHAR + (64 << 20);
-        let (free, _) =
+        // The arrays that live through the build, then as many sort records as fit (all n, or
+        // at least n / MAX_PARTS; fewer when forced). (GpuSort::suffix_array_max_len promises
+        // what this check accepts: keep them together.)
+        st.free_bufs();
+        let fixed = n * (word + 12) + 8 + HIST_BINS * 4 + n.div_ceil(SCAN_PER) * 4 + 512;
+        let (free, total) =
             result::mem_get_info().map_err(drv("cannot read the free device memory"))?;
-        if need > free + st.own_bytes() {
+        let room = free.saturating_sub(fixed + MARGIN_BYTES) / RECORD_BYTES;
+        let room = if room >= n {
+            room
+        } else {
+            // Pieces anyway: records for at most n / PIECE_SHARE suffixes, leaving a share of
+            // the device free (but at least the least).
+            let spare = free.saturating_sub(fixed + MARGIN_BYTES.max(total / MARGIN_SHARE));
+            (spare / RECORD_BYTES)
+                .min(n.div_ceil(PIECE_SHARE))
+                .max(n.div_ceil(MAX_PARTS))
+                .min(room)
+        };
+        let least = n.div_ceil(MAX_PARTS);
+        let forced = self.opts.sa_parts.map(|p| n.div_ceil(p.max(1)));
+        // (One sort takes at most MAX_CHUNK_KEYS records: the kernels' offsets are 32-bit.)
+        let cap = forced.unwrap_or(n).min(room).min(n).min(MAX_CHUNK_KEYS);
+        if cap < least.min(forced.unwrap_or(n)) || cap == 0 {
             return Err(GpuError::OutOfMemory(format!(
                 "a suffix array of {n} characters needs about {} MiB of device memory, {} MiB are free",
-                need >> 20,
+                (fixed + least * RECORD_BYTES + MARGIN_BYTES) >> 20,
                 free >> 20
             )));
         }
-        let chunk = self.reserve::<u128>(st, n)?;
-        if chunk < n {
-            return Err(GpuError::OutOfMemory(format!(
-                "the device holds {chunk} of the {n} sort records a suffix array needs"
-            )));
-        }
-        let ints = code.is_none();
-        let word = if ints { 4 } else { 1 };
-        let w = 4usize;
-        let part_cap = n.div_ceil(SCAN_PER).max(1);
+        prof.cap = cap;
         // At least 4 bytes each; a failure frees those allocated before it.
         let alloc = |bytes: usize| {
             DeviceBuffer::alloc(&self.dev.ctx, bytes.max(4))
@@ -273,13 +399,13 @@ impl GpuSort {
         };
         let d_text = alloc(n * word + 8)?;
         let d_code = alloc(256)?;
-        let d_isa = alloc(n * w)?;
-        let d_sa = alloc(n * w)?;
-        let d_act = [alloc(n * w)?, alloc(n * w)?];
-        let d_hp = alloc(n * w)?;
-        let d_keep = alloc(n * w)?;
-        let d_part = alloc(part_cap * w)?;
+        let d_isa = alloc(n * 4)?;
+        let d_sa = alloc(n * 4)?;
+        let d_act = alloc(n * 4)?;
+        let d_part = alloc(n.div_ceil(SCAN_PER).max(1) * 4)?;
         let d_total = alloc(8)?;
+        let d_hist = alloc(HIST_BINS * 4)?;
+        st.bufs = [alloc(cap * 16)?, alloc(cap * 16)?];
         if let Some(code) = code {
             let stream = self.dev.stream.cu_stream();
             unsafe { result::memcpy_htod_async(d_code.ptr(), &code[..], stream) }
@@ -296,16 +422,16 @@ impl GpuSort {
             ints,
             cbits,
             k,
+            cap,
             filled: 0,
             d_text,
             d_code,
             d_isa,
             d_sa,
             d_act,
-            d_hp,
-            d_keep,
             d_part,
             d_total,
+            d_hist,
             prof,
         })
     }
@@ -316,7 +442,6 @@ impl GpuSort {
         st: &mut State,
         run: &mut SacaRun,
     ) -> Result<(), GpuError> {
-        let k_ = &kernels.saca;
         let n = run.n;
         if run.filled != n {
             return Err(GpuError::Internal(format!(
@@ -324,138 +449,455 @@ impl GpuSort {
                 run.filled
             )));
         }
+        let b = Build {
+            gpu: self,
+            kernels,
+            n,
+            k: run.k,
+            cap: run.cap,
+            sa: run.d_sa.ptr(),
+            isa: run.d_isa.ptr(),
+            act: run.d_act.ptr(),
+            part: run.d_part.ptr(),
+            total: run.d_total.ptr(),
+            hist: run.d_hist.ptr(),
+        };
         let n64 = n as u64;
-        let (cbits, k) = (run.cbits, run.k);
-        let (d_text, d_code) = (run.d_text.ptr(), run.d_code.ptr());
-        let (d_sa, d_isa) = (run.d_sa.ptr(), run.d_isa.ptr());
-        let (d_hp, d_keep) = (run.d_hp.ptr(), run.d_keep.ptr());
-        let (d_part, d_total) = (run.d_part.ptr(), run.d_total.ptr());
-        let d_act = [run.d_act[0].ptr(), run.d_act[1].ptr()];
-        let launch = |f: &CudaFunction, items: usize, params: &mut [*mut c_void]| {
-            self.dev.launch(f, self.grid_for(items), BLOCK, params)
-        };
-        // Inclusive scan of a[0..m) in place; op 0 = add, 1 = max.
-        let scan = |a: sys::CUdeviceptr, m: usize, op: usize, part: sys::CUdeviceptr| {
-            let nb = m.div_ceil(SCAN_PER).max(1);
-            let (m64, per) = (m as u64, SCAN_PER as u64);
-            let nb32 = nb as u32;
-            let run = |f: &CudaFunction, grid: u32, params: &mut [*mut c_void]| {
-                self.dev.launch(f, grid, BLOCK, params)
-            };
-            run(&k_.reduce[op], nb32, &mut params!(a, m64, per, part))?;
-            run(&k_.part[op], 1, &mut params!(part, nb32))?;
-            run(&k_.apply[op], nb32, &mut params!(a, m64, per, part))
-        };
+        let k = run.k;
+        let prof = &mut run.prof;
 
         // First round: all suffixes by their first k characters.
         let t = Instant::now();
-        let rec0 = st.bufs[0].ptr();
-        if run.ints {
-            launch(&k_.keys_u32, n, &mut params!(d_text, n64, cbits, k, rec0))?
-        } else {
-            launch(
-                &k_.keys_u8,
+        let first = Key {
+            text: run.d_text.ptr(),
+            code: run.d_code.ptr(),
+            isa: 0,
+            n: n64,
+            h: 0,
+            k,
+            bits: run.cbits,
+            mode: run.ints as u32,
+        };
+        let mut m = if n <= b.cap {
+            prof.parts = 1;
+            let rec = st.bufs[0].ptr();
+            let Key {
+                text,
+                code,
+                isa,
                 n,
-                &mut params!(d_text, n64, d_code, cbits, k, rec0),
-            )?
-        }
-        let (at, _) = self.sort_on_device::<u128>(kernels, st, n, true)?;
-        let null: sys::CUdeviceptr = 0;
-        let mut m = self.split_groups(
-            kernels, st, at, n, null, d_sa, d_isa, d_hp, d_keep, d_part, d_act[0], d_total, k,
-            &scan,
-        )?;
-        run.prof.first_s = t.elapsed().as_secs_f64();
+                h,
+                k,
+                bits,
+                mode,
+            } = first;
+            b.launch(
+                &b.k_().keys,
+                b.n,
+                &mut params!(text, code, isa, n, h, k, bits, mode, rec),
+            )?;
+            b.sort_split(st, b.n, 0, b.act)?
+        } else {
+            let (kept, parts) = b.sort_in_ranges(st, 0, b.n, 0, first, b.act, b.act)?;
+            prof.parts = parts;
+            kept
+        };
+        prof.first_s = t.elapsed().as_secs_f64();
 
-        // Doubling rounds over the suffixes still in groups.
+        // Doubling rounds over the suffixes still in groups, in chunks of whole groups.
         let t = Instant::now();
         let sbits = bits(n64 + k as u64 - 1);
         let mut h = k as u64;
-        let mut cur = 0usize;
         while m > 0 {
-            if run.prof.rounds > 0 && h / 2 >= n64 {
+            if prof.rounds > 0 && h / 2 >= n64 {
                 // The previous round compared 2·(h/2) ≥ n characters: no two suffixes can tie.
                 return Err(GpuError::Internal(format!(
                     "{m} suffixes unresolved at offset {h} of {n}"
                 )));
             }
-            let (act, rec0) = (d_act[cur], st.bufs[0].ptr());
-            let m64 = m as u64;
-            launch(
-                &k_.round_keys,
-                m,
-                &mut params!(act, m64, d_sa, d_isa, n64, h, k, sbits, rec0),
-            )?;
-            let (at, _) = self.sort_on_device::<u128>(kernels, st, m, true)?;
-            m = self.split_groups(
-                kernels,
-                st,
-                at,
-                m,
-                act,
-                d_sa,
-                d_isa,
-                d_hp,
-                d_keep,
-                d_part,
-                d_act[1 - cur],
-                d_total,
+            let key = Key {
+                text: 0,
+                code: 0,
+                isa: b.isa,
+                n: n64,
+                h,
                 k,
-                &scan,
-            )?;
-            cur = 1 - cur;
+                bits: sbits,
+                mode: 2,
+            };
+            // Entries [a, m) of the group list are still to sort; the survivors so far are in
+            // [0, w) (w ≤ a: a chunk never keeps more than it had).
+            let (mut a, mut w) = (0usize, 0usize);
+            while a < m {
+                let end = if a + b.cap >= m {
+                    m
+                } else {
+                    b.group_start(a + b.cap)?
+                };
+                if end > a {
+                    w += b.chunk(st, a, end, w, key)?;
+                    prof.chunks += 1;
+                    a = end;
+                } else {
+                    // The group at a alone holds more than the sort buffers.
+                    let head = b.read_u32(at4(b.act, a))? as usize;
+                    let size = b.group_end(head)? - head;
+                    let src = at4(b.act, a);
+                    let stream = self.dev.stream.cu_stream();
+                    unsafe { result::memcpy_dtod_async(src, at4(b.sa, head), 4 * size, stream) }
+                        .map_err(drv("device copy"))?;
+                    let (kept, _) =
+                        b.sort_in_ranges(st, src, size, head, key, at4(b.act, w), src)?;
+                    w += kept;
+                    prof.big_groups += 1;
+                    a += size;
+                }
+            }
+            m = w;
             h *= 2;
-            run.prof.rounds += 1;
+            prof.rounds += 1;
             log::trace!(
                 "gpu sa: round {} (offset {h}): {m} suffixes left in groups",
-                run.prof.rounds
+                prof.rounds
             );
         }
-        run.prof.rounds_s = t.elapsed().as_secs_f64();
+        prof.rounds_s = t.elapsed().as_secs_f64();
+        if let Ok((free, total)) = result::mem_get_info() {
+            (prof.used, prof.total) = (total - free, total);
+        }
         Ok(())
     }
+}
 
-    /// After a sort of m records (in bufs[at]) of the suffixes at sorted positions `act` (null:
-    /// 0..m): writes their sa and isa entries, splits their groups, and compacts the positions of
-    /// the suffixes still in groups of two or more into `out`; returns how many.
-    #[allow(clippy::too_many_arguments)]
-    fn split_groups(
+impl Build<'_> {
+    fn k_(&self) -> &SacaKernels {
+        &self.kernels.saca
+    }
+
+    fn launch(
         &self,
-        kernels: &Kernels,
-        st: &mut State,
-        at: usize,
-        m: usize,
-        act: sys::CUdeviceptr,
-        d_sa: sys::CUdeviceptr,
-        d_isa: sys::CUdeviceptr,
-        d_hp: sys::CUdeviceptr,
-        d_keep: sys::CUdeviceptr,
-        d_part: sys::CUdeviceptr,
-        out: sys::CUdeviceptr,
-        d_total: sys::CUdeviceptr,
-        k: u32,
-        scan: &dyn Fn(sys::CUdeviceptr, usize, usize, sys::CUdeviceptr) -> Result<(), GpuError>,
-    ) -> Result<usize, GpuError> {
-        let k_ = &kernels.saca;
-        let cu_stream = self.dev.stream.cu_stream();
-        let grid = self.grid_for(m);
-        let launch =
-            |f: &CudaFunction, params: &mut [*mut c_void]| self.dev.launch(f, grid, BLOCK, params);
-        let rec = st.bufs[at].ptr();
-        let m64 = m as u64;
-        launch(&k_.heads, &mut params!(rec, m64, act, d_sa, d_hp))?;
-        scan(d_hp, m, 1, d_part)?;
-        launch(&k_.ranks, &mut params!(rec, m64, d_hp, k, d_isa, d_keep))?;
-        scan(d_keep, m, 0, d_part)?;
-        launch(&k_.compact, &mut params!(act, d_keep, m64, out, d_total))?;
-        let mut total = [0u32; 1];
-        unsafe { result::memcpy_dtoh_async(&mut total[..], d_total, cu_stream) }
+        f: &CudaFunction,
+        items: usize,
+        params: &mut [*mut c_void],
+    ) -> Result<(), GpuError> {
+        self.gpu
+            .dev
+            .launch(f, self.gpu.grid_for(items), BLOCK, params)
+    }
+
+    fn stream(&self) -> sys::CUstream {
+        self.gpu.dev.stream.cu_stream()
+    }
+
+    /// Inclusive scan of the m u32 at `a` in place; op 0 = add, 1 = max.
+    fn scan(&self, a: sys::CUdeviceptr, m: usize, op: usize) -> Result<(), GpuError> {
+        let k_ = self.k_();
+        let nb = m.div_ceil(SCAN_PER).max(1);
+        let (m64, per, part) = (m as u64, SCAN_PER as u64, self.part);
+        let nb32 = nb as u32;
+        let dev = &self.gpu.dev;
+        dev.launch(&k_.reduce[op], nb32, BLOCK, &mut params!(a, m64, per, part))?;
+        dev.launch(&k_.part[op], 1, BLOCK, &mut params!(part, nb32))?;
+        dev.launch(&k_.apply[op], nb32, BLOCK, &mut params!(a, m64, per, part))
+    }
+
+    fn zero(&self, p: sys::CUdeviceptr, bytes: usize) -> Result<(), GpuError> {
+        unsafe { result::memset_d8_async(p, 0, bytes, self.stream()) }
+            .map_err(drv("cannot clear device memory"))
+    }
+
+    /// Waits for the queued work and reads `out.len()` u32 at `p`.
+    fn read(&self, p: sys::CUdeviceptr, out: &mut [u32]) -> Result<(), GpuError> {
+        unsafe { result::memcpy_dtoh_async(out, p, self.stream()) }
             .map_err(drv("device-to-host copy"))?;
-        self.dev
+        self.gpu
+            .dev
             .stream
             .synchronize()
-            .map_err(fault("a suffix array kernel failed"))?;
-        Ok(total[0] as usize)
+            .map_err(fault("a suffix array kernel failed"))
+    }
+
+    fn read_u32(&self, p: sys::CUdeviceptr) -> Result<u32, GpuError> {
+        let mut v = [0u32; 1];
+        self.read(p, &mut v)?;
+        Ok(v[0])
+    }
+
+    fn read_u64(&self, p: sys::CUdeviceptr) -> Result<u64, GpuError> {
+        let mut v = [0u32; 2];
+        self.read(p, &mut v)?;
+        Ok(v[0] as u64 | (v[1] as u64) << 32)
+    }
+
+    /// Sorts the m records in bufs[0] (suffix, key) whose sorted positions are act[0..m) (act
+    /// 0: 0..m, ascending either way; whole groups), writes their SA and ISA entries, splits
+    /// their groups and compacts the positions still in groups into `out`; returns how many.
+    fn sort_split(
+        &self,
+        st: &mut State,
+        m: usize,
+        act: sys::CUdeviceptr,
+        out: sys::CUdeviceptr,
+    ) -> Result<usize, GpuError> {
+        let k_ = self.k_();
+        let (at, _) = self.gpu.sort_on_device::<u128>(self.kernels, st, m, true)?;
+        let rec = st.bufs[at].ptr();
+        // The other buffer (16 bytes a record) holds the heads, the keep flags and the positions.
+        let spare = st.bufs[1 - at].ptr();
+        let (hp, keep, qs) = (spare, at4(spare, self.cap), at4(spare, 2 * self.cap));
+        let (m64, k, sa, isa, total) = (m as u64, self.k, self.sa, self.isa, self.total);
+        let base = 0u64;
+        self.launch(&k_.heads, m, &mut params!(rec, m64, act, sa, hp, qs))?;
+        self.scan(hp, m, 1)?;
+        self.launch(&k_.ranks, m, &mut params!(rec, m64, hp, k, isa, keep))?;
+        self.scan(keep, m, 0)?;
+        self.launch(
+            &k_.compact,
+            m,
+            &mut params!(qs, keep, m64, base, out, total),
+        )?;
+        Ok(self.read_u32(total)? as usize)
+    }
+
+    /// A doubling round's chunk: the whole groups at entries [a, end) of the group list, the
+    /// survivors compacted to entry w on.
+    fn chunk(
+        &self,
+        st: &mut State,
+        a: usize,
+        end: usize,
+        w: usize,
+        key: Key,
+    ) -> Result<usize, GpuError> {
+        let (act, m64, rec) = (at4(self.act, a), (end - a) as u64, st.bufs[0].ptr());
+        let (sa, isa, n, h, k, sbits) = (self.sa, self.isa, key.n, key.h, key.k, key.bits);
+        self.launch(
+            &self.k_().round_keys,
+            end - a,
+            &mut params!(act, m64, sa, isa, n, h, k, sbits, rec),
+        )?;
+        self.sort_split(st, end - a, act, at4(self.act, w))
+    }
+
+    /// The entry of the group list where the group of entry j begins (j itself when it begins
+    /// one).
+    fn group_start(&self, j: usize) -> Result<usize, GpuError> {
+        let (act, sa, isa, k, j64, total) =
+            (self.act, self.sa, self.isa, self.k, j as u64, self.total);
+        self.gpu.dev.launch(
+            &self.k_().group_start,
+            1,
+            1,
+            &mut params!(act, sa, isa, k, j64, total),
+        )?;
+        Ok(self.read_u64(total)? as usize)
+    }
+
+    /// One past the last position of the group that begins at sorted position `head`.
+    fn group_end(&self, head: usize) -> Result<usize, GpuError> {
+        let n64 = self.n as u64;
+        unsafe { result::memcpy_htod_async(self.total, &[n64], self.stream()) }
+            .map_err(drv("host-to-device copy"))?;
+        let (sa, isa, k, q0, total) = (self.sa, self.isa, self.k, head as u64, self.total);
+        self.launch(
+            &self.k_().group_end,
+            self.n - head,
+            &mut params!(sa, isa, n64, k, q0, total),
+        )?;
+        Ok(self.read_u64(total)? as usize)
+    }
+
+    /// Sorts one group in key ranges: the m suffixes src[0..m) (src 0: 0..m) at sorted positions
+    /// [q0, q0 + m), by `key`, none of whose ranks change meanwhile. Writes their SA and ISA
+    /// entries, splits the group, and compacts the positions still in groups into `out`; `hp`
+    /// (m u32, may be `src`: it is read before) takes the heads. Returns (survivors, ranges).
+    #[allow(clippy::too_many_arguments)]
+    fn sort_in_ranges(
+        &self,
+        st: &mut State,
+        src: sys::CUdeviceptr,
+        m: usize,
+        q0: usize,
+        key: Key,
+        out: sys::CUdeviceptr,
+        hp: sys::CUdeviceptr,
+    ) -> Result<(usize, usize), GpuError> {
+        let k_ = self.k_();
+        let mut ranges = Vec::new();
+        self.ranges(src, m, key, 0, u64::MAX, m, &mut ranges)?;
+        let Key {
+            text,
+            code,
+            isa,
+            n,
+            h,
+            k,
+            bits,
+            mode,
+        } = key;
+        let (m64, total) = (m as u64, self.total);
+        let mut base = 0usize;
+        for r in &ranges {
+            let (lo, hi) = (r.lo, r.hi);
+            let dst = at4(self.sa, q0 + base);
+            self.zero(total, 4)?;
+            // A range of one key that does not fit is one group: placed in any order.
+            let (rec, to): (sys::CUdeviceptr, sys::CUdeviceptr) = if r.count <= self.cap {
+                (st.bufs[0].ptr(), 0)
+            } else {
+                (0, dst)
+            };
+            self.launch(
+                &k_.select,
+                m,
+                &mut params!(
+                    src, m64, text, code, isa, n, h, k, bits, mode, lo, hi, rec, to, total
+                ),
+            )?;
+            let got = self.read_u32(total)? as usize;
+            if got != r.count {
+                return Err(GpuError::Internal(format!(
+                    "key range {lo:#x}..={hi:#x}: {got} suffixes selected, {} counted",
+                    r.count
+                )));
+            }
+            if rec != 0 {
+                let (at, _) = self
+                    .gpu
+                    .sort_on_device::<u128>(self.kernels, st, r.count, true)?;
+                let (rec, c64) = (st.bufs[at].ptr(), r.count as u64);
+                self.launch(&k_.place, r.count, &mut params!(rec, c64, dst))?;
+            }
+            base += r.count;
+        }
+        if base != m {
+            return Err(GpuError::Internal(format!(
+                "key ranges hold {base} of {m} suffixes"
+            )));
+        }
+        // The new groups, from SA and the keys (which no rank change has touched yet).
+        let (sa, q64) = (self.sa, q0 as u64);
+        self.launch(
+            &k_.group_heads,
+            m,
+            &mut params!(sa, q64, m64, text, code, isa, n, h, k, bits, mode, hp),
+        )?;
+        self.scan(hp, m, 1)?;
+        let isa_out = self.isa;
+        self.launch(
+            &k_.group_ranks,
+            m,
+            &mut params!(sa, q64, m64, hp, k, isa_out),
+        )?;
+        // Compact the positions still in groups, a window of `cap` at a time (the keep flags in
+        // a sort buffer).
+        let keep = st.bufs[0].ptr();
+        let mut kept = 0usize;
+        let mut t0 = 0usize;
+        while t0 < m {
+            let w = self.cap.min(m - t0);
+            let (t064, w64, base) = (t0 as u64, w as u64, (q0 + t0) as u64);
+            self.launch(
+                &k_.group_keep,
+                w,
+                &mut params!(sa, isa_out, q64, m64, t064, w64, keep),
+            )?;
+            self.scan(keep, w, 0)?;
+            let (null, dst) = (0u64, at4(out, kept));
+            self.launch(
+                &k_.compact,
+                w,
+                &mut params!(null, keep, w64, base, dst, total),
+            )?;
+            kept += self.read_u32(total)? as usize;
+            t0 += w;
+        }
+        Ok((kept, ranges.len()))
+    }
+
+    /// Appends to `out`, in key order, key ranges of at most `cap` of the m suffixes (src as
+    /// in [`Self::sort_in_ranges`]) that together hold the `count` suffixes with keys in
+    /// lo..=hi; a range may hold more only when it is one key. One histogram of 2^16 bins over
+    /// lo..=hi; a bin above `cap` is refined by its own histogram.
+    #[allow(clippy::too_many_arguments)]
+    fn ranges(
+        &self,
+        src: sys::CUdeviceptr,
+        m: usize,
+        key: Key,
+        lo: u64,
+        hi: u64,
+        count: usize,
+        out: &mut Vec<Range>,
+    ) -> Result<(), GpuError> {
+        if count <= self.cap || lo == hi {
+            out.push(Range { lo, hi, count });
+            return Ok(());
+        }
+        let span = hi - lo;
+        let shift = bits(span).saturating_sub(16);
+        let bins = (span >> shift) as usize + 1;
+        let Key {
+            text,
+            code,
+            isa,
+            n,
+            h,
+            k,
+            bits,
+            mode,
+        } = key;
+        let (m64, hist) = (m as u64, self.hist);
+        self.zero(hist, bins * 4)?;
+        self.launch(
+            &self.k_().hist,
+            m,
+            &mut params!(src, m64, text, code, isa, n, h, k, bits, mode, lo, hi, shift, hist),
+        )?;
+        let mut counts = vec![0u32; bins];
+        self.read(hist, &mut counts)?;
+        let (mut plo, mut acc) = (lo, 0usize);
+        for (b, &c) in counts.iter().enumerate() {
+            let c = c as usize;
+            if c == 0 {
+                continue;
+            }
+            let blo = lo + ((b as u64) << shift);
+            let bhi = if b + 1 == bins {
+                hi
+            } else {
+                blo + ((1u64 << shift) - 1)
+            };
+            if c > self.cap {
+                if acc > 0 {
+                    out.push(Range {
+                        lo: plo,
+                        hi: blo - 1,
+                        count: acc,
+                    });
+                    acc = 0;
+                }
+                self.ranges(src, m, key, blo, bhi, c, out)?;
+                plo = bhi.wrapping_add(1);
+            } else if acc + c > self.cap {
+                out.push(Range {
+                    lo: plo,
+                    hi: blo - 1,
+                    count: acc,
+                });
+                (plo, acc) = (blo, c);
+            } else {
+                acc += c;
+            }
+        }
+        if acc > 0 {
+            out.push(Range {
+                lo: plo,
+                hi,
+                count: acc,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -525,10 +967,16 @@ impl Drop for DeviceSa<'_> {
     fn drop(&mut self) {
         let prof = &self.run.prof;
         log::debug!(
-            "gpu: suffix array of {} characters (k = {}): {} rounds, alloc {:.3}s, h2d {:.3}s, first sort {:.3}s, rounds {:.3}s, d2h {:.3}s, total {:.3}s",
+            "gpu: suffix array of {} characters (k = {}): sort buffers for {} records, first round in {} key range(s), {} rounds in {} chunk(s) and {} group(s) in key ranges; device memory in use {} of {} MiB; alloc {:.3}s, h2d {:.3}s, first sort {:.3}s, rounds {:.3}s, d2h {:.3}s, total {:.3}s",
             self.run.n,
             prof.k,
+            prof.cap,
+            prof.parts,
             prof.rounds,
+            prof.chunks,
+            prof.big_groups,
+            prof.used >> 20,
+            prof.total >> 20,
             prof.alloc_s,
             prof.h2d_s,
             prof.first_s,
@@ -590,7 +1038,8 @@ impl DeviceSuffixArray for GpuSort {
         match result::mem_get_info() {
             // The free memory now, plus what this backend's own sort buffers would give back.
             // The same margin as the check before a suffix array starts.
-            Ok((free, _)) => ((free + self.lock().own_bytes()).saturating_sub(64 << 20)
+            Ok((free, _)) => ((free + self.lock().own_bytes())
+                .saturating_sub(MARGIN_BYTES + (1 << 20))
                 / DEVICE_BYTES_PER_CHAR)
                 .min(MAX_GPU_SA),
             Err(_) => 0,

@@ -45,7 +45,7 @@ pub(super) const HIST_BYTES: usize = 16 * 256 * 4;
 pub(super) const HISTS_BYTES: usize = 2 * HIST_BYTES;
 
 /// Chunks hold at most this many keys so that the kernels' 32-bit offsets cannot overflow.
-const MAX_CHUNK_KEYS: usize = 1 << 31;
+pub(super) const MAX_CHUNK_KEYS: usize = 1 << 31;
 
 /// A key type the kernels sort: `u64` or `u128` (two little-endian 64-bit words).
 pub trait GpuKey: bytemuck::Pod + Ord + Send + Sync {
