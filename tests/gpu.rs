@@ -632,7 +632,7 @@ fn device_suffix_array_in_pieces_equals_libsais() {
                         want[i], got[i]
                     );
                 }
-                let ints: Vec<u64> = t.iter().map(|&c| c as u64 * 3 + 1).collect();
+                let ints: Vec<u32> = t.iter().map(|&c| c as u32 * 3 + 1).collect();
                 let got = g
                     .suffix_array_on_device(SacaText::Ints(&ints))
                     .unwrap_or_else(|e| {
