@@ -56,16 +56,19 @@ fi
 TEXT=$DIR/text
 export OMP_WAIT_POLICY=passive
 
-# record STAGE SECS RC EXTRA_JSON: one line of scale-runs.jsonl.
+# Seconds since $1 (a `date +%s.%N` stamp).
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }
+
+# record STAGE SECS RC [JSON_FILE]: one line of scale-runs.jsonl (the file's JSON as "result").
 record() {
-  python3 - "$OUTDIR/scale-runs.jsonl" "$1" "$2" "$3" "$4" "$(hostname)" "$(nproc)" <<'EOF'
+  python3 - "$OUTDIR/scale-runs.jsonl" "$1" "$2" "$3" "${4:-}" "$(hostname)" "$(nproc)" <<'EOF'
 import json, sys
 path, stage, secs, rc, extra, host, cores = sys.argv[1:]
-line = {"stage": stage, "secs": float(secs), "rc": int(rc), "host": host, "cores": int(cores)}
+line = {"stage": stage, "secs": float(secs or 0), "rc": int(rc), "host": host, "cores": int(cores)}
 try:
-    line["result"] = json.loads(extra) if extra.strip() else None
-except ValueError:
-    line["result_text"] = extra[-4000:]
+    line["result"] = json.load(open(extra)) if extra else None
+except (OSError, ValueError) as e:
+    line["result_error"] = str(e)
 with open(path, "a") as f:
     f.write(json.dumps(line) + "\n")
 EOF
@@ -83,7 +86,7 @@ case "$STAGE" in
     [[ -n "$SOURCE" ]] || die "--source is required"
     t0=$(date +%s.%N)
     python3 "$HERE/pangenome.py" "$SOURCE" "$TEXT" --copies "$COPIES" --rate "$RATE" --seed "$SEED"
-    echo "bench-scale.sh: $(stat -c %s "$TEXT") characters in $TEXT ($(echo "$(date +%s.%N) - $t0" | bc) s)"
+    echo "bench-scale.sh: $(stat -c %s "$TEXT") characters in $TEXT ($(since "$t0") s)"
     ;;
   baseline)
     [[ -n "$BASELINE" ]] || die "--baseline is required"
@@ -92,7 +95,7 @@ case "$STAGE" in
     "$BASELINE" --threads "$THREADS" --width "$WIDTH" -o "$DIR/libsais.sa" "$TEXT" \
       >"$OUTDIR/baseline.json" 2>"$OUTDIR/baseline.log"
     rc=$?; set -e
-    record baseline "$(echo "$(date +%s.%N) - $t0" | bc)" $rc "$(cat "$OUTDIR/baseline.json")"
+    record baseline "$(since "$t0")" $rc "$OUTDIR/baseline.json"
     cat "$OUTDIR/baseline.json"; exit $rc
     ;;
   psa)
@@ -101,7 +104,7 @@ case "$STAGE" in
     t0=$(date +%s.%N); set +e
     "${CMD[@]}" >"$OUTDIR/psa.log" 2>&1
     rc=$?; set -e
-    record psa "$(echo "$(date +%s.%N) - $t0" | bc)" $rc "$(cat "$DIR/psa-stats.json" 2>/dev/null)"
+    record psa "$(since "$t0")" $rc "$DIR/psa-stats.json"
     tail -n 5 "$OUTDIR/psa.log"; exit $rc
     ;;
   start-psa)
@@ -109,8 +112,8 @@ case "$STAGE" in
     psa_cmd
     cmd=$(printf '%q ' "${CMD[@]}")
     # Detached from this shell: the run survives the command that started it.
-    setsid bash -c "t0=\$(date +%s.%N); $cmd >'$OUTDIR/psa.log' 2>&1; rc=\$?; \
-      echo \"\$rc \$(echo \"\$(date +%s.%N) - \$t0\" | bc)\" > '$DIR/psa.rc'" </dev/null >/dev/null 2>&1 &
+    setsid bash -c "t0=\$(date +%s); $cmd >'$OUTDIR/psa.log' 2>&1; rc=\$?; \
+      echo \"\$rc \$(( \$(date +%s) - t0 ))\" > '$DIR/psa.rc'" </dev/null >/dev/null 2>&1 &
     echo "bench-scale.sh: started: $cmd"
     ;;
   wait)
@@ -120,7 +123,7 @@ case "$STAGE" in
       echo "bench-scale.sh: still running after ${MAXS} s"; tail -n 3 "$OUTDIR/psa.log" 2>/dev/null; exit 3
     fi
     read -r rc secs <"$DIR/psa.rc"
-    record psa "$secs" "$rc" "$(cat "$DIR/psa-stats.json" 2>/dev/null)"
+    record psa "$secs" "$rc" "$DIR/psa-stats.json"
     tail -n 5 "$OUTDIR/psa.log"; exit "$rc"
     ;;
   compare)
@@ -128,7 +131,8 @@ case "$STAGE" in
     cmp "$DIR/libsais.sa" "$DIR/psa.sa" >"$OUTDIR/compare.log" 2>&1
     rc=$?; set -e
     sizes="{\"libsais_bytes\": $(stat -c %s "$DIR/libsais.sa"), \"psa_bytes\": $(stat -c %s "$DIR/psa.sa"), \"identical\": $([[ $rc == 0 ]] && echo true || echo false)}"
-    record compare "$(echo "$(date +%s.%N) - $t0" | bc)" $rc "$sizes"
+    echo "$sizes" >"$OUTDIR/compare.json"
+    record compare "$(since "$t0")" $rc "$OUTDIR/compare.json"
     echo "bench-scale.sh: $sizes"; exit $rc
     ;;
   *) die "unknown stage '$STAGE'" ;;
