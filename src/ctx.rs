@@ -199,6 +199,16 @@ impl Ctx {
         r
     }
 
+    /// Runs `f` one recursion level up (for phase names: the level above's work done inside a
+    /// deeper level's phase).
+    pub fn shallower<R>(&self, f: impl FnOnce() -> R) -> R {
+        let l = self.log.level.get();
+        self.log.level.set(l.saturating_sub(1));
+        let r = f();
+        self.log.level.set(l);
+        r
+    }
+
     /// Records this pe's share of a sort's records (for the stats: [`crate::stats::PhaseLog::max_imbalance`]).
     pub fn note_imbalance(&self, local: usize, total: usize) {
         if total == 0 {

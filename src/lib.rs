@@ -81,6 +81,7 @@ pub mod internals {
     pub use crate::config::json_str;
     pub use crate::dist::{
         exchange, exchange_by, last_of_left, name_round, name_sorted, rebalance, right_halo,
-        sample_sort, send_to_owners, sort_in_rounds, Layout, OwnerCursor, Round, SortEnv, SortKey,
+        sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds, Layout, OwnerCursor,
+        Round, SortEnv, SortKey,
     };
 }

@@ -10,7 +10,8 @@ use mpi::topology::SimpleCommunicator;
 use psa::comm::Comm;
 use psa::internals::{
     exchange, exchange_by, last_of_left, name_round, name_sorted, rebalance, right_halo,
-    sample_sort, send_to_owners, sort_in_rounds, Layout, OwnerCursor, SortKey,
+    sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds, Layout, OwnerCursor,
+    SortKey,
 };
 use psa::{Algo, Ctx};
 
@@ -205,7 +206,7 @@ fn check_send_to_owners(comm: &Comm) {
             });
             assert_eq!(got, want, "{name} into {tname}: send_to_owners");
             let (mut a, mut b) = (vec![0u64; got.len()], vec![0u32; got.len()]);
-            send_to_owners(comm, &target, recs, (&mut a[..], &mut b[..]), |r| {
+            send_to_owners(comm, &target, recs.clone(), (&mut a[..], &mut b[..]), |r| {
                 (r[0] as usize, (r[1], r[1] as u32 + 1))
             });
             let want_b: Vec<u32> = want.iter().map(|&v| v as u32 + 1).collect();
@@ -213,6 +214,14 @@ fn check_send_to_owners(comm: &Comm) {
                 a == want && b == want_b,
                 "{name} into {tname}: send_to_owners into two slices got {a:?}, {b:?}"
             );
+            // In pieces: every count of steps, more steps than records included.
+            for pieces in [1, 2, 3, 7, 64] {
+                let mut got = vec![0u64; target.local_len(me)];
+                send_to_owners_in_pieces(comm, &target, recs.clone(), &mut got[..], pieces, |r| {
+                    (r[0] as usize, r[1])
+                });
+                assert_eq!(got, want, "{name} into {tname}: {pieces} pieces");
+            }
         }
     }
 }

@@ -11,7 +11,7 @@
 //! with device sorts); recursion levels still go to the device when they fit.
 //!
 //! The same relay serves a recursion level of pDC3 (integer names) that fits the device when the
-//! whole text did not (`pooled_sa_ints`, from `dcx::dc3::level`).
+//! whole text did not (`pooled_sa_ints`, from `dcx::dc3::level_to`).
 //!
 //! Traffic: every character once to pe 0 (1 byte, or its name: 4, 5 or 8 bytes, the recursion
 //! text's width) and every SA entry once from it (4 bytes: 32-bit entries, widened by their

@@ -3,7 +3,8 @@
 //! [`SaSink`]: level 0 of a distributed algorithm either hands each pe its part back (held, in
 //! the input's layout) or writes every entry into the positional output file as soon as it is
 //! final — a merge round's part at its SA index, pCSS' placed part at its offset — and keeps
-//! nothing. [`SaSource`]: the checker and the BWT read a finished suffix array piece by piece,
+//! nothing. A recursion level hands its entries the same way to the level above, which turns
+//! them into its samples' ranks at once (no level holds a recursion's suffix array). [`SaSource`]: the checker and the BWT read a finished suffix array piece by piece,
 //! from memory or from that file.
 
 use std::borrow::Cow;
@@ -16,11 +17,10 @@ use crate::error::{Error, Result};
 use crate::io::OutputFile;
 use crate::Ctx;
 
-/// Where level 0's suffix array goes. Passed down only to level 0; deeper levels return their
-/// parts as before.
+/// Where a level's suffix array goes: held by the pes, written into the output file (level 0),
+/// or handed to the level above (a recursion).
 pub(crate) struct SaSink<'a> {
-    /// None: held (returned to the caller). Some: written into this positional file.
-    file: Option<&'a OutputFile>,
+    to: Target<'a>,
     /// The first error writing the file on this pe (later writes are skipped); agreed on by
     /// [`SaSink::finish`].
     failed: Mutex<Option<Error>>,
@@ -29,8 +29,12 @@ pub(crate) struct SaSink<'a> {
 impl<'a> SaSink<'a> {
     /// Every pe keeps its part (in the input's layout) and gets it back.
     pub(crate) fn hold() -> Self {
+        Self::new(Target::Hold)
+    }
+
+    fn new(to: Target<'a>) -> Self {
         SaSink {
-            file: None,
+            to,
             failed: Mutex::new(None),
         }
     }
@@ -39,28 +43,38 @@ impl<'a> SaSink<'a> {
     /// as they become final and keeps none.
     pub(crate) fn to_file(out: &'a OutputFile) -> Self {
         debug_assert!(out.is_positional());
-        SaSink {
-            file: Some(out),
-            failed: Mutex::new(None),
+        Self::new(Target::File(out))
+    }
+
+    /// Every pe hands its entries to `hand` as they become final (`hand(first, entries)`:
+    /// entries `first..first + entries.len()` of the suffix array) and keeps none. `hand` may be
+    /// collective: every pe calls it at the same points, possibly with nothing.
+    pub(crate) fn to_hand(hand: &'a Hand<'a>) -> Self {
+        Self::new(Target::Hand(hand))
+    }
+
+    /// The file entries are written to (None: held or handed on).
+    pub(crate) fn file(&self) -> Option<&'a OutputFile> {
+        match self.to {
+            Target::File(out) => Some(out),
+            _ => None,
         }
     }
 
-    /// The file entries are written to (None: held).
-    pub(crate) fn file(&self) -> Option<&'a OutputFile> {
-        self.file
-    }
-
-    /// Whether entries are written to the file (not held).
+    /// Whether entries go on as they become final (to the file or the level above), not held.
     pub(crate) fn writes(&self) -> bool {
-        self.file.is_some()
+        !matches!(self.to, Target::Hold)
     }
 
-    /// Writes entries `first..first + sa.len()` of the suffix array into the file (the phase
-    /// "write"): local, every pe calls it at the same points (possibly with nothing). An error
-    /// is kept for [`SaSink::finish`]; writes after it are skipped. Only when [`Self::writes`].
+    /// Passes entries `first..first + sa.len()` of the suffix array on: into the file (the
+    /// phase "write"; local) or to the level above (collective). Every pe calls it at the same
+    /// points (possibly with nothing). A file error is kept for [`SaSink::finish`]; writes after
+    /// it are skipped. Only when [`Self::writes`].
     pub(crate) fn write(&self, ctx: &Ctx, first: u64, sa: &[u64]) {
-        let Some(out) = self.file else {
-            return;
+        let out = match self.to {
+            Target::Hold => return,
+            Target::Hand(hand) => return hand(first, sa),
+            Target::File(out) => out,
         };
         ctx.phase("write", || {
             let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
@@ -91,14 +105,28 @@ impl<'a> SaSink<'a> {
     /// Ends the writing: what this pe wrote made durable, and an error on any pe an error on
     /// all. Collective.
     pub(crate) fn finish(self, comm: &Comm) -> Result<()> {
+        let file = self.file();
         let failed = self.failed.into_inner().unwrap_or_else(|e| e.into_inner());
-        let r = match (failed, self.file) {
+        let r = match (failed, file) {
             (Some(e), _) => Err(e),
             (None, Some(out)) => out.sync_local(),
             (None, None) => Ok(()),
         };
         comm.agree(r)
     }
+}
+
+/// What a recursion level hands its finished entries to: `hand(first, entries)`.
+pub(crate) type Hand<'a> = dyn Fn(u64, &[u64]) + 'a;
+
+/// Where a [`SaSink`] sends its entries.
+enum Target<'a> {
+    /// Nowhere: every pe keeps its part.
+    Hold,
+    /// Into this positional output file.
+    File(&'a OutputFile),
+    /// To the level above.
+    Hand(&'a Hand<'a>),
 }
 
 /// Where this pe's part of a finished suffix array (its block of the layout) is read from.

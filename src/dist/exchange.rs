@@ -512,6 +512,33 @@ where
     });
 }
 
+/// [`send_to_owners`] in `pieces` steps, each taking the records at the end of `records` (about
+/// 1/`pieces` of them) and freeing them before the next step. Collective: every pe passes the
+/// same `pieces`. Entry and exit as [`send_to_owners`] into one slice.
+///
+/// Cost: `pieces` all-to-alls. Memory: the records not yet sent plus two copies of one step's
+/// (instead of two copies of all of them).
+pub fn send_to_owners_in_pieces<T, U, F>(
+    comm: &Comm,
+    layout: &Layout,
+    mut records: Vec<T>,
+    out: &mut [U],
+    pieces: usize,
+    at: F,
+) where
+    T: Pod + Send + Sync,
+    U: Copy + Send + Sync,
+    F: Fn(&T) -> (usize, U) + Sync,
+{
+    let pieces = pieces.max(1);
+    let piece = records.len().div_ceil(pieces);
+    for _ in 0..pieces {
+        let tail = records.split_off(records.len().saturating_sub(piece));
+        records.shrink_to_fit();
+        send_to_owners(comm, layout, tail, &mut *out, &at);
+    }
+}
+
 /// Where [`send_to_owners`] stores its values: one slice, or two slices written together.
 pub trait Slots {
     /// The value stored in one slot.

@@ -54,15 +54,16 @@ pub fn dc3(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec
     SortedPart::into_sink(level_to(ctx, text, layout, sink), ctx, layout, sink)
 }
 
-/// One DC3 level on a text of `layout.len()` characters; returns its suffix array, sorted across
-/// pes but not rebalanced (the caller decides whether it needs the input's layout). Also the
-/// skeleton's recursion (for DC7 too).
-pub(super) fn level<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> SortedPart {
-    level_to(ctx, t, layout, &SaSink::hold()).expect("a level that holds returns its part")
-}
-
-/// [`level`] whose finished entries go to `sink` (None when it wrote them: level 0 only).
-fn level_to<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout, sink: &SaSink) -> Option<SortedPart> {
+/// One DC3 level on a text of `layout.len()` characters, also the skeleton's recursion (for DC7
+/// too). Its suffix array goes to `sink` as it becomes final (None: written to the file at level
+/// 0, or handed to the level above), or with a sink that holds is returned sorted across pes but
+/// not rebalanced (the caller decides whether it needs the input's layout).
+pub(super) fn level_to<C: Symbol>(
+    ctx: &Ctx,
+    t: &[C],
+    layout: &Layout,
+    sink: &SaSink,
+) -> Option<SortedPart> {
     let n = layout.len();
     let first = layout.start(ctx.comm.rank()) as u64;
     if n <= ctx.config.base_case.max(4) {

@@ -9,11 +9,13 @@
 //!    When n mod X is a residue of D other than the last, a dummy sample at n (the empty window)
 //!    ends that class (`Samples`);
 //! 2. **recursion**: unless the names are unique, the string of names (the class of `D[0]` in
-//!    position order, then `D[1]`, …) is solved by the distributed pDC3 level (`dc3::level`) down
-//!    to a base case gathered on pe 0; its suffix array gives every sample its rank
+//!    position order, then `D[1]`, …) is solved by the distributed pDC3 level (`dc3::level_to`)
+//!    down to a base case gathered on pe 0; its suffix array gives every sample its rank
 //!    (`sample_ranks`);
 //! 3. **ranks to text order**: every rank goes to the pe owning its position
-//!    ([`send_to_owners`]);
+//!    ([`send_to_owners_in_pieces`]) as soon as the recursion's entry is final: the deeper level
+//!    hands each merge round's part up through its [`SaSink`], so no level holds a recursion's
+//!    suffix array;
 //! 4. **merge** (`merge::merge`): one record per position (its first X − 1 characters or its
 //!    name, and the ranks of the |D| sample positions among the next X), built already split into
 //!    the samples and the groups of other residues that share a deciding offset; splitters from a
@@ -35,13 +37,15 @@
 //! per position, merge records 20–28 B each (40 B past 40 bits). In one merge round every record
 //! is alive at once and, while the samples are placed, their received and placed copies too
 //! (about 50 B per character of the level at 32 bits: the peak of the whole run at level 0); in
-//! B rounds a pe holds the ranks, one byte per position for its round and the level's suffix
-//! array in its layout (8 B) throughout, and only a round's records (those copies / B). The
-//! model is [`peak_bytes_per_char`]; what remains at the peak is then the recursion's texts
-//! held under deeper levels (4 B per name below 2^32, 5 below 2^40; DC3's levels hold 2n names
-//! in all, DC7's 9n/7: about 8 or 5 B per character of level 0, summed over pes), the ranks sent
-//! to text order (the recursion's suffix array is freed piece by piece as they are made), and the
-//! base case gathered on pe 0.
+//! B rounds a pe holds the ranks and one byte per position for its round throughout, and only a
+//! round's records (those copies / B); level 0 writes each round's part to the output file and a
+//! deeper level hands it to the level above, whose rank array fills as the parts arrive (level 0
+//! holding its suffix array for a library caller keeps it in its layout, 8 B). The model is
+//! [`peak_bytes_per_char`]; what remains at the peak is then the recursion's texts held under
+//! deeper levels (4 B per name below 2^32, 5 below 2^40; DC3's levels hold 2n names in all,
+//! DC7's 9n/7: about 8 or 5 B per character of level 0, summed over pes), the rank array of the
+//! level above while a deeper merge fills it, the names sent to the recursion string in pieces,
+//! and the base case gathered on pe 0.
 
 pub mod cover;
 pub mod dc3;
@@ -53,10 +57,11 @@ use std::marker::PhantomData;
 use bytemuck::Pod;
 use rayon::prelude::*;
 
-use super::consume_from_end;
+use super::sink::SaSink;
+use super::PIECE_BYTES;
 use crate::dist::{
-    build_by_kind, name_round, rebalance, right_halo, send_to_owners, sort_in_rounds, Layout, Pair,
-    RoundBounds, SortKey,
+    build_by_kind, name_round, rebalance, right_halo, send_to_owners_in_pieces, sort_in_rounds,
+    Layout, Pair, RoundBounds, SortKey,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
@@ -450,10 +455,13 @@ fn name_pairs<C: Cover, I: Index, N: Index>(
 /// Steps 2–3: from (name ≥ 1, place in the recursion string) pairs of all samples to the rank
 /// among the real samples (1-based) of every sample position this pe owns, in text order (0 at
 /// other positions). With `unique` the names are the ranks already; otherwise the recursion
-/// string is solved ([`recurse`]). Collective.
+/// string is solved ([`recurse`]), and its suffix array comes back as it becomes final — each
+/// piece (a merge round's part) turned into ranks and sent to their positions at once, so no pe
+/// holds the recursion's suffix array. Collective.
 ///
 /// Entry: any pe may hold any pairs. Exit: `layout.local_len(me)` ranks. Communication: the
-/// recursion, and one all-to-all of m pairs.
+/// recursion, and all-to-alls of m (rank, position) pairs in all. Memory: the rank array (its
+/// pages resident as ranks arrive) and one piece's pairs (two copies while they travel).
 #[must_use]
 fn sample_ranks<C: Cover, I: Index>(
     ctx: &Ctx,
@@ -463,56 +471,76 @@ fn sample_ranks<C: Cover, I: Index>(
     unique: bool,
 ) -> Vec<I> {
     let n = layout.len();
+    let comm = &ctx.comm;
     // The dummy (position n) has the smallest name and rank 1: real ranks are one less.
     let shift = u64::from(smp.dummy);
-    let ranked: Vec<[I; 2]> = if unique {
-        pairs
-            .into_iter()
-            .map(|x| (x.a(), smp.text_pos(x.b() as usize)))
-            .filter(|&(_, i)| i < n)
-            .map(|(r, i)| Pair::pack(r - shift, i as u64))
-            .collect()
-    } else {
-        let sa_r = recurse(ctx, smp, pairs);
-        let base = sa_r.first;
-        // The recursion's suffix array (8 B per sample) is freed piece by piece as the pairs
-        // are made, not held beside all of them.
-        let mut ranked = Vec::with_capacity(sa_r.sa.len());
-        consume_from_end(sa_r.sa, |lo, piece| {
-            ranked.extend(
-                piece
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &q)| (base + (lo + k) as u64 + 1, smp.text_pos(q as usize)))
-                    .filter(|&(_, i)| i < n)
-                    .map(|(r, i)| <[I; 2]>::pack(r - shift, i as u64)),
-            )
-        });
-        ranked
+    // Zeroed by the allocator: pages become resident only as ranks are written.
+    let rank: Vec<I> = bytemuck::allocation::zeroed_vec(layout.local_len(comm.rank()));
+    let rank = std::cell::RefCell::new(rank);
+    // Ranked (rank, position) pairs to their owners, in steps of at most PIECE_BYTES per pe.
+    let send = |ranked: Vec<[I; 2]>| {
+        let steps = pieces(ctx, ranked.len() * std::mem::size_of::<[I; 2]>());
+        send_to_owners_in_pieces(
+            comm,
+            layout,
+            ranked,
+            &mut rank.borrow_mut()[..],
+            steps,
+            |x| (x.b() as usize, x[0]),
+        );
     };
-    ctx.phase("ranks to text", || {
-        let mut rank = vec![I::zeroed(); layout.local_len(ctx.comm.rank())];
-        send_to_owners(&ctx.comm, layout, ranked, &mut rank[..], |x| {
-            (x.b() as usize, x[0])
+    if unique {
+        ctx.phase("ranks to text", || {
+            let mut ranked = pairs;
+            ranked.retain_mut(|x| {
+                let i = smp.text_pos(x.b() as usize);
+                *x = Pair::pack(x.a().saturating_sub(shift), i as u64);
+                i < n
+            });
+            send(ranked);
         });
-        rank
-    })
+    } else {
+        // The recursion hands entries first.. of its suffix array (places q in the string).
+        let hand = |first: u64, sa: &[u64]| {
+            ctx.shallower(|| {
+                ctx.phase("ranks to text", || {
+                    let ranked: Vec<[I; 2]> = sa
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &q)| (first + k as u64 + 1, smp.text_pos(q as usize)))
+                        .filter(|&(_, i)| i < n)
+                        .map(|(r, i)| <[I; 2]>::pack(r - shift, i as u64))
+                        .collect();
+                    send(ranked);
+                })
+            })
+        };
+        recurse(ctx, smp, pairs, &SaSink::to_hand(&hand));
+    }
+    rank.into_inner()
+}
+
+/// Steps of at most [`PIECE_BYTES`] per pe for `bytes` on this pe (the most over all pes, at
+/// most 8). Collective (one reduction).
+fn pieces(ctx: &Ctx, bytes: usize) -> usize {
+    let most = ctx.comm.all_reduce_max(bytes.div_ceil(PIECE_BYTES) as u64);
+    (most as usize).clamp(1, 8)
 }
 
 /// The recursion step: the names go to their places in the recursion string (block layout), and
-/// the string is solved one level deeper by pDC3. The string is stored in the narrowest index
-/// width that holds its largest name (or the forced one): it stays alive under every deeper
-/// level. Returns its suffix array, sorted across pes. Collective (one reduction for the
+/// the string is solved one level deeper by pDC3, its suffix array handed to `sink` as it becomes
+/// final. The string is stored in the narrowest index width that holds its largest name (or the
+/// forced one): it stays alive under every deeper level. Collective (one reduction for the
 /// largest name).
-fn recurse<C: Cover, I: Index>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<[I; 2]>) -> SortedPart {
+fn recurse<C: Cover, I: Index>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<[I; 2]>, sink: &SaSink) {
     // Names from samples' windows are at most m; prefix names (pCSS' hand-over) up to n.
     let largest = ctx
         .comm
         .all_reduce_max(pairs.iter().map(|x| x.a()).max().unwrap_or(0));
     match index_width(ctx, largest) {
-        IndexWidth::W32 => recurse_in::<C, I, u32>(ctx, smp, pairs),
-        IndexWidth::W40 => recurse_in::<C, I, U40>(ctx, smp, pairs),
-        IndexWidth::W64 => recurse_in::<C, I, u64>(ctx, smp, pairs),
+        IndexWidth::W32 => recurse_in::<C, I, u32>(ctx, smp, pairs, sink),
+        IndexWidth::W40 => recurse_in::<C, I, U40>(ctx, smp, pairs, sink),
+        IndexWidth::W64 => recurse_in::<C, I, u64>(ctx, smp, pairs, sink),
     }
 }
 
@@ -521,17 +549,19 @@ fn recurse_in<C: Cover, I: Index, N: Index>(
     ctx: &Ctx,
     smp: &Samples<C>,
     pairs: Vec<[I; 2]>,
-) -> SortedPart {
+    sink: &SaSink,
+) {
     let comm = &ctx.comm;
     let rl = Layout::block(smp.m, comm.size());
     let r_text: Vec<N> = ctx.phase("build recursion", || {
-        let mut r = vec![N::zeroed(); rl.local_len(comm.rank())];
-        send_to_owners(comm, &rl, pairs, &mut r[..], |x| {
+        let mut r = bytemuck::allocation::zeroed_vec(rl.local_len(comm.rank()));
+        let steps = pieces(ctx, pairs.len() * std::mem::size_of::<[I; 2]>());
+        send_to_owners_in_pieces(comm, &rl, pairs, &mut r[..], steps, |x| {
             (x.b() as usize, N::from_u64(x.a()))
         });
         r
     });
-    ctx.deeper(|| dc3::level::<N>(ctx, &r_text, &rl))
+    ctx.deeper(|| dc3::level_to(ctx, &r_text, &rl, sink));
 }
 
 #[cfg(test)]
