@@ -33,6 +33,16 @@ impl Layout {
         Layout { offsets }
     }
 
+    /// The layout in which pe r holds `[offsets[r], offsets[r+1])`: `offsets` starts at 0, ends
+    /// at the length, does not descend and has one entry more than there are pes. Local.
+    pub fn from_offsets(offsets: Vec<usize>) -> Self {
+        assert!(
+            offsets.len() >= 2 && offsets[0] == 0 && offsets.windows(2).all(|w| w[0] <= w[1]),
+            "layout offsets must start at 0 and not descend"
+        );
+        Layout { offsets }
+    }
+
     /// Global number of elements.
     pub fn len(&self) -> usize {
         *self.offsets.last().expect("offsets is never empty")

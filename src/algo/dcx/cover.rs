@@ -161,6 +161,21 @@ pub trait Cover: Send + Sync + 'static {
     fn to_slot(a: usize, s: usize) -> usize;
     /// The ranks `[f(0), …, f(S − 1)]`.
     fn ranks<I: Index>(f: impl FnMut(usize) -> I) -> Self::Ranks<I>;
+
+    /// The number of sample positions below x: where the samples from x on start in a sequence
+    /// of all samples in position order (the residues ascend, so that order is by slot within
+    /// a period).
+    #[inline]
+    fn samples_below(x: usize) -> usize {
+        let r = x % Self::X;
+        (x / Self::X) * Self::S + (0..Self::S).take_while(|&s| Self::residue(s) < r).count()
+    }
+
+    /// The index of sample position x among all sample positions, in position order.
+    #[inline]
+    fn sample_index(x: usize) -> usize {
+        (x / Self::X) * Self::S + Self::slot(x % Self::X)
+    }
 }
 
 /// Declares a difference cover: `cover!(Name = X, [d0, d1, …])` with the residues ascending.

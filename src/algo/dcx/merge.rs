@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 use bytemuck::{Pod, Zeroable};
 
 use super::cover::Cover;
-use super::{map_maybe_par, Phases, SortedPart};
+use super::{map_maybe_par, map_range_maybe_par, Phases, SortedPart};
 use crate::algo::sink::SaSink;
 use crate::dist::{
     build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, Layout,
@@ -256,7 +256,8 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 /// Sorts all suffixes of a level with the sample ranks; returns its suffix array, sorted across
 /// pes. Collective.
 ///
-/// Entry: `rank` holds the rank of every sample position of this pe's slice (0 elsewhere);
+/// Entry: `rank` holds the rank of every sample position of this pe's slice, in position order
+/// (`sample_layout`);
 /// `head(i)` gives the head of position i of this pe; `sort_group` sorts one pe's records of a
 /// group of non-sample residues (the instance's local sort). Both are dropped once the last
 /// round's records are built. Exit: this pe's range of the suffix array and its first index:
@@ -274,7 +275,7 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 /// Cost: one all-to-all per kind of record and round, n records in all; the samples are placed
 /// by rank (no sort) and each group sorted locally; `rounds` passes building records (each
 /// compared with its round's bounds), and with several rounds one more all-to-all of the suffix
-/// array. Memory: the ranks (4–8 B per position) throughout; per round its records (20–40 B per
+/// array. Memory: the ranks (4–8 B per sample position, |D|/X of them) throughout; per round its records (20–40 B per
 /// position / rounds) and, during one kind's exchange, a second copy of that kind; with several
 /// rounds the level's suffix array in `layout` (8 B per position) unless the sink writes it.
 #[must_use]
@@ -292,10 +293,14 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     let me = comm.rank();
     let n = layout.len();
     let rounds = ctx.tune.merge_rounds.clamp(1, MAX_ROUNDS);
-    let halo = ctx.phase("merge records", || right_halo(comm, &rank, C::X - 1));
+    // The sample positions among the X − 1 after this pe's slice: at most S.
+    let halo = ctx.phase("merge records", || right_halo(comm, &rank, C::S));
+    let (lo, hi) = (layout.start(me), layout.end(me));
     let mut src = Some(Source {
-        lo: layout.start(me),
-        hi: layout.end(me),
+        lo,
+        hi,
+        first: C::samples_below(lo),
+        end: C::samples_below(hi),
         rank,
         halo,
         head,
@@ -305,9 +310,7 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
         let s = src.as_mut().expect("the records' source");
         let bounds = RoundBounds::choose(ctx, rounds, s.hi - s.lo, |j| s.rec::<C, H>(s.lo + j));
         s.round = ctx.phase("merge records", || {
-            map_maybe_par(&s.rank, |j, _| {
-                bounds.round_of(&s.rec::<C, H>(s.lo + j)) as u8
-            })
+            map_range_maybe_par(hi - lo, |j| bounds.round_of(&s.rec::<C, H>(lo + j)) as u8)
         });
     }
     // With several rounds each round's part of the suffix array goes to its place at once: into
@@ -413,11 +416,14 @@ impl SortedPart {
 const MAX_ROUNDS: usize = 256;
 
 /// What a level's merge records are built from: this pe's positions lo..hi, the ranks of its
-/// sample positions (0 elsewhere) and of the X − 1 after its slice, the heads, and with several
-/// rounds the round of each position's record.
+/// sample positions (samples `first..end` in position order, [`Cover::sample_index`]) and of
+/// those among the X − 1 positions after its slice, the heads, and with several rounds the round
+/// of each position's record.
 struct Source<I, F> {
     lo: usize,
     hi: usize,
+    first: usize,
+    end: usize,
     rank: Vec<I>,
     halo: Vec<I>,
     head: F,
@@ -425,13 +431,14 @@ struct Source<I, F> {
 }
 
 impl<I: Index, F> Source<I, F> {
-    /// The rank of sample position i (0 at other positions and past the end).
+    /// The rank of sample position i (0 past the end).
     #[inline]
-    fn rank_at(&self, i: usize) -> u64 {
+    fn rank_at<C: Cover>(&self, i: usize) -> u64 {
+        let k = C::sample_index(i);
         if i < self.hi {
-            self.rank[i - self.lo].to_u64()
+            self.rank[k - self.first].to_u64()
         } else {
-            self.halo.get(i - self.hi).map_or(0, |r| r.to_u64())
+            self.halo.get(k - self.end).map_or(0, |r| r.to_u64())
         }
     }
 
@@ -443,7 +450,7 @@ impl<I: Index, F> Source<I, F> {
     {
         let a = i % C::X;
         Rec::new(i as u64, (self.head)(i), |s| {
-            self.rank_at(i + C::to_slot(a, s))
+            self.rank_at::<C>(i + C::to_slot(a, s))
         })
     }
 

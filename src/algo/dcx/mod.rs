@@ -186,6 +186,15 @@ fn parallel() -> bool {
     rayon::current_num_threads() > 1
 }
 
+/// `(0..len).map(f).collect()`, on the pe's threads when it has several.
+fn map_range_maybe_par<U: Send>(len: usize, f: impl Fn(usize) -> U + Sync) -> Vec<U> {
+    if parallel() && len >= CHUNK {
+        (0..len).into_par_iter().map(|j| f(j)).collect()
+    } else {
+        (0..len).map(f).collect()
+    }
+}
+
 /// `v.iter().enumerate().map(f).collect()`, on the pe's threads when it has several.
 fn map_maybe_par<T: Sync, U: Send>(v: &[T], f: impl Fn(usize, &T) -> U + Sync) -> Vec<U> {
     if parallel() && v.len() >= CHUNK {
@@ -453,15 +462,17 @@ fn name_pairs<C: Cover, I: Index, N: Index>(
 }
 
 /// Steps 2–3: from (name ≥ 1, place in the recursion string) pairs of all samples to the rank
-/// among the real samples (1-based) of every sample position this pe owns, in text order (0 at
-/// other positions). With `unique` the names are the ranks already; otherwise the recursion
+/// among the real samples (1-based) of every sample position this pe owns, in text order (only
+/// the sample positions: entry k is the rank of this pe's k-th, see [`sample_layout`]). With
+/// `unique` the names are the ranks already; otherwise the recursion
 /// string is solved ([`recurse`]), and its suffix array comes back as it becomes final — each
 /// piece (a merge round's part) turned into ranks and sent to their positions at once, so no pe
 /// holds the recursion's suffix array. Collective.
 ///
-/// Entry: any pe may hold any pairs. Exit: `layout.local_len(me)` ranks. Communication: the
-/// recursion, and all-to-alls of m (rank, position) pairs in all. Memory: the rank array (its
-/// pages resident as ranks arrive) and one piece's pairs (two copies while they travel).
+/// Entry: any pe may hold any pairs. Exit: `sample_layout(layout).local_len(me)` ranks.
+/// Communication: the recursion, and all-to-alls of m (rank, sample index) pairs in all. Memory:
+/// the rank array (|D|/X of the positions; its pages resident as ranks arrive) and one piece's
+/// pairs (two copies while they travel).
 #[must_use]
 fn sample_ranks<C: Cover, I: Index>(
     ctx: &Ctx,
@@ -474,27 +485,23 @@ fn sample_ranks<C: Cover, I: Index>(
     let comm = &ctx.comm;
     // The dummy (position n) has the smallest name and rank 1: real ranks are one less.
     let shift = u64::from(smp.dummy);
+    let sl = sample_layout::<C>(layout);
     // Zeroed by the allocator: pages become resident only as ranks are written.
-    let rank: Vec<I> = bytemuck::allocation::zeroed_vec(layout.local_len(comm.rank()));
+    let rank: Vec<I> = bytemuck::allocation::zeroed_vec(sl.local_len(comm.rank()));
     let rank = std::cell::RefCell::new(rank);
-    // Ranked (rank, position) pairs to their owners, in steps of at most PIECE_BYTES per pe.
+    // Ranked (rank, sample index) pairs to their owners, in steps of at most PIECE_BYTES per pe.
     let send = |ranked: Vec<[I; 2]>| {
         let steps = pieces(ctx, ranked.len() * std::mem::size_of::<[I; 2]>());
-        send_to_owners_in_pieces(
-            comm,
-            layout,
-            ranked,
-            &mut rank.borrow_mut()[..],
-            steps,
-            |x| (x.b() as usize, x[0]),
-        );
+        send_to_owners_in_pieces(comm, &sl, ranked, &mut rank.borrow_mut()[..], steps, |x| {
+            (x.b() as usize, x[0])
+        });
     };
     if unique {
         ctx.phase("ranks to text", || {
             let mut ranked = pairs;
             ranked.retain_mut(|x| {
                 let i = smp.text_pos(x.b() as usize);
-                *x = Pair::pack(x.a().saturating_sub(shift), i as u64);
+                *x = Pair::pack(x.a().saturating_sub(shift), C::sample_index(i) as u64);
                 i < n
             });
             send(ranked);
@@ -509,7 +516,7 @@ fn sample_ranks<C: Cover, I: Index>(
                         .enumerate()
                         .map(|(k, &q)| (first + k as u64 + 1, smp.text_pos(q as usize)))
                         .filter(|&(_, i)| i < n)
-                        .map(|(r, i)| <[I; 2]>::pack(r - shift, i as u64))
+                        .map(|(r, i)| <[I; 2]>::pack(r - shift, C::sample_index(i) as u64))
                         .collect();
                     send(ranked);
                 })
@@ -518,6 +525,19 @@ fn sample_ranks<C: Cover, I: Index>(
         recurse(ctx, smp, pairs, &SaSink::to_hand(&hand));
     }
     rank.into_inner()
+}
+
+/// The layout of the sample positions below n in position order (their ranks' array): pe r
+/// holds those among its positions `layout.start(r)..layout.end(r)`. Local.
+fn sample_layout<C: Cover>(layout: &Layout) -> Layout {
+    let n = layout.len();
+    Layout::from_offsets(
+        layout
+            .offsets()
+            .iter()
+            .map(|&x| C::samples_below(x.min(n)))
+            .collect(),
+    )
 }
 
 /// Steps of at most [`PIECE_BYTES`] per pe for `bytes` on this pe (the most over all pes, at
@@ -589,6 +609,28 @@ mod tests {
         let r = n % C::X;
         let needs = C::slot(r) < C::S && r != C::residue(C::S - 1);
         assert_eq!(smp.dummy, dummy_if_needed && needs, "n = {n}");
+    }
+
+    /// samples_below counts the sample positions below x; sample_index numbers them in
+    /// position order.
+    fn check_sample_index<C: Cover>() {
+        let samples: Vec<usize> = (0..100).filter(|&i| C::slot(i % C::X) < C::S).collect();
+        for x in 0..100 {
+            assert_eq!(
+                C::samples_below(x),
+                samples.partition_point(|&i| i < x),
+                "x = {x}"
+            );
+        }
+        for (k, &i) in samples.iter().enumerate() {
+            assert_eq!(C::sample_index(i), k, "i = {i}");
+        }
+    }
+
+    #[test]
+    fn sample_indices_in_position_order() {
+        check_sample_index::<Dc3>();
+        check_sample_index::<Dc7>();
     }
 
     #[test]
