@@ -189,7 +189,7 @@ fn parallel() -> bool {
 /// `(0..len).map(f).collect()`, on the pe's threads when it has several.
 fn map_range_maybe_par<U: Send>(len: usize, f: impl Fn(usize) -> U + Sync) -> Vec<U> {
     if parallel() && len >= CHUNK {
-        (0..len).into_par_iter().map(|j| f(j)).collect()
+        (0..len).into_par_iter().map(&f).collect()
     } else {
         (0..len).map(f).collect()
     }
