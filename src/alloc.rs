@@ -34,6 +34,52 @@ pub(crate) fn set_rank(rank: usize) {
     RANK.store(rank, Ordering::Relaxed);
 }
 
+/// Blocks of at least this many bytes are asked for in huge pages (usize::MAX: none).
+static HUGE_FROM: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Heap blocks of at least `bytes` are mapped from the kernel and unmapped when freed (glibc's
+/// `M_MMAP_THRESHOLD`; a fixed threshold also stops glibc from raising it as blocks are freed),
+/// and with `huge` asked for in 2 MiB pages ([`advise_huge`]). Process-wide; nothing on other C
+/// libraries. See [`crate::Config::map_threshold`].
+pub(crate) fn map_blocks_from(bytes: usize, huge: bool) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let c = bytes.min(i32::MAX as usize) as libc::c_int;
+        // SAFETY: mallopt only changes the allocator's parameters.
+        if unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, c) } == 0 {
+            log::warn!("cannot set the allocator's mapping threshold to {bytes} bytes");
+            return;
+        }
+        if huge {
+            HUGE_FROM.store(bytes.max(HUGE_PAGE), Ordering::Relaxed);
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = (bytes, huge);
+}
+
+/// A transparent huge page.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Asks the kernel for huge pages on the whole 2 MiB pages inside `[p, p + size)` when `size`
+/// is at least [`HUGE_FROM`]: one system call, a hint (its failure changes nothing).
+#[inline]
+fn advise_huge(p: *mut u8, size: usize) {
+    if size < HUGE_FROM.load(Ordering::Relaxed) || p.is_null() {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let start = (p as usize).next_multiple_of(HUGE_PAGE);
+        let end = (p as usize + size) / HUGE_PAGE * HUGE_PAGE;
+        if end > start {
+            // SAFETY: the range lies inside a block the allocator just gave us; MADV_HUGEPAGE
+            // changes how its pages are backed, never their contents.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+}
+
 /// Names the phase that allocations now belong to (done by [`crate::Ctx::phase`]).
 pub(crate) fn set_phase(name: &str) {
     let b = name.as_bytes();
@@ -125,13 +171,15 @@ fn out_of_memory(size: usize) -> ! {
 }
 
 // SAFETY: every method forwards to the system allocator and returns what it returned; only a
-// null result is intercepted, and that path never returns.
+// null result is intercepted, and that path never returns; a large block also gets a paging
+// hint (`advise_huge`), which leaves its contents alone.
 unsafe impl GlobalAlloc for AbortOnOom {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = System.alloc(layout);
         if p.is_null() {
             out_of_memory(layout.size());
         }
+        advise_huge(p, layout.size());
         p
     }
 
@@ -140,6 +188,7 @@ unsafe impl GlobalAlloc for AbortOnOom {
         if p.is_null() {
             out_of_memory(layout.size());
         }
+        advise_huge(p, layout.size());
         p
     }
 
@@ -152,6 +201,7 @@ unsafe impl GlobalAlloc for AbortOnOom {
         if p.is_null() {
             out_of_memory(new_size);
         }
+        advise_huge(p, new_size);
         p
     }
 }

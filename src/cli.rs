@@ -132,6 +132,15 @@ pub struct Cli {
     /// node, else the node's available memory / pes on the node]
     #[arg(long, value_name = "SIZE", value_parser = mem_size)]
     pub mem_per_pe: Option<u64>,
+    /// Heap blocks of at least SIZE are mapped from the kernel and returned to it when freed, so
+    /// memory freed by one phase is not held under the next (a little more time in page faults);
+    /// 0: the C library's default
+    #[arg(long, default_value = "1M", value_name = "SIZE", value_parser = map_size)]
+    pub map_threshold: u64,
+    /// Do not ask for 2 MiB pages for the blocks mapped from the kernel (by default psa asks, where
+    /// the kernel's transparent huge pages are set to `madvise` or `always`: fewer page faults)
+    #[arg(long)]
+    pub no_huge_pages: bool,
     /// Subproblems of at most this many characters are solved sequentially on one pe
     #[arg(long, default_value_t = 1 << 22, value_name = "N", value_parser = at_least(4))]
     pub base_case: usize,
@@ -277,6 +286,14 @@ fn mem_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A parser of the mapping threshold: a size of at most 32 MiB (glibc's largest), or 0.
+fn map_size(s: &str) -> Result<u64, String> {
+    match psa::plan::parse_size(s)? {
+        b if b > 32 << 20 => Err(format!("'{s}' is more than 32M")),
+        b => Ok(b),
+    }
+}
+
 /// A parser of finite numbers.
 fn fraction(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -334,6 +351,8 @@ impl Cli {
             mpi_max_count: t.mpi_max_count.unwrap_or(d.mpi_max_count),
             round_bytes: t.exchange_round_bytes,
             read_piece: t.read_piece.unwrap_or(d.read_piece),
+            map_threshold: (self.map_threshold > 0).then_some(self.map_threshold as usize),
+            huge_pages: !self.no_huge_pages,
             ..d
         };
         let tune = &mut c.tune;
@@ -479,7 +498,7 @@ mod tests {
             c.summary(),
             "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 \
              exchange_round_bytes=null mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
-             plan_algo=false read_piece=5 force_wide=true index_bits=40 \
+             plan_algo=false read_piece=5 map_threshold=1048576 huge_pages=true force_wide=true index_bits=40 \
              css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
              gpu_pool=false pool_piece=3 sort_rounds=5 merge_rounds=6 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" gpu_sa_parts=7 kernel_cache=\"/k\""

@@ -78,6 +78,9 @@ impl Ctx {
         }
         let sorter: Box<dyn LocalSort> = Box::new(local::cpu::CpuSort::new(config.threads));
         alloc::set_rank(comm.rank());
+        if let Some(bytes) = config.map_threshold {
+            alloc::map_blocks_from(bytes, config.huge_pages);
+        }
         let node_cpus = comm.node_cpus();
         Ctx {
             comm,

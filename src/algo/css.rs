@@ -53,12 +53,12 @@
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
-use super::consume_from_end;
+use super::{consume_from_end, pieces};
 use crate::algo::sink::SaSink;
 use crate::comm::Comm;
 use crate::dist::{
-    collect_kept, fetch, right_halo, sample_sort, send_to_owners, sort_in_rounds, Layout, Pair,
-    Round, RoundBounds, SortKey,
+    collect_kept, fetch, right_halo, sample_sort, send_to_owners, send_to_owners_in_pieces,
+    sort_in_rounds, Layout, Pair, Round, RoundBounds, SortKey,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
@@ -134,7 +134,7 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
         // Every name is final: it is the suffix's index in the SA.
         Names::Sorted(pairs) if tied == 0 => {
             ctx.log.refine_rounds.set(0);
-            let sa = ctx.phase("place", || place(&ctx.comm, layout, pairs));
+            let sa = ctx.phase("place", || place(ctx, layout, pairs));
             return sink.deliver_layout(ctx, sa, layout);
         }
         Names::Sorted(pairs) => ctx.phase("names to text", || {
@@ -657,26 +657,41 @@ fn names_to_text<I: Index>(comm: &Comm, layout: &Layout, pairs: Vec<[I; 2]>, nam
 }
 
 /// Sends each (SA index, position) pair to the pe owning that SA index and returns this pe's SA
-/// slice. Collective.
-fn place<P: Pair>(comm: &Comm, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
-    let mut sa = vec![0u64; layout.local_len(comm.rank())];
-    send_to_owners(comm, layout, pairs, &mut sa[..], |x| {
+/// slice, in up to 8 steps ([`pieces`]: the pairs not sent yet and two copies of one step's
+/// beside the SA slice). Collective.
+fn place<P: Pair>(ctx: &Ctx, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let mut sa: Vec<u64> = bytemuck::allocation::zeroed_vec(layout.local_len(comm.rank()));
+    let steps = pieces(ctx, std::mem::size_of_val(&pairs[..]));
+    send_to_owners_in_pieces(comm, layout, pairs, &mut sa[..], steps, |x| {
         (x.a() as usize, x.b())
     });
     sa
 }
 
-/// Phase 7 for final names held in text order: [`place`] of (name, position) pairs (the names
-/// freed once paired). Collective.
-fn place_names<I: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<I>) -> Vec<u64> {
-    let lo = layout.start(ctx.comm.rank());
-    let pairs: Vec<[I; 2]> = name_of
-        .par_iter()
-        .enumerate()
-        .map(|(j, &nm)| [nm, I::from_u64((lo + j) as u64)])
-        .collect();
-    drop(name_of);
-    place(&ctx.comm, layout, pairs)
+/// Phase 7 for final names held in text order: [`place`] of (name, position) pairs, made and
+/// sent in up to 8 steps from the end of `name_of`, each step's names freed once paired.
+/// Collective.
+fn place_names<I: Index>(ctx: &Ctx, layout: &Layout, mut name_of: Vec<I>) -> Vec<u64> {
+    let comm = &ctx.comm;
+    let lo = layout.start(comm.rank());
+    let mut sa: Vec<u64> = bytemuck::allocation::zeroed_vec(layout.local_len(comm.rank()));
+    let steps = pieces(ctx, name_of.len() * std::mem::size_of::<[I; 2]>());
+    let piece = name_of.len().div_ceil(steps);
+    for _ in 0..steps {
+        let at = name_of.len().saturating_sub(piece);
+        let pairs: Vec<[I; 2]> = name_of[at..]
+            .par_iter()
+            .enumerate()
+            .map(|(j, &nm)| [nm, I::from_u64((lo + at + j) as u64)])
+            .collect();
+        name_of.truncate(at);
+        name_of.shrink_to_fit();
+        send_to_owners(comm, layout, pairs, &mut sa[..], |x| {
+            (x.a() as usize, x.b())
+        });
+    }
+    sa
 }
 
 /// How the refinement ended, after how many doubling rounds.
@@ -1265,8 +1280,7 @@ fn split_runs<I: Index>(
         unresolved.extend(runs.iter().map(|&s| Suffix { depth: k, ..s }));
         return runs.iter().map(|&s| Suffix { depth: k, ..s }).collect();
     }
-    // Where the run through each local position ends, and whether the next code is larger:
-    // a backward pass, continued from the pes on the right.
+    // Each pe's first run, for the runs that reach the end of a slice on the left (256: none).
     const END: u64 = 256;
     let edge = if text.is_empty() {
         RunEdge {
@@ -1286,9 +1300,16 @@ fn split_runs<I: Index>(
         }
     };
     let all = comm.all_gather(edge);
-    let mut ends = vec![0u64; hi - lo]; // e | flag << 63
-    if hi > lo {
-        let c = text[hi - lo - 1] as u64;
+    // The answer for a local position j: where the run through it ends (the first later position
+    // with another character, or n) | whether that character is larger << 63. Runs that reach the
+    // slice's end continue on the pes to the right (`tail`); the local runs of at least
+    // LONG_RUN characters are listed, shorter ones found by a scan of fewer steps (no array of
+    // one end per position).
+    let code = &codes.code;
+    let flag = |c: u64, x: u64| u64::from(x != END && code[x as usize] > code[c as usize]);
+    let len = hi - lo;
+    let tail = if len > 0 {
+        let c = text[len - 1] as u64;
         let (mut e, mut x) = (n as u64, END);
         for (q, edge) in all.iter().enumerate().skip(me + 1) {
             if edge.len == 0 {
@@ -1304,20 +1325,27 @@ fn split_runs<I: Index>(
                 break;
             }
         }
-        let code = &codes.code;
-        let flag = |c: u64, x: u64| u64::from(x != END && code[x as usize] > code[c as usize]);
-        ends[hi - lo - 1] = e | flag(c, x) << 63;
-        for j in (0..hi - lo - 1).rev() {
-            ends[j] = if text[j] == text[j + 1] {
-                ends[j + 1]
-            } else {
-                (lo + j + 1) as u64 | flag(text[j] as u64, text[j + 1] as u64) << 63
-            };
+        e | flag(c, x) << 63
+    } else {
+        0
+    };
+    let long = long_runs(text);
+    let end_of = |j: usize| -> u64 {
+        let c = text[j];
+        let k = long.partition_point(|r| r[0] <= j);
+        let b = match k.checked_sub(1).map(|k| long[k]) {
+            Some([_, b]) if b > j => b,
+            _ => (j + 1..len).find(|&b| text[b] != c).unwrap_or(len),
+        };
+        if b == len {
+            tail
+        } else {
+            (lo + b) as u64 | flag(c as u64, text[b] as u64) << 63
         }
-    }
+    };
     let queries: Vec<I> = runs.iter().map(|s| s.pos).collect();
-    let answers = fetch(comm, layout, &queries, |j| ends[j]);
-    drop(ends);
+    let answers = fetch(comm, layout, &queries, end_of);
+    drop(long);
     drop(queries);
     // Sort key (g, flag, s, i), s = r for x < c, max − r for x > c.
     let w = bi as u128;
@@ -1365,6 +1393,29 @@ fn split_runs<I: Index>(
         .collect();
     unresolved.extend(collect_kept(&updates, &alone, |_, u| *u));
     updates
+}
+
+/// Runs of one character at least this long are listed by [`long_runs`]; the end of a shorter
+/// one is found by a scan.
+const LONG_RUN: usize = 16;
+
+/// The runs of one character of at least [`LONG_RUN`] characters in `text`, as (start, end)
+/// offsets in increasing order: at most 1 byte per character. Local.
+fn long_runs(text: &[u8]) -> Vec<[usize; 2]> {
+    let mut out = Vec::new();
+    let mut a = 0;
+    while a < text.len() {
+        let c = text[a];
+        let b = text[a..]
+            .iter()
+            .position(|&x| x != c)
+            .map_or(text.len(), |d| a + d);
+        if b - a >= LONG_RUN {
+            out.push([a, b]);
+        }
+        a = b;
+    }
+    out
 }
 
 /// What the run step needs to know of a pe's slice: its first character, how many characters

@@ -12,10 +12,19 @@ pub mod sink;
 
 pub use dcx::{dc3, dc7};
 
-/// Pieces of a vector consumed from its end are at least this large: above glibc's largest
-/// dynamic mmap threshold (32 MiB), so freeing the last piece does not send later large blocks to
-/// the heap, where their freed pages would stay resident.
-const PIECE_BYTES: usize = 64 << 20;
+/// Pieces of a vector consumed from its end, or of records sent in steps, are at least this
+/// large (below it a step's collectives cost more than its bytes). With
+/// [`crate::Config::map_threshold`] at most this (the default), a freed piece goes back to the
+/// kernel at once.
+const PIECE_BYTES: usize = 1 << 20;
+
+/// Steps for sending `bytes` of records on this pe: 8 (each step an eighth of the records, two
+/// copies of it while it travels, beside the records not sent yet), fewer when a step would be
+/// below [`PIECE_BYTES`] on every pe. Collective (one reduction).
+pub(crate) fn pieces(ctx: &crate::Ctx, bytes: usize) -> usize {
+    let most = ctx.comm.all_reduce_max(bytes.div_ceil(PIECE_BYTES) as u64);
+    (most as usize).clamp(1, 8)
+}
 
 /// Calls `f(lo, &v[lo..hi])` on pieces of `v` from its end to its start (about an eighth of it
 /// each, at least [`PIECE_BYTES`]), freeing each piece after its call: what `f` makes from the

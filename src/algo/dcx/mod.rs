@@ -57,8 +57,8 @@ use std::marker::PhantomData;
 use bytemuck::Pod;
 use rayon::prelude::*;
 
+use super::pieces;
 use super::sink::SaSink;
-use super::PIECE_BYTES;
 use crate::dist::{
     build_by_kind, name_round, rebalance, right_halo, send_to_owners_in_pieces, sort_in_rounds,
     Layout, Pair, RoundBounds, SortKey,
@@ -489,7 +489,7 @@ fn sample_ranks<C: Cover, I: Index>(
     // Zeroed by the allocator: pages become resident only as ranks are written.
     let rank: Vec<I> = bytemuck::allocation::zeroed_vec(sl.local_len(comm.rank()));
     let rank = std::cell::RefCell::new(rank);
-    // Ranked (rank, sample index) pairs to their owners, in steps of at most PIECE_BYTES per pe.
+    // Ranked (rank, sample index) pairs to their owners, in up to 8 steps (see `pieces`).
     let send = |ranked: Vec<[I; 2]>| {
         let steps = pieces(ctx, ranked.len() * std::mem::size_of::<[I; 2]>());
         send_to_owners_in_pieces(comm, &sl, ranked, &mut rank.borrow_mut()[..], steps, |x| {
@@ -538,13 +538,6 @@ fn sample_layout<C: Cover>(layout: &Layout) -> Layout {
             .map(|&x| C::samples_below(x.min(n)))
             .collect(),
     )
-}
-
-/// Steps of at most [`PIECE_BYTES`] per pe for `bytes` on this pe (the most over all pes, at
-/// most 8). Collective (one reduction).
-fn pieces(ctx: &Ctx, bytes: usize) -> usize {
-    let most = ctx.comm.all_reduce_max(bytes.div_ceil(PIECE_BYTES) as u64);
-    (most as usize).clamp(1, 8)
 }
 
 /// The recursion step: the names go to their places in the recursion string (block layout), and
