@@ -132,9 +132,8 @@ pub struct Cli {
     /// node, else the node's available memory / pes on the node]
     #[arg(long, value_name = "SIZE", value_parser = mem_size)]
     pub mem_per_pe: Option<u64>,
-    /// Heap blocks of at least SIZE are mapped from the kernel and returned to it when freed, so
-    /// memory freed by one phase is not held under the next (a little more time in page faults);
-    /// 0: the C library's default
+    /// Heap blocks of at least SIZE (at most 32M) are mapped from the kernel and returned to it
+    /// when freed, so memory freed by one phase is not held under the next; 0: the C library's own
     #[arg(long, default_value = "1M", value_name = "SIZE", value_parser = map_size)]
     pub map_threshold: u64,
     /// Do not ask for 2 MiB pages for the blocks mapped from the kernel (by default psa asks, where

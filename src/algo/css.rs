@@ -120,8 +120,8 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
     }
     // With the finish decided, only the number of unresolved suffixes matters.
     let first = first_sort::<I>(ctx, layout, &keys, held, rounds, decided.is_none());
-    drop(keys);
     let tied = ctx.comm.all_reduce_sum(first.tied as u64);
+    let deep = ctx.comm.all_reduce_sum(first.tied_deep as u64);
     if ctx.comm.rank() == 0 {
         log::info!(
             "css: {} characters per key ({} bits each), {rounds} sort round(s), {}-bit records; {tied} of {n} suffixes need refinement",
@@ -145,23 +145,35 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
         Names::Text(name_of) => name_of,
     };
     if tied == 0 {
+        drop(keys);
         ctx.log.refine_rounds.set(0);
         let sa = ctx.phase("place", || place_names(ctx, layout, name_of));
         return sink.deliver_layout(ctx, sa, layout);
     }
-    let refined = match decided {
+    let refined = if decided.is_some() {
         // Predicted: doubling would crawl. The first sort's names (depth k ≥ 8) are finished.
-        Some(_) => Refined::HandedOver { rounds: 0 },
-        None => refine(
-            ctx,
-            text,
-            layout,
-            &codes,
-            &mut name_of,
-            first.unresolved,
-            rounds,
-        ),
+        Refined::HandedOver { rounds: 0 }
+    } else if deep as f64 > ctx.tune.css_handover * n as f64 {
+        // Too many tied suffixes outside runs to double (the run step cannot resolve them): the
+        // hand-over `refine` would make before its first round, made before its list exists.
+        let at = Progress::Doubling {
+            round: 0,
+            h: codes.k,
+            remaining: tied,
+            before: None,
+        };
+        let to = hand_over(ctx, n, at);
+        debug_assert_eq!(to, Some(HandOver::Finish));
+        Refined::HandedOver { rounds: 0 }
+    } else {
+        let tied = Tied {
+            unresolved: first.unresolved,
+            keys: &keys,
+            deep,
+        };
+        refine(ctx, text, layout, &codes, &mut name_of, tied, rounds)
     };
+    drop(keys);
     match refined {
         Refined::HandedOver { rounds } => {
             ctx.log.refine_rounds.set(rounds);
@@ -523,12 +535,59 @@ fn peak_model(n_local: u64, w: u64, rounds: usize) -> u64 {
 }
 
 /// What phase 4 leaves: the names (every suffix's (name, position) pair after one round; the
-/// names in text order after several), this pe's unresolved suffixes (empty when not
-/// kept) and their number.
+/// names in text order after several), this pe's unresolved suffixes (empty when not kept), how
+/// many suffixes this pe found tied, and how many of those lie outside runs.
 struct FirstNames<I> {
     names: Names<I>,
-    unresolved: Vec<Suffix<I>>,
+    unresolved: Unresolved<I>,
     tied: usize,
+    tied_deep: usize,
+}
+
+/// The suffixes the first sort left tied.
+enum Unresolved<I> {
+    /// As records, where the sort left them (one round).
+    List(Vec<Suffix<I>>),
+    /// As a flag per position of this pe's slice, false where the suffix is tied; the list is
+    /// made from the names after the sort ([`unresolved_from_marks`]) and only if doubling
+    /// follows: 1 byte per character instead of a record of 3 indices per tied suffix held
+    /// through the sort (several rounds).
+    Marked(Vec<bool>),
+}
+
+/// What [`refine`] starts from: the first sort's tied suffixes, the keys to tell runs by, and how
+/// many tied suffixes lie outside runs on all pes.
+struct Tied<'a, I> {
+    unresolved: Unresolved<I>,
+    keys: &'a KeyGen<'a>,
+    deep: u64,
+}
+
+/// The unresolved suffixes of this pe's positions not `alone` that lie inside runs (`runs`) or
+/// outside them, in text order: (name, position, depth 0 inside a run, else k — as the first
+/// sort's records would have had them). Local.
+fn unresolved_from_marks<I: Index>(
+    keys: &KeyGen,
+    name_of: &[I],
+    alone: &[bool],
+    runs: bool,
+) -> Vec<Suffix<I>> {
+    let is_run = |j: usize| keys.codes.is_run(keys.at(j).key());
+    let skip: Vec<bool> = alone
+        .par_iter()
+        .enumerate()
+        .map(|(j, &a)| a || is_run(j) != runs)
+        .collect();
+    let depth = if runs {
+        I::zeroed()
+    } else {
+        I::from_u64(keys.codes.k as u64)
+    };
+    collect_kept(alone, &skip, |j, _| Suffix {
+        name: name_of[j],
+        pos: I::from_u64((keys.lo + j) as u64),
+        depth,
+    })
 }
 
 /// The names after the first sort.
@@ -545,7 +604,8 @@ enum Names<I> {
 /// run's index width (made in pieces from the end, each freeing its records); with several, each round's names go to the owners of the positions at once
 /// ("names to text"). With `keep_unresolved` the suffixes not alone in their group are kept with
 /// the depth their group shares (k), or 0 for those inside a run of one character (for the run
-/// step). Collective.
+/// step): as records with one round, as marks at their positions' owners with several
+/// ([`Unresolved`]). Collective.
 fn first_sort<I: Index>(
     ctx: &Ctx,
     layout: &Layout,
@@ -564,8 +624,16 @@ fn first_sort<I: Index>(
     } else {
         Vec::new()
     };
+    // One round: the tied suffixes as records; several: marked at their positions' owners.
     let mut unresolved: Vec<Suffix<I>> = Vec::new();
+    let marked = rounds > 1 && keep_unresolved;
+    let mut alone: Vec<bool> = if marked {
+        vec![true; keys.len()]
+    } else {
+        Vec::new()
+    };
     let mut tied = 0usize;
+    let mut tied_deep = 0usize;
     let mut carry = 0u64;
     let mut open = OpenEnd::default();
     sort_in_rounds(
@@ -596,15 +664,29 @@ fn first_sort<I: Index>(
                         k
                     },
                 };
+                let mut tied_at: Vec<I> = Vec::new();
                 if let Some(s) = open.settle(comm, &round, &g, |j| entry(j, &sorted[j])) {
                     tied += 1;
-                    if keep_unresolved {
+                    tied_deep += usize::from(s.depth != I::zeroed());
+                    if marked {
+                        tied_at.push(s.pos);
+                    } else if keep_unresolved {
                         unresolved.push(s);
                     }
                 }
-                if keep_unresolved {
+                if marked {
+                    let kept = collect_kept(sorted, &g.alone, |_, r| I::from_u64(r.pos()));
+                    tied += kept.len();
+                    tied_deep += sorted
+                        .par_iter()
+                        .zip(&g.alone[..])
+                        .filter(|&(r, &a)| !a && !codes.is_run(r.key()))
+                        .count();
+                    tied_at.extend_from_slice(&kept);
+                } else if keep_unresolved {
                     let kept = collect_kept(sorted, &g.alone, entry);
                     tied += kept.len();
+                    tied_deep += kept.iter().filter(|s| s.depth != I::zeroed()).count();
                     if unresolved.is_empty() {
                         unresolved = kept;
                     } else {
@@ -625,14 +707,20 @@ fn first_sort<I: Index>(
                             .map(|(r, &nm)| [nm, I::from_u64(r.pos())]),
                     )
                 });
-                pairs
+                (pairs, tied_at)
             });
             drop(round);
+            let (pairs, tied_at) = pairs;
             if rounds == 1 {
                 sorted_pairs = Some(pairs);
             } else {
                 ctx.phase("names to text", || {
-                    names_to_text(comm, layout, pairs, &mut name_of)
+                    names_to_text(comm, layout, pairs, &mut name_of);
+                    if marked {
+                        send_to_owners(comm, layout, tied_at, &mut alone[..], |&i| {
+                            (i.to_u64() as usize, false)
+                        });
+                    }
                 });
             }
         },
@@ -643,8 +731,13 @@ fn first_sort<I: Index>(
             Some(pairs) => Names::Sorted(pairs),
             None => Names::Text(name_of),
         },
-        unresolved,
+        unresolved: if marked {
+            Unresolved::Marked(alone)
+        } else {
+            Unresolved::List(unresolved)
+        },
         tied,
+        tied_deep,
     }
 }
 
@@ -704,8 +797,9 @@ enum Refined {
 
 /// Phases 5–6: the run step, then doubling rounds until no suffix is unresolved or
 /// [`hand_over`] chooses the finish. Entry: `name_of` holds the names of this pe's positions after
-/// the first sort (their groups share k characters), `unresolved` this pe's share of the tied
-/// suffixes (those in runs with depth 0). Exit: `name_of` holds the final names (Resolved) or
+/// the first sort (their groups share k characters), `tied` this pe's share of the tied
+/// suffixes (those in runs with depth 0; when marked, those outside runs are made only after
+/// the run step, if no hand-over comes first). Exit: `name_of` holds the final names (Resolved) or
 /// prefix names of depth ≥ k (HandedOver). Collective.
 fn refine<I: Index>(
     ctx: &Ctx,
@@ -713,12 +807,23 @@ fn refine<I: Index>(
     layout: &Layout,
     codes: &Codes,
     name_of: &mut [I],
-    mut unresolved: Vec<Suffix<I>>,
+    tied: Tied<I>,
     rounds: usize,
 ) -> Refined {
     let comm = &ctx.comm;
     let n = layout.len();
     let mut depth_of = vec![I::from_u64(codes.k as u64); name_of.len()];
+    // Marked: the suffixes inside runs first; those outside (which the run step leaves as they
+    // are) join once doubling is sure to follow.
+    let (mut unresolved, mut later, deferred) = match tied.unresolved {
+        Unresolved::List(list) => (list, None, 0),
+        Unresolved::Marked(alone) => {
+            let runs = ctx.phase("unresolved", || {
+                unresolved_from_marks(tied.keys, name_of, &alone, true)
+            });
+            (runs, Some(alone), tied.deep)
+        }
+    };
     // Suffixes inside runs of one character: ordered at once by (run length, next character).
     if comm.any(unresolved.iter().any(|s| s.depth == I::zeroed())) {
         let updates = ctx.phase("runs", || {
@@ -728,7 +833,7 @@ fn refine<I: Index>(
             apply_updates(comm, layout, updates, name_of, &mut depth_of)
         });
     }
-    let mut remaining = comm.all_reduce_sum(unresolved.len() as u64);
+    let mut remaining = comm.all_reduce_sum(unresolved.len() as u64) + deferred;
     let (mut round, mut h, mut before) = (0, codes.k, None);
     while remaining > 0 {
         let at = Progress::Doubling {
@@ -739,6 +844,14 @@ fn refine<I: Index>(
         };
         if hand_over(ctx, n, at).is_some() {
             return Refined::HandedOver { rounds: round };
+        }
+        if let Some(alone) = later.take() {
+            let deep = ctx.phase("unresolved", || {
+                unresolved_from_marks(tied.keys, name_of, &alone, false)
+            });
+            drop(alone);
+            unresolved.reserve_exact(deep.len());
+            unresolved.extend_from_slice(&deep);
         }
         round += 1;
         let d = &mut depth_of[..];
