@@ -120,6 +120,7 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
     }
     // With the finish decided, only the number of unresolved suffixes matters.
     let first = first_sort::<I>(ctx, layout, &keys, held, rounds, decided.is_none());
+    drop(keys);
     let tied = ctx.comm.all_reduce_sum(first.tied as u64);
     let deep = ctx.comm.all_reduce_sum(first.tied_deep as u64);
     if ctx.comm.rank() == 0 {
@@ -145,7 +146,6 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
         Names::Text(name_of) => name_of,
     };
     if tied == 0 {
-        drop(keys);
         ctx.log.refine_rounds.set(0);
         let sa = ctx.phase("place", || place_names(ctx, layout, name_of));
         return sink.deliver_layout(ctx, sa, layout);
@@ -166,14 +166,12 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
         debug_assert_eq!(to, Some(HandOver::Finish));
         Refined::HandedOver { rounds: 0 }
     } else {
-        let tied = Tied {
-            unresolved: first.unresolved,
-            keys: &keys,
+        let unresolved = Tied {
             deep,
+            ..first.unresolved
         };
-        refine(ctx, text, layout, &codes, &mut name_of, tied, rounds)
+        refine(ctx, text, layout, &codes, &mut name_of, unresolved, rounds)
     };
-    drop(keys);
     match refined {
         Refined::HandedOver { rounds } => {
             ctx.log.refine_rounds.set(rounds);
@@ -539,54 +537,34 @@ fn peak_model(n_local: u64, w: u64, rounds: usize) -> u64 {
 /// many suffixes this pe found tied, and how many of those lie outside runs.
 struct FirstNames<I> {
     names: Names<I>,
-    unresolved: Unresolved<I>,
+    unresolved: Tied<I>,
     tied: usize,
     tied_deep: usize,
 }
 
-/// The suffixes the first sort left tied.
-enum Unresolved<I> {
-    /// As records, where the sort left them (one round).
-    List(Vec<Suffix<I>>),
-    /// As a flag per position of this pe's slice, false where the suffix is tied; the list is
-    /// made from the names after the sort ([`unresolved_from_marks`]) and only if doubling
-    /// follows: 1 byte per character instead of a record of 3 indices per tied suffix held
-    /// through the sort (several rounds).
-    Marked(Vec<bool>),
-}
-
-/// What [`refine`] starts from: the first sort's tied suffixes, the keys to tell runs by, and how
-/// many tied suffixes lie outside runs on all pes.
-struct Tied<'a, I> {
-    unresolved: Unresolved<I>,
-    keys: &'a KeyGen<'a>,
+/// The suffixes the first sort left tied, on this pe: as records where the sort left them
+/// (`list`); with several rounds only those inside runs, and those outside runs marked at their
+/// positions' owners (`alone`: false where the suffix is tied, 1 byte per character instead of
+/// a record of 3 indices held through the sort), made from the names only once doubling is sure
+/// to follow ([`unresolved_from_marks`]). `deep`: the marked ones on all pes.
+struct Tied<I> {
+    list: Vec<Suffix<I>>,
+    alone: Option<Vec<bool>>,
     deep: u64,
 }
 
-/// The unresolved suffixes of this pe's positions not `alone` that lie inside runs (`runs`) or
-/// outside them, in text order: (name, position, depth 0 inside a run, else k — as the first
-/// sort's records would have had them). Local.
+/// The unresolved suffixes of this pe's positions not `alone` (all outside runs), in text
+/// order: (name, position, depth k). Local.
 fn unresolved_from_marks<I: Index>(
-    keys: &KeyGen,
     name_of: &[I],
     alone: &[bool],
-    runs: bool,
+    lo: usize,
+    k: usize,
 ) -> Vec<Suffix<I>> {
-    let is_run = |j: usize| keys.codes.is_run(keys.at(j).key());
-    let skip: Vec<bool> = alone
-        .par_iter()
-        .enumerate()
-        .map(|(j, &a)| a || is_run(j) != runs)
-        .collect();
-    let depth = if runs {
-        I::zeroed()
-    } else {
-        I::from_u64(keys.codes.k as u64)
-    };
-    collect_kept(alone, &skip, |j, _| Suffix {
+    collect_kept(alone, alone, |j, _| Suffix {
         name: name_of[j],
-        pos: I::from_u64((keys.lo + j) as u64),
-        depth,
+        pos: I::from_u64((lo + j) as u64),
+        depth: I::from_u64(k as u64),
     })
 }
 
@@ -604,8 +582,8 @@ enum Names<I> {
 /// run's index width (made in pieces from the end, each freeing its records); with several, each round's names go to the owners of the positions at once
 /// ("names to text"). With `keep_unresolved` the suffixes not alone in their group are kept with
 /// the depth their group shares (k), or 0 for those inside a run of one character (for the run
-/// step): as records with one round, as marks at their positions' owners with several
-/// ([`Unresolved`]). Collective.
+/// step): as records with one round; with several those outside runs as marks at their
+/// positions' owners ([`Tied`]). Collective.
 fn first_sort<I: Index>(
     ctx: &Ctx,
     layout: &Layout,
@@ -624,7 +602,8 @@ fn first_sort<I: Index>(
     } else {
         Vec::new()
     };
-    // One round: the tied suffixes as records; several: marked at their positions' owners.
+    // One round: the tied suffixes as records; several: those inside runs as records, the others
+    // marked at their positions' owners.
     let mut unresolved: Vec<Suffix<I>> = Vec::new();
     let marked = rounds > 1 && keep_unresolved;
     let mut alone: Vec<bool> = if marked {
@@ -668,21 +647,28 @@ fn first_sort<I: Index>(
                 if let Some(s) = open.settle(comm, &round, &g, |j| entry(j, &sorted[j])) {
                     tied += 1;
                     tied_deep += usize::from(s.depth != I::zeroed());
-                    if marked {
+                    if marked && s.depth != I::zeroed() {
                         tied_at.push(s.pos);
                     } else if keep_unresolved {
                         unresolved.push(s);
                     }
                 }
                 if marked {
-                    let kept = collect_kept(sorted, &g.alone, |_, r| I::from_u64(r.pos()));
-                    tied += kept.len();
-                    tied_deep += sorted
-                        .par_iter()
-                        .zip(&g.alone[..])
-                        .filter(|&(r, &a)| !a && !codes.is_run(r.key()))
-                        .count();
-                    tied_at.extend_from_slice(&kept);
+                    // Records for the tied suffixes inside runs, positions for the others.
+                    let run: Vec<bool> = sorted.par_iter().map(|r| codes.is_run(r.key())).collect();
+                    let skip = |deep: bool| -> Vec<bool> {
+                        g.alone
+                            .par_iter()
+                            .zip(&run[..])
+                            .map(|(&a, &r)| a || r == deep)
+                            .collect()
+                    };
+                    let deep = collect_kept(sorted, &skip(true), |_, r| I::from_u64(r.pos()));
+                    let runs = collect_kept(sorted, &skip(false), entry);
+                    tied += deep.len() + runs.len();
+                    tied_deep += deep.len();
+                    tied_at.extend_from_slice(&deep);
+                    unresolved.extend_from_slice(&runs);
                 } else if keep_unresolved {
                     let kept = collect_kept(sorted, &g.alone, entry);
                     tied += kept.len();
@@ -731,10 +717,10 @@ fn first_sort<I: Index>(
             Some(pairs) => Names::Sorted(pairs),
             None => Names::Text(name_of),
         },
-        unresolved: if marked {
-            Unresolved::Marked(alone)
-        } else {
-            Unresolved::List(unresolved)
+        unresolved: Tied {
+            list: unresolved,
+            alone: marked.then_some(alone),
+            deep: 0,
         },
         tied,
         tied_deep,
@@ -798,8 +784,8 @@ enum Refined {
 /// Phases 5–6: the run step, then doubling rounds until no suffix is unresolved or
 /// [`hand_over`] chooses the finish. Entry: `name_of` holds the names of this pe's positions after
 /// the first sort (their groups share k characters), `tied` this pe's share of the tied
-/// suffixes (those in runs with depth 0; when marked, those outside runs are made only after
-/// the run step, if no hand-over comes first). Exit: `name_of` holds the final names (Resolved) or
+/// suffixes (those in runs with depth 0; marked ones are made only after the run step, when no
+/// hand-over comes first). Exit: `name_of` holds the final names (Resolved) or
 /// prefix names of depth ≥ k (HandedOver). Collective.
 fn refine<I: Index>(
     ctx: &Ctx,
@@ -813,17 +799,14 @@ fn refine<I: Index>(
     let comm = &ctx.comm;
     let n = layout.len();
     let mut depth_of = vec![I::from_u64(codes.k as u64); name_of.len()];
-    // Marked: the suffixes inside runs first; those outside (which the run step leaves as they
-    // are) join once doubling is sure to follow.
-    let (mut unresolved, mut later, deferred) = match tied.unresolved {
-        Unresolved::List(list) => (list, None, 0),
-        Unresolved::Marked(alone) => {
-            let runs = ctx.phase("unresolved", || {
-                unresolved_from_marks(tied.keys, name_of, &alone, true)
-            });
-            (runs, Some(alone), tied.deep)
-        }
-    };
+    // The marked suffixes (outside runs: the run step leaves them as they are) join once
+    // doubling is sure to follow.
+    let Tied {
+        list: mut unresolved,
+        alone: mut later,
+        deep,
+    } = tied;
+    let deferred = if later.is_some() { deep } else { 0 };
     // Suffixes inside runs of one character: ordered at once by (run length, next character).
     if comm.any(unresolved.iter().any(|s| s.depth == I::zeroed())) {
         let updates = ctx.phase("runs", || {
@@ -846,12 +829,14 @@ fn refine<I: Index>(
             return Refined::HandedOver { rounds: round };
         }
         if let Some(alone) = later.take() {
-            let deep = ctx.phase("unresolved", || {
-                unresolved_from_marks(tied.keys, name_of, &alone, false)
+            let lo = layout.start(comm.rank());
+            let mut marked = ctx.phase("unresolved", || {
+                unresolved_from_marks(name_of, &alone, lo, codes.k)
             });
             drop(alone);
-            unresolved.reserve_exact(deep.len());
-            unresolved.extend_from_slice(&deep);
+            // The few run suffixes join the marked ones (a mapped block grows without a copy).
+            marked.extend_from_slice(&unresolved);
+            unresolved = marked;
         }
         round += 1;
         let d = &mut depth_of[..];
