@@ -12,7 +12,7 @@ use bytemuck::{Pod, Zeroable};
 
 /// An unsigned integer of [`Self::BITS`] bits stored in a record: positions, ranks, names.
 /// Its order is the order of the numbers (`to_u64`).
-pub trait Index: Pod + Ord + Eq + Send + Sync + fmt::Debug + 'static {
+pub trait Index: Pod + Ord + Eq + Send + Sync + fmt::Debug + Into<u64> + 'static {
     /// Bits of the values it holds.
     const BITS: u32;
     /// The largest value it holds.
@@ -79,6 +79,13 @@ impl Index for U40 {
     fn to_u64(self) -> u64 {
         let [a, b, c, d, e] = self.0;
         u64::from_le_bytes([a, b, c, d, e, 0, 0, 0])
+    }
+}
+
+impl From<U40> for u64 {
+    #[inline]
+    fn from(x: U40) -> u64 {
+        x.to_u64()
     }
 }
 

@@ -25,7 +25,9 @@
 //!    the number of characters its members share (k after the first sort); the key of unresolved
 //!    i is (name(i), name(i+d)), name(i+d) and the depth of its group fetched from the pe owning
 //!    i+d. Sorting these keys splits each group; new names are group start + offset of the
-//!    subgroup, new depths d + depth(i+d). Resolved suffixes drop out of later rounds; when most
+//!    subgroup, new depths d + depth(i+d). Resolved suffixes drop out of later rounds (a round
+//!    lists the positions whose depth is not [`resolved`]: no list of unresolved suffixes is
+//!    held between rounds); when most
 //!    stay unresolved, DC7 finishes from the names ([`super::dc7::finish_from_names`]; with
 //!    `--css-finish dc3`, [`super::dc3::finish_from_names`]).
 //! 7. **place**: every suffix's final name is its SA index: (name, i) goes to the owner of that
@@ -47,8 +49,9 @@
 //!
 //! Memory per pe, w bytes per index (4 below 2^32 characters): text n/p, names w per position
 //! (only when some key repeats) and depths w while doubling, sort records 16 B each (first sort)
-//! or 4w (doubling) with up to three copies during an exchange, of one range at a time, unresolved
-//! suffixes 3w each; the model is [`peak_bytes_per_pe`].
+//! or 4w (doubling) with up to three copies during an exchange, of one range at a time, the tied
+//! suffixes inside runs 3w each and a mark (1 B) per position until doubling begins; the model is
+//! [`peak_bytes_per_pe`].
 
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
@@ -94,10 +97,18 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec
 }
 
 /// The index width of pCSS' records for a text of n characters: names (+ 1), positions and
-/// depths are at most n. The narrowest that holds n, or the forced one
-/// ([`crate::Tunables::forced_index_width`]). Local.
+/// depths are at most n, and one value above them marks a resolved suffix ([`resolved`]). The
+/// narrowest that holds n + 1, or the forced one ([`crate::Tunables::forced_index_width`]).
+/// Local.
 fn index_width(ctx: &Ctx, n: usize) -> IndexWidth {
-    IndexWidth::choose(n as u64, ctx.tune.forced_index_width())
+    IndexWidth::choose(n as u64 + 1, ctx.tune.forced_index_width())
+}
+
+/// The depth of a position whose suffix is alone in its group (its name is final): above every
+/// depth (at most n; [`index_width`] leaves room). Doubling never needs such a suffix's depth:
+/// a suffix whose successor's name is unique is alone in its new group.
+fn resolved<I: Index>() -> I {
+    I::from_u64(I::MAX)
 }
 
 /// [`css`] with every name, position and depth stored in `I`.
@@ -119,10 +130,10 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
         return build(ctx, text, layout, sink);
     }
     // With the finish decided, only the number of unresolved suffixes matters.
-    let first = first_sort::<I>(ctx, layout, &keys, held, rounds, decided.is_none());
+    let FirstNames { names, tied: ties } =
+        first_sort::<I>(ctx, layout, &keys, held, rounds, decided.is_none());
     drop(keys);
-    let tied = ctx.comm.all_reduce_sum(first.tied as u64);
-    let deep = ctx.comm.all_reduce_sum(first.tied_deep as u64);
+    let (tied, deep) = (ties.total, ties.deep);
     if ctx.comm.rank() == 0 {
         log::info!(
             "css: {} characters per key ({} bits each), {rounds} sort round(s), {}-bit records; {tied} of {n} suffixes need refinement",
@@ -131,12 +142,12 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
             I::BITS
         );
     }
-    let mut name_of = match first.names {
+    let mut name_of = match names {
         // Every name is final: it is the suffix's index in the SA.
         Names::Sorted(pairs) if tied == 0 => {
             ctx.log.refine_rounds.set(0);
-            let sa = ctx.phase("place", || place(ctx, layout, pairs));
-            return sink.deliver_layout(ctx, sa, layout);
+            let sa = ctx.phase("place", || place::<I, _>(ctx, layout, pairs));
+            return sink.deliver_layout_of(ctx, sa, layout);
         }
         Names::Sorted(pairs) => ctx.phase("names to text", || {
             let mut name_of = vec![I::zeroed(); layout.local_len(ctx.comm.rank())];
@@ -148,7 +159,7 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
     if tied == 0 {
         ctx.log.refine_rounds.set(0);
         let sa = ctx.phase("place", || place_names(ctx, layout, name_of));
-        return sink.deliver_layout(ctx, sa, layout);
+        return sink.deliver_layout_of(ctx, sa, layout);
     }
     let refined = if decided.is_some() {
         // Predicted: doubling would crawl. The first sort's names (depth k ≥ 8) are finished.
@@ -166,11 +177,7 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
         debug_assert_eq!(to, Some(HandOver::Finish));
         Refined::HandedOver { rounds: 0 }
     } else {
-        let unresolved = Tied {
-            deep,
-            ..first.unresolved
-        };
-        refine(ctx, text, layout, &codes, &mut name_of, unresolved, rounds)
+        refine(ctx, text, layout, &codes, &mut name_of, ties, rounds)
     };
     match refined {
         Refined::HandedOver { rounds } => {
@@ -180,7 +187,7 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
         Refined::Resolved { rounds } => {
             ctx.log.refine_rounds.set(rounds);
             let sa = ctx.phase("place", || place_names(ctx, layout, name_of));
-            sink.deliver_layout(ctx, sa, layout)
+            sink.deliver_layout_of(ctx, sa, layout)
         }
     }
 }
@@ -510,9 +517,8 @@ fn sort_rounds(ctx: &Ctx, _layout: &Layout) -> usize {
 /// - the first sort: per round n_local / rounds records of 16 B, three copies at once in an
 ///   exchange (input, send buffer, received) plus 25 % imbalance between pes;
 /// - a doubling round over u unresolved suffixes (at most one per character: the worst case):
-///   the depths (w per character), the suffixes or those still unresolved (3w each), the answers
-///   (2w), and per round u / rounds records of 4w with three copies and 25 % imbalance, plus 3w
-///   per record of the round's updates.
+///   the depths (w per character), and per round of u / rounds, with 25 % imbalance: the
+///   positions listed (w each), the answers (2w), the records (4w) with three copies.
 ///
 /// The worst case (every suffix unresolved) is assumed: a budget met by this estimate is met by
 /// every input. Local.
@@ -528,44 +534,28 @@ fn peak_model(n_local: u64, w: u64, rounds: usize) -> u64 {
     let round = |records: u64| (records.div_ceil(rounds) as f64 * 1.25) as u64;
     let base = (1 + w) * n_local;
     let first = base + 3 * 16 * round(n_local);
-    let refine = base + (w + 3 * w + 2 * w) * n_local + (3 * 4 * w + 3 * w) * round(n_local);
+    let refine = base + w * n_local + (w + 2 * w + 3 * 4 * w) * round(n_local);
     first.max(refine)
 }
 
 /// What phase 4 leaves: the names (every suffix's (name, position) pair after one round; the
-/// names in text order after several), this pe's unresolved suffixes (empty when not kept), how
-/// many suffixes this pe found tied, and how many of those lie outside runs.
+/// names in text order after several) and the suffixes it left tied.
 struct FirstNames<I> {
     names: Names<I>,
-    unresolved: Tied<I>,
-    tied: usize,
-    tied_deep: usize,
+    tied: Tied<I>,
 }
 
-/// The suffixes the first sort left tied, on this pe: as records where the sort left them
-/// (`list`); with several rounds only those inside runs, and those outside runs marked at their
-/// positions' owners (`alone`: false where the suffix is tied, 1 byte per character instead of
-/// a record of 3 indices held through the sort), made from the names only once doubling is sure
-/// to follow ([`unresolved_from_marks`]). `deep`: the marked ones on all pes.
+/// The suffixes the first sort left tied: on this pe, as records where the sort left them
+/// (`list`: depth 0 inside runs of one character, for the run step, k outside); with several
+/// sort ranges only those inside runs, and marks at this pe's positions for the others
+/// (`alone[j]` false where the suffix at position j shares its key: 1 byte per character
+/// instead of a record of 3 indices). Empty when the suffixes are not kept. `total` and `deep`
+/// count them on all pes (`deep`: those outside runs).
 struct Tied<I> {
     list: Vec<Suffix<I>>,
     alone: Option<Vec<bool>>,
+    total: u64,
     deep: u64,
-}
-
-/// The unresolved suffixes of this pe's positions not `alone` (all outside runs), in text
-/// order: (name, position, depth k). Local.
-fn unresolved_from_marks<I: Index>(
-    name_of: &[I],
-    alone: &[bool],
-    lo: usize,
-    k: usize,
-) -> Vec<Suffix<I>> {
-    collect_kept(alone, alone, |j, _| Suffix {
-        name: name_of[j],
-        pos: I::from_u64((lo + j) as u64),
-        depth: I::from_u64(k as u64),
-    })
 }
 
 /// The names after the first sort.
@@ -579,11 +569,12 @@ enum Names<I> {
 /// Phases 3–4, one key range at a time ([`sort_in_rounds`]): sort the records, then name their
 /// groups (runs of equal key and clamped length): a suffix's name is the global index of its
 /// group's first record. With one round, every suffix becomes a (name, position) pair of the
-/// run's index width (made in pieces from the end, each freeing its records); with several, each round's names go to the owners of the positions at once
-/// ("names to text"). With `keep_unresolved` the suffixes not alone in their group are kept with
-/// the depth their group shares (k), or 0 for those inside a run of one character (for the run
-/// step): as records with one round; with several those outside runs as marks at their
-/// positions' owners ([`Tied`]). Collective.
+/// run's index width (made in pieces from the end, each freeing its records); with several, each
+/// round's names go to the owners of the positions at once ("names to text"). With
+/// `keep_unresolved` the suffixes not alone in their group are kept ([`Tied`]) with the depth
+/// their group shares (k), or 0 for those inside a run of one character (for the run step): as
+/// records with one round; with several those outside runs as marks at their positions' owners.
+/// Collective.
 fn first_sort<I: Index>(
     ctx: &Ctx,
     layout: &Layout,
@@ -604,15 +595,14 @@ fn first_sort<I: Index>(
     };
     // One round: the tied suffixes as records; several: those inside runs as records, the others
     // marked at their positions' owners.
-    let mut unresolved: Vec<Suffix<I>> = Vec::new();
+    let mut list: Vec<Suffix<I>> = Vec::new();
     let marked = rounds > 1 && keep_unresolved;
     let mut alone: Vec<bool> = if marked {
         vec![true; keys.len()]
     } else {
         Vec::new()
     };
-    let mut tied = 0usize;
-    let mut tied_deep = 0usize;
+    let (mut tied, mut tied_deep) = (0u64, 0u64);
     let mut carry = 0u64;
     let mut open = OpenEnd::default();
     sort_in_rounds(
@@ -634,28 +624,27 @@ fn first_sort<I: Index>(
                 let edges = Edges::of_round(&round, carry);
                 let g = group_names::<I, _, _>(ctx, sorted, &edges, |a, b| a.id() == b.id());
                 carry = g.carry;
+                let in_run = |r: &HiKey| codes.is_run(r.key());
+                // Depth 0 marks a suffix inside a run; the others' depth (k) is not kept.
                 let entry = |j: usize, r: &HiKey| Suffix {
                     name: g.names[j],
                     pos: I::from_u64(r.pos()),
-                    depth: if codes.is_run(r.key()) {
-                        I::zeroed()
-                    } else {
-                        k
-                    },
+                    depth: if in_run(r) { I::zeroed() } else { k },
                 };
+                // Positions of the tied suffixes outside runs (to be marked).
                 let mut tied_at: Vec<I> = Vec::new();
                 if let Some(s) = open.settle(comm, &round, &g, |j| entry(j, &sorted[j])) {
                     tied += 1;
-                    tied_deep += usize::from(s.depth != I::zeroed());
+                    tied_deep += u64::from(s.depth != I::zeroed());
                     if marked && s.depth != I::zeroed() {
                         tied_at.push(s.pos);
                     } else if keep_unresolved {
-                        unresolved.push(s);
+                        list.push(s);
                     }
                 }
                 if marked {
                     // Records for the tied suffixes inside runs, positions for the others.
-                    let run: Vec<bool> = sorted.par_iter().map(|r| codes.is_run(r.key())).collect();
+                    let run: Vec<bool> = sorted.par_iter().map(in_run).collect();
                     let skip = |deep: bool| -> Vec<bool> {
                         g.alone
                             .par_iter()
@@ -664,23 +653,23 @@ fn first_sort<I: Index>(
                             .collect()
                     };
                     let deep = collect_kept(sorted, &skip(true), |_, r| I::from_u64(r.pos()));
-                    let runs = collect_kept(sorted, &skip(false), entry);
-                    tied += deep.len() + runs.len();
-                    tied_deep += deep.len();
+                    let in_runs = collect_kept(sorted, &skip(false), entry);
+                    tied += (deep.len() + in_runs.len()) as u64;
+                    tied_deep += deep.len() as u64;
                     tied_at.extend_from_slice(&deep);
-                    unresolved.extend_from_slice(&runs);
+                    list.extend_from_slice(&in_runs);
                 } else if keep_unresolved {
                     let kept = collect_kept(sorted, &g.alone, entry);
-                    tied += kept.len();
-                    tied_deep += kept.iter().filter(|s| s.depth != I::zeroed()).count();
-                    if unresolved.is_empty() {
-                        unresolved = kept;
+                    tied += kept.len() as u64;
+                    tied_deep += kept.iter().filter(|s| s.depth != I::zeroed()).count() as u64;
+                    if list.is_empty() {
+                        list = kept;
                     } else {
-                        unresolved.reserve_exact(kept.len());
-                        unresolved.extend_from_slice(&kept);
+                        list.reserve_exact(kept.len());
+                        list.extend_from_slice(&kept);
                     }
                 } else {
-                    tied += g.alone.iter().filter(|&&a| !a).count();
+                    tied += g.alone.iter().filter(|&&a| !a).count() as u64;
                 }
                 drop(g.alone);
                 // Pairs in any order: made from the end in pieces, each freeing its records.
@@ -717,13 +706,12 @@ fn first_sort<I: Index>(
             Some(pairs) => Names::Sorted(pairs),
             None => Names::Text(name_of),
         },
-        unresolved: Tied {
-            list: unresolved,
+        tied: Tied {
+            list,
             alone: marked.then_some(alone),
-            deep: 0,
+            total: comm.all_reduce_sum(tied),
+            deep: comm.all_reduce_sum(tied_deep),
         },
-        tied,
-        tied_deep,
     }
 }
 
@@ -736,14 +724,15 @@ fn names_to_text<I: Index>(comm: &Comm, layout: &Layout, pairs: Vec<[I; 2]>, nam
 }
 
 /// Sends each (SA index, position) pair to the pe owning that SA index and returns this pe's SA
-/// slice, in up to 8 steps ([`pieces`]: the pairs not sent yet and two copies of one step's
-/// beside the SA slice). Collective.
-fn place<P: Pair>(ctx: &Ctx, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
+/// slice in the run's index width (half of 8-byte entries below 2^32 characters, until written),
+/// in up to 8 steps ([`pieces`]: the pairs not sent yet and two copies of one step's beside the
+/// SA slice). Collective.
+fn place<I: Index, P: Pair>(ctx: &Ctx, layout: &Layout, pairs: Vec<P>) -> Vec<I> {
     let comm = &ctx.comm;
-    let mut sa: Vec<u64> = bytemuck::allocation::zeroed_vec(layout.local_len(comm.rank()));
+    let mut sa: Vec<I> = bytemuck::allocation::zeroed_vec(layout.local_len(comm.rank()));
     let steps = pieces(ctx, std::mem::size_of_val(&pairs[..]));
     send_to_owners_in_pieces(comm, layout, pairs, &mut sa[..], steps, |x| {
-        (x.a() as usize, x.b())
+        (x.a() as usize, I::from_u64(x.b()))
     });
     sa
 }
@@ -751,10 +740,10 @@ fn place<P: Pair>(ctx: &Ctx, layout: &Layout, pairs: Vec<P>) -> Vec<u64> {
 /// Phase 7 for final names held in text order: [`place`] of (name, position) pairs, made and
 /// sent in up to 8 steps from the end of `name_of`, each step's names freed once paired.
 /// Collective.
-fn place_names<I: Index>(ctx: &Ctx, layout: &Layout, mut name_of: Vec<I>) -> Vec<u64> {
+fn place_names<I: Index>(ctx: &Ctx, layout: &Layout, mut name_of: Vec<I>) -> Vec<I> {
     let comm = &ctx.comm;
     let lo = layout.start(comm.rank());
-    let mut sa: Vec<u64> = bytemuck::allocation::zeroed_vec(layout.local_len(comm.rank()));
+    let mut sa: Vec<I> = bytemuck::allocation::zeroed_vec(layout.local_len(comm.rank()));
     let steps = pieces(ctx, name_of.len() * std::mem::size_of::<[I; 2]>());
     let piece = name_of.len().div_ceil(steps);
     for _ in 0..steps {
@@ -766,9 +755,7 @@ fn place_names<I: Index>(ctx: &Ctx, layout: &Layout, mut name_of: Vec<I>) -> Vec
             .collect();
         name_of.truncate(at);
         name_of.shrink_to_fit();
-        send_to_owners(comm, layout, pairs, &mut sa[..], |x| {
-            (x.a() as usize, x.b())
-        });
+        send_to_owners(comm, layout, pairs, &mut sa[..], |x| (x.a() as usize, x[1]));
     }
     sa
 }
@@ -783,10 +770,12 @@ enum Refined {
 
 /// Phases 5–6: the run step, then doubling rounds until no suffix is unresolved or
 /// [`hand_over`] chooses the finish. Entry: `name_of` holds the names of this pe's positions after
-/// the first sort (their groups share k characters), `tied` this pe's share of the tied
-/// suffixes (those in runs with depth 0; marked ones are made only after the run step, when no
-/// hand-over comes first). Exit: `name_of` holds the final names (Resolved) or
-/// prefix names of depth ≥ k (HandedOver). Collective.
+/// the first sort (their groups share k characters), `tied` the suffixes it left tied (as records,
+/// or with several sort ranges those outside runs marked). `depth_of` holds each position's group
+/// depth, [`resolved`] once its suffix is alone. While more than n / [`LIST_BELOW`] suffixes
+/// are unresolved and they were marked, a round finds them from the depths ([`Unresolved`]);
+/// below, as records. Exit: `name_of` holds the final names (Resolved) or prefix names of
+/// depth ≥ k (HandedOver). Collective.
 fn refine<I: Index>(
     ctx: &Ctx,
     text: &[u8],
@@ -798,25 +787,40 @@ fn refine<I: Index>(
 ) -> Refined {
     let comm = &ctx.comm;
     let n = layout.len();
-    let mut depth_of = vec![I::from_u64(codes.k as u64); name_of.len()];
-    // The marked suffixes (outside runs: the run step leaves them as they are) join once
-    // doubling is sure to follow.
     let Tied {
-        list: mut unresolved,
-        alone: mut later,
-        deep,
+        list: mut listed,
+        alone,
+        ..
     } = tied;
-    let deferred = if later.is_some() { deep } else { 0 };
+    let k = I::from_u64(codes.k as u64);
+    let marked = alone.is_some();
+    let mut depth_of = match alone {
+        Some(alone) => collect_range(alone.len(), |j| if alone[j] { resolved() } else { k }),
+        None => vec![k; name_of.len()],
+    };
     // Suffixes inside runs of one character: ordered at once by (run length, next character).
-    if comm.any(unresolved.iter().any(|s| s.depth == I::zeroed())) {
-        let updates = ctx.phase("runs", || {
-            split_runs(ctx, text, layout, codes, &mut unresolved)
-        });
+    let runs: Vec<Suffix<I>> = (listed.iter().copied())
+        .filter(|s| s.depth == I::zeroed())
+        .collect();
+    listed.retain(|s| s.depth != I::zeroed());
+    if comm.any(!runs.is_empty()) {
+        let updates = ctx.phase("runs", || split_runs(ctx, text, layout, codes, runs));
+        if !marked {
+            listed.extend(updates.iter().filter(|u| u.depth != resolved()));
+        }
         ctx.phase("update names", || {
             apply_updates(comm, layout, updates, name_of, &mut depth_of)
         });
     }
-    let mut remaining = comm.all_reduce_sum(unresolved.len() as u64) + deferred;
+    let (mut unresolved, open) = if marked {
+        drop(listed);
+        let open = depth_of.par_iter().filter(|&&d| d != resolved()).count();
+        (Unresolved::Marked, open)
+    } else {
+        let open = listed.len();
+        (Unresolved::Listed(listed), open)
+    };
+    let mut remaining = comm.all_reduce_sum(open as u64);
     let (mut round, mut h, mut before) = (0, codes.k, None);
     while remaining > 0 {
         let at = Progress::Doubling {
@@ -828,34 +832,53 @@ fn refine<I: Index>(
         if hand_over(ctx, n, at).is_some() {
             return Refined::HandedOver { rounds: round };
         }
-        if let Some(alone) = later.take() {
-            let lo = layout.start(comm.rank());
-            let mut marked = ctx.phase("unresolved", || {
-                unresolved_from_marks(name_of, &alone, lo, codes.k)
-            });
-            drop(alone);
-            // The few run suffixes join the marked ones (a mapped block grows without a copy).
-            marked.extend_from_slice(&unresolved);
-            unresolved = marked;
-        }
         round += 1;
-        let d = &mut depth_of[..];
-        unresolved = ctx.phase("refine", || {
-            refine_round(ctx, layout, unresolved, name_of, d, rounds)
+        let list = matches!(unresolved, Unresolved::Listed(_))
+            || remaining <= (n as u64).div_ceil(LIST_BELOW);
+        let (still, next) = ctx.phase("refine", || {
+            refine_round(
+                ctx,
+                layout,
+                unresolved,
+                name_of,
+                &mut depth_of,
+                rounds,
+                list,
+            )
         });
+        unresolved = next;
         before = Some(remaining);
-        remaining = comm.all_reduce_sum(unresolved.len() as u64);
+        remaining = comm.all_reduce_sum(still);
         if comm.rank() == 0 {
-            log::debug!("css: round {round} (h = {h}): {remaining} suffixes still unresolved");
+            let how = if list { "listed" } else { "marked" };
+            log::debug!(
+                "css: round {round} (h = {h}, {how}): {remaining} suffixes still unresolved"
+            );
         }
         h *= 2;
     }
     Refined::Resolved { rounds: round }
 }
 
+/// Doubling holds its unresolved suffixes as records ([`Suffix`], 3 indices each, spread evenly
+/// over the pes by the last sort) once at most n / `LIST_BELOW` of them are left; above that,
+/// when the first sort marked them, it finds them from the depths at their positions, at a bit
+/// per position, and their records are made by their positions' owners (which is uneven where
+/// they cluster, as in long repeats: the rounds with few left are the ones to balance).
+const LIST_BELOW: u64 = 8;
+
+/// Where a doubling round finds the unresolved suffixes.
+enum Unresolved<I> {
+    /// At the positions whose depth is not [`resolved`] ([`OpenPositions`]).
+    Marked,
+    /// This pe's list of them, where the last sort left them.
+    Listed(Vec<Suffix<I>>),
+}
+
 /// A suffix still tied with others, or an update of one: its position, the name of its group,
 /// and the depth of the group (the number of characters its members share; 0 marks a suffix
-/// inside a run for the run step). In the run's index width: 12, 15 or 24 bytes.
+/// inside a run for the run step, [`resolved`] in an update one alone in its new group). In the
+/// run's index width: 12, 15 or 24 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Suffix<I> {
@@ -1132,79 +1155,92 @@ impl<I: Index> SortKey for Refine<I> {
 /// One refinement round: every unresolved (name g, position i, depth d) — all members of group g
 /// share their first d characters — is keyed by (g, name(i+d)); a new subgroup shares d plus the
 /// depth of the group of i+d. Sorted in `rounds` ranges of group names ([`sort_in_rounds`]; the
-/// boundaries cut between groups, so a round holds whole groups): per range, the names of i+d
-/// are fetched, the records sorted and renamed, and the updates written to the owners of the
+/// boundaries cut between groups, so a round holds whole groups): per range, the suffixes whose
+/// name lies in it are taken from the list or, when marked, from this pe's positions
+/// ([`OpenPositions`]), the names of i+d fetched, the records sorted and renamed, and the updates
+/// (depth [`resolved`] for a suffix alone in its new group) written to the owners of the
 /// positions before the next range. A later range may thus see names already refined by an
 /// earlier one: they are finer prefix names of the same order (a group's new names stay within
-/// its old range, with the depths sent along), and all members of a group see the same ones.
-/// Returns the suffixes still unresolved. With one range the unresolved suffixes are freed once
-/// their records are made. Collective.
+/// its old range, with the depths sent along), and all members of a group see the same ones; a
+/// position refined by an earlier range is not taken again (its name stays in that range).
+/// Returns how many of this pe's records are still unresolved and, with `list`, those suffixes
+/// (else they are left marked). With one range a list is freed as its records are made.
+/// Collective.
 ///
 /// Memory per pe, u unresolved suffixes of s bytes ([`Suffix`], 12 with 32 bits), records r bytes
-/// ([`Refine`], 16): the names and depths (2 indices per position) throughout; the suffixes, the
-/// queries (1 index each) and their answers ([`Ahead`], 2), then the records (two copies in their
-/// exchange), then their groups (8 + 8 + 2 bytes each) and updates (s), the still unresolved
-/// ones (s) and the updates' exchange.
+/// ([`Refine`], 16): the names and depths (2 indices per position) throughout; the list (s per
+/// suffix) or the marks (a bit per position); per range the range's suffixes (s), the queries
+/// (1 index each) and their answers ([`Ahead`], 2), then the records (two copies in their
+/// exchange), then their groups (8 + 8 + 2 bytes each) and updates (s, written over the records),
+/// the still unresolved ones when listed (s) and the updates' exchange.
 fn refine_round<I: Index>(
     ctx: &Ctx,
     layout: &Layout,
-    unresolved: Vec<Suffix<I>>,
+    unresolved: Unresolved<I>,
     name_of: &mut [I],
     depth_of: &mut [I],
     rounds: usize,
-) -> Vec<Suffix<I>> {
+    list: bool,
+) -> (u64, Unresolved<I>) {
     let comm = &ctx.comm;
-    let n = layout.len();
-    let len = unresolved.len();
-    let unresolved = std::cell::RefCell::new(unresolved);
+    let n = layout.len() as u64;
+    let base = layout.start(comm.rank()) as u64;
+    let (listed, open) = match unresolved {
+        Unresolved::Listed(l) => (Some(l), None),
+        Unresolved::Marked => (None, Some(OpenPositions::of(depth_of))),
+    };
+    let len = listed.as_ref().map_or(0, Vec::len) + open.as_ref().map_or(0, |o| o.count);
+    let listed = std::cell::RefCell::new(listed);
     let names = std::cell::RefCell::new((name_of, depth_of));
     let generate = |bounds: &RoundBounds<Refine<I>>, k: usize| -> Vec<Refine<I>> {
         let (lo, hi) = bounds.range(k);
-        let inside = |s: &&Suffix<I>| {
-            lo.is_none_or(|l| s.name >= l.group) && hi.is_none_or(|h| s.name < h.group)
+        let inside = |g: I| lo.is_none_or(|l| g >= l.group) && hi.is_none_or(|h| g < h.group);
+        let names = names.borrow();
+        let (name_of, depth_of) = (&*names.0, &*names.1);
+        let mine: Vec<Suffix<I>> = match (&open, rounds) {
+            (Some(open), _) => open.listed(
+                |j| depth_of[j] != resolved() && inside(name_of[j]),
+                |j| Suffix {
+                    name: name_of[j],
+                    pos: I::from_u64(base + j as u64),
+                    depth: depth_of[j],
+                },
+            ),
+            // One range: the list is dead once its records are made.
+            (None, 1) => listed.borrow_mut().take().unwrap_or_default(),
+            (None, _) => (listed.borrow().iter().flatten())
+                .filter(|s| inside(s.name))
+                .copied()
+                .collect(),
         };
         // One answer per suffix (those with i + d past the end ask about position 0 and ignore
         // it).
-        let past = |s: &Suffix<I>| s.pos.to_u64() + s.depth.to_u64() >= n as u64;
-        let query = |s: &Suffix<I>| {
-            if past(s) {
-                I::zeroed()
-            } else {
-                I::from_u64(s.pos.to_u64() + s.depth.to_u64())
-            }
-        };
+        let past = |s: &Suffix<I>| s.pos.to_u64() + s.depth.to_u64() >= n;
+        let queries: Vec<I> = (mine.par_iter())
+            .map(|s| {
+                if past(s) {
+                    I::zeroed()
+                } else {
+                    I::from_u64(s.pos.to_u64() + s.depth.to_u64())
+                }
+            })
+            .collect();
+        let answers = fetch(comm, layout, &queries, |j| Ahead {
+            name: I::from_u64(name_of[j].to_u64() + 1),
+            depth: depth_of[j],
+        });
+        drop(queries);
         let make = |s: &Suffix<I>, a: &Ahead<I>| {
             let ahead = if past(s) { Ahead::zeroed() } else { *a };
             Refine {
                 group: s.name,
                 second: ahead.name,
                 pos: s.pos,
-                depth: I::from_u64((s.depth.to_u64() + ahead.depth.to_u64()).min(n as u64)),
+                // A resolved successor's depth is not kept: its pair is unique anyway.
+                depth: I::from_u64(s.depth.to_u64().saturating_add(ahead.depth.to_u64()).min(n)),
             }
         };
-        let ask = |queries: &[I]| {
-            let names = names.borrow();
-            let (name_of, depth_of) = (&names.0, &names.1);
-            fetch(comm, layout, queries, |j| Ahead {
-                name: I::from_u64(name_of[j].to_u64() + 1),
-                depth: depth_of[j],
-            })
-        };
-        if rounds > 1 {
-            let mine = unresolved.borrow();
-            let queries: Vec<I> = mine.iter().filter(inside).map(query).collect();
-            let answers = ask(&queries);
-            drop(queries);
-            return (mine.iter().filter(inside).zip(&answers))
-                .map(|(s, a)| make(s, a))
-                .collect();
-        }
-        // One range: the suffixes are dead once their records are made, so the records are made
-        // from the end in pieces, each freeing its suffixes and answers.
-        let mine = std::mem::take(&mut *unresolved.borrow_mut());
-        let queries: Vec<I> = mine.par_iter().map(query).collect();
-        let answers = ask(&queries);
-        drop(queries);
+        // Made from the end in pieces, each freeing its suffixes and answers.
         let mut records = Vec::with_capacity(mine.len());
         consume_from_end(mine, |lo, ss| {
             records.par_extend(ss.par_iter().zip(&answers[lo..]).map(|(s, a)| make(s, a)))
@@ -1212,15 +1248,21 @@ fn refine_round<I: Index>(
         records
     };
     let mut still: Vec<Suffix<I>> = Vec::new();
+    let mut count = 0u64;
     let (mut gcarry, mut scarry) = (0u64, 0u64);
-    let mut open = OpenEnd::default();
+    let mut open_end = OpenEnd::default();
     sort_in_rounds(
         ctx,
         "· sort",
         rounds,
         len,
         // Boundaries (g, 0, 0, 0): a round holds the records of the groups from one to the next.
-        |j| Refine::group_start(unresolved.borrow()[j].name),
+        |j| {
+            Refine::group_start(match &open {
+                Some(open) => names.borrow().0[open.nth(j)],
+                None => listed.borrow().as_ref().map_or(I::zeroed(), |l| l[j].name),
+            })
+        },
         generate,
         |mut round| {
             let sorted = &round.sorted;
@@ -1241,17 +1283,39 @@ fn refine_round<I: Index>(
                 pos: r.pos,
                 depth: r.depth,
             };
-            still.extend(open.settle(comm, &round, &sub, |j| update(j, &sorted[j])));
-            let updates = updates_in_place(std::mem::take(&mut round.sorted), update);
+            // A suffix an earlier round held open and this one's first record joins: its update
+            // (sent as resolved) is sent again with its depth.
+            let joined = open_end.settle(comm, &round, &sub, |j| update(j, &sorted[j]));
+            let mut updates = updates_in_place(std::mem::take(&mut round.sorted), |j, r| {
+                let u = update(j, r);
+                if sub.alone[j] {
+                    Suffix {
+                        depth: resolved(),
+                        ..u
+                    }
+                } else {
+                    u
+                }
+            });
             drop(round);
             drop(gstart);
-            let kept = collect_kept(&updates, &sub.alone, |_, u| *u);
+            count += sub.alone.iter().filter(|&&a| !a).count() as u64;
+            if list {
+                let kept = collect_kept(&updates, &sub.alone, |_, u| *u);
+                if still.is_empty() {
+                    still = kept;
+                } else {
+                    still.reserve_exact(kept.len());
+                    still.extend_from_slice(&kept);
+                }
+            }
             drop(sub);
-            if still.is_empty() {
-                still = kept;
-            } else {
-                still.reserve_exact(kept.len());
-                still.extend_from_slice(&kept);
+            if let Some(s) = joined {
+                count += 1;
+                if list {
+                    still.push(s);
+                }
+                updates.push(s);
             }
             ctx.phase("update names", || {
                 let mut names = names.borrow_mut();
@@ -1260,7 +1324,118 @@ fn refine_round<I: Index>(
             });
         },
     );
-    still
+    let next = if list {
+        Unresolved::Listed(still)
+    } else {
+        Unresolved::Marked
+    };
+    (count, next)
+}
+
+/// This pe's unresolved positions (depth not [`resolved`]) as one bit per position, with their
+/// count before each block of [`OpenPositions::BLOCK_WORDS`] words: a range of a doubling round
+/// finds its positions by skipping empty words (n/p/64 steps and one per unresolved position,
+/// however few are left), and a splitter draw finds the j-th one without a list of them. Made
+/// once per round (a later range's positions refined or resolved by an earlier one keep their
+/// bit, but their names stay in the earlier range). Local; one pass over the depths; n/p/8 bytes.
+struct OpenPositions {
+    words: Vec<u64>,
+    /// The unresolved positions before each block of words.
+    before: Vec<usize>,
+    count: usize,
+}
+
+impl OpenPositions {
+    const BLOCK_WORDS: usize = 64;
+    /// Words per piece of the parallel passes.
+    const PIECE_WORDS: usize = 1 << 10;
+
+    fn of<I: Index>(depth_of: &[I]) -> Self {
+        let words: Vec<u64> = collect_range(depth_of.len().div_ceil(64), |w| {
+            let bits = &depth_of[64 * w..(64 * w + 64).min(depth_of.len())];
+            (bits.iter().enumerate()).fold(0u64, |x, (b, &d)| x | (u64::from(d != resolved()) << b))
+        });
+        let per_block: Vec<usize> = (words.par_chunks(Self::BLOCK_WORDS))
+            .map(|b| b.iter().map(|w| w.count_ones() as usize).sum())
+            .collect();
+        let mut before = Vec::with_capacity(per_block.len());
+        let mut count = 0;
+        for c in per_block {
+            before.push(count);
+            count += c;
+        }
+        OpenPositions {
+            words,
+            before,
+            count,
+        }
+    }
+
+    /// The local index of the j-th unresolved position (j < count).
+    fn nth(&self, j: usize) -> usize {
+        let b = self.before.partition_point(|&c| c <= j) - 1;
+        let mut left = j - self.before[b];
+        for w in b * Self::BLOCK_WORDS.. {
+            let mut x = self.words[w];
+            let ones = x.count_ones() as usize;
+            if left < ones {
+                for _ in 0..left {
+                    x &= x - 1;
+                }
+                return 64 * w + x.trailing_zeros() as usize;
+            }
+            left -= ones;
+        }
+        unreachable!("fewer than j unresolved positions")
+    }
+
+    /// `make(j)` of the unresolved positions j with `keep(j)`, in increasing order of j. Two
+    /// passes in parallel (count per piece, then fill), no copy of the result.
+    fn listed<T: Pod + Send>(
+        &self,
+        keep: impl Fn(usize) -> bool + Sync,
+        make: impl Fn(usize) -> T + Sync,
+    ) -> Vec<T> {
+        let pieces: Vec<&[u64]> = self.words.chunks(Self::PIECE_WORDS).collect();
+        // Calls f(j) for the kept positions j of piece c, in order.
+        let each = |c: usize, f: &mut dyn FnMut(usize)| {
+            for (k, &word) in pieces[c].iter().enumerate() {
+                let mut x = word;
+                while x != 0 {
+                    let j = 64 * (c * Self::PIECE_WORDS + k) + x.trailing_zeros() as usize;
+                    x &= x - 1;
+                    if keep(j) {
+                        f(j);
+                    }
+                }
+            }
+        };
+        let counts: Vec<usize> = (0..pieces.len())
+            .into_par_iter()
+            .map(|c| {
+                let mut m = 0;
+                each(c, &mut |_| m += 1);
+                m
+            })
+            .collect();
+        let mut out = vec![T::zeroed(); counts.iter().sum()];
+        let mut slices = Vec::with_capacity(pieces.len());
+        let mut rest = &mut out[..];
+        for &c in &counts {
+            let (head, tail) = rest.split_at_mut(c);
+            slices.push(head);
+            rest = tail;
+        }
+        slices.into_par_iter().enumerate().for_each(|(c, dst)| {
+            let mut slots = dst.iter_mut();
+            each(c, &mut |j| {
+                if let Some(slot) = slots.next() {
+                    *slot = make(j);
+                }
+            });
+        });
+        out
+    }
 }
 
 /// `update(j, r)` of every record j of a round, in order, written over the records themselves (an
@@ -1352,30 +1527,23 @@ fn apply_updates<I: Index>(
 /// are ordered by whether x < c (or the end; these come first, shorter runs first) or x > c
 /// (longer runs first), and only suffixes with equal (x < c, r) need more: they share exactly r
 /// characters, so their depth is r and the next round compares the suffixes after the runs.
-/// Marked records (depth 0) in `unresolved` are replaced by the still tied ones; returns the name
-/// and depth updates of all of them. Collective.
+/// Takes this pe's tied suffixes inside runs (depth 0); returns the name and depth updates of
+/// all of them (depth [`resolved`] for those now alone). Collective.
 fn split_runs<I: Index>(
     ctx: &Ctx,
     text: &[u8],
     layout: &Layout,
     codes: &Codes,
-    unresolved: &mut Vec<Suffix<I>>,
+    runs: Vec<Suffix<I>>,
 ) -> Vec<Suffix<I>> {
     let comm = &ctx.comm;
     let n = layout.len();
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let bi = bits(n as u64);
-    let runs: Vec<Suffix<I>> = unresolved
-        .iter()
-        .copied()
-        .filter(|s| s.depth == I::zeroed())
-        .collect();
-    unresolved.retain(|s| s.depth != I::zeroed());
     if 3 * bi + 1 > 128 {
         // Too wide to pack (n ≥ 2^42): leave them to plain doubling.
         let k = I::from_u64(codes.k as u64);
-        unresolved.extend(runs.iter().map(|&s| Suffix { depth: k, ..s }));
         return runs.iter().map(|&s| Suffix { depth: k, ..s }).collect();
     }
     // Each pe's first run, for the runs that reach the end of a slice on the left (256: none).
@@ -1474,7 +1642,7 @@ fn split_runs<I: Index>(
         alone,
         ..
     } = group_names::<I, _, _>(ctx, &sorted, &edges, |a, b| a >> w == b >> w);
-    let updates: Vec<Suffix<I>> = sorted
+    sorted
         .par_iter()
         .enumerate()
         .map(|(j, x)| {
@@ -1485,12 +1653,10 @@ fn split_runs<I: Index>(
             Suffix {
                 name: I::from_u64(g + (sstart[j].to_u64() - gstart[j].to_u64())),
                 pos: I::from_u64((x & max) as u64),
-                depth: I::from_u64(r),
+                depth: if alone[j] { resolved() } else { I::from_u64(r) },
             }
         })
-        .collect();
-    unresolved.extend(collect_kept(&updates, &alone, |_, u| *u));
-    updates
+        .collect()
 }
 
 /// Runs of one character at least this long are listed by [`long_runs`]; the end of a shorter
@@ -1752,5 +1918,61 @@ mod tests {
         sorts_refinement_records::<u32>();
         sorts_refinement_records::<U40>();
         sorts_refinement_records::<u64>();
+    }
+
+    /// The unresolved positions' bits list and count what a plain filter of the depths does, at
+    /// lengths around the word, block and piece sizes, dense and sparse, on 1 and 3 threads.
+    #[test]
+    fn open_positions_list_and_count_the_unresolved() {
+        let words = OpenPositions::PIECE_WORDS;
+        let lens = [
+            0,
+            1,
+            63,
+            64,
+            65,
+            4095,
+            4097,
+            64 * words - 1,
+            64 * words + 70,
+            3 * 64 * words,
+        ];
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut rng = crate::dist::sample_sort::SplitMix::new(5);
+                for len in lens {
+                    for every in [1, 2, 97, 100_000] {
+                        let depth_of: Vec<u32> = (0..len)
+                            .map(|_| {
+                                if rng.next().is_multiple_of(every) {
+                                    8
+                                } else {
+                                    resolved()
+                                }
+                            })
+                            .collect();
+                        let open: Vec<usize> = (0..len)
+                            .filter(|&j| depth_of[j] != resolved::<u32>())
+                            .collect();
+                        let o = OpenPositions::of(&depth_of);
+                        assert_eq!(o.count, open.len());
+                        for (j, &at) in open.iter().enumerate() {
+                            assert_eq!(o.nth(j), at, "len {len}, every {every}, j {j}");
+                        }
+                        let odd: Vec<u32> = o.listed(|j| j % 2 == 1, |j| j as u32);
+                        let want: Vec<u32> = open
+                            .iter()
+                            .filter(|&&j| j % 2 == 1)
+                            .map(|&j| j as u32)
+                            .collect();
+                        assert_eq!(odd, want, "len {len}, every {every}");
+                    }
+                }
+            });
+        }
     }
 }

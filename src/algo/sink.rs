@@ -11,6 +11,8 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Mutex;
 
+use rayon::prelude::*;
+
 use crate::comm::Comm;
 use crate::dist::Layout;
 use crate::error::{Error, Result};
@@ -76,6 +78,18 @@ impl<'a> SaSink<'a> {
             Target::Hand(hand) => return hand(first, sa),
             Target::File(out) => out,
         };
+        self.write_file(ctx, out, first, sa);
+    }
+
+    /// Writes entries `first..first + sa.len()` into `out` (the phase "write"; local), keeping
+    /// the first error.
+    fn write_file<E: bytemuck::Pod + Into<u64> + Sync>(
+        &self,
+        ctx: &Ctx,
+        out: &OutputFile,
+        first: u64,
+        sa: &[E],
+    ) {
         ctx.phase("write", || {
             let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
             if failed.is_none() && !sa.is_empty() {
@@ -100,6 +114,24 @@ impl<'a> SaSink<'a> {
         }
         self.write(ctx, layout.start(ctx.comm.rank()) as u64, &sa);
         None
+    }
+
+    /// [`Self::deliver_layout`] of entries held in a narrower index type (4 or 5 bytes, as pCSS
+    /// places them): written into the file as they are, else widened (held or handed on).
+    #[must_use]
+    pub(crate) fn deliver_layout_of<E: bytemuck::Pod + Into<u64> + Send + Sync>(
+        &self,
+        ctx: &Ctx,
+        sa: Vec<E>,
+        layout: &Layout,
+    ) -> Option<Vec<u64>> {
+        if let Target::File(out) = self.to {
+            self.write_file(ctx, out, layout.start(ctx.comm.rank()) as u64, &sa);
+            return None;
+        }
+        let wide: Vec<u64> = sa.par_iter().map(|&x| x.into()).collect();
+        drop(sa);
+        self.deliver_layout(ctx, wide, layout)
     }
 
     /// Ends the writing: what this pe wrote made durable, and an error on any pe an error on
