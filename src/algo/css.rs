@@ -429,19 +429,29 @@ impl<'a> KeyGen<'a> {
         self.record(j, key & self.mask)
     }
 
-    /// The records of local positions j0, j0 + 1, … into `dst` (a window of k characters rolled
-    /// forward one character per position).
-    fn fill(&self, j0: usize, dst: &mut [HiKey]) {
+    /// Calls `f` on the records of local positions j0, j0 + 1, …, j0 + len − 1, in order (a
+    /// window of k characters rolled forward one character per position).
+    #[inline]
+    fn each(&self, j0: usize, len: usize, mut f: impl FnMut(HiKey)) {
         let (b, k) = (self.codes.b, self.codes.k);
         let mut key = 0u64;
         for t in 0..k - 1 {
             key = (key << b) | self.chr(j0 + t);
         }
-        for (d, slot) in dst.iter_mut().enumerate() {
-            let j = j0 + d;
+        for j in j0..j0 + len {
             key = ((key << b) | self.chr(j + k - 1)) & self.mask;
-            *slot = self.record(j, key);
+            f(self.record(j, key));
         }
+    }
+
+    /// The records of local positions j0, j0 + 1, … into `dst`.
+    fn fill(&self, j0: usize, dst: &mut [HiKey]) {
+        let mut slots = dst.iter_mut();
+        self.each(j0, slots.len(), |r| {
+            if let Some(slot) = slots.next() {
+                *slot = r;
+            }
+        });
     }
 
     /// Every record, in position order.
@@ -453,20 +463,28 @@ impl<'a> KeyGen<'a> {
         out
     }
 
-    /// The records x with lo ≤ x < hi (None: unbounded), in position order. Memory: the result
-    /// about twice while the pieces of the tasks are joined.
+    /// The records x with lo ≤ x < hi (None: unbounded), in position order, made and filtered
+    /// in one pass (no record outside the range is stored). Memory: the result about twice while
+    /// the pieces of the tasks are joined.
     fn range(&self, lo: Option<HiKey>, hi: Option<HiKey>) -> Vec<HiKey> {
         let keep = |x: &HiKey| lo.is_none_or(|l| l <= *x) && hi.is_none_or(|h| *x < h);
+        // One buffer of a chunk per task, reused; each chunk's records copied out at their size
+        // (a vector grown by doubling leaves freed blocks behind in the allocator).
         let pieces: Vec<Vec<HiKey>> = (0..self.len().div_ceil(KEY_CHUNK))
             .into_par_iter()
-            .map(|c| {
-                let j0 = c * KEY_CHUNK;
-                let mut buf = vec![HiKey(0); KEY_CHUNK.min(self.len() - j0)];
-                self.fill(j0, &mut buf);
-                let mut kept: Vec<HiKey> = buf.into_iter().filter(keep).collect();
-                kept.shrink_to_fit();
-                kept
-            })
+            .map_init(
+                || Vec::with_capacity(KEY_CHUNK),
+                |kept, c| {
+                    let j0 = c * KEY_CHUNK;
+                    kept.clear();
+                    self.each(j0, KEY_CHUNK.min(self.len() - j0), |r| {
+                        if keep(&r) {
+                            kept.push(r);
+                        }
+                    });
+                    kept.to_vec()
+                },
+            )
             .collect();
         pieces.concat()
     }
