@@ -1956,10 +1956,7 @@ mod tests {
             3 * 64 * words,
         ];
         for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
+            let pool = crate::dist::test_pool(threads);
             pool.install(|| {
                 let mut rng = crate::dist::sample_sort::SplitMix::new(5);
                 for len in lens {

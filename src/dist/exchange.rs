@@ -700,10 +700,7 @@ mod tests {
     /// stable within one, and the placement leads from each record to its place.
     #[test]
     fn bucket_is_a_stable_grouping() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
+        let pool = crate::dist::test_pool(3);
         let data: Vec<u64> = (0..(5 * CHUNK as u64 + 123))
             .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7)
             .collect();
@@ -754,10 +751,7 @@ mod tests {
 
     #[test]
     fn collect_kept_filters_in_order() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
+        let pool = crate::dist::test_pool(3);
         let n = 4 * CHUNK + 17;
         let v: Vec<u64> = (0..n as u64).collect();
         let drop: Vec<bool> = v
@@ -776,10 +770,7 @@ mod tests {
 
     #[test]
     fn scatter_places_every_item() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
+        let pool = crate::dist::test_pool(3);
         let n = 3 * CHUNK + 5;
         let items: Vec<usize> = (0..n).map(|i| (i * 7919) % n).collect();
         let mut out = vec![usize::MAX; n];

@@ -19,3 +19,12 @@ pub use pair::Pair;
 pub use rounds::{release_freed, sort_in_rounds, Round, RoundBounds};
 pub use sample_sort::{sample_sort, SortEnv, SortKey};
 pub use shift::{last_of_left, right_halo};
+
+/// A pool of `threads` threads, for unit tests of the local passes that split work by chunks.
+#[cfg(test)]
+pub(crate) fn test_pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool for a test")
+}
