@@ -813,8 +813,14 @@ fn refine<I: Index>(
     let k = I::from_u64(codes.k as u64);
     let marked = alone.is_some();
     let mut depth_of = match alone {
-        Some(alone) => collect_range(alone.len(), |j| if alone[j] { resolved() } else { k }),
-        None => vec![k; name_of.len()],
+        Some(alone) => collect_range(alone.len(), |j| {
+            if alone[j] {
+                Depth::RESOLVED
+            } else {
+                Depth::at_most(k.to_u64())
+            }
+        }),
+        None => vec![Depth::at_most(k.to_u64()); name_of.len()],
     };
     // Suffixes inside runs of one character: ordered at once by (run length, next character).
     let runs: Vec<Suffix<I>> = (listed.iter().copied())
@@ -832,7 +838,10 @@ fn refine<I: Index>(
     }
     let (mut unresolved, open) = if marked {
         drop(listed);
-        let open = depth_of.par_iter().filter(|&&d| d != resolved()).count();
+        let open = depth_of
+            .par_iter()
+            .filter(|&&d| d != Depth::RESOLVED)
+            .count();
         (Unresolved::Marked, open)
     } else {
         let open = listed.len();
@@ -884,6 +893,55 @@ fn refine<I: Index>(
 /// per position, and their records are made by their positions' owners (which is uneven where
 /// they cluster, as in long repeats: the rounds with few left are the ones to balance).
 const LIST_BELOW: u64 = 8;
+
+/// The depth of a position's group as doubling keeps it in text order: 2 bytes instead of an
+/// index (4, 5 or 8). Exact below 2^10; above, rounded down to its 10 leading bits (at most
+/// 0.2 % below the depth). A depth below the characters a group shares is as good for doubling
+/// as the exact one (the members still share it, and all of them store the same value, so all
+/// query the same offset), and the depths pCSS makes, k · 2^j and sums of a few of them, mostly
+/// keep all their bits. Code `u16::MAX` is [`Depth::RESOLVED`].
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+struct Depth(u16);
+
+impl Depth {
+    /// The depth of a suffix alone in its group ([`resolved`]).
+    const RESOLVED: Depth = Depth(u16::MAX);
+    const BITS: u32 = 10;
+
+    /// The largest storable depth not above d.
+    fn at_most(d: u64) -> Depth {
+        if d < 1 << Self::BITS {
+            return Depth(d as u16);
+        }
+        // d has 64 − lz bits; keep the top BITS of them (shift e ≥ 1, code below u16::MAX).
+        let e = 64 - d.leading_zeros() - Self::BITS;
+        Depth(((e as u16) << Self::BITS) | (d >> e) as u16)
+    }
+
+    /// A depth or [`resolved`] as stored.
+    fn of<I: Index>(d: I) -> Depth {
+        if d == resolved() {
+            Depth::RESOLVED
+        } else {
+            Depth::at_most(d.to_u64())
+        }
+    }
+
+    /// The stored depth (not for [`Depth::RESOLVED`]).
+    fn get(self) -> u64 {
+        u64::from(self.0 & ((1 << Self::BITS) - 1)) << (self.0 >> Self::BITS)
+    }
+
+    /// The stored depth as an index, [`resolved`] for [`Depth::RESOLVED`].
+    fn index<I: Index>(self) -> I {
+        if self == Depth::RESOLVED {
+            resolved()
+        } else {
+            I::from_u64(self.get())
+        }
+    }
+}
 
 /// Where a doubling round finds the unresolved suffixes.
 enum Unresolved<I> {
@@ -1196,7 +1254,7 @@ fn refine_round<I: Index>(
     layout: &Layout,
     unresolved: Unresolved<I>,
     name_of: &mut [I],
-    depth_of: &mut [I],
+    depth_of: &mut [Depth],
     rounds: usize,
     list: bool,
 ) -> (u64, Unresolved<I>) {
@@ -1217,11 +1275,11 @@ fn refine_round<I: Index>(
         let (name_of, depth_of) = (&*names.0, &*names.1);
         let mine: Vec<Suffix<I>> = match (&open, rounds) {
             (Some(open), _) => open.listed(
-                |j| depth_of[j] != resolved() && inside(name_of[j]),
+                |j| depth_of[j] != Depth::RESOLVED && inside(name_of[j]),
                 |j| Suffix {
                     name: name_of[j],
                     pos: I::from_u64(base + j as u64),
-                    depth: depth_of[j],
+                    depth: I::from_u64(depth_of[j].get()),
                 },
             ),
             // One range: the list is dead once its records are made.
@@ -1245,7 +1303,7 @@ fn refine_round<I: Index>(
             .collect();
         let answers = fetch(comm, layout, &queries, |j| Ahead {
             name: I::from_u64(name_of[j].to_u64() + 1),
-            depth: depth_of[j],
+            depth: depth_of[j].index(),
         });
         drop(queries);
         let make = |s: &Suffix<I>, a: &Ahead<I>| {
@@ -1368,10 +1426,12 @@ impl OpenPositions {
     /// Words per piece of the parallel passes.
     const PIECE_WORDS: usize = 1 << 10;
 
-    fn of<I: Index>(depth_of: &[I]) -> Self {
+    fn of(depth_of: &[Depth]) -> Self {
         let words: Vec<u64> = collect_range(depth_of.len().div_ceil(64), |w| {
             let bits = &depth_of[64 * w..(64 * w + 64).min(depth_of.len())];
-            (bits.iter().enumerate()).fold(0u64, |x, (b, &d)| x | (u64::from(d != resolved()) << b))
+            (bits.iter().enumerate()).fold(0u64, |x, (b, &d)| {
+                x | (u64::from(d != Depth::RESOLVED) << b)
+            })
         });
         let per_block: Vec<usize> = (words.par_chunks(Self::BLOCK_WORDS))
             .map(|b| b.iter().map(|w| w.count_ones() as usize).sum())
@@ -1527,16 +1587,17 @@ impl<I: Index> OpenEnd<I> {
     }
 }
 
-/// Sends (name, position, depth) updates to the owners of the positions. Collective.
+/// Sends (name, position, depth) updates to the owners of the positions (the depth stored as
+/// [`Depth`]). Collective.
 fn apply_updates<I: Index>(
     comm: &Comm,
     layout: &Layout,
     updates: Vec<Suffix<I>>,
     name_of: &mut [I],
-    depth_of: &mut [I],
+    depth_of: &mut [Depth],
 ) {
     send_to_owners(comm, layout, updates, (name_of, depth_of), |s| {
-        (s.pos.to_u64() as usize, (s.name, s.depth))
+        (s.pos.to_u64() as usize, (s.name, Depth::of(s.depth)))
     });
 }
 
@@ -1634,21 +1695,31 @@ fn split_runs<I: Index>(
     // Sort key (g, flag, s, i), s = r for x < c, max − r for x > c.
     let w = bi as u128;
     let max = (1u128 << w) - 1;
-    let recs: Vec<u128> = runs
-        .iter()
-        .zip(&answers)
-        .map(|(run, &ans)| {
-            let flag = (ans >> 63) as u128;
-            let pos = run.pos.to_u64();
-            let r = ((ans & !(1u64 << 63)) - pos) as u128;
-            let s = if flag == 1 { max - r } else { r };
-            ((run.name.to_u64() as u128) << (2 * w + 1))
-                | (flag << (2 * w))
-                | (s << w)
-                | pos as u128
-        })
-        .collect();
-    drop(answers);
+    let key = |run: &Suffix<I>, &ans: &u64| {
+        let flag = (ans >> 63) as u128;
+        let pos = run.pos.to_u64();
+        let r = ((ans & !(1u64 << 63)) - pos) as u128;
+        let s = if flag == 1 { max - r } else { r };
+        ((run.name.to_u64() as u128) << (2 * w + 1)) | (flag << (2 * w)) | (s << w) | pos as u128
+    };
+    // Made from the end in pieces, each freeing its suffixes and answers (the sort takes the
+    // keys in any order).
+    let (mut runs, mut answers) = (runs, answers);
+    let mut recs: Vec<u128> = Vec::with_capacity(runs.len());
+    let piece = runs.len().div_ceil(8).max(1);
+    while !runs.is_empty() {
+        let lo = runs.len().saturating_sub(piece);
+        recs.extend(
+            runs[lo..]
+                .iter()
+                .zip(&answers[lo..])
+                .map(|(r, a)| key(r, a)),
+        );
+        runs.truncate(lo);
+        runs.shrink_to_fit();
+        answers.truncate(lo);
+        answers.shrink_to_fit();
+    }
     let sorted = sample_sort(ctx, recs);
     let edges = Edges::of(comm, &sorted);
     let gstart = group_names::<I, _, _>(ctx, &sorted, &edges, |a, b| {
@@ -1660,21 +1731,23 @@ fn split_runs<I: Index>(
         alone,
         ..
     } = group_names::<I, _, _>(ctx, &sorted, &edges, |a, b| a >> w == b >> w);
-    sorted
-        .par_iter()
-        .enumerate()
-        .map(|(j, x)| {
-            let g = (x >> (2 * w + 1)) as u64;
-            let flag = (x >> (2 * w)) & 1;
-            let s = (x >> w) & max;
-            let r = if flag == 1 { max - s } else { s } as u64;
-            Suffix {
-                name: I::from_u64(g + (sstart[j].to_u64() - gstart[j].to_u64())),
-                pos: I::from_u64((x & max) as u64),
-                depth: if alone[j] { resolved() } else { I::from_u64(r) },
-            }
-        })
-        .collect()
+    let update = |j: usize, x: u128| {
+        let g = (x >> (2 * w + 1)) as u64;
+        let flag = (x >> (2 * w)) & 1;
+        let s = (x >> w) & max;
+        let r = if flag == 1 { max - s } else { s } as u64;
+        Suffix {
+            name: I::from_u64(g + (sstart[j].to_u64() - gstart[j].to_u64())),
+            pos: I::from_u64((x & max) as u64),
+            depth: if alone[j] { resolved() } else { I::from_u64(r) },
+        }
+    };
+    // Made from the end in pieces, each freeing its keys (the updates go out in any order).
+    let mut updates = Vec::with_capacity(sorted.len());
+    consume_from_end(sorted, |lo, xs| {
+        updates.par_extend(xs.par_iter().enumerate().map(|(j, &x)| update(lo + j, x)))
+    });
+    updates
 }
 
 /// Runs of one character at least this long are listed by [`long_runs`]; the end of a shorter
