@@ -60,8 +60,8 @@ use super::{consume_from_end, pieces};
 use crate::algo::sink::SaSink;
 use crate::comm::Comm;
 use crate::dist::{
-    collect_kept, fetch, right_halo, sample_sort, send_to_owners, send_to_owners_in_pieces,
-    sort_in_rounds, Layout, Pair, Round, RoundBounds, SortKey,
+    collect_kept, collect_where, exchange, fetch, right_halo, sample_sort, scatter, send_to_owners,
+    send_to_owners_in_pieces, sort_in_rounds, Layout, Pair, Round, RoundBounds, SortKey,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
@@ -158,8 +158,7 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
     };
     if tied == 0 {
         ctx.log.refine_rounds.set(0);
-        let sa = ctx.phase("place", || place_names(ctx, layout, name_of));
-        return sink.deliver_layout_of(ctx, sa, layout);
+        return deliver_names(ctx, layout, name_of, sink);
     }
     let refined = if decided.is_some() {
         // Predicted: doubling would crawl. The first sort's names (depth k ≥ 8) are finished.
@@ -186,8 +185,7 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
         }
         Refined::Resolved { rounds } => {
             ctx.log.refine_rounds.set(rounds);
-            let sa = ctx.phase("place", || place_names(ctx, layout, name_of));
-            sink.deliver_layout_of(ctx, sa, layout)
+            deliver_names(ctx, layout, name_of, sink)
         }
     }
 }
@@ -753,6 +751,59 @@ fn place<I: Index, P: Pair>(ctx: &Ctx, layout: &Layout, pairs: Vec<P>) -> Vec<I>
         (x.a() as usize, I::from_u64(x.b()))
     });
     sa
+}
+
+/// Phase 7 for final names held in text order, and the SA slice to the sink: into a file
+/// piece by piece ([`place_names_in_pieces`]), else placed whole ([`place_names`]).
+/// Collective.
+fn deliver_names<I: Index>(
+    ctx: &Ctx,
+    layout: &Layout,
+    name_of: Vec<I>,
+    sink: &SaSink,
+) -> Option<Vec<u64>> {
+    if sink.file().is_some() {
+        ctx.phase("place", || {
+            place_names_in_pieces(ctx, layout, name_of, sink)
+        });
+        return None;
+    }
+    let sa = ctx.phase("place", || place_names(ctx, layout, name_of));
+    sink.deliver_layout_of(ctx, sa, layout)
+}
+
+/// Phase 7 into the output file without holding the SA slice: in up to 8 steps ([`pieces`]),
+/// step s sends the (name, position) pairs whose name (SA index) lies in the s-th of that many
+/// equal pieces of its owner's slice, and each pe writes its piece once it is complete. Holds
+/// the names (freed at the end), a step number per position (1 byte), and one step's pairs,
+/// their exchange and SA piece (the run's index width). Collective.
+fn place_names_in_pieces<I: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<I>, sink: &SaSink) {
+    let comm = &ctx.comm;
+    let me = comm.rank();
+    let base = layout.start(me);
+    let steps = pieces(ctx, name_of.len() * std::mem::size_of::<[I; 2]>());
+    // The start of piece s of pe q's slice (s = steps: its end).
+    let piece = |q: usize, s: usize| layout.start(q) + layout.local_len(q) * s / steps;
+    // The piece holding SA index x: the largest s with piece(q, s) ≤ x.
+    let step: Vec<u8> = collect_range(name_of.len(), |j| {
+        let x = name_of[j].to_u64() as usize;
+        let q = layout.owner(x);
+        let (off, len) = (x - layout.start(q), layout.local_len(q));
+        ((off + 1) * steps).div_ceil(len) as u8 - 1
+    });
+    for s in 0..steps {
+        let pairs = collect_where(
+            &name_of,
+            |j, _| usize::from(step[j]) == s,
+            |j, &nm| [nm, I::from_u64((base + j) as u64)],
+        );
+        let got = exchange(comm, pairs, |x| layout.owner(x[0].to_u64() as usize));
+        let lo = piece(me, s);
+        let mut sa: Vec<I> = bytemuck::allocation::zeroed_vec(piece(me, s + 1) - lo);
+        scatter(&got, &mut sa[..], |x| (x[0].to_u64() as usize - lo, x[1]));
+        drop(got);
+        sink.write_narrow(ctx, lo as u64, &sa);
+    }
 }
 
 /// Phase 7 for final names held in text order: [`place`] of (name, position) pairs, made and
@@ -2011,6 +2062,38 @@ mod tests {
         sorts_refinement_records::<u64>();
     }
 
+    /// A stored depth is exact below 2^10, never above the depth, at most 0.2 % below it, keeps
+    /// the order of depths, and never reads as resolved; the index of a resolved one is
+    /// [`resolved`].
+    #[test]
+    fn depths_are_stored_as_lower_bounds_within_a_fifth_of_a_percent() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(3);
+        let mut ds: Vec<u64> = (0..1 << 12).collect();
+        ds.extend((10..64).flat_map(|b| [(1 << b) - 1, 1 << b, (1 << b) + 1, 21 << (b - 5)]));
+        ds.extend((0..10_000).map(|_| rng.next() >> (rng.next() % 64)));
+        ds.push(u64::MAX);
+        ds.sort_unstable();
+        let mut last = 0;
+        for &d in &ds {
+            let got = Depth::at_most(d);
+            assert_ne!(got, Depth::RESOLVED, "{d}");
+            let v = got.get();
+            if d < 1 << 10 {
+                assert_eq!(v, d);
+            }
+            assert!(
+                v <= d && v as f64 >= d as f64 * (1.0 - 1.0 / 512.0),
+                "{d} → {v}"
+            );
+            assert!(v >= last, "{d} → {v} below {last}");
+            assert_eq!(Depth::at_most(v), got, "{v} is stored exactly");
+            last = v;
+        }
+        assert_eq!(Depth::RESOLVED.index::<u32>(), resolved::<u32>());
+        assert_eq!(Depth::of(resolved::<U40>()), Depth::RESOLVED);
+        assert_eq!(Depth::of(1234u32).index::<u32>(), 1234);
+    }
+
     /// The unresolved positions' bits list and count what a plain filter of the depths does, at
     /// lengths around the word, block and piece sizes, dense and sparse, on 1 and 3 threads.
     #[test]
@@ -2034,17 +2117,17 @@ mod tests {
                 let mut rng = crate::dist::sample_sort::SplitMix::new(5);
                 for len in lens {
                     for every in [1, 2, 97, 100_000] {
-                        let depth_of: Vec<u32> = (0..len)
+                        let depth_of: Vec<Depth> = (0..len)
                             .map(|_| {
                                 if rng.next().is_multiple_of(every) {
-                                    8
+                                    Depth::at_most(8)
                                 } else {
-                                    resolved()
+                                    Depth::RESOLVED
                                 }
                             })
                             .collect();
                         let open: Vec<usize> = (0..len)
-                            .filter(|&j| depth_of[j] != resolved::<u32>())
+                            .filter(|&j| depth_of[j] != Depth::RESOLVED)
                             .collect();
                         let o = OpenPositions::of(&depth_of);
                         assert_eq!(o.count, open.len());

@@ -81,6 +81,21 @@ impl<'a> SaSink<'a> {
         self.write_file(ctx, out, first, sa);
     }
 
+    /// Writes entries `first..first + sa.len()` of the suffix array, held in an index type of 4
+    /// or 5 bytes (as pCSS places them), into the output file (the phase "write"; local).
+    /// Only for a sink into a file ([`Self::file`]).
+    pub(crate) fn write_narrow<E: bytemuck::Pod + Into<u64> + Sync>(
+        &self,
+        ctx: &Ctx,
+        first: u64,
+        sa: &[E],
+    ) {
+        let Target::File(out) = self.to else {
+            unreachable!("write_narrow on a sink that is not a file")
+        };
+        self.write_file(ctx, out, first, sa);
+    }
+
     /// Writes entries `first..first + sa.len()` into `out` (the phase "write"; local), keeping
     /// the first error.
     fn write_file<E: bytemuck::Pod + Into<u64> + Sync>(

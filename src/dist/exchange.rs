@@ -238,34 +238,54 @@ where
     F: Fn(usize, &T) -> U + Sync,
 {
     assert_eq!(v.len(), drop.len());
+    collect_where(v, |j, _| !drop[j], f)
+}
+
+/// `f(j, &v[j])` for every j with `keep(j, &v[j])`, in order, in parallel, into a vector of
+/// exactly that many elements ([`collect_kept`] with the test as a function: `keep` runs twice
+/// per element, so it should be cheap). Local.
+pub fn collect_where<T, U, K, F>(v: &[T], keep: K, f: F) -> Vec<U>
+where
+    T: Sync,
+    U: Send + Sync,
+    K: Fn(usize, &T) -> bool + Sync,
+    F: Fn(usize, &T) -> U + Sync,
+{
     if serial(v.len()) {
-        let mut out = Vec::with_capacity(drop.iter().filter(|&&d| !d).count());
+        let count = v.iter().enumerate().filter(|&(j, x)| keep(j, x)).count();
+        let mut out = Vec::with_capacity(count);
         out.extend(
-            v.iter()
-                .zip(drop)
-                .enumerate()
-                .filter(|(_, (_, &d))| !d)
-                .map(|(j, (x, _))| f(j, x)),
+            (v.iter().enumerate())
+                .filter(|&(j, x)| keep(j, x))
+                .map(|(j, x)| f(j, x)),
         );
         return out;
     }
-    let kept: Vec<usize> = drop
+    let kept: Vec<usize> = v
         .par_chunks(CHUNK)
-        .map(|c| c.iter().filter(|&&d| !d).count())
+        .enumerate()
+        .map(|(k, c)| {
+            let j0 = k * CHUNK;
+            c.iter()
+                .enumerate()
+                .filter(|&(j, x)| keep(j0 + j, x))
+                .count()
+        })
         .collect();
     let starts = exclusive_prefix(&kept);
     let total = kept.iter().sum();
     let mut out: Vec<U> = Vec::with_capacity(total);
     let ptr = SyncPtr(out.as_mut_ptr());
     v.par_chunks(CHUNK)
-        .zip(drop.par_chunks(CHUNK))
         .zip(starts.into_par_iter())
         .enumerate()
-        .for_each(|(k, ((xs, ds), mut slot))| {
-            for (j, (x, &d)) in xs.iter().zip(ds).enumerate() {
-                if !d {
-                    // SAFETY: chunk k owns slots [starts[k], starts[k] + kept[k]) < total.
-                    unsafe { ptr.write(slot, f(k * CHUNK + j, x)) };
+        .for_each(|(k, (xs, mut slot))| {
+            for (j, x) in xs.iter().enumerate() {
+                let j = k * CHUNK + j;
+                if keep(j, x) {
+                    // SAFETY: chunk k owns slots [starts[k], starts[k] + kept[k]) < total
+                    // (`keep` gives the same answer on both passes).
+                    unsafe { ptr.write(slot, f(j, x)) };
                     slot += 1;
                 }
             }
