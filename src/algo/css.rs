@@ -48,10 +48,11 @@
 //! 56-bit position.
 //!
 //! Memory per pe, w bytes per index (4 below 2^32 characters): text n/p, names w per position
-//! (only when some key repeats) and depths w while doubling, sort records 16 B each (first sort)
-//! or 4w (doubling) with up to three copies during an exchange, of one range at a time, the tied
-//! suffixes inside runs 3w each and a mark (1 B) per position until doubling begins; the model is
-//! [`peak_bytes_per_pe`].
+//! (only when some key repeats) and depths 2 B ([`Depth`]) while doubling, sort records 16 B
+//! each (first sort) or 4w (doubling) with up to three copies during an exchange, of one range
+//! at a time, the tied suffixes inside runs 3w each and a mark (1 B) per position until doubling
+//! begins; into a file the SA slice is never held whole ([`place_names_in_pieces`]); the model
+//! is [`peak_bytes_per_pe`].
 
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
@@ -61,7 +62,7 @@ use crate::algo::sink::SaSink;
 use crate::comm::Comm;
 use crate::dist::{
     collect_kept, collect_where, exchange, fetch, right_halo, sample_sort, scatter, send_to_owners,
-    send_to_owners_in_pieces, sort_in_rounds, Layout, Pair, Round, RoundBounds, SortKey,
+    send_to_owners_in_pieces, sort_in_rounds, Layout, Pair, Round, RoundBounds, Slots, SortKey,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
@@ -533,7 +534,7 @@ fn sort_rounds(ctx: &Ctx, _layout: &Layout) -> usize {
 /// - the first sort: per round n_local / rounds records of 16 B, three copies at once in an
 ///   exchange (input, send buffer, received) plus 25 % imbalance between pes;
 /// - a doubling round over u unresolved suffixes (at most one per character: the worst case):
-///   the depths (w per character), and per round of u / rounds, with 25 % imbalance: the
+///   the depths (2 bytes per character), and per round of u / rounds, with 25 % imbalance: the
 ///   positions listed (w each), the answers (2w), the records (4w) with three copies.
 ///
 /// The worst case (every suffix unresolved) is assumed: a budget met by this estimate is met by
@@ -550,7 +551,7 @@ fn peak_model(n_local: u64, w: u64, rounds: usize) -> u64 {
     let round = |records: u64| (records.div_ceil(rounds) as f64 * 1.25) as u64;
     let base = (1 + w) * n_local;
     let first = base + 3 * 16 * round(n_local);
-    let refine = base + w * n_local + (w + 2 * w + 3 * 4 * w) * round(n_local);
+    let refine = base + 2 * n_local + (w + 2 * w + 3 * 4 * w) * round(n_local);
     first.max(refine)
 }
 
@@ -564,14 +565,47 @@ struct FirstNames<I> {
 /// The suffixes the first sort left tied: on this pe, as records where the sort left them
 /// (`list`: depth 0 inside runs of one character, for the run step, k outside); with several
 /// sort ranges only those inside runs, and marks at this pe's positions for the others
-/// (`alone[j]` false where the suffix at position j shares its key: 1 byte per character
-/// instead of a record of 3 indices). Empty when the suffixes are not kept. `total` and `deep`
-/// count them on all pes (`deep`: those outside runs).
+/// ([`Marks`]: a bit per position, set where the suffix there shares its key, instead of a
+/// record of 3 indices). Empty when the suffixes are not kept. `total` and `deep` count them on
+/// all pes (`deep`: those outside runs).
 struct Tied<I> {
     list: Vec<Suffix<I>>,
-    alone: Option<Vec<bool>>,
+    marks: Option<Marks>,
     total: u64,
     deep: u64,
+}
+
+/// A bit per position of this pe, set by [`send_to_owners`] (the first sort's marks: the
+/// suffixes outside runs that share their key). n/p/8 bytes.
+struct Marks {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Marks {
+    /// `len` clear bits.
+    fn new(len: usize) -> Self {
+        Marks {
+            words: vec![0; len.div_ceil(64)],
+            len,
+        }
+    }
+
+    fn get(&self, j: usize) -> bool {
+        self.words[j / 64] >> (j % 64) & 1 == 1
+    }
+}
+
+impl Slots for &mut Marks {
+    type Value = ();
+    /// Sets the bit of every item's position (one thread: a bit is not a slot of its own).
+    fn place<T: Sync>(self, items: &[T], f: impl Fn(&T) -> (usize, ()) + Sync) {
+        for x in items {
+            let (j, ()) = f(x);
+            assert!(j < self.len, "mark {j} out of range {}", self.len);
+            self.words[j / 64] |= 1 << (j % 64);
+        }
+    }
 }
 
 /// The names after the first sort.
@@ -613,11 +647,7 @@ fn first_sort<I: Index>(
     // marked at their positions' owners.
     let mut list: Vec<Suffix<I>> = Vec::new();
     let marked = rounds > 1 && keep_unresolved;
-    let mut alone: Vec<bool> = if marked {
-        vec![true; keys.len()]
-    } else {
-        Vec::new()
-    };
+    let mut marks = Marks::new(if marked { keys.len() } else { 0 });
     let (mut tied, mut tied_deep) = (0u64, 0u64);
     let mut carry = 0u64;
     let mut open = OpenEnd::default();
@@ -708,8 +738,8 @@ fn first_sort<I: Index>(
                 ctx.phase("names to text", || {
                     names_to_text(comm, layout, pairs, &mut name_of);
                     if marked {
-                        send_to_owners(comm, layout, tied_at, &mut alone[..], |&i| {
-                            (i.to_u64() as usize, false)
+                        send_to_owners(comm, layout, tied_at, &mut marks, |&i| {
+                            (i.to_u64() as usize, ())
                         });
                     }
                 });
@@ -724,7 +754,7 @@ fn first_sort<I: Index>(
         },
         tied: Tied {
             list,
-            alone: marked.then_some(alone),
+            marks: marked.then_some(marks),
             total: comm.all_reduce_sum(tied),
             deep: comm.all_reduce_sum(tied_deep),
         },
@@ -858,17 +888,17 @@ fn refine<I: Index>(
     let n = layout.len();
     let Tied {
         list: mut listed,
-        alone,
+        marks,
         ..
     } = tied;
     let k = I::from_u64(codes.k as u64);
-    let marked = alone.is_some();
-    let mut depth_of = match alone {
-        Some(alone) => collect_range(alone.len(), |j| {
-            if alone[j] {
-                Depth::RESOLVED
-            } else {
+    let marked = marks.is_some();
+    let mut depth_of = match marks {
+        Some(marks) => collect_range(marks.len, |j| {
+            if marks.get(j) {
                 Depth::at_most(k.to_u64())
+            } else {
+                Depth::RESOLVED
             }
         }),
         None => vec![Depth::at_most(k.to_u64()); name_of.len()],
@@ -1295,7 +1325,7 @@ impl<I: Index> SortKey for Refine<I> {
 /// Collective.
 ///
 /// Memory per pe, u unresolved suffixes of s bytes ([`Suffix`], 12 with 32 bits), records r bytes
-/// ([`Refine`], 16): the names and depths (2 indices per position) throughout; the list (s per
+/// ([`Refine`], 16): the names (an index per position) and depths (2 bytes) throughout; the list (s per
 /// suffix) or the marks (a bit per position); per range the range's suffixes (s), the queries
 /// (1 index each) and their answers ([`Ahead`], 2), then the records (two copies in their
 /// exchange), then their groups (8 + 8 + 2 bytes each) and updates (s, written over the records),
