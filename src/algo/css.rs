@@ -841,11 +841,13 @@ fn place_names_in_pieces<I: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<I>, 
 fn with_step<T: Send>(step: &[u8], s: u8, make: impl Fn(usize) -> T + Sync) -> Vec<T> {
     const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let want = u64::from_ne_bytes([s; 8]);
+    let want = u64::from_le_bytes([s; 8]);
     let scan = |at: usize, bytes: &[u8], out: &mut Vec<T>| {
         let mut words = bytes.chunks_exact(8);
         for (w, word) in words.by_ref().enumerate() {
-            let v = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ want;
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(word);
+            let v = u64::from_le_bytes(bytes) ^ want;
             // The high bit of every byte of v that is 0 (no carries between bytes).
             let mut zero = !(((v & LOW) + LOW) | v) & HIGH;
             while zero != 0 {
