@@ -452,7 +452,7 @@ where
 ///
 /// Entry: any records on any pe. Exit: the records whose destination is this pe, ordered by source
 /// pe, and within a source in their original order. Memory: the send buffer (one copy of the
-/// input) plus the received records; one byte per record while bucketing (up to 256 pes).
+/// input) plus the received records; one `u32` per record while bucketing.
 #[must_use]
 pub fn exchange_by<T, F>(comm: &Comm, data: &[T], dest: F) -> Vec<T>
 where
@@ -470,8 +470,8 @@ where
 /// Sends every record to the pe `dest(record)`, taking the records by value. Collective.
 ///
 /// Like [`exchange_by`] but the input is consumed: it is freed as soon as it is bucketed, so the
-/// peak is two copies (input + send buffer, then send buffer + received records) plus one byte
-/// per record (up to 256 pes). The order within a source is kept, but callers should not rely on it.
+/// peak is two copies (input + send buffer, then send buffer + received records) plus one `u32`
+/// per record. The order within a source is kept, but callers should not rely on it.
 #[must_use]
 pub fn exchange<T, F>(comm: &Comm, data: Vec<T>, dest: F) -> Vec<T>
 where
