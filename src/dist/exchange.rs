@@ -96,10 +96,7 @@ impl Placement {
     }
 }
 
-/// [`bucket`] that can also return where it put the records ([`Placement`]). The destination of
-/// each record is kept between the counting and the placing pass in the narrowest integer that
-/// holds p − 1 (1 byte up to 256 pes: an exchange of 16-byte records holds 1 byte more per
-/// record beside its two copies, not 4).
+/// [`bucket`] that can also return where it put the records ([`Placement`]).
 fn bucket_impl<T, F>(
     data: &[T],
     p: usize,
@@ -110,53 +107,11 @@ where
     T: Pod + Send + Sync,
     F: Fn(&T) -> usize + Sync,
 {
-    if p <= 1 << 8 {
-        bucket_with::<u8, _, _>(data, p, dest, want_placement)
-    } else if p <= 1 << 16 {
-        bucket_with::<u16, _, _>(data, p, dest, want_placement)
-    } else {
-        bucket_with::<u32, _, _>(data, p, dest, want_placement)
-    }
-}
-
-/// A pe number as [`bucket_with`] keeps it.
-trait Dest: Copy + Send + Sync {
-    fn of(d: usize) -> Self;
-    fn get(self) -> usize;
-}
-
-macro_rules! dest_int {
-    ($($t:ty),*) => {$(
-        impl Dest for $t {
-            #[inline]
-            fn of(d: usize) -> Self {
-                d as $t
-            }
-            #[inline]
-            fn get(self) -> usize {
-                self as usize
-            }
-        }
-    )*};
-}
-dest_int!(u8, u16, u32);
-
-/// [`bucket_impl`] with destinations kept as `D` (which must hold p − 1).
-fn bucket_with<D: Dest, T, F>(
-    data: &[T],
-    p: usize,
-    dest: F,
-    want_placement: bool,
-) -> (Vec<T>, Vec<usize>, Placement)
-where
-    T: Pod + Send + Sync,
-    F: Fn(&T) -> usize + Sync,
-{
     if serial(data.len()) {
-        let dests: Vec<D> = data.iter().map(|x| D::of(dest(x))).collect();
+        let dests: Vec<u32> = data.iter().map(|x| dest(x) as u32).collect();
         let mut counts = vec![0usize; p];
         for &d in &dests {
-            counts[d.get()] += 1;
+            counts[d as usize] += 1;
         }
         let mut pos = exclusive_prefix(&counts);
         let placement = Placement {
@@ -170,7 +125,7 @@ where
         let mut send: Vec<T> = Vec::with_capacity(data.len());
         let spare = send.spare_capacity_mut();
         for (x, &d) in data.iter().zip(&dests) {
-            let slot = &mut pos[d.get()];
+            let slot = &mut pos[d as usize];
             spare[*slot].write(*x);
             *slot += 1;
         }
@@ -178,13 +133,13 @@ where
         unsafe { send.set_len(data.len()) };
         return (send, counts, placement);
     }
-    let dests: Vec<D> = data.par_iter().map(|x| D::of(dest(x))).collect();
+    let dests: Vec<u32> = data.par_iter().map(|x| dest(x) as u32).collect();
     let hists: Vec<Vec<usize>> = dests
         .par_chunks(CHUNK)
         .map(|c| {
             let mut h = vec![0usize; p];
             for &d in c {
-                h[d.get()] += 1;
+                h[d as usize] += 1;
             }
             h
         })
@@ -223,7 +178,7 @@ where
         .zip(starts.into_par_iter())
         .for_each(|((xs, ds), mut pos)| {
             for (x, &d) in xs.iter().zip(ds) {
-                let slot = &mut pos[d.get()];
+                let slot = &mut pos[d as usize];
                 // SAFETY: each chunk owns slots [starts[k][d], starts[k][d] + its count of d)
                 // for every d; these ranges are disjoint and lie below data.len().
                 unsafe { out.write(*slot, *x) };
