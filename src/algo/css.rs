@@ -20,7 +20,9 @@
 //!    (a max-scan across pes). A suffix alone in its group is final: its name is its SA index.
 //! 5. **runs**: a suffix whose key is one character c repeated k times lies in a run c^r x…; one
 //!    sort orders these by (x < c or the end before x > c, then r ascending resp. descending), and
-//!    only equal (x < c, r) stay tied, with depth r.
+//!    only equal (x < c, r) stay tied, with depth r. Their keys are made by the owners of their
+//!    positions (who know r and x) and sorted in as many key ranges as keep a range within the
+//!    first sort's.
 //! 6. **refine** (prefix doubling over the unresolved suffixes only): every group has a depth d,
 //!    the number of characters its members share (k after the first sort); the key of unresolved
 //!    i is (name(i), name(i+d)), name(i+d) and the depth of its group fetched from the pe owning
@@ -49,10 +51,10 @@
 //!
 //! Memory per pe, w bytes per index (4 below 2^32 characters): text n/p, names w per position
 //! (only when some key repeats) and depths 2 B ([`Depth`]) while doubling, sort records 16 B
-//! each (first sort) or 4w (doubling) with up to three copies during an exchange, of one range
-//! at a time, the tied suffixes inside runs 3w each and a mark (1 B) per position until doubling
-//! begins; into a file the SA slice is never held whole ([`place_names_in_pieces`]); the model
-//! is [`peak_bytes_per_pe`].
+//! each (first sort, run step) or 4w (doubling) with up to three copies during an exchange, of
+//! one range at a time, the tied suffixes as records (3w each) after a sort in one range, or two
+//! bits per position (tied outside or inside a run) after several; into a file the SA slice is
+//! never held whole ([`place_names_in_pieces`]); the model is [`peak_bytes_per_pe`].
 
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
@@ -61,8 +63,8 @@ use super::{consume_from_end, pieces};
 use crate::algo::sink::SaSink;
 use crate::comm::Comm;
 use crate::dist::{
-    collect_kept, exchange, fetch, right_halo, sample_sort, scatter, send_to_owners,
-    send_to_owners_in_pieces, sort_in_rounds, Layout, Pair, Round, RoundBounds, Slots, SortKey,
+    collect_kept, exchange, fetch, right_halo, scatter, send_to_owners, send_to_owners_in_pieces,
+    sort_in_rounds, Layout, Pair, Round, RoundBounds, Slots, SortKey,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
@@ -564,19 +566,20 @@ struct FirstNames<I> {
 
 /// The suffixes the first sort left tied: on this pe, as records where the sort left them
 /// (`list`: depth 0 inside runs of one character, for the run step, k outside); with several
-/// sort ranges only those inside runs, and marks at this pe's positions for the others
-/// ([`Marks`]: a bit per position, set where the suffix there shares its key, instead of a
-/// record of 3 indices). Empty when the suffixes are not kept. `total` and `deep` count them on
-/// all pes (`deep`: those outside runs).
+/// sort ranges as marks at this pe's positions instead ([`Marks`]: a bit per position, set where
+/// the suffix there shares its key, instead of a record of 3 indices; `marks` outside runs,
+/// `in_runs` inside). Empty when the suffixes are not kept. `total` and `deep` count them on all
+/// pes (`deep`: those outside runs).
 struct Tied<I> {
     list: Vec<Suffix<I>>,
     marks: Option<Marks>,
+    in_runs: Option<Marks>,
     total: u64,
     deep: u64,
 }
 
 /// A bit per position of this pe, set by [`send_to_owners`] (the first sort's marks: the
-/// suffixes outside runs that share their key). n/p/8 bytes.
+/// suffixes that share their key, outside or inside runs). n/p/8 bytes.
 struct Marks {
     words: Vec<u64>,
     len: usize,
@@ -623,7 +626,7 @@ enum Names<I> {
 /// round's names go to the owners of the positions at once ("names to text"). With
 /// `keep_unresolved` the suffixes not alone in their group are kept ([`Tied`]) with the depth
 /// their group shares (k), or 0 for those inside a run of one character (for the run step): as
-/// records with one round; with several those outside runs as marks at their positions' owners.
+/// records with one round; with several as marks at their positions' owners.
 /// Collective.
 fn first_sort<I: Index>(
     ctx: &Ctx,
@@ -643,11 +646,11 @@ fn first_sort<I: Index>(
     } else {
         Vec::new()
     };
-    // One round: the tied suffixes as records; several: those inside runs as records, the others
-    // marked at their positions' owners.
+    // One round: the tied suffixes as records; several: marked at their positions' owners.
     let mut list: Vec<Suffix<I>> = Vec::new();
     let marked = rounds > 1 && keep_unresolved;
     let mut marks = Marks::new(if marked { keys.len() } else { 0 });
+    let mut in_runs = Marks::new(if marked { keys.len() } else { 0 });
     let (mut tied, mut tied_deep) = (0u64, 0u64);
     let mut carry = 0u64;
     let mut open = OpenEnd::default();
@@ -677,19 +680,20 @@ fn first_sort<I: Index>(
                     pos: I::from_u64(r.pos()),
                     depth: if in_run(r) { I::zeroed() } else { k },
                 };
-                // Positions of the tied suffixes outside runs (to be marked).
-                let mut tied_at: Vec<I> = Vec::new();
+                // Positions of the tied suffixes outside and inside runs (to be marked).
+                let (mut tied_at, mut run_at): (Vec<I>, Vec<I>) = (Vec::new(), Vec::new());
                 if let Some(s) = open.settle(comm, &round, &g, |j| entry(j, &sorted[j])) {
                     tied += 1;
                     tied_deep += u64::from(s.depth != I::zeroed());
-                    if marked && s.depth != I::zeroed() {
-                        tied_at.push(s.pos);
-                    } else if keep_unresolved {
+                    if !marked {
                         list.push(s);
+                    } else if s.depth != I::zeroed() {
+                        tied_at.push(s.pos);
+                    } else {
+                        run_at.push(s.pos);
                     }
                 }
                 if marked {
-                    // Records for the tied suffixes inside runs, positions for the others.
                     let run: Vec<bool> = sorted.par_iter().map(in_run).collect();
                     let skip = |deep: bool| -> Vec<bool> {
                         g.alone
@@ -698,12 +702,13 @@ fn first_sort<I: Index>(
                             .map(|(&a, &r)| a || r == deep)
                             .collect()
                     };
-                    let deep = collect_kept(sorted, &skip(true), |_, r| I::from_u64(r.pos()));
-                    let in_runs = collect_kept(sorted, &skip(false), entry);
-                    tied += (deep.len() + in_runs.len()) as u64;
+                    let pos = |_, r: &HiKey| I::from_u64(r.pos());
+                    let deep = collect_kept(sorted, &skip(true), pos);
+                    let inside = collect_kept(sorted, &skip(false), pos);
+                    tied += (deep.len() + inside.len()) as u64;
                     tied_deep += deep.len() as u64;
                     tied_at.extend_from_slice(&deep);
-                    list.extend_from_slice(&in_runs);
+                    run_at.extend_from_slice(&inside);
                 } else if keep_unresolved {
                     let kept = collect_kept(sorted, &g.alone, entry);
                     tied += kept.len() as u64;
@@ -728,19 +733,19 @@ fn first_sort<I: Index>(
                             .map(|(r, &nm)| [nm, I::from_u64(r.pos())]),
                     )
                 });
-                (pairs, tied_at)
+                (pairs, tied_at, run_at)
             });
             drop(round);
-            let (pairs, tied_at) = pairs;
+            let (pairs, tied_at, run_at) = pairs;
             if rounds == 1 {
                 sorted_pairs = Some(pairs);
             } else {
                 ctx.phase("names to text", || {
                     names_to_text(comm, layout, pairs, &mut name_of);
                     if marked {
-                        send_to_owners(comm, layout, tied_at, &mut marks, |&i| {
-                            (i.to_u64() as usize, ())
-                        });
+                        let at = |&i: &I| (i.to_u64() as usize, ());
+                        send_to_owners(comm, layout, tied_at, &mut marks, at);
+                        send_to_owners(comm, layout, run_at, &mut in_runs, at);
                     }
                 });
             }
@@ -755,6 +760,7 @@ fn first_sort<I: Index>(
         tied: Tied {
             list,
             marks: marked.then_some(marks),
+            in_runs: marked.then_some(in_runs),
             total: comm.all_reduce_sum(tied),
             deep: comm.all_reduce_sum(tied_deep),
         },
@@ -958,7 +964,7 @@ enum Refined {
 /// Phases 5–6: the run step, then doubling rounds until no suffix is unresolved or
 /// [`hand_over`] chooses the finish. Entry: `name_of` holds the names of this pe's positions after
 /// the first sort (their groups share k characters), `tied` the suffixes it left tied (as records,
-/// or with several sort ranges those outside runs marked). `depth_of` holds each position's group
+/// or with several sort ranges marked). `depth_of` holds each position's group
 /// depth, [`resolved`] once its suffix is alone. While more than n / [`LIST_BELOW`] suffixes
 /// are unresolved and they were marked, a round finds them from the depths ([`Unresolved`]);
 /// below, as records. Exit: `name_of` holds the final names (Resolved) or prefix names of
@@ -977,33 +983,43 @@ fn refine<I: Index>(
     let Tied {
         list: mut listed,
         marks,
-        ..
+        in_runs,
+        total,
+        deep,
     } = tied;
     let k = I::from_u64(codes.k as u64);
     let marked = marks.is_some();
-    let mut depth_of = match marks {
-        Some(marks) => collect_range(marks.len, |j| {
-            if marks.get(j) {
+    let mut depth_of = match (marks, in_runs) {
+        (Some(marks), Some(in_runs)) => collect_range(marks.len, |j| {
+            if in_runs.get(j) {
+                Depth::IN_RUN
+            } else if marks.get(j) {
                 Depth::at_most(k.to_u64())
             } else {
                 Depth::RESOLVED
             }
         }),
-        None => vec![Depth::at_most(k.to_u64()); name_of.len()],
+        _ => vec![Depth::at_most(k.to_u64()); name_of.len()],
     };
-    // Suffixes inside runs of one character: ordered at once by (run length, next character).
-    let runs: Vec<Suffix<I>> = (listed.iter().copied())
-        .filter(|s| s.depth == I::zeroed())
-        .collect();
-    listed.retain(|s| s.depth != I::zeroed());
-    if comm.any(!runs.is_empty()) {
-        let updates = ctx.phase("runs", || split_runs(ctx, text, layout, codes, runs));
+    // Suffixes inside runs of one character: ordered at once by (run length, next character),
+    // found at their positions (listed, their positions are marked first).
+    if total > deep {
         if !marked {
-            listed.extend(updates.iter().filter(|u| u.depth != resolved()));
+            let runs: Vec<I> = (listed.iter())
+                .filter(|s| s.depth == I::zeroed())
+                .map(|s| s.pos)
+                .collect();
+            listed.retain(|s| s.depth != I::zeroed());
+            listed.shrink_to_fit();
+            send_to_owners(comm, layout, runs, &mut depth_of[..], |&i| {
+                (i.to_u64() as usize, Depth::IN_RUN)
+            });
         }
-        ctx.phase("update names", || {
-            apply_updates(comm, layout, updates, name_of, &mut depth_of)
+        let names = (&mut *name_of, &mut depth_of[..]);
+        let still = ctx.phase("runs", || {
+            split_runs(ctx, text, layout, codes, names, rounds, !marked)
         });
+        listed.extend_from_slice(&still);
     }
     let (mut unresolved, open) = if marked {
         drop(listed);
@@ -1076,6 +1092,9 @@ struct Depth(u16);
 impl Depth {
     /// The depth of a suffix alone in its group ([`resolved`]).
     const RESOLVED: Depth = Depth(u16::MAX);
+    /// A suffix inside a run of one character, before the run step (every group's depth is at
+    /// least k ≥ 1).
+    const IN_RUN: Depth = Depth(0);
     const BITS: u32 = 10;
 
     /// The largest storable depth not above d.
@@ -1432,7 +1451,10 @@ fn refine_round<I: Index>(
     let base = layout.start(comm.rank()) as u64;
     let (listed, open) = match unresolved {
         Unresolved::Listed(l) => (Some(l), None),
-        Unresolved::Marked => (None, Some(OpenPositions::of(depth_of))),
+        Unresolved::Marked => (
+            None,
+            Some(OpenPositions::of(depth_of, |d| d != Depth::RESOLVED)),
+        ),
     };
     let len = listed.as_ref().map_or(0, Vec::len) + open.as_ref().map_or(0, |o| o.count);
     let listed = std::cell::RefCell::new(listed);
@@ -1595,12 +1617,11 @@ impl OpenPositions {
     /// Words per piece of the parallel passes.
     const PIECE_WORDS: usize = 1 << 10;
 
-    fn of(depth_of: &[Depth]) -> Self {
+    /// The positions whose depth is `open`.
+    fn of(depth_of: &[Depth], open: impl Fn(Depth) -> bool + Sync) -> Self {
         let words: Vec<u64> = collect_range(depth_of.len().div_ceil(64), |w| {
             let bits = &depth_of[64 * w..(64 * w + 64).min(depth_of.len())];
-            (bits.iter().enumerate()).fold(0u64, |x, (b, &d)| {
-                x | (u64::from(d != Depth::RESOLVED) << b)
-            })
+            (bits.iter().enumerate()).fold(0u64, |x, (b, &d)| x | (u64::from(open(d)) << b))
         });
         let per_block: Vec<usize> = (words.par_chunks(Self::BLOCK_WORDS))
             .map(|b| b.iter().map(|w| w.count_ones() as usize).sum())
@@ -1775,24 +1796,48 @@ fn apply_updates<I: Index>(
 /// are ordered by whether x < c (or the end; these come first, shorter runs first) or x > c
 /// (longer runs first), and only suffixes with equal (x < c, r) need more: they share exactly r
 /// characters, so their depth is r and the next round compares the suffixes after the runs.
-/// Takes this pe's tied suffixes inside runs (depth 0); returns the name and depth updates of
-/// all of them (depth [`resolved`] for those now alone). Collective.
+/// Takes this pe's tied suffixes inside runs (depth 0) and writes the new name and depth of each
+/// (depth [`resolved`] for those now alone) at the owner of its position (`names`: this pe's
+/// names and depths). Sorted in up to `rounds` key ranges
+/// ([`sort_in_rounds`]), as many as keep a range within n / `rounds` records (aⁿ: all of them),
+/// each range's updates written before the next; returns, with `list`, this pe's share of the
+/// suffixes still unresolved. Collective.
+///
+/// Memory per pe, u suffixes here: the suffixes (3 indices each), the answers about their runs
+/// (8 B each), then their sort keys (16 B each, made as those are freed) throughout, and per range
+/// its keys (two copies in their exchange), groups (two indices and two flags each) and updates
+/// (3 indices each).
+#[allow(clippy::too_many_arguments)]
 fn split_runs<I: Index>(
     ctx: &Ctx,
     text: &[u8],
     layout: &Layout,
     codes: &Codes,
-    runs: Vec<Suffix<I>>,
+    names: (&mut [I], &mut [Depth]),
+    rounds: usize,
+    list: bool,
 ) -> Vec<Suffix<I>> {
     let comm = &ctx.comm;
     let n = layout.len();
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let bi = bits(n as u64);
+    let (name_of, depth_of) = names;
     if 3 * bi + 1 > 128 {
-        // Too wide to pack (n ≥ 2^42): leave them to plain doubling.
-        let k = I::from_u64(codes.k as u64);
-        return runs.iter().map(|&s| Suffix { depth: k, ..s }).collect();
+        // Too wide to pack (n ≥ 2^42): leave them to plain doubling (depth k).
+        let k = codes.k as u64;
+        let mut still = Vec::new();
+        for (j, d) in depth_of.iter_mut().enumerate() {
+            if *d == Depth::IN_RUN {
+                *d = Depth::at_most(k);
+                if list {
+                    let (name, pos) = (name_of[j], I::from_u64((lo + j) as u64));
+                    let depth = I::from_u64(k);
+                    still.push(Suffix { name, pos, depth });
+                }
+            }
+        }
+        return still;
     }
     // Each pe's first run, for the runs that reach the end of a slice on the left (256: none).
     const END: u64 = 256;
@@ -1857,66 +1902,113 @@ fn split_runs<I: Index>(
             (lo + b) as u64 | flag(c as u64, text[b] as u64) << 63
         }
     };
-    let queries: Vec<I> = runs.iter().map(|s| s.pos).collect();
-    let answers = fetch(comm, layout, &queries, end_of);
-    drop(long);
-    drop(queries);
-    // Sort key (g, flag, s, i), s = r for x < c, max − r for x > c.
+    // Sort key (g, flag, s, i) of local position j in a group g, s = r for x < c, max − r for
+    // x > c.
     let w = bi as u128;
     let max = (1u128 << w) - 1;
-    let key = |run: &Suffix<I>, &ans: &u64| {
+    let key = |g: I, j: usize| {
+        let ans = end_of(j);
         let flag = (ans >> 63) as u128;
-        let pos = run.pos.to_u64();
+        let pos = (lo + j) as u64;
         let r = ((ans & !(1u64 << 63)) - pos) as u128;
         let s = if flag == 1 { max - r } else { r };
-        ((run.name.to_u64() as u128) << (2 * w + 1)) | (flag << (2 * w)) | (s << w) | pos as u128
+        ((g.to_u64() as u128) << (2 * w + 1)) | (flag << (2 * w)) | (s << w) | pos as u128
     };
-    // Made from the end in pieces, each freeing its suffixes and answers (the sort takes the
-    // keys in any order).
-    let (mut runs, mut answers) = (runs, answers);
-    let mut recs: Vec<u128> = Vec::with_capacity(runs.len());
-    let piece = runs.len().div_ceil(8).max(1);
-    while !runs.is_empty() {
-        let lo = runs.len().saturating_sub(piece);
-        recs.extend(
-            runs[lo..]
-                .iter()
-                .zip(&answers[lo..])
-                .map(|(r, a)| key(r, a)),
-        );
-        runs.truncate(lo);
-        runs.shrink_to_fit();
-        answers.truncate(lo);
-        answers.shrink_to_fit();
-    }
-    let sorted = sample_sort(ctx, recs);
-    let edges = Edges::of(comm, &sorted);
-    let gstart = group_names::<I, _, _>(ctx, &sorted, &edges, |a, b| {
-        a >> (2 * w + 1) == b >> (2 * w + 1)
-    })
-    .names;
-    let Groups {
-        names: sstart,
-        alone,
-        ..
-    } = group_names::<I, _, _>(ctx, &sorted, &edges, |a, b| a >> w == b >> w);
-    let update = |j: usize, x: u128| {
-        let g = (x >> (2 * w + 1)) as u64;
-        let flag = (x >> (2 * w)) & 1;
-        let s = (x >> w) & max;
-        let r = if flag == 1 { max - s } else { s } as u64;
-        Suffix {
-            name: I::from_u64(g + (sstart[j].to_u64() - gstart[j].to_u64())),
-            pos: I::from_u64((x & max) as u64),
-            depth: if alone[j] { resolved() } else { I::from_u64(r) },
-        }
-    };
-    // Made from the end in pieces, each freeing its keys (the updates go out in any order).
-    let mut updates = Vec::with_capacity(sorted.len());
-    consume_from_end(sorted, |lo, xs| {
-        updates.par_extend(xs.par_iter().enumerate().map(|(j, &x)| update(lo + j, x)))
-    });
-    updates
+    let open = OpenPositions::of(depth_of, |d| d == Depth::IN_RUN);
+    // A range holds at most n / rounds keys (the suffixes outside runs are sorted in as many).
+    let total = comm.all_reduce_sum(open.count as u64);
+    let rounds = ((total as u128 * rounds as u128).div_ceil(n.max(1) as u128) as usize)
+        .clamp(1, rounds.max(1));
+    let names = std::cell::RefCell::new((name_of, depth_of));
+    let mut still: Vec<Suffix<I>> = Vec::new();
+    let (mut gcarry, mut scarry) = (0u64, 0u64);
+    let mut open_end = OpenEnd::default();
+    sort_in_rounds(
+        ctx,
+        "· sort",
+        rounds,
+        open.count,
+        |j| {
+            let at = open.nth(j);
+            key(names.borrow().0[at], at)
+        },
+        // The keys of the range's positions not yet updated by an earlier range (an update's
+        // name may fall in a later range).
+        |bounds, k| {
+            let (lo, hi) = bounds.range(k);
+            let inside = |x: &u128| lo.is_none_or(|l| *x >= l) && hi.is_none_or(|h| *x < h);
+            let names = names.borrow();
+            let (name_of, depth_of) = (&*names.0, &*names.1);
+            open.listed(
+                |j| depth_of[j] == Depth::IN_RUN && inside(&key(name_of[j], j)),
+                |j| key(name_of[j], j),
+            )
+        },
+        |mut round| {
+            let sorted = &round.sorted;
+            let g =
+                group_names::<I, _, _>(ctx, sorted, &Edges::of_round(&round, gcarry), |a, b| {
+                    a >> (2 * w + 1) == b >> (2 * w + 1)
+                });
+            gcarry = g.carry;
+            let gstart = g.names;
+            drop(g.alone);
+            let sub =
+                group_names::<I, _, _>(ctx, sorted, &Edges::of_round(&round, scarry), |a, b| {
+                    a >> w == b >> w
+                });
+            scarry = sub.carry;
+            let update = |j: usize, x: u128| {
+                let g = (x >> (2 * w + 1)) as u64;
+                let flag = (x >> (2 * w)) & 1;
+                let s = (x >> w) & max;
+                let r = if flag == 1 { max - s } else { s } as u64;
+                Suffix {
+                    name: I::from_u64(g + (sub.names[j].to_u64() - gstart[j].to_u64())),
+                    pos: I::from_u64((x & max) as u64),
+                    depth: I::from_u64(r),
+                }
+            };
+            // A suffix an earlier range held open and this one's first key joins: its update
+            // (sent as resolved) is sent again with its depth.
+            let joined = open_end.settle(comm, &round, &sub, |j| update(j, sorted[j]));
+            // Made from the end in pieces, each freeing its keys (the updates go out in any
+            // order).
+            let mut updates = Vec::with_capacity(sorted.len());
+            consume_from_end(std::mem::take(&mut round.sorted), |lo, xs| {
+                updates.par_extend(xs.par_iter().enumerate().map(|(j, &x)| {
+                    let u = update(lo + j, x);
+                    if sub.alone[lo + j] {
+                        Suffix {
+                            depth: resolved(),
+                            ..u
+                        }
+                    } else {
+                        u
+                    }
+                }))
+            });
+            drop(round);
+            drop(gstart);
+            if list {
+                let kept = collect_kept(&updates, &sub.alone, |_, u| *u);
+                still.extend_from_slice(&kept);
+            }
+            drop(sub);
+            if let Some(s) = joined {
+                if list {
+                    still.push(s);
+                }
+                updates.push(s);
+            }
+            ctx.phase("update names", || {
+                let mut names = names.borrow_mut();
+                let (name_of, depth_of) = &mut *names;
+                apply_updates(comm, layout, updates, name_of, depth_of)
+            });
+        },
+    );
+    still
 }
 
 /// Runs of one character at least this long are listed by [`long_runs`]; the end of a shorter
@@ -1976,16 +2068,6 @@ struct Edges<T> {
 }
 
 impl<T: bytemuck::Pod> Edges<T> {
-    /// For a sequence sorted in one piece (one [`sample_sort`]). Collective.
-    fn of(comm: &Comm, sorted: &[T]) -> Self {
-        Edges {
-            offset: comm.exscan_sum(sorted.len() as u64),
-            prev: crate::dist::last_of_left(comm, sorted),
-            next: right_halo(comm, sorted, 1).first().copied(),
-            carry: 0,
-        }
-    }
-
     /// For one round of [`sort_in_rounds`], with the group start carried from earlier rounds.
     fn of_round(round: &Round<T>, carry: u64) -> Self {
         Edges {
@@ -2276,7 +2358,7 @@ mod tests {
                         let open: Vec<usize> = (0..len)
                             .filter(|&j| depth_of[j] != Depth::RESOLVED)
                             .collect();
-                        let o = OpenPositions::of(&depth_of);
+                        let o = OpenPositions::of(&depth_of, |d| d != Depth::RESOLVED);
                         assert_eq!(o.count, open.len());
                         for (j, &at) in open.iter().enumerate() {
                             assert_eq!(o.nth(j), at, "len {len}, every {every}, j {j}");
