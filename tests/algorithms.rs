@@ -14,6 +14,10 @@ use common::*;
 /// Process counts of the table.
 const PES: &[usize] = &[1, 2, 3, 4, 7];
 
+/// A run's limit: long enough for p = 7 on a loaded 2-core machine (a run takes under a second
+/// alone; the leanest budget's runs took over 60 s beside a build), short enough to catch a hang.
+const RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180);
+
 /// How small subproblems must be before they are gathered on pe 0.
 #[derive(Clone, Copy, Debug)]
 enum Base {
@@ -165,7 +169,7 @@ fn run_one(
     args.extend(base.args());
     args.extend(extra.iter().map(|a| a.to_string()));
     args.push("input".into());
-    let o = run_psa_env(p, &args, &[], dir, DEFAULT_TIMEOUT);
+    let o = run_psa_env(p, &args, &[], dir, RUN_TIMEOUT);
     if !o.success() {
         return Err(format!("run failed: {}", o.brief()));
     }

@@ -1915,8 +1915,10 @@ fn split_runs<I: Index>(
         ((g.to_u64() as u128) << (2 * w + 1)) | (flag << (2 * w)) | (s << w) | pos as u128
     };
     let open = OpenPositions::of(depth_of, |d| d == Depth::IN_RUN);
-    // A range holds at most n / rounds keys (the suffixes outside runs are sorted in as many).
-    let total = comm.all_reduce_sum(open.count as u64);
+    // A range holds at most n / rounds keys (the suffixes outside runs are sorted in as many),
+    // and about n / p / rounds of a pe's (runs cluster: a pe may own many more than its share).
+    let most = comm.all_reduce_max(open.count as u64) * comm.size() as u64;
+    let total = comm.all_reduce_sum(open.count as u64).max(most);
     let rounds = ((total as u128 * rounds as u128).div_ceil(n.max(1) as u128) as usize)
         .clamp(1, rounds.max(1));
     let names = std::cell::RefCell::new((name_of, depth_of));
