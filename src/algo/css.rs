@@ -1657,6 +1657,17 @@ impl OpenPositions {
         unreachable!("fewer than j unresolved positions")
     }
 
+    /// `f(j)` of every unresolved position j, in increasing order. Local; one pass on one thread.
+    fn each(&self, mut f: impl FnMut(usize)) {
+        for (w, &word) in self.words.iter().enumerate() {
+            let mut x = word;
+            while x != 0 {
+                f(64 * w + x.trailing_zeros() as usize);
+                x &= x - 1;
+            }
+        }
+    }
+
     /// `make(j)` of the unresolved positions j with `keep(j)`, in increasing order of j. Two
     /// passes in parallel (count per piece, then fill), no copy of the result.
     fn listed<T: Pod + Send>(
@@ -1941,10 +1952,24 @@ fn split_runs<I: Index>(
             let inside = |x: &u128| lo.is_none_or(|l| *x >= l) && hi.is_none_or(|h| *x < h);
             let names = names.borrow();
             let (name_of, depth_of) = (&*names.0, &*names.1);
-            open.listed(
-                |j| depth_of[j] == Depth::IN_RUN && inside(&key(name_of[j], j)),
-                |j| key(name_of[j], j),
-            )
+            if rayon::current_num_threads() > 1 {
+                return open.listed(
+                    |j| depth_of[j] == Depth::IN_RUN && inside(&key(name_of[j], j)),
+                    |j| key(name_of[j], j),
+                );
+            }
+            // One thread: each key made once.
+            let mut keys = Vec::new();
+            open.each(|j| {
+                if depth_of[j] == Depth::IN_RUN {
+                    let x = key(name_of[j], j);
+                    if inside(&x) {
+                        keys.push(x);
+                    }
+                }
+            });
+            keys.shrink_to_fit();
+            keys
         },
         |mut round| {
             let sorted = &round.sorted;
@@ -1992,11 +2017,10 @@ fn split_runs<I: Index>(
             });
             drop(round);
             drop(gstart);
-            if list {
-                let kept = collect_kept(&updates, &sub.alone, |_, u| *u);
-                still.extend_from_slice(&kept);
-            }
             drop(sub);
+            if list {
+                still.extend(updates.iter().filter(|u| u.depth != resolved()));
+            }
             if let Some(s) = joined {
                 if list {
                     still.push(s);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The memory plan's model (src/plan.rs) against measured peaks: runs psa on a matrix of inputs,
+# process counts and plans with `--stats`, and prints one table row per run: the peak the plan
+# predicted for the fullest pe, the fullest pe's measured peak (MiB) and their ratio (the model
+# is meant to stay above 1 and near it). Memory only: the runs may share the machine.
+#
+#   scripts/plan-calibration.sh [--bin PATH] [--pes "2 4"] [--out FILE] INPUT...
+#
+# INPUT: text files (e.g. scripts/synthetic.py outputs and corpora slices).
+set -euo pipefail
+bin=target/release/psa
+pes="2 4"
+out=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bin) bin=$2; shift 2 ;;
+    --pes) pes=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) break ;;
+  esac
+done
+[[ $# -gt 0 ]] || { echo "usage: $0 [--bin PATH] [--pes \"2 4\"] [--out FILE] INPUT..." >&2; exit 2; }
+plans=(
+  "--algo css"
+  "--algo css --check --sort-rounds 2 --merge-rounds 2"
+  "--algo css --check --sort-rounds 8 --merge-rounds 8"
+  "--algo dc3"
+  "--algo dc3 --check --merge-rounds 8"
+)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+row() { if [[ -n "$out" ]]; then echo "$1" | tee -a "$out"; else echo "$1"; fi; }
+row "| input | p | plan | planned MiB | measured MiB | planned/measured |"
+row "|---|---|---|---|---|---|"
+for input in "$@"; do
+  for p in $pes; do
+    for plan in "${plans[@]}"; do
+      # shellcheck disable=SC2086
+      mpirun -n "$p" "$bin" -q $plan --mem-per-pe 1T -o "$work/out.sa" --force \
+        --stats "$work/stats.json" "$input"
+      read -r planned measured < <(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(s["planned_peak_bytes"], s["measured_max_peak_bytes"])' "$work/stats.json")
+      row "$(python3 -c '
+import sys
+name, p, plan, a, b = sys.argv[1:]
+a, b = int(a) / 2**20, int(b) / 2**20
+print(f"| {name} | {p} | `{plan}` | {a:.0f} | {b:.0f} | {a / b:.2f} |")' \
+        "$(basename "$input")" "$p" "$plan" "$planned" "$measured")"
+    done
+  done
+done
