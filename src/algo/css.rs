@@ -1807,18 +1807,18 @@ fn apply_updates<I: Index>(
 /// are ordered by whether x < c (or the end; these come first, shorter runs first) or x > c
 /// (longer runs first), and only suffixes with equal (x < c, r) need more: they share exactly r
 /// characters, so their depth is r and the next round compares the suffixes after the runs.
-/// Takes this pe's tied suffixes inside runs (depth 0) and writes the new name and depth of each
-/// (depth [`resolved`] for those now alone) at the owner of its position (`names`: this pe's
-/// names and depths). Sorted in up to `rounds` key ranges
-/// ([`sort_in_rounds`]), as many as keep a range within n / `rounds` records (aⁿ: all of them),
-/// each range's updates written before the next; returns, with `list`, this pe's share of the
-/// suffixes still unresolved. Collective.
+/// Takes the tied suffixes inside runs at this pe's positions whose depth is [`Depth::IN_RUN`]
+/// (`names`: this pe's names and depths) and writes the new name and depth of each (depth
+/// [`resolved`] for those now alone) at the owner of its position. Sorted in up to `rounds` key
+/// ranges ([`sort_in_rounds`]), as many as keep a range within n / `rounds` keys and each pe's
+/// part of it within about n / p / `rounds` (aⁿ: all of them), each range's updates written
+/// before the next; returns, with `list`, this pe's share of the suffixes still unresolved.
+/// Collective.
 ///
-/// Memory per pe, u suffixes here: the suffixes (3 indices each), the answers about their runs
-/// (8 B each), then their sort keys (16 B each, made as those are freed) throughout, and per range
-/// its keys (two copies in their exchange), groups (two indices and two flags each) and updates
-/// (3 indices each).
-#[allow(clippy::too_many_arguments)]
+/// Memory per pe beside the names and depths: a bit per position (where the run suffixes are)
+/// and the long runs' ends (16 B per run of at least [`LONG_RUN`]), and per range its keys (16 B
+/// each, two copies in their exchange), groups (two indices and two flags each) and updates (3
+/// indices each). Cost per range: a scan of this pe's run positions, making the key of each.
 fn split_runs<I: Index>(
     ctx: &Ctx,
     text: &[u8],
