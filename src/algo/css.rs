@@ -685,12 +685,12 @@ fn first_sort<I: Index>(
                 if let Some(s) = open.settle(comm, &round, &g, |j| entry(j, &sorted[j])) {
                     tied += 1;
                     tied_deep += u64::from(s.depth != I::zeroed());
-                    if !marked {
-                        list.push(s);
-                    } else if s.depth != I::zeroed() {
+                    if marked && s.depth != I::zeroed() {
                         tied_at.push(s.pos);
-                    } else {
+                    } else if marked {
                         run_at.push(s.pos);
+                    } else if keep_unresolved {
+                        list.push(s);
                     }
                 }
                 if marked {
@@ -1657,7 +1657,7 @@ impl OpenPositions {
         unreachable!("fewer than j unresolved positions")
     }
 
-    /// `f(j)` of every unresolved position j, in increasing order. Local; one pass on one thread.
+    /// `f(j)` of every position j held, in increasing order. Local; one pass on one thread.
     fn each(&self, mut f: impl FnMut(usize)) {
         for (w, &word) in self.words.iter().enumerate() {
             let mut x = word;
