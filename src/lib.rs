@@ -82,6 +82,6 @@ pub mod internals {
     pub use crate::dist::{
         exchange, exchange_by, last_of_left, name_round, name_sorted, rebalance, right_halo,
         sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds, Layout, OwnerCursor,
-        Round, SortEnv, SortKey,
+        Ranges, Round, SortEnv, SortKey,
     };
 }

@@ -11,7 +11,7 @@ use psa::comm::Comm;
 use psa::internals::{
     exchange, exchange_by, last_of_left, name_round, name_sorted, rebalance, right_halo,
     sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds, Layout, OwnerCursor,
-    SortKey,
+    Ranges, SortKey,
 };
 use psa::{Algo, Ctx};
 
@@ -550,23 +550,31 @@ fn check_sort_in_rounds(ctx: &Ctx) {
                     let mut seen = 0usize; // rounds consumed
                     let mut got = 0u64; // records of this pe over all rounds
                     let mut biggest = 0u64; // records of the largest round
+                    let mut made = 0usize; // ranges there are
+                    let most = std::cell::Cell::new(0usize); // this pe's most for one range
                     sort_in_rounds(
                         ctx,
                         "sort",
-                        rounds,
+                        Ranges::new(rounds),
                         mine.len(),
                         |j| mine[j],
                         |bounds, k| {
                             let (lo, hi) = bounds.range(k);
                             asked.borrow_mut().push((lo, hi));
-                            mine.iter()
+                            let part: Vec<u64> = mine
+                                .iter()
                                 .copied()
                                 .filter(|&x| lo.is_none_or(|l| l <= x) && hi.is_none_or(|h| x < h))
-                                .collect()
+                                .collect();
+                            most.set(most.get().max(part.len()));
+                            part
                         },
                         |r| {
                             assert_eq!(r.index, seen, "{what}: rounds out of order");
-                            assert_eq!(r.rounds, rounds, "{what}: round count");
+                            if r.index == 0 {
+                                made = r.rounds;
+                            }
+                            assert_eq!(r.rounds, made, "{what}: round count changed");
                             seen += 1;
                             let at = r.offset as usize;
                             let len = r.sorted.len();
@@ -596,15 +604,28 @@ fn check_sort_in_rounds(ctx: &Ctx) {
                             got += len as u64;
                         },
                     );
-                    assert_eq!(seen, rounds, "{what}: rounds consumed");
+                    assert_eq!(seen, made, "{what}: rounds consumed");
                     assert_eq!(comm.all_reduce_sum(got), n as u64, "{what}: records in all");
                     // The ranges asked for are consecutive and cover every key once.
                     let asked = asked.into_inner();
-                    assert_eq!(asked.len(), rounds, "{what}: generate calls");
+                    assert_eq!(asked.len(), made, "{what}: generate calls");
                     assert!(
-                        asked[0].0.is_none() && asked[rounds - 1].1.is_none(),
+                        asked[0].0.is_none() && asked[made - 1].1.is_none(),
                         "{what}: open ends"
                     );
+                    // Each pe's part of a range stays near its share (n / p / rounds), even
+                    // with every record on one pe: then there are more ranges (up to 256).
+                    if n >= 20_000 && classes > 3 {
+                        assert!(made >= rounds, "{what}: {made} ranges");
+                    }
+                    if n >= 20_000 && classes > 1 && rounds > 1 && made < 256 {
+                        let most = most.get();
+                        let bound = 3 * n / (p * rounds) + 64;
+                        assert!(
+                            most <= bound,
+                            "{what}: pe {me} made {most} records of one range (bound {bound})"
+                        );
+                    }
                     for w in asked.windows(2) {
                         assert_eq!(w[0].1, w[1].0, "{what}: ranges not consecutive");
                     }
@@ -660,7 +681,7 @@ fn name_round_continues_across_rounds() {
                     sort_in_rounds(
                         &ctx,
                         "sort",
-                        rounds,
+                        Ranges::new(rounds),
                         mine.len(),
                         |j| mine[j],
                         |bounds, k| {

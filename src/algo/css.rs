@@ -64,7 +64,7 @@ use crate::algo::sink::SaSink;
 use crate::comm::Comm;
 use crate::dist::{
     collect_kept, exchange, fetch, right_halo, scatter, send_to_owners, send_to_owners_in_pieces,
-    sort_in_rounds, Layout, Pair, Round, RoundBounds, Slots, SortKey,
+    sort_in_rounds, Layout, Pair, Ranges, Round, RoundBounds, Slots, SortKey,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
@@ -657,7 +657,7 @@ fn first_sort<I: Index>(
     sort_in_rounds(
         ctx,
         "sort keys",
-        rounds,
+        Ranges::new(rounds),
         keys.len(),
         |j| keys.at(j),
         |bounds, k| match held.borrow_mut().take() {
@@ -1274,17 +1274,41 @@ fn shared_key_fraction(ctx: &Ctx, keys: &KeyGen, held: Option<&[HiKey]>, n: usiz
     shared as f64 / drawn.len() as f64
 }
 
-/// The first sort's record: [key (64 bits) | clamped length (7) | position (56)]. Sample sort
-/// splits by the whole integer (so equal keys spread over pes), but the local sort looks at the
-/// key only, which halves its radix passes; the clamped length matters only for the ≤ k−1 short
-/// suffixes at the end of the text, which [`order_tails`] then puts in place.
+/// The first sort's record: [key (64 bits) | clamped length (7) | scrambled position (56)].
+/// Sample sort splits by the whole integer (so equal keys spread over pes), but the local sort
+/// looks at the key only, which halves its radix passes; the clamped length matters only for the
+/// ≤ k−1 short suffixes at the end of the text, which [`order_tails`] then puts in place.
+///
+/// The position is stored as `i · SCRAMBLE mod 2^56`, a bijection of the 56-bit positions that
+/// [`HiKey::pos`] undoes: a group's members are ordered by it in the splitters and key ranges, so
+/// a range that cuts a large group (aⁿ: one group of n − k + 1) takes a pseudo-random part of
+/// every pe's members instead of the positions of one or two pes, and each pe's share of a range
+/// shrinks with the number of ranges (Haag et al.'s randomized redistribution, without moving the
+/// data).
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
 struct HiKey(u128);
 
+/// An odd multiplier (the 64-bit golden ratio), invertible modulo 2^56.
+const SCRAMBLE: u64 = 0x9e37_79b9_7f4a_7c15;
+/// SCRAMBLE's inverse modulo 2^64 (so also modulo 2^56), by Newton's iteration: each step
+/// doubles the number of correct low bits, from 3 (x · x ≡ 1 mod 8 for odd x) to 96.
+const UNSCRAMBLE: u64 = {
+    let mut inv = SCRAMBLE;
+    let mut step = 0;
+    while step < 5 {
+        inv = inv.wrapping_mul(2u64.wrapping_sub(SCRAMBLE.wrapping_mul(inv)));
+        step += 1;
+    }
+    inv
+};
+const _: () = assert!(SCRAMBLE.wrapping_mul(UNSCRAMBLE) == 1);
+const POSITION_MASK: u64 = (1u64 << POSITION_BITS) - 1;
+
 impl HiKey {
     fn new(key: u64, clamped_len: usize, pos: usize) -> Self {
-        HiKey(((key as u128) << 64) | ((clamped_len as u128) << 56) | pos as u128)
+        let scrambled = (pos as u64).wrapping_mul(SCRAMBLE) & POSITION_MASK;
+        HiKey(((key as u128) << 64) | ((clamped_len as u128) << 56) | scrambled as u128)
     }
 
     /// The packed characters.
@@ -1304,7 +1328,7 @@ impl HiKey {
 
     /// The position i.
     fn pos(self) -> u64 {
-        (self.0 as u64) & ((1u64 << POSITION_BITS) - 1)
+        ((self.0 as u64) & POSITION_MASK).wrapping_mul(UNSCRAMBLE) & POSITION_MASK
     }
 }
 
@@ -1521,7 +1545,7 @@ fn refine_round<I: Index>(
     sort_in_rounds(
         ctx,
         "· sort",
-        rounds,
+        Ranges::new(rounds),
         len,
         // Boundaries (g, 0, 0, 0): a round holds the records of the groups from one to the next.
         |j| {
@@ -1927,11 +1951,27 @@ fn split_runs<I: Index>(
     };
     let open = OpenPositions::of(depth_of, |d| d == Depth::IN_RUN);
     // A range holds at most n / rounds keys (the suffixes outside runs are sorted in as many),
-    // and about n / p / rounds of a pe's (runs cluster: a pe may own many more than its share).
-    let most = comm.all_reduce_max(open.count as u64) * comm.size() as u64;
-    let total = comm.all_reduce_sum(open.count as u64).max(most);
-    let rounds = ((total as u128 * rounds as u128).div_ceil(n.max(1) as u128) as usize)
-        .clamp(1, rounds.max(1));
+    // and at most about n / p / rounds of a pe's (runs cluster: a pe may own many more than its
+    // share, and a long run's keys follow text order).
+    let total = comm.all_reduce_sum(open.count as u64);
+    let most = comm.all_reduce_max(open.count as u64);
+    let share = (n as u64).div_ceil((comm.size() * rounds.max(1)) as u64);
+    let rounds = if most > share {
+        ((total as u128 * rounds as u128).div_ceil(n.max(1) as u128) as usize)
+            .clamp(2, rounds.max(2))
+    } else {
+        1
+    };
+    // The least and largest key of this pe (a name changes only with an update, which takes its
+    // position out of the run step); None: no key.
+    let span = (rounds > 1 && open.count > 0).then(|| {
+        let (mut a, mut b) = (u128::MAX, 0u128);
+        open.each(|j| {
+            let x = key(name_of[j], j);
+            (a, b) = (a.min(x), b.max(x));
+        });
+        (a, b)
+    });
     let names = std::cell::RefCell::new((name_of, depth_of));
     let mut still: Vec<Suffix<I>> = Vec::new();
     let (mut gcarry, mut scarry) = (0u64, 0u64);
@@ -1939,17 +1979,26 @@ fn split_runs<I: Index>(
     sort_in_rounds(
         ctx,
         "· sort",
-        rounds,
+        Ranges {
+            count: rounds,
+            per_pe: Some(share),
+        },
         open.count,
         |j| {
             let at = open.nth(j);
             key(names.borrow().0[at], at)
         },
         // The keys of the range's positions not yet updated by an earlier range (an update's
-        // name may fall in a later range).
+        // name may fall in a later range); none without a scan when the range misses this pe's
+        // keys (clustered keys take many ranges, each pe's few of them).
         |bounds, k| {
             let (lo, hi) = bounds.range(k);
             let inside = |x: &u128| lo.is_none_or(|l| *x >= l) && hi.is_none_or(|h| *x < h);
+            let meets =
+                |(a, b): (u128, u128)| lo.is_none_or(|l| b >= l) && hi.is_none_or(|h| a < h);
+            if rounds > 1 && !span.is_some_and(meets) {
+                return Vec::new();
+            }
             let names = names.borrow();
             let (name_of, depth_of) = (&*names.0, &*names.1);
             if rayon::current_num_threads() > 1 {
@@ -2257,6 +2306,33 @@ mod tests {
             ],
             [16, 20, 32]
         );
+    }
+
+    /// A first-sort record gives back the position it was made with (the scrambling is a
+    /// bijection of 56 bits), and its order is the key's, then the clamped length's.
+    #[test]
+    fn first_sort_records_keep_position_and_order() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(5);
+        let edges = [0, 1, 2, 3, (1 << 32) - 1, 1 << 32, (1 << POSITION_BITS) - 1];
+        let positions: Vec<u64> = edges
+            .into_iter()
+            .chain((0..10_000).map(|_| rng.next() & POSITION_MASK))
+            .collect();
+        for &i in &positions {
+            let r = HiKey::new(7 << 40, 9, i as usize);
+            assert_eq!((r.pos(), r.key(), r.clamped_len()), (i, 7 << 40, 9));
+        }
+        let a = HiKey::new(5, 3, (1 << POSITION_BITS) - 1);
+        let b = HiKey::new(5, 4, 0);
+        let c = HiKey::new(6, 1, 12345);
+        assert!(a < b && b < c);
+        // Consecutive positions of one group are spread over the 56 bits (no range of the
+        // splitters takes one pe's block of positions whole).
+        let mut low: Vec<u64> = (0..1000)
+            .map(|i| HiKey::new(0, 8, i).0 as u64 & POSITION_MASK)
+            .collect();
+        low.sort_unstable();
+        assert!(low[500] > 1 << (POSITION_BITS - 3) && low[499] < 7 << (POSITION_BITS - 3));
     }
 
     /// The local sort of refinement records (the `u128` radix sort with 32 bits, a comparison

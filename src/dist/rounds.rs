@@ -9,6 +9,28 @@ use super::{last_of_left, right_halo, SortKey};
 /// round's size is about 1/sqrt of it (≈ 4 %).
 const SAMPLES_PER_ROUND: usize = 512;
 
+/// How a distributed sequence is cut into key ranges ([`RoundBounds::choose`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ranges {
+    /// The ranges asked for, each of about n / `count` records (1: one range, nothing sampled);
+    /// fewer where the records are too few or too alike to cut (a range never splits equal
+    /// ones), more where they cluster by pe (`per_pe`).
+    pub count: usize,
+    /// At most about this many records of one pe in a range; None: [`SPREAD`] × the mean pe's
+    /// share of a range (n / p / `count`).
+    pub per_pe: Option<u64>,
+}
+
+impl Ranges {
+    /// `count` ranges, each pe's part of one near its mean share.
+    pub fn new(count: usize) -> Self {
+        Ranges {
+            count: count.max(1),
+            per_pe: None,
+        }
+    }
+}
+
 /// One round of [`sort_in_rounds`], as the consumer sees it on one pe.
 pub struct Round<T> {
     /// Which round (0-based).
@@ -49,8 +71,8 @@ impl<T> Round<T> {
     }
 }
 
-/// Sorts a distributed sequence of records in `rounds` key ranges, one after the other.
-/// Collective.
+/// Sorts a distributed sequence of records in key ranges, one after the other: about
+/// `ranges.count`, more where records cluster by pe (see [`RoundBounds::choose`]). Collective.
 ///
 /// Entry: this pe generates `len` records (unique over all pes, as for [`sample_sort`]):
 /// `record(j)` is its j-th (j < `len`), and `generate(bounds, k)` returns all of its records x of
@@ -65,19 +87,20 @@ impl<T> Round<T> {
 /// ([`Round`]); within a round the parts are balanced (about 1/p of the round each, whatever the
 /// keys: records are unique, so equal characters never pile up on one pe).
 ///
-/// Each round's sort is timed as the phase `sort_phase`. With `rounds` = 1 this is
-/// [`sample_sort`] of `generate` for the one unbounded range (no sample is drawn here). Otherwise round boundaries are chosen first from a sample of about
-/// [`SAMPLES_PER_ROUND`] records per round over all pes (every pe draws in proportion to `len`),
-/// so rounds hold about n / `rounds` records each.
+/// Each round's sort is timed as the phase `sort_phase`. With one range this is
+/// [`sample_sort`] of `generate` for the one unbounded range (no sample is drawn here).
+/// Otherwise round boundaries are chosen first from a sample of about [`SAMPLES_PER_ROUND`]
+/// records per round over all pes (every pe draws in proportion to `len`), so rounds hold at
+/// most about n / `count` records each, and each pe's part of one at most about `per_pe`.
 ///
-/// Cost: `rounds` calls of `generate`, one [`sample_sort`] per round (its exchange and local
-/// sort), one all-gather of the sample, and a few one-record collectives per round. Memory: the
+/// Cost: per range, one call of `generate`, one [`sample_sort`] (its exchange and local sort)
+/// and a few one-record collectives; once, the gathers of the sample. Memory: the
 /// round's records (two copies during its exchange) and what the consumer keeps, instead of all
 /// records.
 pub fn sort_in_rounds<T, R, G, C>(
     ctx: &impl SortEnv,
     sort_phase: &str,
-    rounds: usize,
+    ranges: Ranges,
     len: usize,
     record: R,
     generate: G,
@@ -89,8 +112,8 @@ pub fn sort_in_rounds<T, R, G, C>(
     C: FnMut(Round<T>),
 {
     let comm = ctx.comm();
-    let rounds = rounds.max(1);
-    let bounds = RoundBounds::choose(ctx, rounds, len, record);
+    let bounds = RoundBounds::choose(ctx, ranges, len, record);
+    let rounds = bounds.rounds();
     let mut done = 0u64; // records in earlier rounds
     let mut last: Option<T> = None; // the last record of earlier rounds
     for index in 0..rounds {
@@ -128,18 +151,22 @@ pub struct RoundBounds<T> {
 }
 
 impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
-    /// Chooses the boundaries of `rounds` ranges from a sample of about [`SAMPLES_PER_ROUND`]
-    /// records per round over all pes: this pe holds `len` records, `record(j)` its j-th, and
-    /// draws in proportion to `len`; the boundaries are sampled records, so ranges hold about
-    /// n / `rounds` records each. With one round nothing is drawn. Collective (the phase
-    /// "· round splitters": one reduction and one all-gather of the sample).
+    /// Chooses the boundaries of about `ranges.count` ranges from a sample of about
+    /// [`SAMPLES_PER_ROUND`] records per range over all pes: this pe holds `len` records,
+    /// `record(j)` its j-th, and draws in proportion to `len`; the boundaries are sampled
+    /// records. A range ends where it holds n / `count` of the sample, or where one pe's part
+    /// of it reaches `ranges.per_pe` records — records that cluster by pe (keys in text order:
+    /// aⁿ, long runs) then take more ranges, up to [`MAX_RANGES`], so that no pe holds much more
+    /// than its share of one. With one range nothing is drawn. Collective (the phase "· round
+    /// splitters": one reduction and two all-gathers).
     pub fn choose(
         ctx: &impl SortEnv,
-        rounds: usize,
+        ranges: Ranges,
         len: usize,
         record: impl Fn(usize) -> T,
     ) -> Self {
         let comm = ctx.comm();
+        let rounds = ranges.count;
         if rounds <= 1 {
             return RoundBounds { bounds: Vec::new() };
         }
@@ -155,15 +182,30 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
                     .map(|_| record((rng.next() % len as u64) as usize))
                     .collect()
             };
-            let mut all = comm.all_gather_v(&sample);
-            all.sort_unstable();
-            if all.is_empty() {
-                Vec::new()
-            } else {
-                (1..rounds).map(|r| all[r * all.len() / rounds]).collect()
-            }
+            let counts = comm.all_gather(sample.len() as u64);
+            let all = comm.all_gather_v(&sample);
+            // Each sampled record with the pe it came from (the gather is in pe order).
+            let mut tagged: Vec<(T, u32)> = Vec::with_capacity(all.len());
+            let mut from = counts
+                .iter()
+                .enumerate()
+                .flat_map(|(pe, &c)| std::iter::repeat_n(pe as u32, c as usize));
+            tagged.extend(all.into_iter().zip(&mut from));
+            tagged.sort_unstable_by_key(|t| t.0);
+            // One sampled record stands for n / |sample| records.
+            let weight = n as f64 / tagged.len().max(1) as f64;
+            let cap = match ranges.per_pe {
+                Some(c) => c as f64 / weight,
+                None => SPREAD * tagged.len() as f64 / (comm.size() * rounds) as f64,
+            };
+            cut(&tagged, comm.size(), rounds, cap)
         });
         RoundBounds { bounds }
+    }
+
+    /// How many ranges there are.
+    pub fn rounds(&self) -> usize {
+        self.bounds.len() + 1
     }
 
     /// The bounds (lower inclusive, upper exclusive; None: unbounded) of round `index`.
@@ -178,6 +220,42 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
     #[inline]
     pub fn round_of(&self, x: &T) -> usize {
         self.bounds.partition_point(|b| b <= x)
+    }
+}
+
+/// How far above its mean share of a range one pe's part may grow before the range ends (the
+/// default of [`RoundBounds::choose`]): the sample's noise (a pe's share of a range is drawn from
+/// about 512 / p sampled records) stays below it.
+pub const SPREAD: f64 = 1.5;
+
+/// The most ranges [`RoundBounds::choose`] makes (a record's range fits a byte).
+pub const MAX_RANGES: usize = 256;
+
+/// The boundaries of the ranges over a sorted sample, each record tagged with its pe: a range
+/// ends before the record at which it would hold more than |sample| / `rounds` records, or more
+/// than `cap` of one pe (never between equal records). When that makes more than [`MAX_RANGES`],
+/// both limits grow until it does not. Local.
+fn cut<T: Copy + Ord>(sample: &[(T, u32)], pes: usize, rounds: usize, cap: f64) -> Vec<T> {
+    let mut target = (sample.len() as f64 / rounds as f64).max(1.0);
+    let mut cap = cap.max(1.0);
+    loop {
+        let mut bounds: Vec<T> = Vec::new();
+        let (mut total, mut mine) = (0.0, vec![0.0; pes]);
+        for (j, &(x, pe)) in sample.iter().enumerate() {
+            let full = total >= target || mine[pe as usize] >= cap;
+            if full && j > 0 && sample[j - 1].0 < x {
+                bounds.push(x);
+                total = 0.0;
+                mine.fill(0.0);
+            }
+            total += 1.0;
+            mine[pe as usize] += 1.0;
+        }
+        if bounds.len() < MAX_RANGES {
+            return bounds;
+        }
+        target *= 1.5;
+        cap *= 1.5;
     }
 }
 
@@ -197,4 +275,62 @@ pub fn release_freed() {
 fn last_of_all<T: bytemuck::Pod>(comm: &crate::comm::Comm, local: &[T]) -> Option<T> {
     let tail = &local[local.len().saturating_sub(1)..];
     comm.all_gather_v(tail).last().copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A range's records, and the most of one pe, for the bounds `cut` chose.
+    fn parts(sample: &[(u64, u32)], pes: usize, bounds: &[u64]) -> Vec<(usize, usize)> {
+        let mut out = vec![(0, vec![0; pes]); bounds.len() + 1];
+        for &(x, pe) in sample {
+            let r = bounds.partition_point(|b| *b <= x);
+            out[r].0 += 1;
+            out[r].1[pe as usize] += 1;
+        }
+        out.into_iter()
+            .map(|(t, m)| (t, m.into_iter().max().unwrap_or(0)))
+            .collect()
+    }
+
+    #[test]
+    fn mixed_records_take_the_rounds_asked_for() {
+        // Every pe's records spread over the whole key space.
+        let (pes, rounds) = (4, 8);
+        let sample: Vec<(u64, u32)> = (0..4096u64).map(|x| (x, (x % 4) as u32)).collect();
+        let cap = SPREAD * 4096.0 / (pes * rounds) as f64;
+        let bounds = cut(&sample, pes, rounds, cap);
+        assert_eq!(bounds.len() + 1, rounds);
+        assert!(parts(&sample, pes, &bounds).iter().all(|&(t, _)| t == 512));
+    }
+
+    #[test]
+    fn clustered_records_take_more_ranges_each_within_the_cap() {
+        // Keys in pe order (a text of one character): pe q holds keys q·1024 ….
+        let (pes, rounds) = (4, 8);
+        let sample: Vec<(u64, u32)> = (0..4096u64).map(|x| (x, (x / 1024) as u32)).collect();
+        let cap = 4096.0 / (pes * rounds) as f64;
+        let bounds = cut(&sample, pes, rounds, cap);
+        // A range may hold the end of one pe's keys and the start of the next one's.
+        assert!((pes * rounds - pes..=pes * rounds).contains(&(bounds.len() + 1)));
+        assert!(parts(&sample, pes, &bounds)
+            .iter()
+            .all(|&(_, most)| most <= 128));
+    }
+
+    #[test]
+    fn equal_records_stay_in_one_range_and_ranges_stay_few() {
+        // Classes of 100 equal records: a bound never falls inside one.
+        let sample: Vec<(u64, u32)> = (0..5000u64).map(|x| (x / 100, (x % 3) as u32)).collect();
+        let bounds = cut(&sample, 3, 16, 10.0);
+        assert!(bounds.windows(2).all(|b| b[0] < b[1]));
+        assert!(parts(&sample, 3, &bounds)
+            .iter()
+            .all(|&(t, _)| t % 100 == 0));
+        // A cap of one record a pe would make a range of each record: at most MAX_RANGES.
+        let many: Vec<(u64, u32)> = (0..100_000u64).map(|x| (x, 0)).collect();
+        let bounds = cut(&many, 1, 2, 1.0);
+        assert!(bounds.len() < MAX_RANGES && bounds.len() > MAX_RANGES / 2);
+    }
 }

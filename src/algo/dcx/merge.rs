@@ -14,8 +14,8 @@ use super::cover::Cover;
 use super::{map_maybe_par, map_range_maybe_par, Phases, SortedPart};
 use crate::algo::sink::SaSink;
 use crate::dist::{
-    build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, Layout,
-    RoundBounds,
+    build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, Layout, Ranges,
+    RoundBounds, MAX_RANGES,
 };
 use crate::index::Index;
 use crate::local::LocalSort;
@@ -292,7 +292,7 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
-    let rounds = ctx.tune.merge_rounds.clamp(1, MAX_ROUNDS);
+    let mut rounds = ctx.tune.merge_rounds.clamp(1, MAX_RANGES);
     // The sample positions among the X − 1 after this pe's slice: at most S.
     let halo = ctx.phase("merge records", || right_halo(comm, &rank, C::S));
     let (lo, hi) = (layout.start(me), layout.end(me));
@@ -308,7 +308,10 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     });
     if rounds > 1 {
         let s = src.as_mut().expect("the records' source");
-        let bounds = RoundBounds::choose(ctx, rounds, s.hi - s.lo, |j| s.rec::<C, H>(s.lo + j));
+        let bounds = RoundBounds::choose(ctx, Ranges::new(rounds), s.hi - s.lo, |j| {
+            s.rec::<C, H>(s.lo + j)
+        });
+        rounds = bounds.rounds();
         s.round = ctx.phase("merge records", || {
             map_range_maybe_par(hi - lo, |j| bounds.round_of(&s.rec::<C, H>(lo + j)) as u8)
         });
@@ -411,9 +414,6 @@ impl SortedPart {
             .map(|p| p.into_layout(ctx, layout))
     }
 }
-
-/// The most key ranges of a merge (a position's round is one byte).
-const MAX_ROUNDS: usize = 256;
 
 /// What a level's merge records are built from: this pe's positions lo..hi, the ranks of its
 /// sample positions (samples `first..end` in position order, [`Cover::sample_index`]) and of

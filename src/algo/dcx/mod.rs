@@ -61,7 +61,7 @@ use super::pieces;
 use super::sink::SaSink;
 use crate::dist::{
     build_by_kind, name_round, rebalance, right_halo, send_to_owners_in_pieces, sort_in_rounds,
-    Layout, Pair, RoundBounds, SortKey,
+    Layout, Pair, Ranges, RoundBounds, SortKey, MAX_RANGES,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
@@ -398,14 +398,14 @@ fn name_samples<C: Cover, K: SampleKey, I: Index>(
     phases: &Phases,
 ) -> (Vec<[I; 2]>, bool) {
     let comm = &ctx.comm;
-    let rounds = ctx.tune.merge_rounds.clamp(1, MAX_KEY_RANGES);
+    let rounds = ctx.tune.merge_rounds.clamp(1, MAX_RANGES);
     let round_of = std::cell::RefCell::new((Vec::new(), None));
     let mut pairs: Vec<[I; 2]> = Vec::new();
     let mut distinct = 0u64;
     sort_in_rounds(
         ctx,
         phases.sort_samples,
-        rounds,
+        Ranges::new(rounds),
         source.hi - source.lo,
         |j| source.near::<C>(j),
         |bounds, k| {
@@ -439,9 +439,6 @@ fn name_samples<C: Cover, K: SampleKey, I: Index>(
     );
     (pairs, distinct as usize == smp.m)
 }
-
-/// The most key ranges of the samples' sort (a position's range is one byte).
-const MAX_KEY_RANGES: usize = 256;
 
 /// Step 1 from prefix names (pCSS' hand-over): `name_of[j]` is the name of position `lo + j`, the
 /// number of suffixes whose first h > X characters are smaller (a suffix shorter than h has a
