@@ -1681,10 +1681,14 @@ impl OpenPositions {
         unreachable!("fewer than j unresolved positions")
     }
 
-    /// `f(j)` of every position j held, in increasing order. Local; one pass on one thread.
-    fn each(&self, mut f: impl FnMut(usize)) {
-        for (w, &word) in self.words.iter().enumerate() {
-            let mut x = word;
+    /// `f(j)` of every position j held in a word w (positions 64w … 64w + 63) with `word(w)`, in
+    /// increasing order. Local; one pass over the words on one thread.
+    fn each_in(&self, word: impl Fn(usize) -> bool, mut f: impl FnMut(usize)) {
+        for (w, &bits) in self.words.iter().enumerate() {
+            if bits == 0 || !word(w) {
+                continue;
+            }
+            let mut x = bits;
             while x != 0 {
                 f(64 * w + x.trailing_zeros() as usize);
                 x &= x - 1;
@@ -1699,11 +1703,24 @@ impl OpenPositions {
         keep: impl Fn(usize) -> bool + Sync,
         make: impl Fn(usize) -> T + Sync,
     ) -> Vec<T> {
+        self.listed_in(|_| true, keep, make)
+    }
+
+    /// [`Self::listed`] of the positions in the words w with `word(w)` only.
+    fn listed_in<T: Pod + Send>(
+        &self,
+        word: impl Fn(usize) -> bool + Sync,
+        keep: impl Fn(usize) -> bool + Sync,
+        make: impl Fn(usize) -> T + Sync,
+    ) -> Vec<T> {
         let pieces: Vec<&[u64]> = self.words.chunks(Self::PIECE_WORDS).collect();
         // Calls f(j) for the kept positions j of piece c, in order.
         let each = |c: usize, f: &mut dyn FnMut(usize)| {
-            for (k, &word) in pieces[c].iter().enumerate() {
-                let mut x = word;
+            for (k, &bits) in pieces[c].iter().enumerate() {
+                if bits == 0 || !word(c * Self::PIECE_WORDS + k) {
+                    continue;
+                }
+                let mut x = bits;
                 while x != 0 {
                     let j = 64 * (c * Self::PIECE_WORDS + k) + x.trailing_zeros() as usize;
                     x &= x - 1;
@@ -1962,16 +1979,11 @@ fn split_runs<I: Index>(
     } else {
         1
     };
-    // The least and largest key of this pe (a name changes only with an update, which takes its
-    // position out of the run step); None: no key.
-    let span = (rounds > 1 && open.count > 0).then(|| {
-        let (mut a, mut b) = (u128::MAX, 0u128);
-        open.each(|j| {
-            let x = key(name_of[j], j);
-            (a, b) = (a.min(x), b.max(x));
-        });
-        (a, b)
-    });
+    // With several ranges, the first and last range of the keys in each word of positions (a
+    // name changes only with an update, which takes its position out of the run step): a range
+    // visits only the words that may hold its keys, so keys that follow text order (long runs),
+    // which take many ranges, are each made about once. Found in the first range.
+    let word_ranges: std::cell::RefCell<Vec<[u8; 2]>> = Default::default();
     let names = std::cell::RefCell::new((name_of, depth_of));
     let mut still: Vec<Suffix<I>> = Vec::new();
     let (mut gcarry, mut scarry) = (0u64, 0u64);
@@ -1994,22 +2006,38 @@ fn split_runs<I: Index>(
         |bounds, k| {
             let (lo, hi) = bounds.range(k);
             let inside = |x: &u128| lo.is_none_or(|l| *x >= l) && hi.is_none_or(|h| *x < h);
-            let meets =
-                |(a, b): (u128, u128)| lo.is_none_or(|l| b >= l) && hi.is_none_or(|h| a < h);
-            if rounds > 1 && !span.is_some_and(meets) {
-                return Vec::new();
-            }
             let names = names.borrow();
             let (name_of, depth_of) = (&*names.0, &*names.1);
+            if rounds > 1 && k == 0 {
+                *word_ranges.borrow_mut() = collect_range(open.words.len(), |w| {
+                    let (mut a, mut b) = (u8::MAX, 0u8);
+                    let mut x = open.words[w];
+                    while x != 0 {
+                        let j = 64 * w + x.trailing_zeros() as usize;
+                        x &= x - 1;
+                        let r = bounds.round_of(&key(name_of[j], j)) as u8;
+                        (a, b) = (a.min(r), b.max(r));
+                    }
+                    [a, b]
+                });
+            }
+            let word_ranges = word_ranges.borrow();
+            let word_ranges: &[[u8; 2]] = &word_ranges;
+            let here = |w: usize| {
+                word_ranges
+                    .get(w)
+                    .is_none_or(|&[a, b]| (a as usize..=b as usize).contains(&k))
+            };
             if rayon::current_num_threads() > 1 {
-                return open.listed(
+                return open.listed_in(
+                    here,
                     |j| depth_of[j] == Depth::IN_RUN && inside(&key(name_of[j], j)),
                     |j| key(name_of[j], j),
                 );
             }
             // One thread: each key made once.
             let mut keys = Vec::new();
-            open.each(|j| {
+            open.each_in(here, |j| {
                 if depth_of[j] == Depth::IN_RUN {
                     let x = key(name_of[j], j);
                     if inside(&x) {
