@@ -140,7 +140,8 @@ pub struct Cli {
     /// the kernel's transparent huge pages are set to `madvise` or `always`: fewer page faults)
     #[arg(long)]
     pub no_huge_pages: bool,
-    /// Subproblems of at most this many characters are solved sequentially on one pe
+    /// Subproblems of at most this many characters are solved sequentially on one pe (a
+    /// recursion level also at most half a pe's share of the text, or 2^16)
     #[arg(long, default_value_t = 1 << 22, value_name = "N", value_parser = at_least(4))]
     pub base_case: usize,
     /// More log output (-v: the settings and the per-phase table, -vv: every pe's debug output)

@@ -39,7 +39,8 @@ pub struct Config {
     /// the pes of its node, at least 1 — [`crate::Ctx::new`] resolves it.
     pub threads: usize,
     /// A (sub)problem with at most this many characters in total is gathered on pe 0 and solved
-    /// sequentially; larger ones recurse in parallel. At least 4.
+    /// sequentially (a recursion level only when also at most half the text's largest block, or
+    /// 2^16: see [`crate::Ctx::gathers`]); larger ones recurse in parallel. At least 4.
     pub base_case: usize,
     /// Largest element count of one MPI call (MPI counts are `i32`; default `i32::MAX`). Tests
     /// lower it to run every all-to-all in rounds. Clamped to `1..=i32::MAX`, then raised to at

@@ -6,6 +6,7 @@
 //! `alloc`, and the distributed primitives see it only through [`SortEnv`] (what sample sort needs).
 
 use std::cell::OnceCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::alloc;
@@ -42,7 +43,14 @@ pub struct Ctx {
     pub(crate) node_cpus: Vec<u64>,
     /// The context's own rayon pool, made when first needed (None when it could not be made).
     pool: OnceCell<Option<rayon::ThreadPool>>,
+    /// Characters of the current build's text and of its largest block (0 before one starts):
+    /// what [`Ctx::gathers`] measures a recursion level against.
+    top: [AtomicUsize; 2],
 }
+
+/// A recursion level of at most this many characters may always be gathered on pe 0 (its
+/// ~24 bytes a character there are small beside the fixed cost of a pe).
+pub const MIN_GATHER: usize = 1 << 16;
 
 /// Threads per pe by default: the cores this process may use over the pes on its node, at least 1.
 fn default_threads(local_pes: usize) -> usize {
@@ -90,7 +98,27 @@ impl Ctx {
             log: PhaseLog::default(),
             node_cpus,
             pool: OnceCell::new(),
+            top: Default::default(),
         }
+    }
+
+    /// Starts a build of a text of `n` characters whose largest block is `block`. Local (the
+    /// same on every pe).
+    pub(crate) fn start_text(&self, n: usize, block: usize) {
+        self.top[0].store(n, Ordering::Relaxed);
+        self.top[1].store(block, Ordering::Relaxed);
+    }
+
+    /// Whether a (sub)problem of `n` characters is gathered and solved on pe 0: at most
+    /// `config.base_case` characters, and below the whole text (a recursion level) at most half
+    /// the text's largest block (or [`MIN_GATHER`]) while p > 1, so that pe 0, which holds about
+    /// 24 bytes per gathered character (the names, libsais' text and suffix array, the 8-byte
+    /// suffix array it sends back), stays near the other pes' peak. Local.
+    pub fn gathers(&self, n: usize) -> bool {
+        let top = self.top[0].load(Ordering::Relaxed);
+        let block = self.top[1].load(Ordering::Relaxed);
+        n <= self.config.base_case.max(4)
+            && (self.comm.size() == 1 || n >= top || n <= MIN_GATHER.max(block / 2))
     }
 
     /// Runs `f` (given this context) where the library runs its parallel work: on the calling

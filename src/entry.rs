@@ -57,6 +57,10 @@ pub fn suffix_array_or_write(
 fn suffix_array_here(ctx: &Ctx, text: &[u8], sink: &SaSink) -> Result<Option<Vec<u64>>> {
     check_config(ctx)?;
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
+    ctx.start_text(
+        layout.len(),
+        ctx.comm.all_reduce_max(text.len() as u64) as usize,
+    );
     if ctx.config.backend == Backend::Gpu {
         // A backend that builds suffix arrays itself does it all when the text fits: at p = 1
         // from the one slice, at p > 1 streamed through pe 0 to its device (algo::pooled); into

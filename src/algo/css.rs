@@ -251,8 +251,9 @@ fn hand_over(ctx: &Ctx, n: usize, at: Progress) -> Option<HandOver> {
     let limit = ctx.tune.css_handover;
     let say = ctx.comm.rank() == 0;
     match at {
-        Progress::Start => (n <= ctx.config.base_case.max(4) || bits(n as u64) > POSITION_BITS)
-            .then_some(HandOver::Dc3),
+        Progress::Start => {
+            (ctx.gathers(n) || bits(n as u64) > POSITION_BITS).then_some(HandOver::Dc3)
+        }
         Progress::Predicted { shared, k } => {
             if shared <= limit {
                 return None;

@@ -16,9 +16,10 @@
 //! 7. **suffix array**: the positions in sorted order; at the top level rebalanced to the input
 //!    layout (a recursion level only needs each entry's global index).
 //!
-//! A (sub)problem of at most `config.base_case` characters is gathered on pe 0 and solved by
-//! libsais (see [`super::super::seq`]); larger ones recurse in parallel, so no pe ever holds more
-//! than its share of any level.
+//! A (sub)problem of at most `config.base_case` characters — a recursion level also at most half
+//! the text's largest block ([`Ctx::gathers`]) — is gathered on pe 0 and solved by libsais (see
+//! [`super::super::seq`]); larger ones recurse in parallel, so no pe ever holds much more than
+//! its share of any level.
 //!
 //! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 20 B each (25 B
 //! when a level's positions do not fit 32 bits, 40 B past 40 bits: see [`crate::index`]), with up
@@ -66,7 +67,7 @@ pub(super) fn level_to<C: Symbol>(
 ) -> Option<SortedPart> {
     let n = layout.len();
     let first = layout.start(ctx.comm.rank()) as u64;
-    if n <= ctx.config.base_case.max(4) {
+    if ctx.gathers(n) {
         let sa = ctx.phase("base case", || base_case(ctx, t, layout));
         return SortedPart::new(sa, first).deliver_to(ctx, sink);
     }

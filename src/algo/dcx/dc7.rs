@@ -60,7 +60,7 @@ const CB: u32 = 9;
 /// contract as [`super::dc3::dc3`].
 #[must_use]
 pub fn dc7(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
-    if layout.len() <= ctx.config.base_case.max(X + 1) {
+    if layout.len() <= X + 1 || ctx.gathers(layout.len()) {
         return super::dc3::dc3(ctx, text, layout, sink);
     }
     match index_width(ctx, layout.len() as u64 + 2) {
