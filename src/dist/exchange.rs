@@ -295,13 +295,62 @@ where
     out
 }
 
-/// The records `make(i)` of the positions `lo..hi`, each into the output of its kind `kind(i)`
-/// (positions of kind ≥ K are skipped), in position order within a kind. On the pe's threads in
-/// chunks: the records of each kind per chunk are counted first (`kind` should be cheap), then
-/// every chunk writes its own range of each output, so nothing is held twice.
+/// Which of a pe's positions `lo..hi` [`build_by_kind`] visits.
+#[derive(Clone, Copy, Debug)]
+pub enum Select<'a> {
+    /// Every position.
+    All,
+    /// The positions i whose byte `of[i - lo]` is `this` (a key range's positions, its index
+    /// noted once per position: the callers of [`crate::dist::sort_in_rounds`] with several
+    /// ranges). Found eight bytes at a time, so the positions of other ranges cost little.
+    Round {
+        /// One byte per position of `lo..hi`.
+        of: &'a [u8],
+        /// The byte wanted.
+        this: u8,
+    },
+}
+
+impl Select<'_> {
+    /// Calls `f(i)` for each selected position i of `a..b` (within `lo..hi`), in order.
+    #[inline]
+    fn each(&self, lo: usize, a: usize, b: usize, mut f: impl FnMut(usize)) {
+        let (of, this) = match *self {
+            Select::All => return (a..b).for_each(f),
+            Select::Round { of, this } => (&of[a - lo..b - lo], this),
+        };
+        const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+        let wanted = u64::from_ne_bytes([this; 8]);
+        let mut words = of.chunks_exact(8);
+        let mut at = a;
+        for w in words.by_ref() {
+            // The high bit of every byte of `w` that equals `this` (exact: no borrow crosses
+            // bytes).
+            let x = u64::from_le_bytes(w.try_into().expect("eight bytes")) ^ wanted;
+            let mut hit = !(((x & LOW) + LOW) | x | LOW);
+            while hit != 0 {
+                f(at + (hit.trailing_zeros() / 8) as usize);
+                hit &= hit - 1;
+            }
+            at += 8;
+        }
+        for (j, &r) in words.remainder().iter().enumerate() {
+            if r == this {
+                f(at + j);
+            }
+        }
+    }
+}
+
+/// The records `make(i)` of the positions `lo..hi` that `select` takes, each into the output of
+/// its kind `kind(i)` (positions of kind ≥ K are skipped), in position order within a kind. On
+/// the pe's threads in chunks: the records of each kind per chunk are counted first (`kind`
+/// should be cheap), then every chunk writes its own range of each output, so nothing is held
+/// twice.
 pub fn build_by_kind<R, const K: usize>(
     lo: usize,
     hi: usize,
+    select: Select,
     kind: impl Fn(usize) -> usize + Sync,
     make: impl Fn(usize) -> R + Sync,
 ) -> [Vec<R>; K]
@@ -310,23 +359,23 @@ where
 {
     let count = |a: usize, b: usize| {
         let mut k = [0usize; K];
-        for i in a..b {
+        select.each(lo, a, b, |i| {
             let t = kind(i);
             if t < K {
                 k[t] += 1;
             }
-        }
+        });
         k
     };
     if serial(hi.saturating_sub(lo)) {
         let k = count(lo, hi);
         let mut out: [Vec<R>; K] = std::array::from_fn(|t| Vec::with_capacity(k[t]));
-        for i in lo..hi {
+        select.each(lo, lo, hi, |i| {
             let t = kind(i);
             if t < K {
                 out[t].push(make(i));
             }
-        }
+        });
         return out;
     }
     let range = |c: usize| (lo + c * CHUNK, (lo + (c + 1) * CHUNK).min(hi));
@@ -355,7 +404,7 @@ where
         .enumerate()
         .for_each(|(c, mut slot)| {
             let (a, b) = range(c);
-            for i in a..b {
+            select.each(lo, a, b, |i| {
                 let t = kind(i);
                 if t < K {
                     // SAFETY: chunk c owns slots [starts[c][t], starts[c][t] + counts[c][t]) of
@@ -363,7 +412,7 @@ where
                     unsafe { ptrs[t].write(slot[t], make(i)) };
                     slot[t] += 1;
                 }
-            }
+            });
         });
     for (t, v) in out.iter_mut().enumerate() {
         // SAFETY: the chunks' ranges cover 0..total[t] exactly once.
@@ -735,6 +784,43 @@ mod tests {
             assert_eq!(counts.iter().sum::<usize>(), data.len());
             let back = pool.install(|| placement.gather(data, &send, dest));
             assert_eq!(back, data);
+        }
+    }
+
+    /// `build_by_kind` with a round's selection takes exactly the positions whose byte is the
+    /// round's (every byte value, the high-bit ones included; a tail shorter than a word; chunks
+    /// on several threads and one), by kind, in position order.
+    #[test]
+    fn build_by_kind_selects_a_rounds_positions() {
+        let lo = 1000;
+        let len = 2 * CHUNK + 13;
+        let of: Vec<u8> = (0..len as u64)
+            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8)
+            .collect();
+        let kind = |i: usize| i % 3; // kind 2 is skipped
+        for threads in [1, 3] {
+            let pool = crate::dist::test_pool(threads);
+            for this in [0u8, 1, 127, 128, 129, 254, 255] {
+                let want: [Vec<usize>; 2] = std::array::from_fn(|t| {
+                    (lo..lo + len)
+                        .filter(|&i| of[i - lo] == this && kind(i) == t)
+                        .collect()
+                });
+                for hi in [lo + len, lo + 5] {
+                    let got: [Vec<usize>; 2] = pool.install(|| {
+                        build_by_kind(lo, hi, Select::Round { of: &of, this }, kind, |i| i)
+                    });
+                    let cut = |v: &[usize]| v.iter().copied().filter(|&i| i < hi).collect();
+                    let want: [Vec<usize>; 2] = std::array::from_fn(|t| cut(&want[t]));
+                    assert_eq!(got, want, "byte {this}, {threads} threads, hi {hi}");
+                }
+            }
+            let all: [Vec<usize>; 2] =
+                pool.install(|| build_by_kind(lo, lo + len, Select::All, kind, |i| i));
+            assert_eq!(
+                all[1],
+                (lo..lo + len).filter(|i| i % 3 == 1).collect::<Vec<_>>()
+            );
         }
     }
 

@@ -15,7 +15,7 @@ use super::{map_maybe_par, map_range_maybe_par, Phases, SortedPart};
 use crate::algo::sink::SaSink;
 use crate::dist::{
     build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, Layout, Ranges,
-    RoundBounds, MAX_RANGES,
+    RoundBounds, Select, MAX_RANGES,
 };
 use crate::index::Index;
 use crate::local::LocalSort;
@@ -324,11 +324,13 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     for index in 0..rounds {
         let kinds: [Vec<Rec<C, H, I>>; KINDS] = ctx.phase("merge records", || {
             let s = src.as_ref().expect("the records' source");
-            if rounds == 1 {
-                s.records(|_| true)
-            } else {
-                s.records(|i| usize::from(s.round[i - s.lo]) == index)
-            }
+            s.records(match rounds {
+                1 => Select::All,
+                _ => Select::Round {
+                    of: &s.round,
+                    this: index as u8,
+                },
+            })
         });
         if index + 1 == rounds {
             src = None; // the ranks, heads and rounds
@@ -454,11 +456,11 @@ impl<I: Index, F> Source<I, F> {
         })
     }
 
-    /// The merge records of the positions i of this pe that `keep(i)` accepts, by kind (samples
+    /// The merge records of the positions of this pe that `select` takes, by kind (samples
     /// first, then each group). Local.
     fn records<C: Cover, H: Head, const KINDS: usize>(
         &self,
-        keep: impl Fn(usize) -> bool + Sync,
+        select: Select,
     ) -> [Vec<Rec<C, H, I>>; KINDS]
     where
         F: Fn(usize) -> H + Sync,
@@ -466,11 +468,8 @@ impl<I: Index, F> Source<I, F> {
         build_by_kind(
             self.lo,
             self.hi,
-            // `keep` first: with several rounds most positions belong to another one.
-            |i| match keep(i) {
-                true => C::kind(i % C::X),
-                false => KINDS,
-            },
+            select,
+            |i| C::kind(i % C::X),
             |i| self.rec(i),
         )
     }

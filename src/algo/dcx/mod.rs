@@ -61,7 +61,7 @@ use super::pieces;
 use super::sink::SaSink;
 use crate::dist::{
     build_by_kind, name_round, rebalance, right_halo, send_to_owners_in_pieces, sort_in_rounds,
-    Layout, Pair, Ranges, RoundBounds, SortKey, MAX_RANGES,
+    Layout, Pair, Ranges, RoundBounds, Select, SortKey, MAX_RANGES,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
@@ -333,15 +333,16 @@ struct SampleSource<K, F> {
 }
 
 impl<K: SampleKey, F: Fn(usize) -> K + Sync> SampleSource<K, F> {
-    /// The keys of this pe's sample positions i with `wanted(i)`, in position order, and the
+    /// The keys of this pe's sample positions that `select` takes, in position order, and the
     /// dummy's if `dummy` says so. In chunks on the pe's threads; counted first, so nothing is
     /// held twice. Local.
-    fn keys<C: Cover>(&self, wanted: impl Fn(usize) -> bool + Sync, dummy: bool) -> Vec<K> {
+    fn keys<C: Cover>(&self, select: Select, dummy: bool) -> Vec<K> {
         let is_sample = |i: usize| C::slot(i % C::X) < C::S;
         let [mut v] = build_by_kind::<K, 1>(
             self.lo,
             self.hi,
-            |i| usize::from(!(is_sample(i) && wanted(i))),
+            select,
+            |i| usize::from(!is_sample(i)),
             &self.key,
         );
         v.extend(self.dummy.filter(|_| dummy));
@@ -411,14 +412,14 @@ fn name_samples<C: Cover, K: SampleKey, I: Index>(
         |bounds, k| {
             ctx.phase(phases.sample_keys, || {
                 if rounds == 1 {
-                    return source.keys::<C>(|_| true, true);
+                    return source.keys::<C>(Select::All, true);
                 }
                 if k == 0 {
                     *round_of.borrow_mut() = source.rounds::<C>(bounds);
                 }
                 let (of, dummy) = &*round_of.borrow();
                 let this = k as u8;
-                source.keys::<C>(|i| of[i - source.lo] == this, *dummy == Some(this))
+                source.keys::<C>(Select::Round { of, this }, *dummy == Some(this))
             })
         },
         |round| {
