@@ -2,7 +2,8 @@
 # The memory plan's model (src/plan.rs) against measured peaks: runs psa on a matrix of inputs,
 # process counts and plans with `--stats`, and prints one table row per run: the peak the plan
 # predicted for the fullest pe, the fullest pe's measured peak (MiB) and their ratio (the model
-# is meant to stay above 1 and near it). Memory only: the runs may share the machine.
+# is meant to stay above 1 and near it), and the measured peak of the build and of the check
+# apart (the fullest pe's, over their phases). Memory only: the runs may share the machine.
 #
 #   scripts/plan-calibration.sh [--bin PATH] [--pes "2 4"] [--out FILE] INPUT...
 #
@@ -25,30 +26,31 @@ plans=(
   "--algo css"
   "--algo css --check --sort-rounds 2 --merge-rounds 2"
   "--algo css --check --sort-rounds 8 --merge-rounds 8"
+  "--algo css --check --sort-rounds 8 --merge-rounds 8 --index-bits 40"
+  "--algo css --check --sort-rounds 64 --merge-rounds 64"
   "--algo dc3"
   "--algo dc3 --check --merge-rounds 8"
+  "--algo dc3 --check --merge-rounds 64"
 )
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 row() { if [[ -n "$out" ]]; then echo "$1" | tee -a "$out"; else echo "$1"; fi; }
-row "| input | p | plan | planned MiB | measured MiB | planned/measured |"
-row "|---|---|---|---|---|---|"
+row "| input | p | plan | planned MiB | measured MiB | planned/measured | build MiB | check MiB |"
+row "|---|---|---|---|---|---|---|---|"
 for input in "$@"; do
   for p in $pes; do
     for plan in "${plans[@]}"; do
       # shellcheck disable=SC2086
       mpirun -n "$p" "$bin" -q $plan --mem-per-pe 1T -o "$work/out.sa" --force \
         --stats "$work/stats.json" "$input"
-      read -r planned measured < <(python3 -c '
-import json, sys
-s = json.load(open(sys.argv[1]))
-print(s["planned_peak_bytes"], s["measured_max_peak_bytes"])' "$work/stats.json")
       row "$(python3 -c '
-import sys
-name, p, plan, a, b = sys.argv[1:]
-a, b = int(a) / 2**20, int(b) / 2**20
-print(f"| {name} | {p} | `{plan}` | {a:.0f} | {b:.0f} | {a / b:.2f} |")' \
-        "$(basename "$input")" "$p" "$plan" "$planned" "$measured")"
+import json, sys
+name, p, plan, path = sys.argv[1:]
+s = json.load(open(path))
+a, b = s["planned_peak_bytes"] / 2**20, s["measured_max_peak_bytes"] / 2**20
+peak = lambda check: max([x["max_peak_rss"] for x in s["phases"] if (x["name"] == "check") == check] or [0]) / 2**20
+print(f"| {name} | {p} | `{plan}` | {a:.0f} | {b:.0f} | {a / b:.2f} | {peak(False):.0f} | {peak(True):.0f} |")' \
+        "$(basename "$input")" "$p" "$plan" "$work/stats.json")"
     done
   done
 done

@@ -143,7 +143,7 @@ pub struct Tunables {
     pub pool_piece: usize,
     /// Key ranges that pCSS's sorts run in, one after the other (a range's records are made,
     /// sorted, named and freed before the next: less memory, see
-    /// `css::peak_bytes_per_pe`); 0 (the default): one, unless the memory plan needs more
+    /// `plan::css_costs`); 0 (the default): one, unless the memory plan needs more
     /// (`--sort-rounds N`).
     pub sort_rounds: usize,
     /// Key ranges that the difference covers (pDC3, DC7) sort their samples and merge in at

@@ -18,6 +18,7 @@
 use crate::config::json_str;
 use crate::config::{Algo, Config};
 use crate::error::{Error, Result};
+use crate::index::IndexWidth;
 
 /// Resident memory of a pe before it holds any of the text: the binary, MPI's buffers, the
 /// thread pool (measured 19–23 MB at p = 1–16; rounded up).
@@ -82,46 +83,78 @@ pub struct Costs {
     pub exchanged: f64,
 }
 
-/// pCSS: keys and positions (16 bytes) exchanged. Its fullest pe peaked (above the base) at
-/// 37–56 bytes per character of its block on DNA, random bytes and source text at p = 2–4, 65 on
-/// DNA (its runs step) and 136 on English (its first refinement round: the refine keys sorted
-/// while names, depths and unresolved lists live) at p = 16; `held` is that worst case less the
-/// exchange's second copy. Since its records take the run's index width (4-byte names, depths and
-/// positions below 2^32), the fullest pe peaks at 38–46 bytes per character on DNA and English at
-/// p = 2–4; `held` stays at the p = 16 figure until that is measured again.
+/// Bytes per character of the fullest pe's block at the peak of a build in r key ranges (above
+/// [`BASE_BYTES`], exchanges in one round): `floor + span / r`, the worst over the runs measured
+/// (`scripts/plan-calibration.sh` and `-v`'s per-phase peaks: aⁿ, Fibonacci, random bytes, DNA
+/// and English at p = 2 and 4, chrX, English, aⁿ, Django and Linux source at p = 16, r = 1 to
+/// 64) with 15 % to spare, for 32-bit indices; wider ones scale it ([`width_factor`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Line {
+    floor: f64,
+    span: f64,
+}
+
+impl Line {
+    fn at(self, rounds: usize) -> f64 {
+        self.floor + self.span / rounds.max(1) as f64
+    }
+}
+
+/// pCSS (`sort_rounds` ranges; repetitive texts hand over to DC7, merging in as many). Measured
+/// worst: 37.6 (r = 1, aⁿ), 29.5 (2, source: its keys cluster), 13.3 (4 and 8, DNA and source),
+/// 9.6 (64, Fibonacci: DC7's floor).
+const CSS: Line = Line {
+    floor: 11.0,
+    span: 50.0,
+};
+
+/// pDC3 (`merge_rounds` ranges). Measured worst: 32.7 (r = 1, source), 16.4 (4, DNA), 13.5
+/// (8, DNA), 13.7 (64, DNA): past 8 ranges the recursion's texts and the sample sort of the
+/// level below hold the peak.
+const DC3: Line = Line {
+    floor: 16.0,
+    span: 24.0,
+};
+
+/// How much more a build holds with the run's index width than with 32 bits: measured 1.20–1.25
+/// for 40-bit records (`--index-bits 40`, DNA and English at p = 16, r = 1 to 64); 64-bit ones
+/// (2^40 characters and more) are assumed twice as large.
+fn width_factor(shape: &Shape) -> f64 {
+    match IndexWidth::choose(shape.n as u64, None) {
+        IndexWidth::W32 => 1.0,
+        IndexWidth::W40 => 1.3,
+        IndexWidth::W64 => 2.0,
+    }
+}
+
+/// pCSS: keys and positions (16 bytes) of one key range exchanged; the rest of [`CSS`] held.
 fn css_costs(shape: &Shape, knobs: &Knobs) -> Costs {
-    // The calibrated worst case (one round) scaled by pCSS' own model of its peak with the
-    // knobs' sort rounds against one round (`css::peak_bytes_per_pe`).
-    let block = shape.block().max(1);
     let rounds = knobs.sort_rounds.max(1);
-    let model = |r| crate::algo::css::peak_bytes_per_pe(block as u64, shape.pes, r) as f64;
+    let exchanged = 16.0 / rounds as f64;
     Costs {
-        held: 120.0 * model(rounds) / model(1),
-        exchanged: 16.0 / rounds as f64,
+        held: CSS.at(rounds) * width_factor(shape) - exchanged,
+        exchanged,
     }
 }
 
-/// pDC3: triples and quadruples with names (12–24 bytes) exchanged. In one merge round its
-/// fullest pe peaked at 49–56 bytes per character on DNA, random bytes and source text at
-/// p = 2–4, 58–71 on DNA and English and about 90 on a repeated block at p = 16 (the merge of
-/// samples and non-samples); that worst case is scaled by the skeleton's own model of its peak
-/// with the knobs' merge rounds against one round (`dcx::peak_bytes_per_char`).
-fn dc3_costs(_shape: &Shape, knobs: &Knobs) -> Costs {
-    use crate::algo::dcx::peak_bytes_per_char;
+/// pDC3: the sample triples (12 bytes) of one key range exchanged; the rest of [`DC3`] held.
+fn dc3_costs(shape: &Shape, knobs: &Knobs) -> Costs {
     let rounds = knobs.merge_rounds.max(1);
+    let exchanged = 12.0 / rounds as f64;
     Costs {
-        held: 90.0 * peak_bytes_per_char(rounds) / peak_bytes_per_char(1),
-        // In rounds, the largest exchange is the sample sort of the triples (12–16 B).
-        exchanged: (24.0 / rounds as f64).max(12.0),
+        held: DC3.at(rounds) * width_factor(shape) - exchanged,
+        exchanged,
     }
 }
 
-/// The distributed checker (after the build, which has released everything else): the text, the
-/// suffix array (8 bytes), its inverse (4 bytes below 2^32 characters), the packed pairs it
-/// compares (8) and one piece of exchanged records (up to an eighth of the block, 16 bytes each,
-/// a few copies). Measured with an 8-byte inverse: 32 bytes per character of the fullest pe's
-/// block (1.12 G pangenome, p = 16).
-const CHECK_BYTES_PER_CHAR: f64 = 30.0;
+/// The distributed checker (after the build, which has released everything else): the text,
+/// the inverse (w bytes) and a piece of at most a sixteenth of the block of exchanged pairs and
+/// fetched keys. Measured 7.4–8.6 bytes per character of the fullest pe's block at 32 bits and
+/// 8.9 at 40 (p = 16, DNA, English, Django, source), before its pairs took the inverse's width.
+fn check_bytes_per_char(shape: &Shape) -> f64 {
+    let w = IndexWidth::choose(shape.n as u64, None).bits() as f64 / 8.0;
+    6.0 + w
+}
 
 /// The BWT (`algo::bwt`, after the build): the text, the suffix array, the queries of its one
 /// request round (8 bytes an entry, bucketed twice) and their answers. Measured (-v's peak of
@@ -157,7 +190,7 @@ pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
     };
     let build = chars * c.held + exchange;
     let after = |on: bool, per_char: f64| if on { chars * per_char } else { 0.0 };
-    let check = after(shape.check, CHECK_BYTES_PER_CHAR);
+    let check = after(shape.check, check_bytes_per_char(shape));
     let bwt = after(shape.bwt, BWT_BYTES_PER_CHAR);
     let lcp = after(shape.lcp, LCP_BYTES_PER_CHAR);
     BASE_BYTES + build.max(check).max(bwt).max(lcp).ceil() as u64
@@ -633,6 +666,45 @@ mod tests {
         let fixed = choose(&dc3(2, None), &s, "").unwrap();
         assert_eq!(fixed.knobs.merge_rounds, 2);
         assert!(fixed.peak < free.peak);
+    }
+
+    /// The model against peaks measured on the fullest pe (`-v`, `--stats`; local runs at
+    /// p = 2 on 16 MiB texts, the 16-core host at p = 16): every one predicted with at least
+    /// 10 % to spare and at most 2.5 times (a model far above the truth refuses runs that fit).
+    #[test]
+    fn the_model_covers_the_measured_peaks() {
+        // (n, p, algo, key ranges, --check, measured MiB)
+        let measured = [
+            (16_777_216, 2, Algo::Css, 1, false, 363.0),  // aⁿ
+            (16_777_216, 2, Algo::Css, 2, true, 271.0),   // aⁿ
+            (16_777_216, 2, Algo::Css, 64, true, 117.0),  // Fibonacci (DC7's floor)
+            (16_777_216, 2, Algo::Dc3, 1, false, 313.0),  // Fibonacci
+            (16_777_216, 2, Algo::Dc3, 8, true, 140.0),   // aⁿ
+            (32_000_000, 2, Algo::Css, 1, false, 581.0),  // DNA
+            (162_460_946, 16, Algo::Css, 1, true, 400.5), // Django
+            (200_000_000, 16, Algo::Css, 2, true, 418.9), // source: its keys cluster
+            (200_000_000, 16, Algo::Css, 8, true, 207.0), // source
+            (200_000_000, 16, Algo::Dc3, 1, false, 461.2),
+            (69_999_930, 16, Algo::Dc3, 64, true, 94.8), // chrX: pDC3's floor
+            (4_549_995_069, 16, Algo::Css, 16, true, 2794.0), // 64 × chrX, 40-bit
+        ];
+        for (n, pes, algo, ranges, check, mib) in measured {
+            let s = Shape {
+                check,
+                ..shape(n, pes)
+            };
+            let knobs = Knobs {
+                algo,
+                round_bytes: None,
+                sort_rounds: ranges,
+                merge_rounds: ranges,
+            };
+            let ratio = peak_per_pe(&s, &knobs) as f64 / (mib * (1 << 20) as f64);
+            assert!(
+                (1.1..=2.5).contains(&ratio),
+                "n {n}, p {pes}, {algo:?} in {ranges} ranges: {ratio:.2} × measured"
+            );
+        }
     }
 
     #[test]

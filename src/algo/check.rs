@@ -21,9 +21,9 @@ use crate::Ctx;
 /// ([`Ctx::install`]).
 ///
 /// Memory per pe beside the text: the inverse (4–8 bytes per character) and one piece of
-/// (SA index, position) pairs, then of SA entries and fetched keys (at most 2^22 entries, fewer
-/// with `--exchange-round-bytes`). Communication: one all-to-all of the n pairs, one fetch of
-/// n keys, all in pieces.
+/// (SA index, position) pairs in the inverse's width, then of SA entries and fetched keys (a
+/// sixteenth of the pe's positions, at most 2^22 entries, fewer with `--exchange-round-bytes`).
+/// Communication: one all-to-all of the n pairs, one fetch of n keys, all in pieces.
 pub fn check<'a>(
     ctx: &Ctx,
     text: &[u8],
@@ -76,7 +76,8 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     let (mut dup, mut big) = (None, None);
     for k in 0..pieces {
         let part = comm.agree(sa.piece(lo, range(k)))?;
-        let pairs: Vec<[u64; 2]> = part
+        // (position, rank) in the inverse's width: both are below n.
+        let pairs: Vec<[I; 2]> = part
             .iter()
             .zip(range(k))
             .filter(|&(&i, _)| {
@@ -86,15 +87,16 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
                 }
                 fits
             })
-            .map(|(&i, j)| [i, (lo + j) as u64])
+            .map(|(&i, j)| [I::from_u64(i), I::from_u64((lo + j) as u64)])
             .collect();
         drop(part);
-        for [i, r] in exchange(comm, pairs, |x| layout.owner(x[0] as usize)) {
-            let slot = &mut isa[i as usize - lo];
+        for [i, r] in exchange(comm, pairs, |x| layout.owner(x[0].to_u64() as usize)) {
+            let i = i.to_u64() as usize;
+            let slot = &mut isa[i - lo];
             if *slot != unset {
                 dup = Some(i);
             }
-            *slot = I::from_u64(r);
+            *slot = r;
         }
     }
     comm.agree(match big {
@@ -128,6 +130,9 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     let (mut prev, mut first_key, mut bad) = (None::<u64>, None::<u64>, None);
     for k in 0..pieces {
         let part = comm.agree(sa.piece(lo, range(k)))?;
+        // Entries below n (checked in (1)) in the inverse's width: half the queries' bytes below
+        // 2^32.
+        let part: Vec<I> = part.iter().map(|&i| I::from_u64(i)).collect();
         let keys: Vec<u64> = fetch(comm, layout, &part[..], key);
         drop(part);
         if first_key.is_none() {
@@ -157,11 +162,11 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     })
 }
 
-/// Records per pe in one piece of the check: an eighth of the pe's `len` positions, at least 2^16
-/// and at most 2^22 (64 MiB of exchanged pairs), fewer when the exchanges are limited to
+/// Records per pe in one piece of the check: a sixteenth of the pe's `len` positions, at least
+/// 2^16 and at most 2^22 (64 MiB of exchanged pairs), fewer when the exchanges are limited to
 /// `round_bytes` per pe (so a small `--exchange-round-bytes` forces many pieces on a small input).
 fn piece_records(len: usize, round_bytes: usize) -> usize {
-    (len / 8)
+    (len / 16)
         .clamp(1 << 16, 1 << 22)
         .min(round_bytes / 16)
         .max(1)

@@ -54,7 +54,8 @@
 //! each (first sort, run step) or 4w (doubling) with up to three copies during an exchange, of
 //! one range at a time, the tied suffixes as records (3w each) after a sort in one range, or two
 //! bits per position (tied outside or inside a run) after several; into a file the SA slice is
-//! never held whole ([`place_names_in_pieces`]); the model is [`peak_bytes_per_pe`].
+//! never held whole ([`place_names_in_pieces`]). The memory plan's measured model of the peak
+//! against the ranges is `plan::css_costs`.
 
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
@@ -528,35 +529,6 @@ fn predict(ctx: &Ctx, keys: &KeyGen, held: Option<&[HiKey]>, n: usize) -> Option
 /// same settings).
 fn sort_rounds(ctx: &Ctx, _layout: &Layout) -> usize {
     ctx.tune.sort_rounds.max(1)
-}
-
-/// pCSS's peak memory per pe (bytes) for `n_local` characters per pe, p pes and `rounds` sort
-/// rounds, by this model (the allocations that are live together at the peak; the process's own
-/// ~17 MB not included), with w bytes per index (the run's width for n = p · `n_local`: 4, 5
-/// or 8):
-/// - throughout: the text (1 B per character) and the names in text order (w);
-/// - the first sort: per round n_local / rounds records of 16 B, three copies at once in an
-///   exchange (input, send buffer, received) plus 25 % imbalance between pes;
-/// - a doubling round over u unresolved suffixes (at most one per character: the worst case):
-///   the depths (2 bytes per character), and per round of u / rounds, with 25 % imbalance: the
-///   positions listed (w each), the answers (2w), the records (4w) with three copies.
-///
-/// The worst case (every suffix unresolved) is assumed: a budget met by this estimate is met by
-/// every input. Local.
-pub fn peak_bytes_per_pe(n_local: u64, p: usize, rounds: usize) -> u64 {
-    let n = n_local.saturating_mul(p.max(1) as u64);
-    let w = IndexWidth::choose(n, None).bits() as u64 / 8;
-    peak_model(n_local, w, rounds)
-}
-
-/// [`peak_bytes_per_pe`] with w bytes per index.
-fn peak_model(n_local: u64, w: u64, rounds: usize) -> u64 {
-    let rounds = rounds.max(1) as u64;
-    let round = |records: u64| (records.div_ceil(rounds) as f64 * 1.25) as u64;
-    let base = (1 + w) * n_local;
-    let first = base + 3 * 16 * round(n_local);
-    let refine = base + 2 * n_local + (w + 2 * w + 3 * 4 * w) * round(n_local);
-    first.max(refine)
 }
 
 /// What phase 4 leaves: the names (every suffix's (name, position) pair after one round; the

@@ -40,9 +40,9 @@
 //! B rounds a pe holds the ranks and one byte per position for its round throughout, and only a
 //! round's records (those copies / B); level 0 writes each round's part to the output file and a
 //! deeper level hands it to the level above, whose rank array fills as the parts arrive (level 0
-//! holding its suffix array for a library caller keeps it in its layout, 8 B). The model is
-//! [`peak_bytes_per_char`]; what remains at the peak is then the recursion's texts held under
-//! deeper levels (4 B per name below 2^32, 5 below 2^40; DC3's levels hold 2n names in all,
+//! holding its suffix array for a library caller keeps it in its layout, 8 B). Past about 8
+//! ranges (measured: `plan::dc3_costs`) what remains at the peak is the recursion's texts held
+//! under deeper levels (4 B per name below 2^32, 5 below 2^40; DC3's levels hold 2n names in all,
 //! DC7's 9n/7: about 8 or 5 B per character of level 0, summed over pes), the rank array of the
 //! level above while a deeper merge fills it, the names sent to the recursion string in pieces,
 //! and the base case gathered on pe 0.
@@ -151,27 +151,6 @@ impl SortedPart {
         }
         ctx.phase("rebalance", || rebalance(&ctx.comm, self.sa, layout))
     }
-}
-
-/// The skeleton's peak per character of a pe's block (bytes) with its merge in `rounds` key
-/// ranges, by this model (32-bit records, the allocations live together at the peak):
-/// - one round: the text (1 B), the ranks (4 B per position), every merge record (20 B) and,
-///   while the samples (2/3 of them) are placed, their received and their placed copy;
-/// - several rounds: the text, the ranks, the round of each position (1 B) and the suffix array
-///   in the level's layout (8 B) throughout, plus one round's records in those three copies;
-/// - never below what the phases before the merge hold (the sample sort of the triples, the
-///   ranks sent to text order, the recursion's text: about 22 B, measured).
-///
-/// Local.
-pub fn peak_bytes_per_char(rounds: usize) -> f64 {
-    const FLOOR: f64 = 22.0;
-    let (text, rank, rec) = (1.0, 4.0, 20.0);
-    let copies = 1.0 + 2.0 * 2.0 / 3.0;
-    let merge = match rounds.max(1) {
-        1 => text + rank + copies * rec,
-        r => text + rank + 1.0 + 8.0 + copies * rec / r as f64,
-    };
-    merge.max(FLOOR)
 }
 
 fn bits(x: u64) -> u32 {
