@@ -137,10 +137,12 @@ fn css_costs(shape: &Shape, knobs: &Knobs) -> Costs {
     }
 }
 
-/// pDC3: the sample triples (12 bytes) of one key range exchanged; the rest of [`DC3`] held.
+/// pDC3: the sample triples (12 bytes) of one key range exchanged, or at least the samples'
+/// ranks sent to text order (two indices for 2/3 of the positions: 6 bytes), which no key range
+/// cuts; the rest of [`DC3`] held.
 fn dc3_costs(shape: &Shape, knobs: &Knobs) -> Costs {
     let rounds = knobs.merge_rounds.max(1);
-    let exchanged = 12.0 / rounds as f64;
+    let exchanged = (12.0 / rounds as f64).max(6.0);
     Costs {
         held: DC3.at(rounds) * width_factor(shape) - exchanged,
         exchanged,
