@@ -324,9 +324,11 @@ impl Select<'_> {
         let mut words = of.chunks_exact(8);
         let mut at = a;
         for w in words.by_ref() {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(w);
             // The high bit of every byte of `w` that equals `this` (exact: no borrow crosses
             // bytes).
-            let x = u64::from_le_bytes(w.try_into().expect("eight bytes")) ^ wanted;
+            let x = u64::from_le_bytes(bytes) ^ wanted;
             let mut hit = !(((x & LOW) + LOW) | x | LOW);
             while hit != 0 {
                 f(at + (hit.trailing_zeros() / 8) as usize);
