@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 
 cargo build --release --features gpu --bin psa --example gpu-sort-bench
 # The test executable's path has a hash; cargo prints it with --message-format=json.
-test_exe=$(cargo test --release --features gpu --test gpu --no-run --message-format=json 2>/dev/null |
+test_exe=$(cargo test --profile ci --features gpu --test gpu --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)

@@ -1,7 +1,7 @@
 //! A larger run: 24 MB of DNA-like text (biased ACGT, N gaps, mutated copies of earlier stretches,
 //! tandem repeats) on 4 pes with `--check`, for both algorithms, compared in full with libsais.
 //!
-//! Release builds only (`cargo test --release`, as CI runs it): in a debug build this takes
+//! Optimized builds only (`cargo test --profile ci`, as CI runs it): in a debug build this takes
 //! minutes, so it is ignored there (`cargo test -- --ignored` runs it anyway).
 
 mod common;
@@ -15,7 +15,7 @@ const N: usize = 24_000_000;
 #[test]
 #[cfg_attr(
     debug_assertions,
-    ignore = "slow in a debug build; run with cargo test --release"
+    ignore = "slow in a debug build; run with cargo test --profile ci"
 )]
 fn dna_24mb_p4_checked_both_algorithms() {
     let t0 = Instant::now();
