@@ -1007,6 +1007,9 @@ fn refine<I: Index>(
         (Unresolved::Listed(listed), open)
     };
     let mut remaining = comm.all_reduce_sum(open as u64);
+    // Every round's ranges are as large as the first round's: later rounds, with fewer suffixes
+    // left, take fewer ranges.
+    let ranges = Ranges::sized(rounds, remaining);
     let (mut round, mut h, mut before) = (0, codes.k, None);
     while remaining > 0 {
         let at = Progress::Doubling {
@@ -1028,7 +1031,7 @@ fn refine<I: Index>(
                 unresolved,
                 name_of,
                 &mut depth_of,
-                rounds,
+                ranges,
                 list,
             )
         });
@@ -1416,8 +1419,9 @@ impl<I: Index> SortKey for Refine<I> {
 
 /// One refinement round: every unresolved (name g, position i, depth d) — all members of group g
 /// share their first d characters — is keyed by (g, name(i+d)); a new subgroup shares d plus the
-/// depth of the group of i+d. Sorted in `rounds` ranges of group names ([`sort_in_rounds`]; the
-/// boundaries cut between groups, so a round holds whole groups): per range, the suffixes whose
+/// depth of the group of i+d. Sorted in `ranges` of group names ([`sort_in_rounds`]; sized by
+/// the first round's suffixes, so later rounds take fewer; the boundaries cut between groups, so
+/// a round holds whole groups): per range, the suffixes whose
 /// name lies in it are taken from the list or, when marked, from this pe's positions
 /// ([`OpenPositions`]), the names of i+d fetched, the records sorted and renamed, and the updates
 /// (depth [`resolved`] for a suffix alone in its new group) written to the owners of the
@@ -1441,7 +1445,7 @@ fn refine_round<I: Index>(
     unresolved: Unresolved<I>,
     name_of: &mut [I],
     depth_of: &mut [Depth],
-    rounds: usize,
+    ranges: Ranges,
     list: bool,
 ) -> (u64, Unresolved<I>) {
     let comm = &ctx.comm;
@@ -1462,7 +1466,7 @@ fn refine_round<I: Index>(
         let inside = |g: I| lo.is_none_or(|l| g >= l.group) && hi.is_none_or(|h| g < h.group);
         let names = names.borrow();
         let (name_of, depth_of) = (&*names.0, &*names.1);
-        let mine: Vec<Suffix<I>> = match (&open, rounds) {
+        let mine: Vec<Suffix<I>> = match (&open, bounds.rounds()) {
             (Some(open), _) => open.listed(
                 |j| depth_of[j] != Depth::RESOLVED && inside(name_of[j]),
                 |j| Suffix {
@@ -1519,7 +1523,7 @@ fn refine_round<I: Index>(
     sort_in_rounds(
         ctx,
         "· sort",
-        Ranges::new(rounds),
+        ranges,
         len,
         // Boundaries (g, 0, 0, 0): a round holds the records of the groups from one to the next.
         |j| {
@@ -1968,6 +1972,7 @@ fn split_runs<I: Index>(
         Ranges {
             count: rounds,
             per_pe: Some(share),
+            of: None,
         },
         open.count,
         |j| {

@@ -12,13 +12,17 @@ const SAMPLES_PER_ROUND: usize = 512;
 /// How a distributed sequence is cut into key ranges ([`RoundBounds::choose`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ranges {
-    /// The ranges asked for, each of about n / `count` records (1: one range, nothing sampled);
-    /// fewer where the records are too few or too alike to cut (a range never splits equal
-    /// ones), more where they cluster by pe (`per_pe`).
+    /// The ranges asked for, each of about `of` / `count` records (1: one range, nothing
+    /// sampled); fewer where the records are fewer than `of` or too alike to cut (a range never
+    /// splits equal ones), more where they cluster by pe (`per_pe`).
     pub count: usize,
     /// At most about this many records of one pe in a range; None: [`SPREAD`] × the mean pe's
-    /// share of a range (n / p / `count`).
+    /// share of a range (`of` / p / `count`).
     pub per_pe: Option<u64>,
+    /// The size the ranges are measured against; None: the sequence's own length. A sequence
+    /// that holds a fraction of it (the suffixes still unresolved after a round) then takes that
+    /// fraction of `count` ranges, each as large as they would be for all of it.
+    pub of: Option<u64>,
 }
 
 impl Ranges {
@@ -27,6 +31,16 @@ impl Ranges {
         Ranges {
             count: count.max(1),
             per_pe: None,
+            of: None,
+        }
+    }
+
+    /// Ranges of about `whole` / `count` records each, as many as the sequence needs (at most
+    /// `count` while it holds at most `whole` records and they do not cluster by pe).
+    pub fn sized(count: usize, whole: u64) -> Self {
+        Ranges {
+            of: Some(whole),
+            ..Ranges::new(count)
         }
     }
 }
@@ -172,7 +186,14 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
         }
         let bounds = ctx.phase("· round splitters", || {
             let n = comm.all_reduce_sum(len as u64);
-            let want = (len as u128 * (SAMPLES_PER_ROUND * rounds) as u128)
+            // A range's records, and one pe's part of them.
+            let per_range = ranges.of.unwrap_or(n).max(1) as f64 / rounds as f64;
+            let per_pe = match ranges.per_pe {
+                Some(c) => c as f64,
+                None => SPREAD * per_range / comm.size() as f64,
+            };
+            let expected = (n as f64 / per_range).ceil().clamp(1.0, rounds as f64) as usize;
+            let want = (len as u128 * (SAMPLES_PER_ROUND * expected) as u128)
                 .div_ceil(n.max(1) as u128) as usize;
             let mut rng = SplitMix::new(0x7f4a_7c15 ^ ((comm.rank() as u64) << 32) ^ n);
             let sample: Vec<T> = if len == 0 {
@@ -194,11 +215,7 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
             tagged.sort_unstable_by_key(|t| t.0);
             // One sampled record stands for n / |sample| records.
             let weight = n as f64 / tagged.len().max(1) as f64;
-            let cap = match ranges.per_pe {
-                Some(c) => c as f64 / weight,
-                None => SPREAD * tagged.len() as f64 / (comm.size() * rounds) as f64,
-            };
-            cut(&tagged, comm.size(), rounds, cap)
+            cut(&tagged, comm.size(), per_range / weight, per_pe / weight)
         });
         RoundBounds { bounds }
     }
@@ -232,11 +249,11 @@ pub const SPREAD: f64 = 1.5;
 pub const MAX_RANGES: usize = 256;
 
 /// The boundaries of the ranges over a sorted sample, each record tagged with its pe: a range
-/// ends before the record at which it would hold more than |sample| / `rounds` records, or more
+/// ends before the record at which it would hold more than `target` sampled records, or more
 /// than `cap` of one pe (never between equal records). When that makes more than [`MAX_RANGES`],
 /// both limits grow until it does not. Local.
-fn cut<T: Copy + Ord>(sample: &[(T, u32)], pes: usize, rounds: usize, cap: f64) -> Vec<T> {
-    let mut target = (sample.len() as f64 / rounds as f64).max(1.0);
+fn cut<T: Copy + Ord>(sample: &[(T, u32)], pes: usize, target: f64, cap: f64) -> Vec<T> {
+    let mut target = target.max(1.0);
     let mut cap = cap.max(1.0);
     loop {
         let mut bounds: Vec<T> = Vec::new();
@@ -300,9 +317,23 @@ mod tests {
         let (pes, rounds) = (4, 8);
         let sample: Vec<(u64, u32)> = (0..4096u64).map(|x| (x, (x % 4) as u32)).collect();
         let cap = SPREAD * 4096.0 / (pes * rounds) as f64;
-        let bounds = cut(&sample, pes, rounds, cap);
+        let bounds = cut(&sample, pes, 4096.0 / rounds as f64, cap);
         assert_eq!(bounds.len() + 1, rounds);
         assert!(parts(&sample, pes, &bounds).iter().all(|&(t, _)| t == 512));
+    }
+
+    #[test]
+    fn a_part_of_the_whole_takes_a_part_of_the_ranges() {
+        // A fifth of a sequence measured against all of it: ranges of the whole's size, so
+        // about a fifth of them (here 2 of 8).
+        let (pes, rounds, whole) = (4, 8, 20_480.0);
+        let sample: Vec<(u64, u32)> = (0..4096u64).map(|x| (x, (x % 4) as u32)).collect();
+        let per_range = whole / rounds as f64;
+        let bounds = cut(&sample, pes, per_range, SPREAD * per_range / pes as f64);
+        assert_eq!(bounds.len() + 1, 2);
+        assert!(parts(&sample, pes, &bounds)
+            .iter()
+            .all(|&(t, _)| t as f64 <= per_range));
     }
 
     #[test]
@@ -311,7 +342,7 @@ mod tests {
         let (pes, rounds) = (4, 8);
         let sample: Vec<(u64, u32)> = (0..4096u64).map(|x| (x, (x / 1024) as u32)).collect();
         let cap = 4096.0 / (pes * rounds) as f64;
-        let bounds = cut(&sample, pes, rounds, cap);
+        let bounds = cut(&sample, pes, 4096.0 / rounds as f64, cap);
         // A range may hold the end of one pe's keys and the start of the next one's.
         assert!((pes * rounds - pes..=pes * rounds).contains(&(bounds.len() + 1)));
         assert!(parts(&sample, pes, &bounds)
@@ -323,14 +354,14 @@ mod tests {
     fn equal_records_stay_in_one_range_and_ranges_stay_few() {
         // Classes of 100 equal records: a bound never falls inside one.
         let sample: Vec<(u64, u32)> = (0..5000u64).map(|x| (x / 100, (x % 3) as u32)).collect();
-        let bounds = cut(&sample, 3, 16, 10.0);
+        let bounds = cut(&sample, 3, 5000.0 / 16.0, 10.0);
         assert!(bounds.windows(2).all(|b| b[0] < b[1]));
         assert!(parts(&sample, 3, &bounds)
             .iter()
             .all(|&(t, _)| t % 100 == 0));
         // A cap of one record a pe would make a range of each record: at most MAX_RANGES.
         let many: Vec<(u64, u32)> = (0..100_000u64).map(|x| (x, 0)).collect();
-        let bounds = cut(&many, 1, 2, 1.0);
+        let bounds = cut(&many, 1, 50_000.0, 1.0);
         assert!(bounds.len() < MAX_RANGES && bounds.len() > MAX_RANGES / 2);
     }
 }
