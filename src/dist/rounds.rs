@@ -238,6 +238,30 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
     pub fn round_of(&self, x: &T) -> usize {
         self.bounds.partition_point(|b| b <= x)
     }
+
+    /// The bounds' coarse keys, for [`Self::round_of_coarse`].
+    pub fn coarse_keys<K>(&self, coarse: impl Fn(&T) -> K) -> Vec<K> {
+        self.bounds.iter().map(coarse).collect()
+    }
+
+    /// [`Self::round_of`] of a record known first by a coarse key that orders as the records do
+    /// where it differs (coarse(a) < coarse(b) implies a < b): the record itself (`full`) is made
+    /// only when a bound shares its key. `keys`: [`Self::coarse_keys`] with the same function.
+    #[inline]
+    pub fn round_of_coarse<K: Ord + Copy>(
+        &self,
+        keys: &[K],
+        key: K,
+        full: impl FnOnce() -> T,
+    ) -> usize {
+        let below = keys.partition_point(|&k| k < key);
+        let equal = keys[below..].partition_point(|&k| k <= key);
+        if equal == 0 {
+            return below;
+        }
+        let x = full();
+        below + self.bounds[below..below + equal].partition_point(|b| *b <= x)
+    }
 }
 
 /// How far above its mean share of a range one pe's part may grow before the range ends (the
@@ -320,6 +344,25 @@ mod tests {
         let bounds = cut(&sample, pes, 4096.0 / rounds as f64, cap);
         assert_eq!(bounds.len() + 1, rounds);
         assert!(parts(&sample, pes, &bounds).iter().all(|&(t, _)| t == 512));
+    }
+
+    #[test]
+    fn a_coarse_key_finds_the_same_round() {
+        // Bounds sharing coarse keys (x / 10) with each other and with many records.
+        let bounds = RoundBounds {
+            bounds: vec![5u64, 12, 17, 18, 40, 95],
+        };
+        let keys = bounds.coarse_keys(|b| b / 10);
+        for x in 0..120u64 {
+            let mut made = false;
+            let r = bounds.round_of_coarse(&keys, x / 10, || {
+                made = true;
+                x
+            });
+            assert_eq!(r, bounds.round_of(&x), "record {x}");
+            // Made only when a bound shares its coarse key.
+            assert_eq!(made, keys.contains(&(x / 10)), "record {x}");
+        }
     }
 
     #[test]

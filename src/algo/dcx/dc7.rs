@@ -228,6 +228,10 @@ impl Head for Window {
     fn prefix_key(&self, l: usize) -> u64 {
         self.prefix(l)
     }
+    #[inline]
+    fn lead(&self) -> u128 {
+        self.prefix(X - 1) as u128
+    }
 }
 
 /// A DC7 merge record: a window or a name, the ranks of the three sample positions among the

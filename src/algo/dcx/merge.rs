@@ -28,6 +28,10 @@ pub(super) trait Head: Pod + Send + Sync {
     /// The first l characters as one number that orders as [`Head::cmp_prefix`] does, for the
     /// offsets l of the cover's groups of non-sample residues ([`Cover::group_key`]).
     fn prefix_key(&self, l: usize) -> u64;
+    /// All the head holds as one number: of two suffixes, the one with the smaller lead is the
+    /// smaller (equal leads decide nothing; characters past the end are 0, so a suffix that ends
+    /// inside the head never leads one that goes on).
+    fn lead(&self) -> u128;
 }
 
 /// A prefix name: the number of suffixes whose first h characters are smaller, for an h of at
@@ -45,6 +49,10 @@ impl<I: Index> Head for Name<I> {
     #[inline]
     fn prefix_key(&self, _l: usize) -> u64 {
         self.0.to_u64()
+    }
+    #[inline]
+    fn lead(&self) -> u128 {
+        self.0.to_u64() as u128
     }
 }
 
@@ -67,6 +75,10 @@ impl<I: Index> Head for [I; 2] {
         } else {
             self[0].to_u64()
         }
+    }
+    #[inline]
+    fn lead(&self) -> u128 {
+        ((self[0].to_u64() as u128) << 64) | self[1].to_u64() as u128
     }
 }
 
@@ -312,8 +324,14 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
             s.rec::<C, H>(s.lo + j)
         });
         rounds = bounds.rounds();
+        // A position's round from its head alone where no bound shares the head's lead (its
+        // ranks are not looked up, its record not compared).
         s.round = ctx.phase("merge records", || {
-            map_range_maybe_par(hi - lo, |j| bounds.round_of(&s.rec::<C, H>(lo + j)) as u8)
+            let leads = bounds.coarse_keys(|b| b.head.lead());
+            map_range_maybe_par(hi - lo, |j| {
+                let i = lo + j;
+                bounds.round_of_coarse(&leads, (s.head)(i).lead(), || s.rec::<C, H>(i)) as u8
+            })
         });
     }
     // With several rounds each round's part of the suffix array goes to its place at once: into
