@@ -14,8 +14,9 @@
 //! 3. **sort keys**: one distributed sample sort of these 128-bit records (the position makes
 //!    them unique, so runs of equal keys spread over all pes: aⁿ stays balanced), in
 //!    `sort_rounds` ranges of keys one after the other ([`sort_in_rounds`]): the records of a
-//!    range are made from the text again, sorted, named (phase 4) and their names sent to the
-//!    owners of the positions, then freed.
+//!    range are made from the text again (keys of few characters: every position's range found
+//!    once, a byte per position, and only its range's records made), sorted, named (phase 4) and
+//!    their names sent to the owners of the positions, then freed.
 //! 4. **names**: the name of a suffix is the global index of the first suffix with the same key
 //!    (a max-scan across pes). A suffix alone in its group is final: its name is its SA index.
 //! 5. **runs**: a suffix whose key is one character c repeated k times lies in a run c^r x…; one
@@ -64,8 +65,9 @@ use super::{consume_from_end, pieces};
 use crate::algo::sink::SaSink;
 use crate::comm::Comm;
 use crate::dist::{
-    collect_kept, exchange, fetch, right_halo, scatter, send_to_owners, send_to_owners_in_pieces,
-    sort_in_rounds, Layout, Pair, Ranges, Round, RoundBounds, Slots, SortKey,
+    build_by_kind, collect_kept, exchange, fetch, right_halo, scatter, send_to_owners,
+    send_to_owners_in_pieces, sort_in_rounds, Layout, Pair, Ranges, Round, RoundBounds, Select,
+    Slots, SortKey,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
@@ -493,6 +495,38 @@ impl<'a> KeyGen<'a> {
         pieces.concat()
     }
 
+    /// The key range of every local position under `bounds` (one byte each), from its key
+    /// alone where no bound shares the key ([`RoundBounds::round_of_coarse`]). One pass making
+    /// every record, on the pe's threads.
+    fn rounds(&self, bounds: &RoundBounds<HiKey>) -> Vec<u8> {
+        let keys = bounds.coarse_keys(|b| b.key());
+        let mut of = vec![0u8; self.len()];
+        of.par_chunks_mut(KEY_CHUNK)
+            .enumerate()
+            .for_each(|(c, dst)| {
+                let mut slots = dst.iter_mut();
+                self.each(c * KEY_CHUNK, slots.len(), |r| {
+                    if let Some(slot) = slots.next() {
+                        *slot = bounds.round_of_coarse(&keys, r.key(), || r) as u8;
+                    }
+                });
+            });
+        of
+    }
+
+    /// The records of the local positions j with `of[j] == this` ([`Self::rounds`]), in
+    /// position order: each made from its k characters, the others skipped eight at a time.
+    fn in_round(&self, of: &[u8], this: u8) -> Vec<HiKey> {
+        let [v] = build_by_kind::<HiKey, 1>(
+            0,
+            self.len(),
+            Select::Round { of, this },
+            |_| 0,
+            |j| self.at(j),
+        );
+        v
+    }
+
     /// Calls `f` on the records of every chunk of positions (made into a buffer when not held)
     /// and reduces the results. On the pe's threads.
     fn map_chunks<A: Send>(
@@ -614,6 +648,8 @@ fn first_sort<I: Index>(
     let codes = keys.codes;
     let k = I::from_u64(codes.k as u64);
     let held = std::cell::RefCell::new(held);
+    // With several ranges, the range of each position (a byte each, during the sort).
+    let round_of = std::cell::RefCell::new(Vec::<u8>::new());
     let mut sorted_pairs: Option<Vec<[I; 2]>> = None;
     let mut name_of: Vec<I> = if rounds > 1 {
         vec![I::zeroed(); keys.len()]
@@ -637,8 +673,25 @@ fn first_sort<I: Index>(
         |bounds, k| match held.borrow_mut().take() {
             Some(all) => all,
             None => ctx.phase("keys", || {
-                let (lo, hi) = bounds.range(k);
-                keys.range(lo, hi)
+                if bounds.rounds() == 1 {
+                    return keys.all();
+                }
+                // Keys of many characters (small alphabets): each range's made and filtered.
+                if codes.k > 2 * bounds.rounds() {
+                    let (lo, hi) = bounds.range(k);
+                    return keys.range(lo, hi);
+                }
+                // Keys of few characters: every position's range found once (a byte each, the
+                // memory of a character), then each range's records made from their
+                // characters, the others skipped.
+                if k == 0 {
+                    *round_of.borrow_mut() = keys.rounds(bounds);
+                }
+                let records = keys.in_round(&round_of.borrow(), k as u8);
+                if k + 1 == bounds.rounds() {
+                    *round_of.borrow_mut() = Vec::new();
+                }
+                records
             }),
         },
         |mut round| {
@@ -1463,12 +1516,12 @@ fn refine_round<I: Index>(
     let names = std::cell::RefCell::new((name_of, depth_of));
     let generate = |bounds: &RoundBounds<Refine<I>>, k: usize| -> Vec<Refine<I>> {
         let (lo, hi) = bounds.range(k);
-        let inside = |g: I| lo.is_none_or(|l| g >= l.group) && hi.is_none_or(|h| g < h.group);
+        let inside = |g: I| lo.is_none_or(|l| g >= l.group) & hi.is_none_or(|h| g < h.group);
         let names = names.borrow();
         let (name_of, depth_of) = (&*names.0, &*names.1);
         let mine: Vec<Suffix<I>> = match (&open, bounds.rounds()) {
             (Some(open), _) => open.listed(
-                |j| depth_of[j] != Depth::RESOLVED && inside(name_of[j]),
+                |j| (depth_of[j] != Depth::RESOLVED) & inside(name_of[j]),
                 |j| Suffix {
                     name: name_of[j],
                     pos: I::from_u64(base + j as u64),
@@ -1692,7 +1745,7 @@ impl OpenPositions {
         make: impl Fn(usize) -> T + Sync,
     ) -> Vec<T> {
         let pieces: Vec<&[u64]> = self.words.chunks(Self::PIECE_WORDS).collect();
-        // Calls f(j) for the kept positions j of piece c, in order.
+        // Calls f(j) for the unresolved positions j of piece c in the words taken, in order.
         let each = |c: usize, f: &mut dyn FnMut(usize)| {
             for (k, &bits) in pieces[c].iter().enumerate() {
                 if bits == 0 || !word(c * Self::PIECE_WORDS + k) {
@@ -1700,19 +1753,17 @@ impl OpenPositions {
                 }
                 let mut x = bits;
                 while x != 0 {
-                    let j = 64 * (c * Self::PIECE_WORDS + k) + x.trailing_zeros() as usize;
+                    f(64 * (c * Self::PIECE_WORDS + k) + x.trailing_zeros() as usize);
                     x &= x - 1;
-                    if keep(j) {
-                        f(j);
-                    }
                 }
             }
         };
+        // Counted without a branch on `keep` (with several key ranges it is a coin toss).
         let counts: Vec<usize> = (0..pieces.len())
             .into_par_iter()
             .map(|c| {
                 let mut m = 0;
-                each(c, &mut |_| m += 1);
+                each(c, &mut |j| m += usize::from(keep(j)));
                 m
             })
             .collect();
@@ -1727,8 +1778,10 @@ impl OpenPositions {
         slices.into_par_iter().enumerate().for_each(|(c, dst)| {
             let mut slots = dst.iter_mut();
             each(c, &mut |j| {
-                if let Some(slot) = slots.next() {
-                    *slot = make(j);
+                if keep(j) {
+                    if let Some(slot) = slots.next() {
+                        *slot = make(j);
+                    }
                 }
             });
         });

@@ -233,10 +233,10 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
         (lo, self.bounds.get(index).copied())
     }
 
-    /// The round whose range holds `x` (a binary search of the bounds).
+    /// The round whose range holds `x`: the bounds at most `x`, counted ([`count_below`]).
     #[inline]
     pub fn round_of(&self, x: &T) -> usize {
-        self.bounds.partition_point(|b| b <= x)
+        count_below(&self.bounds, |b| b <= x)
     }
 
     /// The bounds' coarse keys, for [`Self::round_of_coarse`].
@@ -254,15 +254,31 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
         key: K,
         full: impl FnOnce() -> T,
     ) -> usize {
-        let below = keys.partition_point(|&k| k < key);
-        let equal = keys[below..].partition_point(|&k| k <= key);
-        if equal == 0 {
+        let below = count_below(keys, |&k| k < key);
+        if keys.get(below) != Some(&key) {
             return below;
         }
+        let equal = keys[below..].partition_point(|&k| k <= key);
         let x = full();
         below + self.bounds[below..below + equal].partition_point(|b| *b <= x)
     }
 }
+
+/// The number of leading elements of sorted `v` for which `below` holds (`below` true on a
+/// prefix): up to [`LINEAR_BOUNDS`] elements all tested and counted, without a branch to
+/// mispredict (a binary search guesses wrong about every other step on random records), past
+/// that a binary search.
+#[inline]
+fn count_below<T>(v: &[T], below: impl Fn(&T) -> bool) -> usize {
+    if v.len() <= LINEAR_BOUNDS {
+        v.iter().map(|x| usize::from(below(x))).sum()
+    } else {
+        v.partition_point(below)
+    }
+}
+
+/// Up to this many bounds a record's range is found by testing every bound ([`count_below`]).
+const LINEAR_BOUNDS: usize = 16;
 
 /// How far above its mean share of a range one pe's part may grow before the range ends (the
 /// default of [`RoundBounds::choose`]): the sample's noise (a pe's share of a range is drawn from
@@ -362,6 +378,36 @@ mod tests {
             assert_eq!(r, bounds.round_of(&x), "record {x}");
             // Made only when a bound shares its coarse key.
             assert_eq!(made, keys.contains(&(x / 10)), "record {x}");
+        }
+    }
+
+    #[test]
+    fn counted_and_searched_rounds_agree() {
+        // Bounds with repeats, as few as counted one by one and as many as searched.
+        let mut rng = crate::dist::sample_sort::SplitMix::new(11);
+        for len in [
+            0,
+            1,
+            2,
+            LINEAR_BOUNDS - 1,
+            LINEAR_BOUNDS,
+            LINEAR_BOUNDS + 1,
+            40,
+            255,
+        ] {
+            let mut b: Vec<u64> = (0..len).map(|_| rng.next() % 64).collect();
+            b.sort_unstable();
+            let bounds = RoundBounds { bounds: b.clone() };
+            let keys = bounds.coarse_keys(|b| b / 8);
+            for x in 0..70u64 {
+                let want = b.partition_point(|&v| v <= x);
+                assert_eq!(bounds.round_of(&x), want, "{len} bounds, record {x}");
+                assert_eq!(
+                    bounds.round_of_coarse(&keys, x / 8, || x),
+                    want,
+                    "{len}, {x}"
+                );
+            }
         }
     }
 
