@@ -427,8 +427,8 @@ fn leanest_memory_budget() {
 /// (`--no-css-predict --css-handover 2`), so the repetitive inputs reach the run step and many
 /// doubling rounds in rounds too; with 3 rounds without the prediction only, so they hand over
 /// on the sort's count of tied suffixes outside runs, before any list of them is made. Both ways
-/// of making a range's keys run: filtered from all (keys of more characters than twice the
-/// ranges: DNA at 7 ranges) and found by a byte per position (random bytes; every input at 64).
+/// of making a range's keys run: filtered from all (keys of more characters than ranges: at 2, 3
+/// and 7 ranges) and found by a byte per position (at 64).
 /// Results must stay exact.
 #[test]
 fn css_sorts_in_rounds() {

@@ -676,8 +676,10 @@ fn first_sort<I: Index>(
                 if bounds.rounds() == 1 {
                     return keys.all();
                 }
-                // Keys of many characters (small alphabets): each range's made and filtered.
-                if codes.k > 2 * bounds.rounds() {
+                // Keys of more characters than ranges (small alphabets): rolling over every
+                // position costs less than a key's characters per record of a range, and no
+                // byte per position is held (the first sort is where such texts peak).
+                if codes.k > bounds.rounds() {
                     let (lo, hi) = bounds.range(k);
                     return keys.range(lo, hi);
                 }
