@@ -122,7 +122,7 @@ pub struct Tunables {
     /// (`--index-bits 32|40|64`).
     pub index_width: Option<IndexWidth>,
     /// Fraction of unresolved suffixes above which pCSS hands over to DC7 (or DC3) instead of
-    /// doubling; 1 or more: never (default 0.9) (`--css-handover F`).
+    /// doubling; 1 or more: never (default 0.85) (`--css-handover F`).
     pub css_handover: f64,
     /// pCSS predicts the hand-over from a sample of its keys and then skips its first sort
     /// (default true); false: it always runs its first sort, so tests reach the hand-over after
@@ -180,7 +180,7 @@ impl Default for Tunables {
         Tunables {
             force_wide: false,
             index_width: None,
-            css_handover: 0.9,
+            css_handover: 0.85,
             css_predict: true,
             css_finish_dc3: false,
             css_predicted: Predicted::Dc7,

@@ -109,6 +109,23 @@ impl Ctx {
         self.top[1].store(block, Ordering::Relaxed);
     }
 
+    /// The key ranges a difference cover's level of `n` characters names its samples and merges
+    /// in: `merge_rounds` (at most [`crate::dist::MAX_RANGES`]) at the build's whole text, and at
+    /// a recursion level in proportion to its characters, each range two thirds of a top range
+    /// (rounded up, at most `merge_rounds`): a deeper level works beside the texts and rank
+    /// arrays of the levels above it, so its ranges are smaller, but with the top's count at
+    /// every level the small levels would pay a range's passes and collectives for little
+    /// memory. Local (the same on every pe).
+    pub(crate) fn merge_rounds_at(&self, n: usize) -> usize {
+        let rounds = self.tune.merge_rounds.clamp(1, crate::dist::MAX_RANGES);
+        let top = self.top[0].load(Ordering::Relaxed);
+        if top == 0 || n >= top {
+            return rounds;
+        }
+        let share = (3 * rounds as u128 * n as u128).div_ceil(2 * top as u128) as usize;
+        share.clamp(1, rounds)
+    }
+
     /// Whether a (sub)problem of `n` characters is gathered and solved on pe 0: at most
     /// `config.base_case` characters, and below the whole text (a recursion level) at most half
     /// the text's largest block (or [`MIN_GATHER`]) while p > 1, so that pe 0, which holds about

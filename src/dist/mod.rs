@@ -16,7 +16,9 @@ pub use exchange::{
 pub use layout::{Layout, OwnerCursor};
 pub use naming::{name_round, name_sorted};
 pub use pair::Pair;
-pub use rounds::{release_freed, sort_in_rounds, Ranges, Round, RoundBounds, MAX_RANGES};
+pub use rounds::{
+    release_freed, scramble, sort_in_rounds, unscramble, Ranges, Round, RoundBounds, MAX_RANGES,
+};
 pub use sample_sort::{sample_sort, SortEnv, SortKey};
 pub use shift::{last_of_left, right_halo};
 

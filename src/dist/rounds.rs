@@ -288,6 +288,43 @@ pub const SPREAD: f64 = 1.5;
 /// The most ranges [`RoundBounds::choose`] makes (a record's range fits a byte).
 pub const MAX_RANGES: usize = 256;
 
+/// Position i as it is stored in the low `bits` bits of a sort key: `i · SCRAMBLE mod 2^bits`, a
+/// bijection of the `bits`-bit values that [`unscramble`] undoes. Keys ordered by it order the
+/// members of a group of equal keys pseudo-randomly, so a range that cuts a large group (aⁿ, a
+/// repeated block) takes a part of every pe's members instead of the positions of one or two
+/// pes, and each pe's share of a range shrinks with the number of ranges (Haag et al.'s
+/// randomized redistribution, without moving the data). Local.
+#[inline]
+pub fn scramble(i: u64, bits: u32) -> u64 {
+    i.wrapping_mul(SCRAMBLE) & low_mask(bits)
+}
+
+/// The position whose [`scramble`]d form is x. Local.
+#[inline]
+pub fn unscramble(x: u64, bits: u32) -> u64 {
+    (x & low_mask(bits)).wrapping_mul(UNSCRAMBLE) & low_mask(bits)
+}
+
+#[inline]
+fn low_mask(bits: u32) -> u64 {
+    u64::MAX >> (64 - bits.clamp(1, 64))
+}
+
+/// An odd multiplier (the 64-bit golden ratio), invertible modulo every power of two.
+const SCRAMBLE: u64 = 0x9e37_79b9_7f4a_7c15;
+/// SCRAMBLE's inverse modulo 2^64 (so also modulo 2^b, b < 64), by Newton's iteration: each
+/// step doubles the number of correct low bits, from 3 (x · x ≡ 1 mod 8 for odd x) to 96.
+const UNSCRAMBLE: u64 = {
+    let mut inv = SCRAMBLE;
+    let mut step = 0;
+    while step < 5 {
+        inv = inv.wrapping_mul(2u64.wrapping_sub(SCRAMBLE.wrapping_mul(inv)));
+        step += 1;
+    }
+    inv
+};
+const _: () = assert!(SCRAMBLE.wrapping_mul(UNSCRAMBLE) == 1);
+
 /// The boundaries of the ranges over a sorted sample, each record tagged with its pe: a range
 /// ends before the record at which it would hold more than `target` sampled records, or more
 /// than `cap` of one pe (never between equal records). When that makes more than [`MAX_RANGES`],
@@ -379,6 +416,27 @@ mod tests {
             // Made only when a bound shares its coarse key.
             assert_eq!(made, keys.contains(&(x / 10)), "record {x}");
         }
+    }
+
+    #[test]
+    fn scrambled_positions_come_back() {
+        for bits in [1, 3, 20, 32, 40, 56, 63, 64] {
+            let top = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            for i in [0, 1, 2, 3, 12345, top / 2, top - 1, top] {
+                let i = i & top;
+                let x = scramble(i, bits);
+                assert!(x <= top, "{i} in {bits} bits became {x}");
+                assert_eq!(unscramble(x, bits), i, "{i} in {bits} bits");
+            }
+        }
+        // A bijection: the 2^10 values of 10 bits map onto themselves.
+        let mut seen: Vec<u64> = (0..1 << 10).map(|i| scramble(i, 10)).collect();
+        seen.sort_unstable();
+        assert!(seen.iter().copied().eq(0..1 << 10));
     }
 
     #[test]

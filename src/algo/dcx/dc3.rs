@@ -35,7 +35,7 @@ use super::{
     SampleSource, Samples, SortedPart, Symbol,
 };
 use crate::algo::sink::SaSink;
-use crate::dist::{Layout, SortKey};
+use crate::dist::{scramble, unscramble, Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::Ctx;
@@ -189,7 +189,7 @@ fn name_triples<K: TripleKey, I: Index, C: Symbol>(
         key: |i: usize| K::pack([at(i), at(i + 1), at(i + 2)], i as u64, bc, bi),
         dummy: (smp.dummy && me == comm.size() - 1).then(|| K::pack([0, 0, 0], n as u64, bc, bi)),
     };
-    name_samples(ctx, smp, source, bi, &PHASES)
+    name_samples(ctx, n, smp, source, bi, &PHASES)
 }
 
 /// Step 6 with heads of two characters from `chars`.
@@ -306,7 +306,8 @@ fn fits_device(ctx: &Ctx, n: usize) -> bool {
 }
 
 /// A sort record for a triple of characters and its position, packed so that integer order is
-/// (c0, c1, c2, i) order.
+/// (c0, c1, c2) order, equal triples in the order of their [`scramble`]d positions (spread over
+/// the pes and key ranges).
 trait TripleKey: SampleKey {
     fn pack(c: [u64; 3], i: u64, bc: u32, bi: u32) -> Self;
 }
@@ -314,7 +315,7 @@ trait TripleKey: SampleKey {
 impl TripleKey for u64 {
     #[inline]
     fn pack(c: [u64; 3], i: u64, bc: u32, bi: u32) -> Self {
-        ((((c[0] << bc) | c[1]) << bc | c[2]) << bi) | i
+        ((((c[0] << bc) | c[1]) << bc | c[2]) << bi) | scramble(i, bi)
     }
 }
 
@@ -325,7 +326,7 @@ impl SampleKey for u64 {
     }
     #[inline]
     fn index(&self, bi: u32) -> u64 {
-        self & ((1u64 << bi) - 1)
+        unscramble(*self, bi)
     }
 }
 
@@ -333,7 +334,7 @@ impl TripleKey for u128 {
     #[inline]
     fn pack(c: [u64; 3], i: u64, bc: u32, bi: u32) -> Self {
         let c = [c[0] as u128, c[1] as u128, c[2] as u128];
-        ((((c[0] << bc) | c[1]) << bc | c[2]) << bi) | i as u128
+        ((((c[0] << bc) | c[1]) << bc | c[2]) << bi) | scramble(i, bi) as u128
     }
 }
 
@@ -344,7 +345,7 @@ impl SampleKey for u128 {
     }
     #[inline]
     fn index(&self, bi: u32) -> u64 {
-        (self & ((1u128 << bi) - 1)) as u64
+        unscramble(*self as u64, bi)
     }
 }
 

@@ -37,7 +37,7 @@ use super::{
     SampleKey, SampleSource, Samples, SortedPart,
 };
 use crate::algo::sink::SaSink;
-use crate::dist::{Layout, SortKey};
+use crate::dist::{scramble, unscramble, Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::Ctx;
@@ -85,10 +85,11 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -
     let source = SampleSource {
         lo: layout.start(me),
         hi: layout.end(me),
-        key: |i: usize| WindowKey((u128::from(window(&chars, i)) << 64) | i as u128),
-        dummy: (smp.dummy && me == ctx.comm.size() - 1).then(|| WindowKey(layout.len() as u128)),
+        key: |i: usize| WindowKey::new(window(&chars, i), i),
+        dummy: (smp.dummy && me == ctx.comm.size() - 1).then(|| WindowKey::new(0, layout.len())),
     };
-    let (pairs, unique) = name_samples::<Dc7, WindowKey, I>(ctx, &smp, source, 64, &PHASES);
+    let (pairs, unique) =
+        name_samples::<Dc7, WindowKey, I>(ctx, layout.len(), &smp, source, 64, &PHASES);
     let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, pairs, unique);
     // The groups' keys: (first l ≤ 3 characters, rank).
     let (head_bits, rank_bits) = (CB * GROUP_OFFSET_MAX, bits(layout.len() as u64 + 1));
@@ -175,12 +176,21 @@ fn window(chars: &Chars<u8>, i: usize) -> u64 {
     (0..X).fold(0u64, |acc, j| (acc << CB) | chars.at(i + j))
 }
 
-/// A sample's sort record: [7-character window | position]. Sample sort splits by the whole
-/// integer (equal windows spread over pes), the local sort looks at the window only (half the
-/// radix passes): naming needs equal windows together, not in position order.
+/// A sample's sort record: [7-character window | scrambled position ([`scramble`])]. Sample sort splits by the whole integer (equal windows spread over pes, and a
+/// key range that cuts a large group of them takes a pseudo-random part of every pe's), the
+/// local sort looks at the window only (half the radix passes): naming needs equal windows
+/// together, not in position order.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
 struct WindowKey(u128);
+
+impl WindowKey {
+    /// The key of sample position i with window w (the dummy: window 0 at n).
+    #[inline]
+    fn new(w: u64, i: usize) -> Self {
+        WindowKey(u128::from(w) << 64 | u128::from(scramble(i as u64, 64)))
+    }
+}
 
 impl SortKey for WindowKey {
     fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
@@ -195,7 +205,7 @@ impl SampleKey for WindowKey {
     }
     #[inline]
     fn index(&self, _bi: u32) -> u64 {
-        self.0 as u64
+        unscramble(self.0 as u64, 64)
     }
 }
 

@@ -15,7 +15,7 @@ use super::{map_maybe_par, map_range_maybe_par, Phases, SortedPart};
 use crate::algo::sink::SaSink;
 use crate::dist::{
     build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, Layout, Ranges,
-    RoundBounds, Select, MAX_RANGES,
+    RoundBounds, Select,
 };
 use crate::index::Index;
 use crate::local::LocalSort;
@@ -304,7 +304,7 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
-    let mut rounds = ctx.tune.merge_rounds.clamp(1, MAX_RANGES);
+    let mut rounds = ctx.merge_rounds_at(n);
     // The sample positions among the X − 1 after this pe's slice: at most S.
     let halo = ctx.phase("merge records", || right_halo(comm, &rank, C::S));
     let (lo, hi) = (layout.start(me), layout.end(me));

@@ -61,7 +61,7 @@ use super::pieces;
 use super::sink::SaSink;
 use crate::dist::{
     build_by_kind, name_round, rebalance, right_halo, send_to_owners_in_pieces, sort_in_rounds,
-    Layout, Pair, Ranges, RoundBounds, Select, SortKey, MAX_RANGES,
+    Layout, Pair, Ranges, RoundBounds, Select, SortKey,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
@@ -361,9 +361,10 @@ impl<K: SampleKey, F: Fn(usize) -> K + Sync> SampleSource<K, F> {
 }
 
 /// Step 1 for sample keys: sorts them and names them (1 + the number of smaller windows), in
-/// `merge_rounds` key ranges one after the other ([`sort_in_rounds`]: the round of every sample
-/// is found once, then each range's keys are made from the text again, sorted, named and freed;
-/// a window whose samples straddle two ranges keeps one name, [`name_round`]). Returns (name,
+/// the key ranges of a level of `n` characters ([`Ctx::merge_rounds_at`]) one after the other
+/// ([`sort_in_rounds`]: the round of every sample is found once, then each range's keys are made
+/// from the text again, sorted, named and freed; a window whose samples straddle two ranges
+/// keeps one name, [`name_round`]). Returns (name,
 /// place in the recursion string) pairs of this pe's share of the samples (the dummy included)
 /// and whether all names differ. Collective.
 ///
@@ -372,13 +373,14 @@ impl<K: SampleKey, F: Fn(usize) -> K + Sync> SampleSource<K, F> {
 /// once.
 fn name_samples<C: Cover, K: SampleKey, I: Index>(
     ctx: &Ctx,
+    n: usize,
     smp: &Samples<C>,
     source: SampleSource<K, impl Fn(usize) -> K + Sync>,
     bi: u32,
     phases: &Phases,
 ) -> (Vec<[I; 2]>, bool) {
     let comm = &ctx.comm;
-    let rounds = ctx.tune.merge_rounds.clamp(1, MAX_RANGES);
+    let rounds = ctx.merge_rounds_at(n);
     let round_of = std::cell::RefCell::new((Vec::new(), None));
     let mut pairs: Vec<[I; 2]> = Vec::new();
     let mut distinct = 0u64;
