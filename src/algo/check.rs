@@ -1,7 +1,7 @@
 //! Distributed suffix array checker in O(n/p) memory per pe: besides the text it keeps only the
 //! inverse (in the narrowest index width that holds n: 4, 5 or 8 bytes per character) and pieces
-//! of bounded size; the suffix array itself is read piece by piece (from memory or from the
-//! output file the build wrote: [`SaSource`]).
+//! of bounded size; the suffix array itself is read once, piece by piece (from memory or from
+//! the output file the build wrote: [`SaSource`]).
 //!
 //! SA is correct iff (1) it is a permutation of [0, n) and (2) for every two neighbours
 //! SA[j], SA[j+1]: (t[SA[j]], ISA[SA[j]+1]) < (t[SA[j+1]], ISA[SA[j+1]+1]), where the rank of the
@@ -9,7 +9,10 @@
 //! Distributed DCX' `sa_check`).
 
 use super::sink::SaSource;
-use crate::dist::{exchange, fetch, right_halo, Layout};
+use rayon::prelude::*;
+
+use super::steps::{with_step, Pieces};
+use crate::dist::{exchange, right_halo, scatter, Layout};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexWidth, U40};
 use crate::Ctx;
@@ -21,9 +24,10 @@ use crate::Ctx;
 /// ([`Ctx::install`]).
 ///
 /// Memory per pe beside the text: the inverse (4–8 bytes per character) and one piece of
-/// (SA index, position) pairs in the inverse's width, then of SA entries and fetched keys (a
-/// sixteenth of the pe's positions, at most 2^22 entries, fewer with `--exchange-round-bytes`).
-/// Communication: one all-to-all of the n pairs, one fetch of n keys, all in pieces.
+/// (SA index, position) pairs in the inverse's width (a sixteenth of the pe's positions, at most
+/// 2^22 entries, fewer with `--exchange-round-bytes`), then a byte per position and one step of
+/// (SA index, key) pairs and keys (at most 255 steps). Communication: two all-to-alls of the n
+/// pairs, in pieces; the suffix array is read once.
 pub fn check<'a>(
     ctx: &Ctx,
     text: &[u8],
@@ -74,31 +78,34 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     let unset = I::from_u64(n as u64);
     let mut isa = vec![unset; hi - lo];
     let (mut dup, mut big) = (None, None);
-    for k in 0..pieces {
-        let part = comm.agree(sa.piece(lo, range(k)))?;
-        // (position, rank) in the inverse's width: both are below n.
-        let pairs: Vec<[I; 2]> = part
-            .iter()
-            .zip(range(k))
-            .filter(|&(&i, _)| {
-                let fits = (i as usize) < n;
-                if !fits {
-                    big.get_or_insert(i);
+    ctx.phase("· inverse", || -> Result<()> {
+        for k in 0..pieces {
+            let part = comm.agree(sa.piece(lo, range(k)))?;
+            // (position, rank) in the inverse's width: both are below n.
+            let pairs: Vec<[I; 2]> = part
+                .iter()
+                .zip(range(k))
+                .filter(|&(&i, _)| {
+                    let fits = (i as usize) < n;
+                    if !fits {
+                        big.get_or_insert(i);
+                    }
+                    fits
+                })
+                .map(|(&i, j)| [I::from_u64(i), I::from_u64((lo + j) as u64)])
+                .collect();
+            drop(part);
+            for [i, r] in exchange(comm, pairs, |x| layout.owner(x[0].to_u64() as usize)) {
+                let i = i.to_u64() as usize;
+                let slot = &mut isa[i - lo];
+                if *slot != unset {
+                    dup = Some(i);
                 }
-                fits
-            })
-            .map(|(&i, j)| [I::from_u64(i), I::from_u64((lo + j) as u64)])
-            .collect();
-        drop(part);
-        for [i, r] in exchange(comm, pairs, |x| layout.owner(x[0].to_u64() as usize)) {
-            let i = i.to_u64() as usize;
-            let slot = &mut isa[i - lo];
-            if *slot != unset {
-                dup = Some(i);
+                *slot = r;
             }
-            *slot = r;
         }
-    }
+        Ok(())
+    })?;
     comm.agree(match big {
         Some(bad) => Err(Error::CheckFailed(format!(
             "entry {bad} is not below n = {n}"
@@ -114,11 +121,13 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     };
     comm.agree(local)?;
 
-    // (2) Order: for each piece of this pe's SA entries, the key (t[i], rank of i + 1 (1-based,
-    // 0 for i + 1 = n)) of every entry i, packed into one word (n < 2^56, so the character fits
-    // above the rank), fetched from the owner of i; neighbours compared in the piece, with the
-    // last key of the piece before, and the last key of this pe with the first of the next pe
-    // that holds any.
+    // (2) Order: the key of every position j — (t[j], rank of j + 1 (1-based, 0 for j + 1 = n)),
+    // packed into one word (n < 2^56, so the character fits above the rank) — goes to the pe
+    // holding SA index isa[j], in steps (piece s of every pe's slice in step s; a byte per
+    // position names its step), so each pe receives its keys in SA order piece by piece:
+    // neighbours compared in the piece, with the last key of the piece before, and the last key
+    // of this pe with the first of the next pe that holds any. Positions and ranks are read in
+    // order; nothing is looked up at random.
     let next = right_halo(comm, &isa, 1);
     let key = |j: usize| {
         let nr = match isa.get(j + 1) {
@@ -127,24 +136,39 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
         };
         (text[j] as u64) << 56 | nr
     };
+    let steps = key_steps(layout, comm.size(), comm.round_bytes());
+    let piece = |q: usize, s: usize| layout.start(q) + layout.local_len(q) * s / steps;
+    let cuts = Pieces::new(
+        n,
+        (0..comm.size()).flat_map(|q| (0..steps).map(move |s| piece(q, s))),
+        steps,
+    );
+    let step: Vec<u8> = ctx.phase("· steps", || {
+        isa.par_iter()
+            .map(|r| cuts.step_of(r.to_u64() as usize))
+            .collect()
+    });
     let (mut prev, mut first_key, mut bad) = (None::<u64>, None::<u64>, None);
-    for k in 0..pieces {
-        let part = comm.agree(sa.piece(lo, range(k)))?;
-        // Entries below n (checked in (1)) in the inverse's width: half the queries' bytes below
-        // 2^32.
-        let part: Vec<I> = part.iter().map(|&i| I::from_u64(i)).collect();
-        let keys: Vec<u64> = fetch(comm, layout, &part[..], key);
-        drop(part);
-        if first_key.is_none() {
-            first_key = keys.first().copied();
-        }
-        for (j, &kk) in range(k).zip(&keys) {
-            if bad.is_none() && prev.is_some_and(|p| p >= kk) {
-                bad = Some(lo + j - 1);
+    ctx.phase("· order", || {
+        for s in 0..steps {
+            let pairs: Vec<[u64; 2]> = with_step(&step, s as u8, |j| [isa[j].to_u64(), key(j)]);
+            let got = exchange(comm, pairs, |x| layout.owner(x[0] as usize));
+            let start = piece(me, s);
+            let mut keys = vec![0u64; piece(me, s + 1) - start];
+            scatter(&got, &mut keys[..], |x| (x[0] as usize - start, x[1]));
+            drop(got);
+            if first_key.is_none() {
+                first_key = keys.first().copied();
             }
-            prev = Some(kk);
+            for (j, &kk) in keys.iter().enumerate() {
+                if bad.is_none() && prev.is_some_and(|p| p >= kk) {
+                    bad = Some(start + j - 1);
+                }
+                prev = Some(kk);
+            }
         }
-    }
+    });
+    drop(step);
     drop(isa);
     let after = right_halo(comm, &first_key.into_iter().collect::<Vec<u64>>(), 1);
     if let (None, Some(&p), Some(&a)) = (bad, prev.as_ref(), after.first()) {
@@ -160,6 +184,19 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
         ))),
         None => Ok(()),
     })
+}
+
+/// Steps of the order check (2): as many as the fullest pe's slice takes pieces of
+/// [`piece_records`], at most 255 (a step is a byte per position). The same on every pe. Local.
+fn key_steps(layout: &Layout, p: usize, round_bytes: usize) -> usize {
+    (0..p)
+        .map(|q| {
+            let len = layout.local_len(q);
+            len.div_ceil(piece_records(len, round_bytes))
+        })
+        .max()
+        .unwrap_or(1)
+        .clamp(1, 255)
 }
 
 /// Records per pe in one piece of the check: a sixteenth of the pe's `len` positions, at least

@@ -64,6 +64,7 @@
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
+use super::steps::{with_step, Pieces};
 use super::{consume_from_end, pieces};
 use crate::algo::sink::SaSink;
 use crate::comm::Comm;
@@ -870,95 +871,6 @@ fn place_names_in_pieces<I: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<I>, 
         scatter(&got, &mut sa[..], |x| (x[0].to_u64() as usize - lo, x[1]));
         drop(got);
         sink.write_narrow(ctx, lo as u64, &sa);
-    }
-}
-
-/// `make(j)` for every j with `step[j] == s`, in increasing order: eight steps at a time (a
-/// word of them compared at once, the matching bytes' positions taken from its bits), on the
-/// pe's threads in chunks. Local.
-fn with_step<T: Send>(step: &[u8], s: u8, make: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let want = u64::from_le_bytes([s; 8]);
-    let scan = |at: usize, bytes: &[u8], out: &mut Vec<T>| {
-        let mut words = bytes.chunks_exact(8);
-        for (w, word) in words.by_ref().enumerate() {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(word);
-            let v = u64::from_le_bytes(bytes) ^ want;
-            // The high bit of every byte of v that is 0 (no carries between bytes).
-            let mut zero = !(((v & LOW) + LOW) | v) & HIGH;
-            while zero != 0 {
-                out.push(make(at + 8 * w + zero.trailing_zeros() as usize / 8));
-                zero &= zero - 1;
-            }
-        }
-        let tail = at + bytes.len() / 8 * 8;
-        for (k, &t) in words.remainder().iter().enumerate() {
-            if t == s {
-                out.push(make(tail + k));
-            }
-        }
-    };
-    if rayon::current_num_threads() == 1 {
-        let mut out = Vec::with_capacity(step.iter().filter(|&&t| t == s).count());
-        scan(0, step, &mut out);
-        return out;
-    }
-    const CHUNK: usize = 1 << 16;
-    let parts: Vec<Vec<T>> = (step.par_chunks(CHUNK).enumerate())
-        .map(|(c, bytes)| {
-            let mut out = Vec::new();
-            scan(c * CHUNK, bytes, &mut out);
-            out
-        })
-        .collect();
-    let mut out = Vec::with_capacity(parts.iter().map(Vec::len).sum());
-    for part in parts {
-        out.extend(part);
-    }
-    out
-}
-
-/// The pieces of [`place_names_in_pieces`]: for an SA index, the step that sends it, in O(1)
-/// (a table over the index's top bits, then the few boundaries inside its cell) instead of a
-/// search for the owner and a division per name.
-struct Pieces {
-    /// Every piece's first index, in increasing order, then n.
-    starts: Vec<usize>,
-    /// Per piece, its step.
-    step: Vec<u8>,
-    /// Per table cell (indices `c << shift ..`): the last piece starting at or before the cell.
-    cell: Vec<u32>,
-    shift: u32,
-}
-
-impl Pieces {
-    /// The pieces starting at `starts` (increasing; piece i is step i mod `steps`) of n indices.
-    fn new(n: usize, starts: impl Iterator<Item = usize>, steps: usize) -> Self {
-        let mut starts: Vec<usize> = starts.collect();
-        starts.push(n);
-        // About four cells per piece.
-        let shift = (n / (4 * starts.len()).max(1)).max(1).ilog2();
-        let cell = (0..=n >> shift)
-            .map(|c| (starts.partition_point(|&a| a <= c << shift) - 1) as u32)
-            .collect();
-        let step = (0..starts.len()).map(|i| (i % steps) as u8).collect();
-        Pieces {
-            starts,
-            step,
-            cell,
-            shift,
-        }
-    }
-
-    /// The step of SA index x < n: s of the piece s of its owner's slice that holds it.
-    fn step_of(&self, x: usize) -> u8 {
-        let mut i = self.cell[x >> self.shift] as usize;
-        while self.starts[i + 1] <= x {
-            i += 1;
-        }
-        self.step[i]
     }
 }
 
@@ -2411,35 +2323,6 @@ mod tests {
         sorts_refinement_records::<u32>();
         sorts_refinement_records::<U40>();
         sorts_refinement_records::<u64>();
-    }
-
-    /// The positions of one step, eight bytes at a time, are those a plain filter finds, at
-    /// lengths around the word and chunk sizes, on 1 and 3 threads.
-    #[test]
-    fn with_step_finds_the_positions_of_a_step() {
-        for threads in [1, 3] {
-            crate::dist::test_pool(threads).install(|| {
-                let mut rng = crate::dist::sample_sort::SplitMix::new(9);
-                for len in [
-                    0,
-                    1,
-                    7,
-                    8,
-                    9,
-                    63,
-                    65,
-                    (1 << 16) - 3,
-                    (1 << 16) + 17,
-                    200_003,
-                ] {
-                    let step: Vec<u8> = (0..len).map(|_| (rng.next() % 9) as u8).collect();
-                    for s in 0..10u8 {
-                        let want: Vec<usize> = (0..len).filter(|&j| step[j] == s).collect();
-                        assert_eq!(with_step(&step, s, |j| j), want, "len {len}, step {s}");
-                    }
-                }
-            });
-        }
     }
 
     /// A stored depth is exact below 2^10, never above the depth, at most 0.2 % below it, keeps

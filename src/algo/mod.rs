@@ -9,6 +9,7 @@ pub mod oracle;
 pub mod pooled;
 pub mod seq;
 pub mod sink;
+mod steps;
 
 pub use dcx::{dc3, dc7};
 

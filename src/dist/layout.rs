@@ -7,6 +7,12 @@ use crate::comm::Comm;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     offsets: Vec<usize>,
+    /// Per cell of indices (`c << shift ..`), the pe holding the cell's first index: [`owner`]
+    /// starts there and walks the few ranges inside the cell (about four cells per pe).
+    ///
+    /// [`owner`]: Layout::owner
+    cell: Vec<u32>,
+    shift: u32,
 }
 
 impl Layout {
@@ -17,7 +23,7 @@ impl Layout {
         let offsets = (0..=p)
             .map(|r| ((r as u128 * n as u128) / p as u128) as usize)
             .collect();
-        Layout { offsets }
+        Self::indexed(offsets)
     }
 
     /// The layout in which each pe holds `local_len` elements, in pe order. Collective.
@@ -30,7 +36,7 @@ impl Layout {
             acc += l as usize;
             offsets.push(acc);
         }
-        Layout { offsets }
+        Self::indexed(offsets)
     }
 
     /// The layout in which pe r holds `[offsets[r], offsets[r+1])`: `offsets` starts at 0, ends
@@ -40,7 +46,24 @@ impl Layout {
             offsets.len() >= 2 && offsets[0] == 0 && offsets.windows(2).all(|w| w[0] <= w[1]),
             "layout offsets must start at 0 and not descend"
         );
-        Layout { offsets }
+        Self::indexed(offsets)
+    }
+
+    /// The layout of `offsets` with its table of cells for [`Layout::owner`]. Local; O(p log p).
+    fn indexed(offsets: Vec<usize>) -> Self {
+        let n = *offsets.last().expect("offsets is never empty");
+        let p = offsets.len() - 1;
+        let shift = (n / (4 * p)).max(1).ilog2();
+        let cell = (0..=n >> shift)
+            .map(|c| {
+                (offsets.partition_point(|&o| o <= c << shift).max(1) - 1).min(p.max(1) - 1) as u32
+            })
+            .collect();
+        Layout {
+            offsets,
+            cell,
+            shift,
+        }
     }
 
     /// Global number of elements.
@@ -75,9 +98,16 @@ impl Layout {
 
     /// The pe holding global index `i` (`i < len()`); with empty ranges, the one pe whose range
     /// contains i.
+    /// O(1) on a balanced layout: a table lookup, then a walk over the ranges that start inside
+    /// i's cell.
+    #[inline]
     pub fn owner(&self, i: usize) -> usize {
         debug_assert!(i < self.len(), "index {i} out of layout of {}", self.len());
-        self.offsets.partition_point(|&o| o <= i) - 1
+        let mut q = self.cell[i >> self.shift] as usize;
+        while self.offsets[q + 1] <= i {
+            q += 1;
+        }
+        q
     }
 
     /// The prefix-sum vector (length p+1).
@@ -128,6 +158,26 @@ mod tests {
                 for i in 0..n {
                     assert_eq!(c.owner(i), l.owner(i));
                 }
+            }
+        }
+    }
+
+    /// The owner found through the cells is the pe whose range holds the index, on uneven
+    /// layouts with empty ranges (first, last, in runs) and ranges much larger than the rest.
+    #[test]
+    fn owner_by_cells_on_uneven_layouts() {
+        let layouts = [
+            vec![0, 0, 0, 5],
+            vec![0, 3, 3, 5, 5],
+            vec![0, 1, 1000, 1001, 1001, 1001, 4096],
+            vec![0, 4095, 4096, 4096],
+            vec![0, 0, 17, 17, 17, 33, 1 << 14, (1 << 14) + 1],
+        ];
+        for offsets in layouts {
+            let l = Layout::from_offsets(offsets.clone());
+            for i in 0..l.len() {
+                let want = offsets.partition_point(|&o| o <= i) - 1;
+                assert_eq!(l.owner(i), want, "index {i} of {offsets:?}");
             }
         }
     }
