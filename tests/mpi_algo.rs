@@ -13,20 +13,23 @@ use psa::{check, Algo, Layout};
 /// The distributed checker accepts the right suffix array and rejects wrong ones: two neighbours
 /// swapped, a duplicate entry, an entry equal to n, the whole array reversed; in one piece and in
 /// pieces of two records (exchanges limited to 40 bytes per pe), its inverse in 32, 40 and 64
-/// bits; the array held in memory and read back from an output file of 5 and 8 bytes per entry
+/// bits, its keys packed in one word and (`force_wide`) in two; the array held in memory and read back from an output file of 5 and 8 bytes per entry
 /// (a rejected file is never committed: nothing is left under its name).
 #[test]
 fn checker_accepts_right_rejects_wrong() {
     mpi_test(|comm| {
         use psa::IndexWidth;
-        for (round_bytes, width) in [
-            (None, None),
-            (Some(40), Some(IndexWidth::W40)),
-            (None, Some(IndexWidth::W64)),
+        for (round_bytes, width, force_wide) in [
+            (None, None, false),
+            (Some(40), Some(IndexWidth::W40), false),
+            (None, Some(IndexWidth::W64), false),
+            (None, None, true),
+            (Some(40), None, true),
         ] {
             let ctx = ctx_with(Algo::Dc3, 1 << 20, |c| {
                 c.round_bytes = round_bytes;
                 c.tune.index_width = width;
+                c.tune.force_wide = force_wide;
             });
             check_the_checker(&ctx, comm);
         }

@@ -148,15 +148,45 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
             .map(|r| cuts.step_of(r.to_u64() as usize))
             .collect()
     });
+    // A key and its place in the receiver's piece fit one word when n and the pieces are small
+    // enough (below about 2^28 characters at p = 16), else (or with `--force-wide`) they travel
+    // as two.
+    let rank_bits = 64 - (n as u64).leading_zeros();
+    let piece_bits = (0..comm.size())
+        .flat_map(|q| (0..steps).map(move |s| (q, s)))
+        .map(|(q, s)| 64 - ((piece(q, s + 1) - piece(q, s)) as u64).leading_zeros())
+        .max()
+        .unwrap_or(0);
+    let packed = |j: usize| (text[j] as u64) << rank_bits | key(j) & ((1 << 56) - 1);
     let (mut prev, mut first_key, mut bad) = (None::<u64>, None::<u64>, None);
     ctx.phase("· order", || {
         for s in 0..steps {
-            let pairs: Vec<[u64; 2]> = with_step(&step, s as u8, |j| [isa[j].to_u64(), key(j)]);
-            let got = exchange(comm, pairs, |x| layout.owner(x[0] as usize));
             let start = piece(me, s);
             let mut keys = vec![0u64; piece(me, s + 1) - start];
-            scatter(&got, &mut keys[..], |x| (x[0] as usize - start, x[1]));
-            drop(got);
+            // The destination of position j and its place there: the piece s of the owner of
+            // its SA index.
+            let starts: Vec<usize> = (0..comm.size()).map(|q| piece(q, s)).collect();
+            let to = |j: usize| {
+                let x = isa[j].to_u64() as usize;
+                let q = layout.owner(x);
+                (q, (x - starts[q]) as u64)
+            };
+            if piece_bits + 8 + rank_bits <= 64 && !ctx.tune.force_wide {
+                let shift = 8 + rank_bits;
+                let got = send_step(comm, &step, s as u8, |j| {
+                    let (q, at) = to(j);
+                    (q, at << shift | packed(j))
+                });
+                scatter(&got, &mut keys[..], |&x| {
+                    ((x >> shift) as usize, x & ((1 << shift) - 1))
+                });
+            } else {
+                let got = send_step(comm, &step, s as u8, |j| {
+                    let (q, at) = to(j);
+                    (q, [at, key(j)])
+                });
+                scatter(&got, &mut keys[..], |x| (x[0] as usize, x[1]));
+            }
             if first_key.is_none() {
                 first_key = keys.first().copied();
             }
@@ -184,6 +214,32 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
         ))),
         None => Ok(()),
     })
+}
+
+/// The records `make(j)` = (destination pe, record) of this pe's positions j in step `s`, each
+/// sent to its destination; returns the records received (grouped by source). Collective.
+/// Memory: the step's records twice (with and without their destinations), then the received.
+fn send_step<T: bytemuck::Pod + Send + Sync>(
+    comm: &crate::comm::Comm,
+    step: &[u8],
+    s: u8,
+    make: impl Fn(usize) -> (usize, T) + Sync,
+) -> Vec<T> {
+    let made = with_step(step, s, make);
+    let mut at = vec![0usize; comm.size() + 1];
+    for &(q, _) in &made {
+        at[q + 1] += 1;
+    }
+    let counts = at[1..].to_vec();
+    for q in 1..at.len() {
+        at[q] += at[q - 1];
+    }
+    let mut send = vec![T::zeroed(); made.len()];
+    for (q, x) in made {
+        send[at[q]] = x;
+        at[q] += 1;
+    }
+    comm.all_to_all_v(&send, &counts)
 }
 
 /// Steps of the order check (2): as many as the fullest pe's slice takes pieces of
