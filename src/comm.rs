@@ -407,14 +407,34 @@ impl Comm {
         send: &[T],
         counts: &[usize],
     ) -> (Vec<T>, Vec<usize>) {
+        let mut out = Vec::new();
+        let rc = self.all_to_all_v_into(send, counts, &mut out);
+        (out, rc)
+    }
+
+    /// [`Comm::all_to_all_v_counts`] into `out` (its old contents replaced by the records
+    /// received), reusing its capacity: a caller that exchanges piece after piece keeps one
+    /// receive buffer whose pages stay resident, instead of fresh pages (zeroed by the kernel)
+    /// for every piece. Returns the received counts per source pe.
+    pub fn all_to_all_v_into<T: Pod>(
+        &self,
+        send: &[T],
+        counts: &[usize],
+        out: &mut Vec<T>,
+    ) -> Vec<usize> {
         let t0 = std::time::Instant::now();
-        let r = self.all_to_all_v_timed(send, counts);
+        let r = self.all_to_all_v_timed(send, counts, out);
         self.a2a_secs
             .set(self.a2a_secs.get() + t0.elapsed().as_secs_f64());
         r
     }
 
-    fn all_to_all_v_timed<T: Pod>(&self, send: &[T], counts: &[usize]) -> (Vec<T>, Vec<usize>) {
+    fn all_to_all_v_timed<T: Pod>(
+        &self,
+        send: &[T],
+        counts: &[usize],
+        out: &mut Vec<T>,
+    ) -> Vec<usize> {
         let p = self.size;
         assert_eq!(counts.len(), p, "all_to_all_v needs one count per pe");
         assert_eq!(
@@ -430,13 +450,19 @@ impl Comm {
         let sent_away = (send.len() - counts[self.rank]) * std::mem::size_of::<T>();
         self.add_sent(sent_away as u64);
 
-        let mut out: Vec<T> = vec![T::zeroed(); recv_total];
+        if out.capacity() < recv_total {
+            // Fresh (zeroed by the kernel as its pages are touched) rather than grown.
+            *out = vec![T::zeroed(); recv_total];
+        } else {
+            out.clear();
+            out.resize(recv_total, T::zeroed());
+        }
         let fits = send.len() <= self.max_count && recv_total <= self.max_count;
         if self.all_reduce_min(fits as u64) == 1 {
             let sc: Vec<usize> = counts.to_vec();
             let rc: Vec<usize> = recv_counts.iter().map(|&c| c as usize).collect();
-            self.raw_all_to_all_v(send, &sc, &mut out, &rc);
-            return (out, rc);
+            self.raw_all_to_all_v(send, &sc, out, &rc);
+            return rc;
         }
 
         // Chunked: round k moves records [k*q, (k+1)*q) of every (source, destination) pair.
@@ -473,7 +499,7 @@ impl Comm {
                 off += rcs[s];
             }
         }
-        (out, rc)
+        rc
     }
 
     /// Hands every pe's `local` records to `root`, in pe order, in pieces of at most `piece`
@@ -621,7 +647,8 @@ impl Comm {
                 self.raw_all_to_all_v(&send[start..end], &sc, &mut stage, &rc);
                 self.add_sent(((end - start - sc[self.rank]) * std::mem::size_of::<T>()) as u64);
             } else {
-                let (got, _) = self.all_to_all_v_timed(&send[start..end], &sc);
+                let mut got = Vec::new();
+                self.all_to_all_v_timed(&send[start..end], &sc, &mut got);
                 stage.copy_from_slice(&got);
             }
             let mut off = 0;

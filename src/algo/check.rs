@@ -12,7 +12,7 @@ use super::sink::SaSource;
 use rayon::prelude::*;
 
 use super::steps::{with_step, Pieces};
-use crate::dist::{exchange, right_halo, scatter, Layout};
+use crate::dist::{right_halo, scatter, Layout};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexWidth, U40};
 use crate::Ctx;
@@ -79,24 +79,20 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     let mut isa = vec![unset; hi - lo];
     let (mut dup, mut big) = (None, None);
     ctx.phase("· inverse", || -> Result<()> {
+        let mut ex = Buffers::<[I; 2]>::default();
         for k in 0..pieces {
             let part = comm.agree(sa.piece(lo, range(k)))?;
+            if let Some(&i) = part.iter().find(|&&i| i as usize >= n) {
+                big.get_or_insert(i);
+            }
             // (position, rank) in the inverse's width: both are below n.
-            let pairs: Vec<[I; 2]> = part
-                .iter()
-                .zip(range(k))
-                .filter(|&(&i, _)| {
-                    let fits = (i as usize) < n;
-                    if !fits {
-                        big.get_or_insert(i);
-                    }
-                    fits
-                })
-                .map(|(&i, j)| [I::from_u64(i), I::from_u64((lo + j) as u64)])
-                .collect();
+            let pairs = (part.iter().zip(range(k))).filter(|&(&i, _)| (i as usize) < n);
+            ex.send(comm, pairs, |(&i, j)| {
+                let pair = [I::from_u64(i), I::from_u64((lo + j) as u64)];
+                (layout.owner(i as usize), pair)
+            });
             drop(part);
-            let got = exchange(comm, pairs, |x| layout.owner(x[0].to_u64() as usize));
-            for [i, r] in by_region(&got, lo, hi - lo) {
+            for &[i, r] in ex.received_by_region(lo, hi - lo) {
                 let i = i.to_u64() as usize;
                 let slot = &mut isa[i - lo];
                 if *slot != unset {
@@ -161,9 +157,12 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     let packed = |j: usize| (text[j] as u64) << rank_bits | key(j) & ((1 << 56) - 1);
     let (mut prev, mut first_key, mut bad) = (None::<u64>, None::<u64>, None);
     ctx.phase("· order", || {
+        let (mut one, mut two) = (Buffers::<u64>::default(), Buffers::<[u64; 2]>::default());
+        let mut keys: Vec<u64> = Vec::new();
         for s in 0..steps {
             let start = piece(me, s);
-            let mut keys = vec![0u64; piece(me, s + 1) - start];
+            keys.clear();
+            keys.resize(piece(me, s + 1) - start, 0);
             // The destination of position j and its place there: the piece s of the owner of
             // its SA index.
             let starts: Vec<usize> = (0..comm.size()).map(|q| piece(q, s)).collect();
@@ -172,21 +171,22 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
                 let q = layout.owner(x);
                 (q, (x - starts[q]) as u64)
             };
+            let js = with_step(&step, s as u8, |j| j);
             if piece_bits + 8 + rank_bits <= 64 && !ctx.tune.force_wide {
                 let shift = 8 + rank_bits;
-                let got = send_step(comm, &step, s as u8, |j| {
+                one.send(comm, js.iter(), |&j| {
                     let (q, at) = to(j);
                     (q, at << shift | packed(j))
                 });
-                scatter(&got, &mut keys[..], |&x| {
+                scatter(&one.recv, &mut keys[..], |&x| {
                     ((x >> shift) as usize, x & ((1 << shift) - 1))
                 });
             } else {
-                let got = send_step(comm, &step, s as u8, |j| {
+                two.send(comm, js.iter(), |&j| {
                     let (q, at) = to(j);
                     (q, [at, key(j)])
                 });
-                scatter(&got, &mut keys[..], |x| (x[0] as usize, x[1]));
+                scatter(&two.recv, &mut keys[..], |x| (x[0] as usize, x[1]));
             }
             if first_key.is_none() {
                 first_key = keys.first().copied();
@@ -217,53 +217,76 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     })
 }
 
-/// `pairs` (position in `lo..lo + len`, value) reordered by regions of 2^15 positions, so that
-/// writing them into an array of `len` slots touches one cache-sized region at a time instead of
-/// the whole array at random (the inverse's writes were most of the checker's time). Local;
-/// memory: one copy of the pairs (a piece of the check) and a count per region.
-fn by_region<I: Index>(pairs: &[[I; 2]], lo: usize, len: usize) -> Vec<[I; 2]> {
-    const SHIFT: u32 = 15;
-    let region = |x: &[I; 2]| (x[0].to_u64() as usize - lo) >> SHIFT;
-    let mut at = vec![0usize; (len >> SHIFT) + 2];
-    for x in pairs {
-        at[region(x) + 1] += 1;
-    }
-    for r in 1..at.len() {
-        at[r] += at[r - 1];
-    }
-    let mut out = vec![[I::from_u64(0); 2]; pairs.len()];
-    for x in pairs {
-        let r = region(x);
-        out[at[r]] = *x;
-        at[r] += 1;
-    }
-    out
+/// The buffers of the checker's exchanges, kept from piece to piece: their pages stay resident
+/// instead of fresh ones (zeroed by the kernel) for every piece. Memory: the largest piece's
+/// records twice (sent and received).
+struct Buffers<T> {
+    send: Vec<T>,
+    recv: Vec<T>,
 }
 
-/// The records `make(j)` = (destination pe, record) of this pe's positions j in step `s`, each
-/// sent to its destination; returns the records received (grouped by source). Collective.
-/// Memory: the step's records twice (with and without their destinations), then the received.
-fn send_step<T: bytemuck::Pod + Send + Sync>(
-    comm: &crate::comm::Comm,
-    step: &[u8],
-    s: u8,
-    make: impl Fn(usize) -> (usize, T) + Sync,
-) -> Vec<T> {
-    let made = with_step(step, s, make);
-    let mut at = vec![0usize; comm.size() + 1];
-    for &(q, _) in &made {
-        at[q + 1] += 1;
+impl<T> Default for Buffers<T> {
+    fn default() -> Self {
+        Buffers {
+            send: Vec::new(),
+            recv: Vec::new(),
+        }
     }
-    let counts = at[1..].to_vec();
-    for q in 1..at.len() {
-        at[q] += at[q - 1];
+}
+
+impl<T: bytemuck::Pod> Buffers<T> {
+    /// Sends `make(x)` = (destination pe, record) for every x of `items` to its destination, into
+    /// `self.recv` (grouped by source). `make` runs twice per item: to count, then to place.
+    /// Collective.
+    fn send<X>(
+        &mut self,
+        comm: &crate::comm::Comm,
+        items: impl Iterator<Item = X> + Clone,
+        make: impl Fn(X) -> (usize, T),
+    ) {
+        let mut at = vec![0usize; comm.size() + 1];
+        for x in items.clone() {
+            at[make(x).0 + 1] += 1;
+        }
+        let counts = at[1..].to_vec();
+        for q in 1..at.len() {
+            at[q] += at[q - 1];
+        }
+        self.send.clear();
+        self.send.resize(at[comm.size()], T::zeroed());
+        for x in items {
+            let (q, r) = make(x);
+            self.send[at[q]] = r;
+            at[q] += 1;
+        }
+        comm.all_to_all_v_into(&self.send, &counts, &mut self.recv);
     }
-    let mut send = vec![T::zeroed(); made.len()];
-    for (q, x) in made {
-        send[at[q]] = x;
-        at[q] += 1;
+}
+
+impl<I: Index> Buffers<[I; 2]> {
+    /// The received (position in `lo..lo + len`, value) pairs reordered by regions of 2^15
+    /// positions (into the send buffer, free after the exchange), so that writing them into an
+    /// array of `len` slots touches one cache-sized region at a time instead of the whole array
+    /// at random (the inverse's writes were most of the checker's time). Local.
+    fn received_by_region(&mut self, lo: usize, len: usize) -> &[[I; 2]] {
+        const SHIFT: u32 = 15;
+        let region = |x: &[I; 2]| (x[0].to_u64() as usize - lo) >> SHIFT;
+        let mut at = vec![0usize; (len >> SHIFT) + 2];
+        for x in &self.recv {
+            at[region(x) + 1] += 1;
+        }
+        for r in 1..at.len() {
+            at[r] += at[r - 1];
+        }
+        self.send.clear();
+        self.send.resize(self.recv.len(), [I::from_u64(0); 2]);
+        for x in &self.recv {
+            let r = region(x);
+            self.send[at[r]] = *x;
+            at[r] += 1;
+        }
+        &self.send
     }
-    comm.all_to_all_v(&send, &counts)
 }
 
 /// Steps of the order check (2): as many as the fullest pe's slice takes pieces of
