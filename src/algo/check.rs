@@ -12,7 +12,7 @@ use super::sink::SaSource;
 use rayon::prelude::*;
 
 use super::steps::{with_step, Pieces};
-use crate::dist::{right_halo, scatter, Layout};
+use crate::dist::{right_halo, scatter, Layout, PieceExchange};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexWidth, U40};
 use crate::Ctx;
@@ -79,7 +79,7 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     let mut isa = vec![unset; hi - lo];
     let (mut dup, mut big) = (None, None);
     ctx.phase("· inverse", || -> Result<()> {
-        let mut ex = Buffers::<[I; 2]>::default();
+        let mut ex = PieceExchange::<[I; 2]>::default();
         for k in 0..pieces {
             let part = comm.agree(sa.piece(lo, range(k)))?;
             if let Some(&i) = part.iter().find(|&&i| i as usize >= n) {
@@ -157,7 +157,10 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     let packed = |j: usize| (text[j] as u64) << rank_bits | key(j) & ((1 << 56) - 1);
     let (mut prev, mut first_key, mut bad) = (None::<u64>, None::<u64>, None);
     ctx.phase("· order", || {
-        let (mut one, mut two) = (Buffers::<u64>::default(), Buffers::<[u64; 2]>::default());
+        let (mut one, mut two) = (
+            PieceExchange::<u64>::default(),
+            PieceExchange::<[u64; 2]>::default(),
+        );
         let mut keys: Vec<u64> = Vec::new();
         for s in 0..steps {
             let start = piece(me, s);
@@ -215,78 +218,6 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
         ))),
         None => Ok(()),
     })
-}
-
-/// The buffers of the checker's exchanges, kept from piece to piece: their pages stay resident
-/// instead of fresh ones (zeroed by the kernel) for every piece. Memory: the largest piece's
-/// records twice (sent and received).
-struct Buffers<T> {
-    send: Vec<T>,
-    recv: Vec<T>,
-}
-
-impl<T> Default for Buffers<T> {
-    fn default() -> Self {
-        Buffers {
-            send: Vec::new(),
-            recv: Vec::new(),
-        }
-    }
-}
-
-impl<T: bytemuck::Pod> Buffers<T> {
-    /// Sends `make(x)` = (destination pe, record) for every x of `items` to its destination, into
-    /// `self.recv` (grouped by source). `make` runs twice per item: to count, then to place.
-    /// Collective.
-    fn send<X>(
-        &mut self,
-        comm: &crate::comm::Comm,
-        items: impl Iterator<Item = X> + Clone,
-        make: impl Fn(X) -> (usize, T),
-    ) {
-        let mut at = vec![0usize; comm.size() + 1];
-        for x in items.clone() {
-            at[make(x).0 + 1] += 1;
-        }
-        let counts = at[1..].to_vec();
-        for q in 1..at.len() {
-            at[q] += at[q - 1];
-        }
-        self.send.clear();
-        self.send.resize(at[comm.size()], T::zeroed());
-        for x in items {
-            let (q, r) = make(x);
-            self.send[at[q]] = r;
-            at[q] += 1;
-        }
-        comm.all_to_all_v_into(&self.send, &counts, &mut self.recv);
-    }
-}
-
-impl<I: Index> Buffers<[I; 2]> {
-    /// The received (position in `lo..lo + len`, value) pairs reordered by regions of 2^15
-    /// positions (into the send buffer, free after the exchange), so that writing them into an
-    /// array of `len` slots touches one cache-sized region at a time instead of the whole array
-    /// at random (the inverse's writes were most of the checker's time). Local.
-    fn received_by_region(&mut self, lo: usize, len: usize) -> &[[I; 2]] {
-        const SHIFT: u32 = 15;
-        let region = |x: &[I; 2]| (x[0].to_u64() as usize - lo) >> SHIFT;
-        let mut at = vec![0usize; (len >> SHIFT) + 2];
-        for x in &self.recv {
-            at[region(x) + 1] += 1;
-        }
-        for r in 1..at.len() {
-            at[r] += at[r - 1];
-        }
-        self.send.clear();
-        self.send.resize(self.recv.len(), [I::from_u64(0); 2]);
-        for x in &self.recv {
-            let r = region(x);
-            self.send[at[r]] = *x;
-            at[r] += 1;
-        }
-        &self.send
-    }
 }
 
 /// Steps of the order check (2): as many as the fullest pe's slice takes pieces of

@@ -11,7 +11,7 @@ pub mod shift;
 
 pub use exchange::{
     build_by_kind, collect_kept, exchange, exchange_by, fetch, rebalance, rebalance_into, scatter,
-    send_to_owners, send_to_owners_in_pieces, Select, Slots,
+    send_to_owners, send_to_owners_in_pieces, PieceExchange, Select, Slots,
 };
 pub use layout::{Layout, OwnerCursor};
 pub use naming::{name_round, name_sorted};
