@@ -647,9 +647,7 @@ impl Comm {
                 self.raw_all_to_all_v(&send[start..end], &sc, &mut stage, &rc);
                 self.add_sent(((end - start - sc[self.rank]) * std::mem::size_of::<T>()) as u64);
             } else {
-                let mut got = Vec::new();
-                self.all_to_all_v_timed(&send[start..end], &sc, &mut got);
-                stage.copy_from_slice(&got);
+                self.all_to_all_v_timed(&send[start..end], &sc, &mut stage);
             }
             let mut off = 0;
             for s in 0..p {

@@ -11,7 +11,7 @@
 use super::sink::SaSource;
 use rayon::prelude::*;
 
-use super::steps::{with_step, Pieces};
+use super::steps::{with_step_into, Pieces};
 use crate::dist::{right_halo, scatter, Layout, PieceExchange};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexWidth, U40};
@@ -26,7 +26,8 @@ use crate::Ctx;
 /// Memory per pe beside the text: the inverse (4–8 bytes per character) and one piece of
 /// (SA index, position) pairs in the inverse's width (a sixteenth of the pe's positions, at most
 /// 2^22 entries, fewer with `--exchange-round-bytes`), then a byte per position and one step of
-/// (SA index, key) pairs and keys (at most 255 steps). Communication: two all-to-alls of the n
+/// keys with their places (one word each where they fit, else two) and keys (at most 255
+/// steps). Communication: two all-to-alls of the n
 /// pairs, in pieces; the suffix array is read once.
 pub fn check<'a>(
     ctx: &Ctx,
@@ -126,12 +127,13 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     // of this pe with the first of the next pe that holds any. Positions and ranks are read in
     // order; nothing is looked up at random.
     let next = right_halo(comm, &isa, 1);
-    let key = |j: usize| {
+    // The key of j with the character `shift` bits up (56 in the two-word records).
+    let key = |j: usize, shift: u32| {
         let nr = match isa.get(j + 1) {
             Some(&r) => r.to_u64() + 1,
             None => next.first().map_or(0, |&r| r.to_u64() + 1),
         };
-        (text[j] as u64) << 56 | nr
+        (text[j] as u64) << shift | nr
     };
     let steps = key_steps(layout, comm.size(), comm.round_bytes());
     let piece = |q: usize, s: usize| layout.start(q) + layout.local_len(q) * s / steps;
@@ -154,14 +156,13 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
         .map(|(q, s)| 64 - ((piece(q, s + 1) - piece(q, s)) as u64).leading_zeros())
         .max()
         .unwrap_or(0);
-    let packed = |j: usize| (text[j] as u64) << rank_bits | key(j) & ((1 << 56) - 1);
     let (mut prev, mut first_key, mut bad) = (None::<u64>, None::<u64>, None);
     ctx.phase("· order", || {
         let (mut one, mut two) = (
             PieceExchange::<u64>::default(),
             PieceExchange::<[u64; 2]>::default(),
         );
-        let mut keys: Vec<u64> = Vec::new();
+        let (mut keys, mut js): (Vec<u64>, Vec<usize>) = (Vec::new(), Vec::new());
         for s in 0..steps {
             let start = piece(me, s);
             keys.clear();
@@ -174,12 +175,12 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
                 let q = layout.owner(x);
                 (q, (x - starts[q]) as u64)
             };
-            let js = with_step(&step, s as u8, |j| j);
+            with_step_into(&step, s as u8, |j| j, &mut js);
             if piece_bits + 8 + rank_bits <= 64 && !ctx.tune.force_wide {
                 let shift = 8 + rank_bits;
                 one.send(comm, js.iter(), |&j| {
                     let (q, at) = to(j);
-                    (q, at << shift | packed(j))
+                    (q, at << shift | key(j, rank_bits))
                 });
                 scatter(&one.recv, &mut keys[..], |&x| {
                     ((x >> shift) as usize, x & ((1 << shift) - 1))
@@ -187,7 +188,7 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
             } else {
                 two.send(comm, js.iter(), |&j| {
                     let (q, at) = to(j);
-                    (q, [at, key(j)])
+                    (q, [at, key(j, 56)])
                 });
                 scatter(&two.recv, &mut keys[..], |x| (x[0] as usize, x[1]));
             }

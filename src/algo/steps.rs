@@ -7,6 +7,20 @@ use rayon::prelude::*;
 /// word of them compared at once, the matching bytes' positions taken from its bits), on the
 /// pe's threads in chunks. Local.
 pub(crate) fn with_step<T: Send>(step: &[u8], s: u8, make: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let mut out = Vec::new();
+    with_step_into(step, s, make, &mut out);
+    out
+}
+
+/// [`with_step`] into `out` (its old contents replaced), reusing its capacity: a caller that
+/// goes through the steps one after the other keeps one buffer. Local.
+pub(crate) fn with_step_into<T: Send>(
+    step: &[u8],
+    s: u8,
+    make: impl Fn(usize) -> T + Sync,
+    out: &mut Vec<T>,
+) {
+    out.clear();
     const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let want = u64::from_le_bytes([s; 8]);
@@ -31,9 +45,9 @@ pub(crate) fn with_step<T: Send>(step: &[u8], s: u8, make: impl Fn(usize) -> T +
         }
     };
     if rayon::current_num_threads() == 1 {
-        let mut out = Vec::with_capacity(step.iter().filter(|&&t| t == s).count());
-        scan(0, step, &mut out);
-        return out;
+        out.reserve(step.iter().filter(|&&t| t == s).count());
+        scan(0, step, out);
+        return;
     }
     const CHUNK: usize = 1 << 16;
     let parts: Vec<Vec<T>> = (step.par_chunks(CHUNK).enumerate())
@@ -43,11 +57,10 @@ pub(crate) fn with_step<T: Send>(step: &[u8], s: u8, make: impl Fn(usize) -> T +
             out
         })
         .collect();
-    let mut out = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+    out.reserve(parts.iter().map(Vec::len).sum());
     for part in parts {
         out.extend(part);
     }
-    out
 }
 
 /// Pieces of a layout's indices sent in steps (pCSS' placing of names into a file, the checker's

@@ -55,9 +55,7 @@ impl Layout {
         let p = offsets.len() - 1;
         let shift = (n / (4 * p)).max(1).ilog2();
         let cell = (0..=n >> shift)
-            .map(|c| {
-                (offsets.partition_point(|&o| o <= c << shift).max(1) - 1).min(p.max(1) - 1) as u32
-            })
+            .map(|c| (offsets.partition_point(|&o| o <= c << shift) - 1).min(p - 1) as u32)
             .collect();
         Layout {
             offsets,
