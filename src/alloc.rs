@@ -34,7 +34,9 @@ pub(crate) fn set_rank(rank: usize) {
     RANK.store(rank, Ordering::Relaxed);
 }
 
-/// Blocks of at least this many bytes are asked for in huge pages (usize::MAX: none).
+/// Blocks of at least this many bytes start on a huge page ([`aligned_block`]) and are asked for
+/// in huge pages (usize::MAX: none). Set only together with a fixed mapping threshold at or
+/// below it, so such blocks are mapped by the C library and returned when freed.
 static HUGE_FROM: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// Heap blocks of at least `bytes` are mapped from the kernel and unmapped when freed (glibc's
@@ -60,6 +62,61 @@ pub(crate) fn map_blocks_from(bytes: usize, huge: bool) {
 
 /// A transparent huge page.
 const HUGE_PAGE: usize = 2 << 20;
+
+/// Whether a block of `layout` is mapped on a huge page boundary ([`aligned_block`]).
+#[inline]
+fn starts_huge(layout: Layout) -> bool {
+    layout.size() >= HUGE_FROM.load(Ordering::Relaxed) && layout.align() <= HUGE_PAGE
+}
+
+/// A block of `size` bytes that starts on a 2 MiB boundary, from the C library (null when it has
+/// none). A mapping of the C library starts 16 bytes past a 4 KiB page, so a block of a few MiB
+/// would hold one huge page or none and fault the rest 4 KiB at a time: aligned, every whole
+/// 2 MiB of it is one huge page (one fault, one entry to unmap). The C library maps it (the
+/// block is above its fixed threshold, see [`HUGE_FROM`]) with an unused head below the start
+/// that is address space only, or, rarely, serves it from its free lists; `free` and `realloc`
+/// take it as any other block (a `realloc` that moves it keeps the C library's own placement).
+#[inline]
+fn aligned_block(size: usize) -> *mut u8 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let mut p: *mut libc::c_void = std::ptr::null_mut();
+        // SAFETY: posix_memalign writes one pointer; HUGE_PAGE is a power of two and a multiple
+        // of the pointer size.
+        if unsafe { libc::posix_memalign(&mut p, HUGE_PAGE, size) } != 0 {
+            return std::ptr::null_mut();
+        }
+        p.cast()
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        // HUGE_FROM is never set here.
+        let _ = size;
+        std::ptr::null_mut()
+    }
+}
+
+/// [`aligned_block`], zeroed: a block that is a mapping of its own is zero already and its pages
+/// stay untouched until written (as `calloc` does); one from the C library's free lists, which
+/// a large request may still be served from, is cleared.
+#[inline]
+fn aligned_zeroed_block(size: usize) -> *mut u8 {
+    let p = aligned_block(size);
+    if !p.is_null() && !own_mapping(p) {
+        // SAFETY: p points to a block of `size` writable bytes that nothing else uses yet.
+        unsafe { std::ptr::write_bytes(p, 0, size) };
+    }
+    p
+}
+
+/// Whether the C library's block at `p` is a mapping of its own: glibc keeps a block's size in
+/// the word before it, bit 1 marking a mapped chunk (what its own `calloc` and `free` test).
+#[inline]
+fn own_mapping(p: *mut u8) -> bool {
+    const IS_MMAPPED: usize = 2;
+    // SAFETY: p came from glibc's allocator, which keeps the chunk's size word right before it.
+    unsafe { p.cast::<usize>().sub(1).read() & IS_MMAPPED != 0 }
+}
 
 /// Asks the kernel for huge pages on the whole 2 MiB pages inside `[p, p + size)` when `size`
 /// is at least [`HUGE_FROM`]: one system call, a hint (its failure changes nothing).
@@ -170,12 +227,17 @@ fn out_of_memory(size: usize) -> ! {
     std::process::abort()
 }
 
-// SAFETY: every method forwards to the system allocator and returns what it returned; only a
-// null result is intercepted, and that path never returns; a large block also gets a paging
-// hint (`advise_huge`), which leaves its contents alone.
+// SAFETY: every method forwards to the system allocator (a large block to its aligned
+// allocation, zeroed where asked) and returns what it returned; only a null result is
+// intercepted, and that path never returns; a large block also gets a paging hint
+// (`advise_huge`), which leaves its contents alone.
 unsafe impl GlobalAlloc for AbortOnOom {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
+        let p = if starts_huge(layout) {
+            aligned_block(layout.size())
+        } else {
+            System.alloc(layout)
+        };
         if p.is_null() {
             out_of_memory(layout.size());
         }
@@ -184,7 +246,11 @@ unsafe impl GlobalAlloc for AbortOnOom {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
+        let p = if starts_huge(layout) {
+            aligned_zeroed_block(layout.size())
+        } else {
+            System.alloc_zeroed(layout)
+        };
         if p.is_null() {
             out_of_memory(layout.size());
         }
@@ -203,5 +269,67 @@ unsafe impl GlobalAlloc for AbortOnOom {
         }
         advise_huge(p, new_size);
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Large blocks start on a huge page, zeroed ones are zero (fresh mapping or not), and a
+    /// block grown or shrunk keeps its contents.
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn large_blocks_start_on_huge_pages() {
+        map_blocks_from(1 << 20, true);
+        let a = AbortOnOom;
+        for size in [HUGE_PAGE, 3 * HUGE_PAGE / 2 + 5, 7 << 20] {
+            let layout = Layout::from_size_align(size, 8).expect("a layout");
+            // SAFETY: a non-zero size; every block is freed with its own layout.
+            unsafe {
+                let p = a.alloc(layout);
+                assert_eq!(p as usize % HUGE_PAGE, 0, "{size} bytes on a huge page");
+                std::ptr::write_bytes(p, 0xff, size);
+                a.dealloc(p, layout);
+                let z = a.alloc_zeroed(layout);
+                assert_eq!(z as usize % HUGE_PAGE, 0);
+                let s = std::slice::from_raw_parts(z, size);
+                assert!(s.iter().all(|&b| b == 0), "{size} bytes zeroed");
+                for (j, b) in std::slice::from_raw_parts_mut(z, size)
+                    .iter_mut()
+                    .enumerate()
+                {
+                    *b = j as u8;
+                }
+                let g = a.realloc(z, layout, 2 * size);
+                let s = std::slice::from_raw_parts(g, size);
+                assert!(
+                    s.iter().enumerate().all(|(j, &b)| b == j as u8),
+                    "grown keeps"
+                );
+                let grown = Layout::from_size_align(2 * size, 8).expect("a layout");
+                let h = a.realloc(g, grown, 1000);
+                let s = std::slice::from_raw_parts(h, 1000);
+                assert!(
+                    s.iter().enumerate().all(|(j, &b)| b == j as u8),
+                    "shrunk keeps"
+                );
+                a.dealloc(h, Layout::from_size_align(1000, 8).expect("a layout"));
+            }
+        }
+        // A block served from the free lists (small blocks freed next to each other) is zeroed
+        // as well: fill and free many blocks, then ask for zeroed large ones.
+        let small: Vec<Vec<u8>> = (0..4096).map(|_| vec![0xabu8; 4000]).collect();
+        drop(small);
+        let layout = Layout::from_size_align(HUGE_PAGE + 4096, 8).expect("a layout");
+        for _ in 0..4 {
+            // SAFETY: as above.
+            unsafe {
+                let z = a.alloc_zeroed(layout);
+                let s = std::slice::from_raw_parts(z, layout.size());
+                assert!(s.iter().all(|&b| b == 0));
+                a.dealloc(z, layout);
+            }
+        }
     }
 }
