@@ -276,15 +276,17 @@ unsafe impl GlobalAlloc for AbortOnOom {
 mod tests {
     use super::*;
 
-    /// Large blocks start on a huge page, zeroed ones are zero (fresh mapping or not), and a
-    /// block grown or shrunk keeps its contents.
+    /// Large blocks start on a huge page, zeroed ones are zero, a block grown or shrunk keeps
+    /// its contents, and the chunk header tells glibc's own mappings from its heap's blocks.
     #[test]
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn large_blocks_start_on_huge_pages() {
         map_blocks_from(1 << 20, true);
         let a = AbortOnOom;
+        // SAFETY: a size below isize::MAX and an alignment that is a power of two.
+        let layout_of = |size: usize| unsafe { Layout::from_size_align_unchecked(size, 8) };
         for size in [HUGE_PAGE, 3 * HUGE_PAGE / 2 + 5, 7 << 20] {
-            let layout = Layout::from_size_align(size, 8).expect("a layout");
+            let layout = layout_of(size);
             // SAFETY: a non-zero size; every block is freed with its own layout.
             unsafe {
                 let p = a.alloc(layout);
@@ -307,29 +309,28 @@ mod tests {
                     s.iter().enumerate().all(|(j, &b)| b == j as u8),
                     "grown keeps"
                 );
-                let grown = Layout::from_size_align(2 * size, 8).expect("a layout");
+                let grown = layout_of(2 * size);
                 let h = a.realloc(g, grown, 1000);
                 let s = std::slice::from_raw_parts(h, 1000);
                 assert!(
                     s.iter().enumerate().all(|(j, &b)| b == j as u8),
                     "shrunk keeps"
                 );
-                a.dealloc(h, Layout::from_size_align(1000, 8).expect("a layout"));
+                a.dealloc(h, layout_of(1000));
             }
         }
-        // A block served from the free lists (small blocks freed next to each other) is zeroed
-        // as well: fill and free many blocks, then ask for zeroed large ones.
-        let small: Vec<Vec<u8>> = (0..4096).map(|_| vec![0xabu8; 4000]).collect();
-        drop(small);
-        let layout = Layout::from_size_align(HUGE_PAGE + 4096, 8).expect("a layout");
-        for _ in 0..4 {
-            // SAFETY: as above.
-            unsafe {
-                let z = a.alloc_zeroed(layout);
-                let s = std::slice::from_raw_parts(z, layout.size());
-                assert!(s.iter().all(|&b| b == 0));
-                a.dealloc(z, layout);
-            }
+        // Which blocks are glibc's own mappings (zero already) and which come from its heap
+        // (cleared by `aligned_zeroed_block`): read from the chunk header.
+        // SAFETY: blocks of non-zero size, freed with their own layouts.
+        unsafe {
+            let small = layout_of(64);
+            let p = System.alloc(small);
+            assert!(!own_mapping(p), "a small block lives in the heap");
+            System.dealloc(p, small);
+            let big = layout_of(8 << 20);
+            let q = a.alloc(big);
+            assert!(own_mapping(q), "a large block is a mapping of its own");
+            a.dealloc(q, big);
         }
     }
 }
