@@ -136,8 +136,9 @@ pub struct Cli {
     /// when freed, so memory freed by one phase is not held under the next; 0: the C library's own
     #[arg(long, default_value = "1M", value_name = "SIZE", value_parser = map_size)]
     pub map_threshold: u64,
-    /// Do not ask for 2 MiB pages for the blocks mapped from the kernel (by default psa asks, where
-    /// the kernel's transparent huge pages are set to `madvise` or `always`: fewer page faults)
+    /// Do not ask for 2 MiB pages for the blocks mapped from the kernel, nor start those of 2 MiB
+    /// and more on one (by default psa does, where the kernel's transparent huge pages are set to
+    /// `madvise` or `always`: fewer page faults)
     #[arg(long)]
     pub no_huge_pages: bool,
     /// Subproblems of at most this many characters are solved sequentially on one pe (a

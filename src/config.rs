@@ -76,9 +76,10 @@ pub struct Config {
     /// allocator as it is.
     pub map_threshold: Option<usize>,
     /// Blocks mapped from the kernel (see [`Self::map_threshold`]) are asked for in 2 MiB pages
-    /// (`madvise(MADV_HUGEPAGE)`, where the kernel's transparent huge pages allow it): a block's
-    /// first touch then costs one page fault per 2 MiB instead of per 4 KiB, and random access
-    /// misses the TLB less. Default true (`--no-huge-pages` clears it).
+    /// (`madvise(MADV_HUGEPAGE)`, where the kernel's transparent huge pages allow it), those of
+    /// at least 2 MiB starting on one: a block's first touch then costs one page fault per 2 MiB
+    /// instead of per 4 KiB, and random access misses the TLB less. Default true
+    /// (`--no-huge-pages` clears it).
     pub huge_pages: bool,
     /// Test and tuning switches of the algorithms (read as `ctx.tune`).
     pub tune: Tunables,
