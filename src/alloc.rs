@@ -78,22 +78,9 @@ fn starts_huge(layout: Layout) -> bool {
 /// take it as any other block (a `realloc` that moves it keeps the C library's own placement).
 #[inline]
 fn aligned_block(size: usize) -> *mut u8 {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let mut p: *mut libc::c_void = std::ptr::null_mut();
-        // SAFETY: posix_memalign writes one pointer; HUGE_PAGE is a power of two and a multiple
-        // of the pointer size.
-        if unsafe { libc::posix_memalign(&mut p, HUGE_PAGE, size) } != 0 {
-            return std::ptr::null_mut();
-        }
-        p.cast()
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        // HUGE_FROM is never set here.
-        let _ = size;
-        std::ptr::null_mut()
-    }
+    // SAFETY: `size` is at least HUGE_FROM (non-zero) and a block's size, below isize::MAX;
+    // HUGE_PAGE is a power of two. The system allocator takes it to posix_memalign.
+    unsafe { System.alloc(Layout::from_size_align_unchecked(size, HUGE_PAGE)) }
 }
 
 /// [`aligned_block`], zeroed: a block that is a mapping of its own is zero already and its pages
