@@ -511,7 +511,7 @@ impl<'a> KeyGen<'a> {
                 let mut slots = dst.iter_mut();
                 self.each(c * KEY_CHUNK, slots.len(), |r| {
                     if let Some(slot) = slots.next() {
-                        *slot = bounds.round_of_coarse(&keys, r.key(), || r) as u8;
+                        *slot = bounds.round_of_coarse(&keys, r.key(), |b| *b <= r) as u8;
                     }
                 });
             });

@@ -245,22 +245,22 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
     }
 
     /// [`Self::round_of`] of a record known first by a coarse key that orders as the records do
-    /// where it differs (coarse(a) < coarse(b) implies a < b): the record itself (`full`) is made
-    /// only when a bound shares its key. `keys`: [`Self::coarse_keys`] with the same function.
+    /// where it differs (coarse(a) < coarse(b) implies a < b): the record is looked at
+    /// (`at_most(bound)`: whether that bound is at most the record) only for the bounds that
+    /// share its key. `keys`: [`Self::coarse_keys`] with the same function.
     #[inline]
     pub fn round_of_coarse<K: Ord + Copy>(
         &self,
         keys: &[K],
         key: K,
-        full: impl FnOnce() -> T,
+        at_most: impl Fn(&T) -> bool,
     ) -> usize {
         let below = count_below(keys, |&k| k < key);
         if keys.get(below) != Some(&key) {
             return below;
         }
         let equal = keys[below..].partition_point(|&k| k <= key);
-        let x = full();
-        below + self.bounds[below..below + equal].partition_point(|b| *b <= x)
+        below + self.bounds[below..below + equal].partition_point(at_most)
     }
 }
 
@@ -407,14 +407,14 @@ mod tests {
         };
         let keys = bounds.coarse_keys(|b| b / 10);
         for x in 0..120u64 {
-            let mut made = false;
-            let r = bounds.round_of_coarse(&keys, x / 10, || {
-                made = true;
-                x
+            let looked = std::cell::Cell::new(false);
+            let r = bounds.round_of_coarse(&keys, x / 10, |b| {
+                looked.set(true);
+                *b <= x
             });
             assert_eq!(r, bounds.round_of(&x), "record {x}");
-            // Made only when a bound shares its coarse key.
-            assert_eq!(made, keys.contains(&(x / 10)), "record {x}");
+            // Looked at only when a bound shares its coarse key.
+            assert_eq!(looked.get(), keys.contains(&(x / 10)), "record {x}");
         }
     }
 
@@ -461,7 +461,7 @@ mod tests {
                 let want = b.partition_point(|&v| v <= x);
                 assert_eq!(bounds.round_of(&x), want, "{len} bounds, record {x}");
                 assert_eq!(
-                    bounds.round_of_coarse(&keys, x / 8, || x),
+                    bounds.round_of_coarse(&keys, x / 8, |b| *b <= x),
                     want,
                     "{len}, {x}"
                 );

@@ -29,8 +29,9 @@ pub(super) trait Head: Pod + Send + Sync {
     /// offsets l of the cover's groups of non-sample residues ([`Cover::group_key`]).
     fn prefix_key(&self, l: usize) -> u64;
     /// All the head holds as one number: of two suffixes, the one with the smaller lead is the
-    /// smaller (equal leads decide nothing; characters past the end are 0, so a suffix that ends
-    /// inside the head never leads one that goes on).
+    /// smaller (characters past the end are 0, so a suffix that ends inside the head never leads
+    /// one that goes on); equal leads mean equal heads, whose first l characters agree for every
+    /// l < X (so the ranks decide).
     fn lead(&self) -> u128;
 }
 
@@ -324,13 +325,14 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
             s.rec::<C, H>(s.lo + j)
         });
         rounds = bounds.rounds();
-        // A position's round from its head alone where no bound shares the head's lead (its
-        // ranks are not looked up, its record not compared).
+        // A position's round from its head alone where no bound shares the head's lead; else
+        // from one rank per bound that does (its record is not made).
         s.round = ctx.phase("merge records", || {
             let leads = bounds.coarse_keys(|b| b.head.lead());
             map_range_maybe_par(hi - lo, |j| {
                 let i = lo + j;
-                bounds.round_of_coarse(&leads, (s.head)(i).lead(), || s.rec::<C, H>(i)) as u8
+                let at_most = |b: &Rec<C, H, I>| s.bound_at_most(b, i);
+                bounds.round_of_coarse(&leads, (s.head)(i).lead(), at_most) as u8
             })
         });
     }
@@ -472,6 +474,15 @@ impl<I: Index, F> Source<I, F> {
         Rec::new(i as u64, (self.head)(i), |s| {
             self.rank_at::<C>(i + C::to_slot(a, s))
         })
+    }
+
+    /// Whether `bound` is at most the record of position i, for a bound whose head leads as
+    /// i's does ([`Head::lead`]): their first l characters agree, so the ranks of i + l and
+    /// bound + l decide ([`compare`]), then the positions.
+    #[inline]
+    fn bound_at_most<C: Cover, H: Head>(&self, bound: &Rec<C, H, I>, i: usize) -> bool {
+        let (l, _, t) = C::decide(i % C::X, bound.residue());
+        (bound.rank(t), bound.pos()) <= (self.rank_at::<C>(i + l), i as u64)
     }
 
     /// The merge records of the positions of this pe that `select` takes, by kind (samples
