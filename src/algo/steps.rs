@@ -3,9 +3,11 @@
 
 use rayon::prelude::*;
 
-/// `make(j)` for every j with `step[j] == s`, in increasing order: eight steps at a time (a
-/// word of them compared at once, the matching bytes' positions taken from its bits), on the
-/// pe's threads in chunks. Local.
+use crate::dist::each_equal;
+
+/// `make(j)` for every j with `step[j] == s`, in increasing order ([`each_equal`]: 64 steps
+/// compared at once, the matching ones taken from the mask's bits), on the pe's threads in
+/// chunks. Local.
 pub(crate) fn with_step<T: Send>(step: &[u8], s: u8, make: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let mut out = Vec::new();
     with_step_into(step, s, make, &mut out);
@@ -21,28 +23,8 @@ pub(crate) fn with_step_into<T: Send>(
     out: &mut Vec<T>,
 ) {
     out.clear();
-    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let want = u64::from_le_bytes([s; 8]);
     let scan = |at: usize, bytes: &[u8], out: &mut Vec<T>| {
-        let mut words = bytes.chunks_exact(8);
-        for (w, word) in words.by_ref().enumerate() {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(word);
-            let v = u64::from_le_bytes(bytes) ^ want;
-            // The high bit of every byte of v that is 0 (no carries between bytes).
-            let mut zero = !(((v & LOW) + LOW) | v) & HIGH;
-            while zero != 0 {
-                out.push(make(at + 8 * w + zero.trailing_zeros() as usize / 8));
-                zero &= zero - 1;
-            }
-        }
-        let tail = at + bytes.len() / 8 * 8;
-        for (k, &t) in words.remainder().iter().enumerate() {
-            if t == s {
-                out.push(make(tail + k));
-            }
-        }
+        each_equal(bytes, s, |j| out.push(make(at + j)));
     };
     if rayon::current_num_threads() == 1 {
         out.reserve(step.iter().filter(|&&t| t == s).count());
@@ -110,8 +92,8 @@ impl Pieces {
 mod tests {
     use super::*;
 
-    /// The positions of one step, eight bytes at a time, are those a plain filter finds, at
-    /// lengths around the word and chunk sizes, on 1 and 3 threads.
+    /// The positions of one step, found 64 bytes at a time, are those a plain filter finds, at
+    /// lengths around the block and chunk sizes, on 1 and 3 threads.
     #[test]
     fn with_step_finds_the_positions_of_a_step() {
         for threads in [1, 3] {

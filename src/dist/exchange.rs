@@ -302,7 +302,8 @@ pub enum Select<'a> {
     All,
     /// The positions i whose byte `of[i - lo]` is `this` (a key range's positions, its index
     /// noted once per position: the callers of [`crate::dist::sort_in_rounds`] with several
-    /// ranges). Found eight bytes at a time, so the positions of other ranges cost little.
+    /// ranges). Found 64 bytes at a time ([`each_equal`]), so the positions of other ranges
+    /// cost little.
     Round {
         /// One byte per position of `lo..hi`.
         of: &'a [u8],
@@ -315,27 +316,31 @@ impl Select<'_> {
     /// Calls `f(i)` for each selected position i of `a..b` (within `lo..hi`), in order.
     #[inline]
     fn each(&self, lo: usize, a: usize, b: usize, mut f: impl FnMut(usize)) {
-        let (of, this) = match *self {
-            Select::All => return (a..b).for_each(f),
-            Select::Round { of, this } => (&of[a - lo..b - lo], this),
-        };
-        // A mask of the wanted bytes per 64, its set bits visited: a round of R takes about
-        // 64 / R positions of each block, and the loop over them ends once per block instead of
-        // once per eight bytes (a branch mispredicted per word was most of a round's scan).
-        let (blocks, rest) = of.as_chunks::<64>();
-        let mut at = a;
-        for block in blocks {
-            let mut hit = equal_bytes(block, this);
-            while hit != 0 {
-                f(at + hit.trailing_zeros() as usize);
-                hit &= hit - 1;
-            }
-            at += 64;
+        match *self {
+            Select::All => (a..b).for_each(f),
+            Select::Round { of, this } => each_equal(&of[a - lo..b - lo], this, |j| f(a + j)),
         }
-        for (j, &r) in rest.iter().enumerate() {
-            if r == this {
-                f(at + j);
-            }
+    }
+}
+
+/// Calls `f(j)` for every j with `bytes[j] == this`, in order: a mask of the equal bytes per 64,
+/// its set bits visited. A value held by about one byte in R takes about 64 / R bytes of each
+/// block, and the loop over them ends once per block (a loop per word of eight bytes ended, and
+/// was mispredicted, about once per word). Local.
+#[inline]
+pub fn each_equal(bytes: &[u8], this: u8, mut f: impl FnMut(usize)) {
+    let (blocks, rest) = bytes.as_chunks::<64>();
+    for (k, block) in blocks.iter().enumerate() {
+        let mut hit = equal_bytes(block, this);
+        while hit != 0 {
+            f(64 * k + hit.trailing_zeros() as usize);
+            hit &= hit - 1;
+        }
+    }
+    let tail = 64 * blocks.len();
+    for (j, &r) in rest.iter().enumerate() {
+        if r == this {
+            f(tail + j);
         }
     }
 }
