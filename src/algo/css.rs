@@ -519,7 +519,7 @@ impl<'a> KeyGen<'a> {
     }
 
     /// The records of the local positions j with `of[j] == this` ([`Self::rounds`]), in
-    /// position order: each made from its k characters, the others skipped eight at a time.
+    /// position order: each made from its k characters, the others skipped 64 at a time.
     fn in_round(&self, of: &[u8], this: u8) -> Vec<HiKey> {
         let [v] = build_by_kind::<HiKey, 1>(
             0,
