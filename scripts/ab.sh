@@ -6,8 +6,11 @@
 #
 # For every input and algorithm it runs `mpirun -n P --bind-to core psa --algo ALGO --stats …
 # INPUT` with binary A, then B, then A, … (N times each, interleaved so that drift of the
-# machine affects both alike), and reports per configuration the median total seconds and the
-# median bytes per character (peak resident memory summed over pes / n) of each, and B over A.
+# machine affects both alike), and reports per configuration the median of psa's own time (its
+# --stats total: from the start of the run to the output in place, after MPI's start-up), the
+# median wall time of the whole mpirun (MPI's start-up and exit included: the measure of
+# scripts' peers' `wall_s`) and the median bytes per character (peak resident memory summed over
+# pes / n) of each, and B over A.
 # The first outputs of both are compared byte for byte (a mismatch is a FAIL row). The report
 # goes to stdout and, with --out, to FILE.md.
 #
@@ -47,20 +50,23 @@ for input in "${INPUTS[@]}"; do
         bin=$A; [[ $side == b ]] && bin=$B
         out=$work/$side.sa
         # shellcheck disable=SC2086  # PSA_ARGS is a list of words
+        t0=$(date +%s%N)
         if mpirun -n "$P" "${bind[@]}" "$bin" -q --algo "$algo" --stats "$work/s.json" $PSA_ARGS \
             -o "$out" "$input" 2>"$work/err"; then
-          python3 - "$work/s.json" "$input" "$algo" "$side" >>"$rows" <<'EOF'
+          t1=$(date +%s%N)
+          python3 - "$work/s.json" "$input" "$algo" "$side" "$t0" "$t1" >>"$rows" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
-print("\t".join([sys.argv[2], sys.argv[3], sys.argv[4], f"{s['total_secs']:.4f}", f"{s['bytes_per_char'] or 0:.2f}"]))
+wall = (int(sys.argv[6]) - int(sys.argv[5])) / 1e9
+print("\t".join([sys.argv[2], sys.argv[3], sys.argv[4], f"{s['total_secs']:.4f}", f"{s['bytes_per_char'] or 0:.2f}", f"{wall:.4f}"]))
 EOF
         else
-          printf '%s\t%s\t%s\tFAIL\tFAIL\n' "$input" "$algo" "$side" >>"$rows"
+          printf '%s\t%s\t%s\tFAIL\tFAIL\tFAIL\n' "$input" "$algo" "$side" >>"$rows"
           cat "$work/err" >&2
         fi
       done
       if [[ $r == 1 ]] && ! cmp -s "$work/a.sa" "$work/b.sa"; then
-        printf '%s\t%s\tcmp\tMISMATCH\tMISMATCH\n' "$input" "$algo" >>"$rows"
+        printf '%s\t%s\tcmp\tMISMATCH\tMISMATCH\tMISMATCH\n' "$input" "$algo" >>"$rows"
       fi
     done
   done
@@ -69,19 +75,20 @@ python3 - "$rows" "$A" "$B" "$P" "$REPS" <<'EOF' | tee "${OUTMD:-/dev/null}"
 import statistics, sys, collections
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
 a, b, p, reps = sys.argv[2:6]
-print(f"A = `{a}`, B = `{b}`; p = {p}, {reps} interleaved runs each, medians\n")
-print("| input | algo | A s | B s | B/A time | A B/char | B B/char | runs |")
-print("|---|---|---|---|---|---|---|---|")
+print(f"A = `{a}`, B = `{b}`; p = {p}, {reps} interleaved runs each, medians; s: psa's own time (--stats total), wall: the whole mpirun\n")
+print("| input | algo | A s | B s | B/A time | A wall s | B wall s | A B/char | B B/char | runs (s) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 by = collections.OrderedDict()
-for inp, algo, side, t, m in rows:
-    by.setdefault((inp, algo), []).append((side, t, m))
+for inp, algo, side, t, m, w in rows:
+    by.setdefault((inp, algo), []).append((side, t, m, w))
 for (inp, algo), v in by.items():
-    if any(s == "cmp" for s, _, _ in v) or any(t == "FAIL" for _, t, _ in v):
-        print(f"| {inp} | {algo} | FAIL | | | | | " + ", ".join(f"{s}:{t}" for s, t, _ in v if t in ("FAIL", "MISMATCH")) + " |")
+    if any(s == "cmp" for s, _, _, _ in v) or any(t == "FAIL" for _, t, _, _ in v):
+        print(f"| {inp} | {algo} | FAIL | | | | | | | " + ", ".join(f"{s}:{t}" for s, t, _, _ in v if t in ("FAIL", "MISMATCH")) + " |")
         continue
-    ta = [float(t) for s, t, _ in v if s == "a"]; tb = [float(t) for s, t, _ in v if s == "b"]
-    ma = [float(m) for s, _, m in v if s == "a"]; mb = [float(m) for s, _, m in v if s == "b"]
+    col = lambda side, k: [float(x[k]) for x in v if x[0] == side]
+    ta, tb = col("a", 1), col("b", 1)
     A, B = statistics.median(ta), statistics.median(tb)
-    print(f"| {inp} | {algo} | {A:.3f} | {B:.3f} | {B/A:.2f} | {statistics.median(ma):.1f} | {statistics.median(mb):.1f} | "
+    print(f"| {inp} | {algo} | {A:.3f} | {B:.3f} | {B/A:.2f} | {statistics.median(col('a', 3)):.3f} | "
+          f"{statistics.median(col('b', 3)):.3f} | {statistics.median(col('a', 2)):.1f} | {statistics.median(col('b', 2)):.1f} | "
           + " ".join(f"{x:.2f}" for x in ta) + " / " + " ".join(f"{x:.2f}" for x in tb) + " |")
 EOF

@@ -9,7 +9,7 @@ use common::Rng;
 use mpi::topology::SimpleCommunicator;
 use psa::comm::Comm;
 use psa::internals::{
-    exchange, exchange_by, last_of_left, name_round, name_sorted, rebalance, right_halo,
+    exchange, exchange_by, fetch, last_of_left, name_round, name_sorted, rebalance, right_halo,
     sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds, Layout, OwnerCursor,
     Ranges, SortKey,
 };
@@ -224,6 +224,55 @@ fn check_send_to_owners(comm: &Comm) {
             }
         }
     }
+}
+
+/// `fetch` answers every query with the owner's value, in query order: queries mostly this pe's
+/// own (i + d for small d, crossing into the next pes near the end: prefix doubling), mostly
+/// others' (a random index), and every other one of each; on every length pattern and on a
+/// block of 3 × 2^16 + 5 positions per pe (the chunked loops), with one and three threads.
+fn check_fetch() {
+    for threads in [1, 3] {
+        let ctx = ctx_with(Algo::Dc3, 64, |c| c.threads = threads);
+        ctx.install(|ctx| {
+            let comm = &ctx.comm;
+            let p = comm.size();
+            let me = comm.rank();
+            let mut pats = length_patterns(p);
+            pats.push(("large".into(), vec![3 * (1 << 16) + 5; p]));
+            for (name, lens) in &pats {
+                let o = offsets(lens);
+                let n = o[p];
+                if n == 0 {
+                    continue;
+                }
+                let layout = Layout::from_local_len(comm, lens[me]);
+                let value = |i: usize| 3 * i as u64 + 1;
+                let mut rng = Rng::new((me * 1000 + n) as u64);
+                let near: Vec<u64> = (o[me]..o[me + 1])
+                    .map(|i| ((i + i % 5) % n) as u64)
+                    .collect();
+                let random: Vec<u64> = (o[me]..o[me + 1]).map(|_| rng.below(n as u64)).collect();
+                let mixed: Vec<u64> = near
+                    .iter()
+                    .zip(&random)
+                    .map(|(&a, &b)| if a % 2 == 0 { a } else { b })
+                    .collect();
+                for (kind, queries) in [("near", near), ("random", random), ("mixed", mixed)] {
+                    let got: Vec<u64> = fetch(comm, &layout, &queries, |j| value(o[me] + j));
+                    let want: Vec<u64> = queries.iter().map(|&q| value(q as usize)).collect();
+                    assert!(
+                        got == want,
+                        "{name}, {kind} queries, {threads} threads: fetch answered wrongly"
+                    );
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn fetch_answers_own_and_others_queries() {
+    mpi_test(|_| check_fetch());
 }
 
 #[test]

@@ -680,10 +680,13 @@ fn first_sort<I: Index>(
                 if bounds.rounds() == 1 {
                     return keys.all();
                 }
-                // Keys of more characters than ranges (small alphabets): rolling over every
-                // position costs less than a key's characters per record of a range, and no
-                // byte per position is held (the first sort is where such texts peak).
-                if codes.k > bounds.rounds() {
+                // Keys of more than twice as many characters as ranges (small alphabets: DNA's 21
+                // or 32 characters in a lean plan's 8 ranges): a pass rolling over every position
+                // per range,
+                // and no byte per position held (the first sort is where such texts peak).
+                // Otherwise (bytes: 8 or 9 characters) a pass per range costs more than finding
+                // every position's range once and making each record from its characters.
+                if codes.k > 2 * bounds.rounds() {
                     let (lo, hi) = bounds.range(k);
                     return keys.range(lo, hi);
                 }

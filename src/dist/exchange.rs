@@ -732,9 +732,13 @@ pub fn rebalance_into<T: Pod + Send + Sync>(
 /// Looks up values by global index: for each `queries[k]` (a global index below `layout.len()`),
 /// the pe owning it answers `lookup(index - its start)`. Collective. Returns the answers in query
 /// order. Communication: two all-to-alls, `size_of::<Q>()` bytes out and `size_of::<R>()` back
-/// per query. Memory: besides queries and answers, a send buffer of queries (freed before the
-/// answers travel) and the answers as they come back, which are put in query order by recomputing
-/// each query's owner (no slot per query is kept).
+/// per query another pe owns. Memory: besides queries and answers, a send buffer of queries
+/// (freed before the answers travel) and the answers as they come back, which are put in query
+/// order by recomputing each query's owner (no slot per query is kept).
+///
+/// Queries this pe owns are answered where they are when they are at least half of them (the
+/// prefix-doubling case: i + d lies in i's own slice but near its end): only the others are
+/// listed, bucketed and sent, and their answers slotted in between.
 #[must_use]
 pub fn fetch<Q, R, F>(comm: &Comm, layout: &Layout, queries: &[Q], lookup: F) -> Vec<R>
 where
@@ -742,20 +746,76 @@ where
     R: Pod + Send + Sync,
     F: Fn(usize) -> R + Sync,
 {
-    let p = comm.size();
-    let me = comm.rank();
-    if p == 1 {
+    if comm.size() == 1 {
         return queries
             .par_iter()
             .map(|&q| lookup(q.to_u64() as usize))
             .collect();
     }
+    let me = comm.rank();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    let mine = |q: &Q| (lo..hi).contains(&(q.to_u64() as usize));
+    // Others' queries per chunk of CHUNK queries.
+    let others: Vec<usize> = if serial(queries.len()) {
+        vec![queries.iter().filter(|q| !mine(q)).count()]
+    } else {
+        queries
+            .par_chunks(CHUNK)
+            .map(|c| c.iter().filter(|q| !mine(q)).count())
+            .collect()
+    };
+    if 2 * others.iter().sum::<usize>() > queries.len() {
+        return fetch_remote(comm, layout, queries, &lookup);
+    }
+    let remote: Vec<Q> = queries.iter().filter(|q| !mine(q)).copied().collect();
+    let got = fetch_remote(comm, layout, &remote, &lookup);
+    drop(remote);
+    // The answers in query order: own queries looked up, the others taken in turn from `got`
+    // (each chunk starting after the others' queries of the chunks before it).
+    let starts = exclusive_prefix(&others);
+    let mut out: Vec<R> = Vec::with_capacity(queries.len());
+    let ptr = SyncPtr(out.as_mut_ptr());
+    let fill = |k: usize, qs: &[Q], mut next: usize| {
+        for (j, q) in qs.iter().enumerate() {
+            let r = if mine(q) {
+                lookup(q.to_u64() as usize - lo)
+            } else {
+                next += 1;
+                got[next - 1]
+            };
+            // SAFETY: slot k·CHUNK + j < len belongs to this query alone.
+            unsafe { ptr.write(k * CHUNK + j, r) };
+        }
+    };
+    if starts.len() == 1 {
+        fill(0, queries, 0);
+    } else {
+        queries
+            .par_chunks(CHUNK)
+            .zip(starts.into_par_iter())
+            .enumerate()
+            .for_each(|(k, (qs, next))| fill(k, qs, next));
+    }
+    // SAFETY: the chunks cover 0..len exactly once.
+    unsafe { out.set_len(queries.len()) };
+    out
+}
+
+/// [`fetch`] with every query sent to its owner (this pe's own through the all-to-all too).
+/// Collective.
+fn fetch_remote<Q, R, F>(comm: &Comm, layout: &Layout, queries: &[Q], lookup: &F) -> Vec<R>
+where
+    Q: Index,
+    R: Pod + Send + Sync,
+    F: Fn(usize) -> R + Sync,
+{
+    let p = comm.size();
     let owner = |q: &Q| layout.owner(q.to_u64() as usize);
     let (send, counts, placement) = bucket_impl(queries, p, owner, true);
     // How many each pe asks of me (transposed counts) follows from the exchange itself.
     let (asked, recv_counts) = comm.all_to_all_v_counts(&send, &counts);
     drop(send);
-    let base = layout.start(me);
+    let base = layout.start(comm.rank());
     let answers: Vec<R> = asked
         .par_iter()
         .map(|&q| lookup(q.to_u64() as usize - base))
