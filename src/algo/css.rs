@@ -680,13 +680,11 @@ fn first_sort<I: Index>(
                 if bounds.rounds() == 1 {
                     return keys.all();
                 }
-                // Keys of more than twice as many characters as ranges (small alphabets: DNA's 21
-                // or 32 characters in a lean plan's 8 ranges): a pass rolling over every position
-                // per range,
-                // and no byte per position held (the first sort is where such texts peak).
-                // Otherwise (bytes: 8 or 9 characters) a pass per range costs more than finding
-                // every position's range once and making each record from its characters.
-                if codes.k > 2 * bounds.rounds() {
+                // Keys of 16 characters or more (alphabets of at most 15 letters: DNA's keys of 21
+                // or 32): a pass rolling over every position per range, and no byte per position
+                // held (the first sort is where such texts peak). Byte keys (8 or 9 characters):
+                // every position's range found once costs less than a pass per range.
+                if codes.k >= 16 {
                     let (lo, hi) = bounds.range(k);
                     return keys.range(lo, hi);
                 }
@@ -1416,20 +1414,33 @@ fn refine_round<I: Index>(
     let len = listed.as_ref().map_or(0, Vec::len) + open.as_ref().map_or(0, |o| o.count);
     let listed = std::cell::RefCell::new(listed);
     let names = std::cell::RefCell::new((name_of, depth_of));
+    // With several ranges and marked positions: how many of each piece's lie in each range.
+    let per_range = std::cell::RefCell::new(Vec::new());
     let generate = |bounds: &RoundBounds<Refine<I>>, k: usize| -> Vec<Refine<I>> {
         let (lo, hi) = bounds.range(k);
         let inside = |g: I| lo.is_none_or(|l| g >= l.group) & hi.is_none_or(|h| g < h.group);
         let names = names.borrow();
         let (name_of, depth_of) = (&*names.0, &*names.1);
+        let keep = |j: usize| (depth_of[j] != Depth::RESOLVED) & inside(name_of[j]);
+        let make = |j: usize| Suffix {
+            name: name_of[j],
+            pos: I::from_u64(base + j as u64),
+            depth: I::from_u64(depth_of[j].get()),
+        };
         let mine: Vec<Suffix<I>> = match (&open, bounds.rounds()) {
-            (Some(open), _) => open.listed(
-                |j| (depth_of[j] != Depth::RESOLVED) & inside(name_of[j]),
-                |j| Suffix {
-                    name: name_of[j],
-                    pos: I::from_u64(base + j as u64),
-                    depth: I::from_u64(depth_of[j].get()),
-                },
-            ),
+            (Some(open), 1) => open.listed(keep, make),
+            // Every position's range counted once, in the first range: a range's positions keep
+            // their depths and names until the range itself is refined (an update stays inside
+            // its group, so inside its range).
+            (Some(open), rounds) => {
+                if k == 0 {
+                    *per_range.borrow_mut() = open.count_by_range(rounds, |j| {
+                        (depth_of[j] != Depth::RESOLVED)
+                            .then(|| bounds.round_of(&Refine::group_start(name_of[j])))
+                    });
+                }
+                open.listed_counted(&per_range.borrow(), rounds, k, keep, make)
+            }
             // One range: the list is dead once its records are made.
             (None, 1) => listed.borrow_mut().take().unwrap_or_default(),
             (None, _) => (listed.borrow().iter().flatten())
@@ -1646,46 +1657,102 @@ impl OpenPositions {
         keep: impl Fn(usize) -> bool + Sync,
         make: impl Fn(usize) -> T + Sync,
     ) -> Vec<T> {
-        let pieces: Vec<&[u64]> = self.words.chunks(Self::PIECE_WORDS).collect();
-        // Calls f(j) for the unresolved positions j of piece c in the words taken, in order.
-        let each = |c: usize, f: &mut dyn FnMut(usize)| {
-            for (k, &bits) in pieces[c].iter().enumerate() {
-                if bits == 0 || !word(c * Self::PIECE_WORDS + k) {
-                    continue;
-                }
-                let mut x = bits;
-                while x != 0 {
-                    f(64 * (c * Self::PIECE_WORDS + k) + x.trailing_zeros() as usize);
-                    x &= x - 1;
-                }
-            }
-        };
         // Counted without a branch on `keep` (with several key ranges it is a coin toss).
-        let counts: Vec<usize> = (0..pieces.len())
+        let counts: Vec<usize> = (0..self.pieces())
             .into_par_iter()
             .map(|c| {
                 let mut m = 0;
-                each(c, &mut |j| m += usize::from(keep(j)));
+                self.each_of_piece(c, &word, |j| m += usize::from(keep(j)));
                 m
             })
             .collect();
+        self.fill(&counts, word, keep, make)
+    }
+
+    /// How many positions of each piece lie in each of `ranges` key ranges: entry
+    /// `c · ranges + r` counts those of piece c with `range_of(j) == Some(r)` (None: in none),
+    /// for [`Self::listed_counted`]. One pass for every range, on the pe's threads.
+    fn count_by_range(
+        &self,
+        ranges: usize,
+        range_of: impl Fn(usize) -> Option<usize> + Sync,
+    ) -> Vec<usize> {
+        (0..self.pieces())
+            .into_par_iter()
+            .flat_map_iter(|c| {
+                // A last slot for the positions in no range: no branch.
+                let mut m = vec![0usize; ranges + 1];
+                self.each_of_piece(c, &|_| true, |j| m[range_of(j).unwrap_or(ranges)] += 1);
+                m.truncate(ranges);
+                m
+            })
+            .collect()
+    }
+
+    /// [`Self::listed`] of range r of [`Self::count_by_range`]'s `counts` of `ranges` ranges:
+    /// `keep(j)` must hold exactly for the positions counted in range r. One pass.
+    fn listed_counted<T: Pod + Send>(
+        &self,
+        counts: &[usize],
+        ranges: usize,
+        r: usize,
+        keep: impl Fn(usize) -> bool + Sync,
+        make: impl Fn(usize) -> T + Sync,
+    ) -> Vec<T> {
+        let counts: Vec<usize> = counts.iter().skip(r).step_by(ranges).copied().collect();
+        self.fill(&counts, |_| true, keep, make)
+    }
+
+    /// Pieces of [`Self::PIECE_WORDS`] words.
+    fn pieces(&self) -> usize {
+        self.words.len().div_ceil(Self::PIECE_WORDS)
+    }
+
+    /// `f(j)` for the unresolved positions j of piece c in the words w with `word(w)`, in order.
+    #[inline]
+    fn each_of_piece(&self, c: usize, word: &impl Fn(usize) -> bool, mut f: impl FnMut(usize)) {
+        let first = c * Self::PIECE_WORDS;
+        let end = (first + Self::PIECE_WORDS).min(self.words.len());
+        for w in first..end {
+            let bits = self.words[w];
+            if bits == 0 || !word(w) {
+                continue;
+            }
+            let mut x = bits;
+            while x != 0 {
+                f(64 * w + x.trailing_zeros() as usize);
+                x &= x - 1;
+            }
+        }
+    }
+
+    /// `make(j)` of the positions j with `keep(j)` in the words taken, `counts[c]` of them in
+    /// piece c, in order: each piece fills its own part of the result. Local.
+    fn fill<T: Pod + Send>(
+        &self,
+        counts: &[usize],
+        word: impl Fn(usize) -> bool + Sync,
+        keep: impl Fn(usize) -> bool + Sync,
+        make: impl Fn(usize) -> T + Sync,
+    ) -> Vec<T> {
         let mut out = vec![T::zeroed(); counts.iter().sum()];
-        let mut slices = Vec::with_capacity(pieces.len());
+        let mut slices = Vec::with_capacity(counts.len());
         let mut rest = &mut out[..];
-        for &c in &counts {
+        for &c in counts {
             let (head, tail) = rest.split_at_mut(c);
             slices.push(head);
             rest = tail;
         }
         slices.into_par_iter().enumerate().for_each(|(c, dst)| {
             let mut slots = dst.iter_mut();
-            each(c, &mut |j| {
+            self.each_of_piece(c, &word, |j| {
                 if keep(j) {
                     if let Some(slot) = slots.next() {
                         *slot = make(j);
                     }
                 }
             });
+            debug_assert!(slots.next().is_none(), "piece {c}: fewer kept than counted");
         });
         out
     }
