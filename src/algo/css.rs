@@ -1628,15 +1628,8 @@ impl OpenPositions {
     /// `f(j)` of every position j held in a word w (positions 64w … 64w + 63) with `word(w)`, in
     /// increasing order. Local; one pass over the words on one thread.
     fn each_in(&self, word: impl Fn(usize) -> bool, mut f: impl FnMut(usize)) {
-        for (w, &bits) in self.words.iter().enumerate() {
-            if bits == 0 || !word(w) {
-                continue;
-            }
-            let mut x = bits;
-            while x != 0 {
-                f(64 * w + x.trailing_zeros() as usize);
-                x &= x - 1;
-            }
+        for c in 0..self.pieces() {
+            self.each_of_piece(c, &word, &mut f);
         }
     }
 
@@ -2427,8 +2420,9 @@ mod tests {
         assert_eq!(Depth::of(1234u32).index::<u32>(), 1234);
     }
 
-    /// The unresolved positions' bits list and count what a plain filter of the depths does, at
-    /// lengths around the word, block and piece sizes, dense and sparse, on 1 and 3 threads.
+    /// The unresolved positions' bits list and count what a plain filter of the depths does (all,
+    /// by key range from one count, in the words taken), at lengths around the word, block and
+    /// piece sizes, dense and sparse, on 1 and 3 threads.
     #[test]
     fn open_positions_list_and_count_the_unresolved() {
         let words = OpenPositions::PIECE_WORDS;
@@ -2474,6 +2468,33 @@ mod tests {
                             .map(|&j| j as u32)
                             .collect();
                         assert_eq!(odd, want, "len {len}, every {every}");
+                        // Ranges counted in one pass, each filled in one more: position j in
+                        // range j mod 5, every third position in none.
+                        let range_of = |j: usize| (j % 3 != 0).then_some(j % 5);
+                        let counts = o.count_by_range(5, range_of);
+                        for r in 0..5 {
+                            let got: Vec<u32> = o.listed_counted(
+                                &counts,
+                                5,
+                                r,
+                                |j| range_of(j) == Some(r),
+                                |j| j as u32,
+                            );
+                            let want: Vec<u32> = open
+                                .iter()
+                                .filter(|&&j| range_of(j) == Some(r))
+                                .map(|&j| j as u32)
+                                .collect();
+                            assert_eq!(got, want, "len {len}, every {every}, range {r}");
+                        }
+                        let mut each = Vec::new();
+                        o.each_in(|w| w % 3 != 1, |j| each.push(j));
+                        let want: Vec<usize> = open
+                            .iter()
+                            .copied()
+                            .filter(|&j| (j / 64) % 3 != 1)
+                            .collect();
+                        assert_eq!(each, want, "len {len}, every {every}: each_in");
                     }
                 }
             });
