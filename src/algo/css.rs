@@ -2470,7 +2470,7 @@ mod tests {
                         assert_eq!(odd, want, "len {len}, every {every}");
                         // Ranges counted in one pass, each filled in one more: position j in
                         // range j mod 5, every third position in none.
-                        let range_of = |j: usize| (j % 3 != 0).then_some(j % 5);
+                        let range_of = |j: usize| (!j.is_multiple_of(3)).then_some(j % 5);
                         let counts = o.count_by_range(5, range_of);
                         for r in 0..5 {
                             let got: Vec<u32> = o.listed_counted(
