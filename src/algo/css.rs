@@ -2,24 +2,28 @@
 //!
 //! Phases:
 //! 1. **alphabet**: the set of byte values in the whole text (one reduction); b = bits per
-//!    character (2 for DNA), k = ⌊64/b⌋ characters per 64-bit key (32 for DNA, 8 for bytes).
+//!    character (2 for DNA), k = ⌊64/b⌋ characters per 64-bit key for alphabets of at most 16
+//!    letters (32 for DNA), else ⌊128/b⌋ per 128-bit key (18 for English's 7-bit codes, 16 for
+//!    bytes): a 64-bit key of 8–12 characters left most suffixes of text and code for a first
+//!    doubling round.
 //! 2. **keys**: for each position i, the next k characters packed big-endian (so integer order is
 //!    lexicographic order), padded with the smallest code, plus the clamped length min(n−i, k) so
 //!    that a suffix shorter than k sorts before the longer ones it is a prefix of, plus i itself.
-//!    Then **predict**: a sample of 2^12 keys, counted over all keys, estimates how many suffixes
-//!    share their key with another one (runs of one character not counted); above the hand-over
+//!    Then **predict**: a sample of 2^12 keys of ⌊64/b⌋ characters, counted over all such keys,
+//!    estimates how many suffixes share their key with another one (runs of one character not
+//!    counted); above the hand-over
 //!    fraction (85 %) doubling would take log(longest repeat) rounds over nearly all suffixes, and
 //!    DC7 ([`super::dc7::dc7`]) builds the suffix array from the start instead of after a wasted
 //!    sort (`--css-predicted dc3`: pDC3; `sort`: the first sort, then the DC7 finish). The
 //!    fraction sits below the 88 % that source code shows, whose runs (indentation) the run step
 //!    leaves tied, so that more than 90 % stay unresolved after the first sort; English text
 //!    (about 80 %) is resolved by doubling in a few rounds.
-//! 3. **sort keys**: one distributed sample sort of these 128-bit records (the position makes
-//!    them unique, so runs of equal keys spread over all pes: aⁿ stays balanced), in
+//! 3. **sort keys**: one distributed sample sort of these 16- or 24-byte records (the position
+//!    makes them unique, so runs of equal keys spread over all pes: aⁿ stays balanced), in
 //!    `sort_rounds` ranges of keys one after the other ([`sort_in_rounds`]): the records of a
-//!    range are made from the text again (keys of few characters: every position's range found
-//!    once, a byte per position, and only its range's records made), sorted, named (phase 4) and
-//!    their names sent to the owners of the positions, then freed.
+//!    range are made from the text again (128-bit keys: every position's range found once, a
+//!    byte per position, and only its range's records made), sorted, named (phase 4) and their
+//!    names sent to the owners of the positions, then freed.
 //! 4. **names**: the name of a suffix is the global index of the first suffix with the same key
 //!    (a max-scan across pes). A suffix alone in its group is final: its name is its SA index.
 //! 5. **runs**: a suffix whose key is one character c repeated k times lies in a run c^r x…; one
@@ -50,12 +54,12 @@
 //! below 2^32 characters, 40, or 64; [`index_width`], forced by `--index-bits`), and each record
 //! is one generic definition: [`Suffix`] (an unresolved suffix or an update), [`Ahead`] (the
 //! answer about i + d), [`Refine`] (a doubling round's key), and (name, position) pairs `[I; 2]`.
-//! Only the first sort's keys ([`HiKey`]) have their own form: 64 bits of characters beside a
-//! 56-bit position.
+//! Only the first sort's keys ([`FirstKey`]: [`HiKey`], [`WideKey`]) have their own form: 64 or
+//! 128 bits of characters beside a 56-bit position.
 //!
 //! Memory per pe, w bytes per index (4 below 2^32 characters): text n/p, names w per position
 //! (only when some key repeats) and depths 2 B ([`Depth`]) while doubling, sort records 16 B
-//! each (first sort, run step) or 4w (doubling) with up to three copies during an exchange, of
+//! each (first sort of 64-bit keys, run step), 24 B (first sort of 128-bit keys) or 4w (doubling) with up to three copies during an exchange, of
 //! one range at a time, the tied suffixes as records (3w each) after a sort in one range, or two
 //! bits per position (tied outside or inside a run) after several; into a file the SA slice is
 //! never held whole ([`place_names_in_pieces`]). The memory plan's measured model of the peak
@@ -77,7 +81,7 @@ use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::{Ctx, Predicted};
 
-/// Positions take 56 bits of the first sort's record ([`HiKey`]): a longer text goes to pDC3.
+/// Positions take 56 bits of the first sort's record ([`FirstKey`]): a longer text goes to pDC3.
 const POSITION_BITS: u32 = 56;
 
 /// Doubling is slow when a round leaves more than this fraction of the suffixes it started with
@@ -126,23 +130,17 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
     let n = layout.len();
     let codes = ctx.phase("alphabet", || Codes::of(ctx, text));
     let rounds = sort_rounds(ctx, layout);
-    let (keys, held) = ctx.phase("keys", || {
-        let keys = KeyGen::new(ctx, text, layout, &codes);
-        // One round: every record made at once (a range would be made by filtering all).
-        let held = (rounds == 1).then(|| keys.all());
-        (keys, held)
-    });
-    let decided = predict(ctx, &keys, held.as_deref(), n)
-        .and_then(|shared| hand_over(ctx, n, Progress::Predicted { shared, k: codes.k }));
-    if let Some(build) = decided.and_then(HandOver::whole) {
-        drop(held);
-        ctx.log.refine_rounds.set(0);
-        return build(ctx, text, layout, sink);
-    }
-    // With the finish decided, only the number of unresolved suffixes matters.
-    let FirstNames { names, tied: ties } =
-        first_sort::<I>(ctx, layout, &keys, held, rounds, decided.is_none());
-    drop(keys);
+    let first = match codes.word {
+        64 => sorted_keys::<I, HiKey>(ctx, text, layout, &codes, rounds),
+        _ => sorted_keys::<I, WideKey>(ctx, text, layout, &codes, rounds),
+    };
+    let (FirstNames { names, tied: ties }, decided) = match first {
+        Ok(named) => named,
+        Err(build) => {
+            ctx.log.refine_rounds.set(0);
+            return build(ctx, text, layout, sink);
+        }
+    };
     let (tied, deep) = (ties.total, ties.deep);
     if ctx.comm.rank() == 0 {
         log::info!(
@@ -198,6 +196,39 @@ fn css_in<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> O
             deliver_names(ctx, layout, name_of, sink)
         }
     }
+}
+
+/// Phases 2–4 in first-sort records `R` (keys of its word): the keys, the prediction, and the
+/// first sort; or (Err) the algorithm the prediction hands the whole build to. With the names,
+/// the hand-over decided for after the sort, if any. Collective.
+fn sorted_keys<I: Index, R: FirstKey>(
+    ctx: &Ctx,
+    text: &[u8],
+    layout: &Layout,
+    codes: &Codes,
+    rounds: usize,
+) -> Result<(FirstNames<I>, Option<HandOver>), Build> {
+    let n = layout.len();
+    let (keys, held) = ctx.phase("keys", || {
+        let keys = KeyGen::<R>::new(ctx, text, layout, codes);
+        // One round: every record made at once (a range would be made by filtering all).
+        let held = (rounds == 1).then(|| keys.all());
+        (keys, held)
+    });
+    let decided = predict(ctx, text, layout, codes, held.as_deref())
+        .and_then(|(shared, k)| hand_over(ctx, n, Progress::Predicted { shared, k }));
+    if let Some(build) = decided.and_then(HandOver::whole) {
+        return Err(build);
+    }
+    // In ranges, a range holds as many bytes of records as one of 16-byte records would: there
+    // the first sort's peak is what the memory plan's model measured.
+    let ranges = match rounds {
+        1 => 1,
+        r => (r * std::mem::size_of::<R>()).div_ceil(std::mem::size_of::<HiKey>()),
+    };
+    // With the finish decided, only the number of unresolved suffixes matters.
+    let names = first_sort::<I, R>(ctx, layout, &keys, held, ranges, decided.is_none());
+    Ok((names, decided))
 }
 
 /// Where pCSS stands when it asks [`hand_over`].
@@ -327,16 +358,27 @@ fn finish<I: Index>(
 }
 
 /// Phase 1: the text's alphabet, packed for keys: a code per byte value that occurs (in byte
-/// order), `b` bits per code, `k` = ⌊64/b⌋ codes per key.
+/// order), `b` bits per code, `k` = ⌊word/b⌋ codes per key of one `word` ([`KeyWord`]): 64 bits
+/// for alphabets of at most [`NARROW_ALPHABET`] letters (DNA: 21 or 32 characters), 128 above
+/// (text and code: 16–25 characters instead of the 8–12 of 64 bits, which left a doubling round
+/// over most suffixes — English shares its first 9 characters with another suffix at 79 % of its
+/// positions, its first 18 at 29 %).
 struct Codes {
     code: [u64; 256],
     b: u32,
+    /// Bits of a key: 64 or 128.
+    word: u32,
     k: usize,
-    /// Unused low bits of a key: 64 − b·k.
+    /// Unused low bits of a key: word − b·k.
     align: u32,
     /// k ones, b bits apart: a run's key is its character times this.
-    repunit: u64,
+    repunit: u128,
 }
+
+/// Alphabets of at most this many letters pack their keys in 64 bits (16 characters or more);
+/// larger ones in 128. Small alphabets (DNA) peak in the first sort, whose records the wider key
+/// makes half as large again; their 64-bit keys already hold 16 characters or more.
+const NARROW_ALPHABET: u64 = 16;
 
 impl Codes {
     /// Collective: one reduction of a 256-entry histogram.
@@ -355,27 +397,93 @@ impl Codes {
             }
         }
         let b = bits(sigma.saturating_sub(1)).max(1);
-        let k = (64 / b) as usize;
-        let repunit = (0..k).fold(0u64, |acc, _| (acc << b) | 1);
+        Codes::packed(code, b, if sigma <= NARROW_ALPHABET { 64 } else { 128 })
+    }
+
+    /// Codes of `b` bits in keys of `word` bits.
+    fn packed(code: [u64; 256], b: u32, word: u32) -> Self {
+        let k = (word / b) as usize;
         Codes {
             code,
             b,
+            word,
             k,
-            align: 64 - b * k as u32,
-            repunit,
+            align: word - b * k as u32,
+            repunit: (0..k).fold(0u128, |acc, _| (acc << b) | 1),
         }
     }
 
     /// Whether a key is one character repeated k times (its suffix lies in a run).
-    fn is_run(&self, key: u64) -> bool {
-        key == (key >> (64 - self.b)).wrapping_mul(self.repunit) << self.align
+    fn is_run<W: KeyWord>(&self, key: W) -> bool {
+        key == W::from_u128(self.repunit)
+            .times(key.top(self.b))
+            .shl(self.align)
     }
 }
+
+/// The integer a first-sort key is packed in ([`Codes::word`]): `u64` or `u128`.
+trait KeyWord: Copy + Ord + Send + Sync + std::fmt::Debug {
+    const BITS: u32;
+    /// The low `bits` bits set.
+    fn ones(bits: u32) -> Self;
+    /// The low bits of `x`.
+    fn from_u128(x: u128) -> Self;
+    /// `(self << b) | code`.
+    fn push(self, b: u32, code: u64) -> Self;
+    fn and(self, mask: Self) -> Self;
+    fn shl(self, s: u32) -> Self;
+    /// The top `b` bits.
+    fn top(self, b: u32) -> u64;
+    /// `self · c`, wrapping.
+    fn times(self, c: u64) -> Self;
+}
+
+macro_rules! key_word {
+    ($t:ty) => {
+        impl KeyWord for $t {
+            const BITS: u32 = <$t>::BITS;
+            #[inline]
+            fn ones(bits: u32) -> Self {
+                if bits >= <$t>::BITS {
+                    <$t>::MAX
+                } else {
+                    (1 << bits) - 1
+                }
+            }
+            #[inline]
+            fn from_u128(x: u128) -> Self {
+                x as $t
+            }
+            #[inline]
+            fn push(self, b: u32, code: u64) -> Self {
+                (self << b) | code as $t
+            }
+            #[inline]
+            fn and(self, mask: Self) -> Self {
+                self & mask
+            }
+            #[inline]
+            fn shl(self, s: u32) -> Self {
+                self << s
+            }
+            #[inline]
+            fn top(self, b: u32) -> u64 {
+                (self >> (<$t>::BITS - b)) as u64
+            }
+            #[inline]
+            fn times(self, c: u64) -> Self {
+                self.wrapping_mul(c as $t)
+            }
+        }
+    };
+}
+key_word!(u64);
+key_word!(u128);
 
 /// Phase 2: the first sort's records of this pe's positions (see [`HiKey`]), made from the text
 /// and a halo of k − 1 characters: all at once ([`KeyGen::all`]), one at a time
 /// ([`KeyGen::at`]), or those of one key range ([`KeyGen::range`], for the sort in rounds).
-struct KeyGen<'a> {
+struct KeyGen<'a, R: FirstKey> {
     text: &'a [u8],
     halo: Vec<u8>,
     codes: &'a Codes,
@@ -383,28 +491,24 @@ struct KeyGen<'a> {
     lo: usize,
     n: usize,
     /// The used bits of a key (b·k).
-    mask: u64,
+    mask: R::Word,
 }
 
 /// Positions per task when making keys.
 const KEY_CHUNK: usize = 1 << 16;
 
-impl<'a> KeyGen<'a> {
-    /// Collective (the halo).
+impl<'a, R: FirstKey> KeyGen<'a, R> {
+    /// Collective (the halo). `codes` packs keys of `R`'s word.
     fn new(ctx: &Ctx, text: &'a [u8], layout: &Layout, codes: &'a Codes) -> Self {
+        assert_eq!(codes.word, R::Word::BITS, "keys packed for this record");
         let halo = right_halo(&ctx.comm, text, codes.k - 1);
-        let used = 64 - codes.align;
         KeyGen {
             text,
             halo,
             codes,
             lo: layout.start(ctx.comm.rank()),
             n: layout.len(),
-            mask: if used == 64 {
-                u64::MAX
-            } else {
-                (1u64 << used) - 1
-            },
+            mask: R::Word::ones(codes.word - codes.align),
         }
     }
 
@@ -427,34 +531,36 @@ impl<'a> KeyGen<'a> {
     }
 
     #[inline]
-    fn record(&self, j: usize, key: u64) -> HiKey {
+    fn record(&self, j: usize, key: R::Word) -> R {
         let i = self.lo + j;
-        HiKey::new(key << self.codes.align, (self.n - i).min(self.codes.k), i)
+        R::new(key.shl(self.codes.align), (self.n - i).min(self.codes.k), i)
     }
 
     /// The record of local position j.
-    fn at(&self, j: usize) -> HiKey {
-        let key = (j..j + self.codes.k).fold(0u64, |key, t| (key << self.codes.b) | self.chr(t));
-        self.record(j, key & self.mask)
+    fn at(&self, j: usize) -> R {
+        let key = (j..j + self.codes.k).fold(R::Word::ones(0), |key, t| {
+            key.push(self.codes.b, self.chr(t))
+        });
+        self.record(j, key.and(self.mask))
     }
 
     /// Calls `f` on the records of local positions j0, j0 + 1, …, j0 + len − 1, in order (a
     /// window of k characters rolled forward one character per position).
     #[inline]
-    fn each(&self, j0: usize, len: usize, mut f: impl FnMut(HiKey)) {
+    fn each(&self, j0: usize, len: usize, mut f: impl FnMut(R)) {
         let (b, k) = (self.codes.b, self.codes.k);
-        let mut key = 0u64;
+        let mut key = R::Word::ones(0);
         for t in 0..k - 1 {
-            key = (key << b) | self.chr(j0 + t);
+            key = key.push(b, self.chr(j0 + t));
         }
         for j in j0..j0 + len {
-            key = ((key << b) | self.chr(j + k - 1)) & self.mask;
+            key = key.push(b, self.chr(j + k - 1)).and(self.mask);
             f(self.record(j, key));
         }
     }
 
     /// The records of local positions j0, j0 + 1, … into `dst`.
-    fn fill(&self, j0: usize, dst: &mut [HiKey]) {
+    fn fill(&self, j0: usize, dst: &mut [R]) {
         let mut slots = dst.iter_mut();
         self.each(j0, slots.len(), |r| {
             if let Some(slot) = slots.next() {
@@ -464,8 +570,8 @@ impl<'a> KeyGen<'a> {
     }
 
     /// Every record, in position order.
-    fn all(&self) -> Vec<HiKey> {
-        let mut out = vec![HiKey(0); self.len()];
+    fn all(&self) -> Vec<R> {
+        let mut out = vec![R::zeroed(); self.len()];
         out.par_chunks_mut(KEY_CHUNK)
             .enumerate()
             .for_each(|(c, dst)| self.fill(c * KEY_CHUNK, dst));
@@ -475,16 +581,16 @@ impl<'a> KeyGen<'a> {
     /// The records x with lo ≤ x < hi (None: unbounded), in position order, made and filtered
     /// in one pass (no record outside the range is stored). Memory: the result about twice while
     /// the pieces of the tasks are joined.
-    fn range(&self, lo: Option<HiKey>, hi: Option<HiKey>) -> Vec<HiKey> {
-        let keep = |x: &HiKey| lo.is_none_or(|l| l <= *x) & hi.is_none_or(|h| *x < h);
+    fn range(&self, lo: Option<R>, hi: Option<R>) -> Vec<R> {
+        let keep = |x: &R| lo.is_none_or(|l| l <= *x) & hi.is_none_or(|h| *x < h);
         // One buffer of a chunk per task, reused; each chunk's records copied out at their size
         // (a vector grown by doubling leaves freed blocks behind in the allocator). Every record
         // is written and the count advanced only for a kept one: no branch to mispredict when
         // the ranges are many and the keys random.
-        let pieces: Vec<Vec<HiKey>> = (0..self.len().div_ceil(KEY_CHUNK))
+        let pieces: Vec<Vec<R>> = (0..self.len().div_ceil(KEY_CHUNK))
             .into_par_iter()
             .map_init(
-                || vec![HiKey(0); KEY_CHUNK + 1],
+                || vec![R::zeroed(); KEY_CHUNK + 1],
                 |buf, c| {
                     let j0 = c * KEY_CHUNK;
                     let mut kept = 0;
@@ -502,7 +608,7 @@ impl<'a> KeyGen<'a> {
     /// The key range of every local position under `bounds` (one byte each), from its key
     /// alone where no bound shares the key ([`RoundBounds::round_of_coarse`]). One pass making
     /// every record, on the pe's threads.
-    fn rounds(&self, bounds: &RoundBounds<HiKey>) -> Vec<u8> {
+    fn rounds(&self, bounds: &RoundBounds<R>) -> Vec<u8> {
         let keys = bounds.coarse_keys(|b| b.key());
         let mut of = vec![0u8; self.len()];
         of.par_chunks_mut(KEY_CHUNK)
@@ -520,8 +626,8 @@ impl<'a> KeyGen<'a> {
 
     /// The records of the local positions j with `of[j] == this` ([`Self::rounds`]), in
     /// position order: each made from its k characters, the others skipped 64 at a time.
-    fn in_round(&self, of: &[u8], this: u8) -> Vec<HiKey> {
-        let [v] = build_by_kind::<HiKey, 1>(
+    fn in_round(&self, of: &[u8], this: u8) -> Vec<R> {
+        let [v] = build_by_kind::<R, 1>(
             0,
             self.len(),
             Select::Round { of, this },
@@ -535,8 +641,8 @@ impl<'a> KeyGen<'a> {
     /// and reduces the results. On the pe's threads.
     fn map_chunks<A: Send>(
         &self,
-        held: Option<&[HiKey]>,
-        f: impl Fn(&[HiKey]) -> A + Sync + Send,
+        held: Option<&[R]>,
+        f: impl Fn(&[R]) -> A + Sync + Send,
         reduce: impl Fn(A, A) -> A + Sync + Send,
         zero: impl Fn() -> A + Sync + Send,
     ) -> A {
@@ -546,7 +652,7 @@ impl<'a> KeyGen<'a> {
                 .into_par_iter()
                 .map(|c| {
                     let j0 = c * KEY_CHUNK;
-                    let mut buf = vec![HiKey(0); KEY_CHUNK.min(self.len() - j0)];
+                    let mut buf = vec![R::zeroed(); KEY_CHUNK.min(self.len() - j0)];
                     self.fill(j0, &mut buf);
                     f(&buf)
                 })
@@ -555,11 +661,27 @@ impl<'a> KeyGen<'a> {
     }
 }
 
-/// Phase 2b: the sampled fraction of suffixes that share their key with another one, when a
-/// hand-over before the sort is possible (None otherwise). Collective.
-fn predict(ctx: &Ctx, keys: &KeyGen, held: Option<&[HiKey]>, n: usize) -> Option<f64> {
-    (ctx.tune.css_handover < 1.0 && ctx.tune.css_predict)
-        .then(|| ctx.phase("predict", || shared_key_fraction(ctx, keys, held, n)))
+/// Phase 2b: the sampled fraction of suffixes that share their first k characters with another
+/// one, and k, when a hand-over before the sort is possible (None otherwise). The keys are those
+/// of one 64-bit word whatever the first sort's (the hand-over fraction was measured on them):
+/// the first sort's records when it holds them and they are such keys (`held`), else made again.
+/// Collective.
+fn predict<R: FirstKey>(
+    ctx: &Ctx,
+    text: &[u8],
+    layout: &Layout,
+    codes: &Codes,
+    held: Option<&[R]>,
+) -> Option<(f64, usize)> {
+    (ctx.tune.css_handover < 1.0 && ctx.tune.css_predict).then(|| {
+        ctx.phase("predict", || {
+            let narrow = Codes::packed(codes.code, codes.b, 64);
+            let keys = KeyGen::<HiKey>::new(ctx, text, layout, &narrow);
+            let held = held.and_then(R::as_narrow);
+            let shared = shared_key_fraction(ctx, &keys, held, layout.len());
+            (shared, narrow.k)
+        })
+    })
 }
 
 /// The number of rounds of pCSS's sorts: `ctx.tune.sort_rounds`, or with 0 (auto) one — the
@@ -640,11 +762,11 @@ enum Names<I> {
 /// their group shares (k), or 0 for those inside a run of one character (for the run step): as
 /// records with one round; with several as marks at their positions' owners.
 /// Collective.
-fn first_sort<I: Index>(
+fn first_sort<I: Index, R: FirstKey>(
     ctx: &Ctx,
     layout: &Layout,
-    keys: &KeyGen,
-    held: Option<Vec<HiKey>>,
+    keys: &KeyGen<R>,
+    held: Option<Vec<R>>,
     rounds: usize,
     keep_unresolved: bool,
 ) -> FirstNames<I> {
@@ -680,17 +802,16 @@ fn first_sort<I: Index>(
                 if bounds.rounds() == 1 {
                     return keys.all();
                 }
-                // Keys of 16 characters or more (alphabets of at most 15 letters: DNA's keys of 21
-                // or 32): a pass rolling over every position per range, and no byte per position
-                // held (the first sort is where such texts peak). Byte keys (8 or 9 characters):
+                // Keys of 64 bits (small alphabets: DNA's keys of 21 or 32 characters): a pass
+                // rolling over every position per range, and no byte per position held (the
+                // first sort is where such texts peak). Keys of 128 bits (16–25 characters):
                 // every position's range found once costs less than a pass per range.
-                if codes.k >= 16 {
+                if codes.word == 64 {
                     let (lo, hi) = bounds.range(k);
                     return keys.range(lo, hi);
                 }
-                // Keys of few characters: every position's range found once (a byte each, the
-                // memory of a character), then each range's records made from their
-                // characters, the others skipped.
+                // Every position's range found once (a byte each, the memory of a character),
+                // then each range's records made from their characters, the others skipped.
                 if k == 0 {
                     *round_of.borrow_mut() = keys.rounds(bounds);
                 }
@@ -705,11 +826,11 @@ fn first_sort<I: Index>(
             let pairs = ctx.phase("names", || {
                 let sorted = &round.sorted;
                 let edges = Edges::of_round(&round, carry);
-                let g = group_names::<I, _, _>(ctx, sorted, &edges, |a, b| a.id() == b.id());
+                let g = group_names::<I, _, _>(ctx, sorted, &edges, |a, b| a.same_group(*b));
                 carry = g.carry;
-                let in_run = |r: &HiKey| codes.is_run(r.key());
+                let in_run = |r: &R| codes.is_run(r.key());
                 // Depth 0 marks a suffix inside a run; the others' depth (k) is not kept.
-                let entry = |j: usize, r: &HiKey| Suffix {
+                let entry = |j: usize, r: &R| Suffix {
                     name: g.names[j],
                     pos: I::from_u64(r.pos()),
                     depth: if in_run(r) { I::zeroed() } else { k },
@@ -736,7 +857,7 @@ fn first_sort<I: Index>(
                             .map(|(&a, &r)| a || r == deep)
                             .collect()
                     };
-                    let pos = |_, r: &HiKey| I::from_u64(r.pos());
+                    let pos = |_, r: &R| I::from_u64(r.pos());
                     let deep = collect_kept(sorted, &skip(true), pos);
                     let inside = collect_kept(sorted, &skip(false), pos);
                     tied += (deep.len() + inside.len()) as u64;
@@ -1121,7 +1242,7 @@ unsafe impl<I: Index> Pod for Ahead<I> {}
 /// 2^12 positions drawn at random over all pes (at least one per pe), and every pe counts how often each drawn key
 /// occurs among its own keys. O(n/p) hash probes per pe and one small all-gather and reduction.
 /// Collective; every pe gets the same value.
-fn shared_key_fraction(ctx: &Ctx, keys: &KeyGen, held: Option<&[HiKey]>, n: usize) -> f64 {
+fn shared_key_fraction(ctx: &Ctx, keys: &KeyGen<HiKey>, held: Option<&[HiKey]>, n: usize) -> f64 {
     let codes = keys.codes;
     // 2^12 draws: the estimate's standard error is below 0.01, and the filter and table stay in
     // the first cache levels, so counting costs a few ns per key even when nearly all keys hit.
@@ -1222,43 +1343,74 @@ fn shared_key_fraction(ctx: &Ctx, keys: &KeyGen, held: Option<&[HiKey]>, n: usiz
     shared as f64 / drawn.len() as f64
 }
 
-/// The first sort's record: [key (64 bits) | clamped length (7) | scrambled position (56)].
-/// Sample sort splits by the whole integer (so equal keys spread over pes), but the local sort
-/// looks at the key only, which halves its radix passes; the clamped length matters only for the
-/// ≤ k−1 short suffixes at the end of the text, which [`order_tails`] then puts in place.
+/// A first-sort record: a key of k characters ([`KeyWord`]), the clamped length min(n − i, k),
+/// and the position i, ordered by key, then length, then position scrambled. Sample sort splits
+/// by the whole record (so equal keys spread over pes), but the local sort looks at the key
+/// only, which halves its radix passes; the clamped length matters only for the ≤ k−1 short
+/// suffixes at the end of the text, which [`order_tails`] then puts in place.
 ///
-/// The position is stored scrambled ([`crate::dist::scramble`] in 56 bits), which
-/// [`HiKey::pos`] undoes: a group's members are ordered by it in the splitters and key ranges,
-/// so a range that cuts a large group (aⁿ: one group of n − k + 1) takes a pseudo-random part of
-/// every pe's members.
+/// The position is stored scrambled ([`crate::dist::scramble`] in [`POSITION_BITS`]), which
+/// [`FirstKey::pos`] undoes: a group's members are ordered by it in the splitters and key
+/// ranges, so a range that cuts a large group (aⁿ: one group of n − k + 1) takes a pseudo-random
+/// part of every pe's members.
+trait FirstKey: SortKey + std::fmt::Debug {
+    type Word: KeyWord;
+    fn new(key: Self::Word, clamped_len: usize, pos: usize) -> Self;
+    /// The packed characters.
+    fn key(self) -> Self::Word;
+    /// The clamped length and the scrambled position: [len (7 bits) | position (56)].
+    fn tail(self) -> u64;
+    /// min(n − i, k).
+    fn clamped_len(self) -> usize {
+        (self.tail() >> POSITION_BITS) as usize
+    }
+    /// The position i.
+    fn pos(self) -> u64 {
+        crate::dist::unscramble(self.tail(), POSITION_BITS)
+    }
+    /// Key and clamped length equal: the same group of the first sort.
+    fn same_group(self, o: Self) -> bool {
+        self.key() == o.key() && self.clamped_len() == o.clamped_len()
+    }
+    /// The records as [`HiKey`]s, if they are.
+    fn as_narrow(v: &[Self]) -> Option<&[HiKey]>;
+}
+
+/// [`FirstKey::tail`] of a record.
+fn key_tail(clamped_len: usize, pos: usize) -> u64 {
+    (clamped_len as u64) << POSITION_BITS | crate::dist::scramble(pos as u64, POSITION_BITS)
+}
+
+/// The first sort's record with a 64-bit key: [key (64 bits) | tail (64)] as one `u128`, 16
+/// bytes.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
 struct HiKey(u128);
 
 impl HiKey {
+    /// Key and clamped length: equal exactly for the suffixes of one group of the first sort.
+    fn id(self) -> u128 {
+        self.0 >> POSITION_BITS
+    }
+}
+
+impl FirstKey for HiKey {
+    type Word = u64;
+
     fn new(key: u64, clamped_len: usize, pos: usize) -> Self {
-        let scrambled = crate::dist::scramble(pos as u64, POSITION_BITS);
-        HiKey(((key as u128) << 64) | ((clamped_len as u128) << 56) | scrambled as u128)
+        HiKey((key as u128) << 64 | key_tail(clamped_len, pos) as u128)
     }
 
-    /// The packed characters.
     fn key(self) -> u64 {
         (self.0 >> 64) as u64
     }
 
-    /// Key and clamped length: equal exactly for the suffixes of one group of the first sort.
-    fn id(self) -> u128 {
-        self.0 >> 56
+    fn tail(self) -> u64 {
+        self.0 as u64
     }
 
-    /// min(n − i, k).
-    fn clamped_len(self) -> usize {
-        ((self.0 >> 56) & 0x7f) as usize
-    }
-
-    /// The position i.
-    fn pos(self) -> u64 {
-        crate::dist::unscramble(self.0 as u64, POSITION_BITS)
+    fn as_narrow(v: &[Self]) -> Option<&[HiKey]> {
+        Some(v)
     }
 }
 
@@ -1271,12 +1423,58 @@ impl SortKey for HiKey {
     }
 }
 
+/// The first sort's record with a 128-bit key: [tail, key's low word, key's high word], 24 bytes
+/// (a `u128` field would align it to 32).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+struct WideKey([u64; 3]);
+
+impl FirstKey for WideKey {
+    type Word = u128;
+
+    fn new(key: u128, clamped_len: usize, pos: usize) -> Self {
+        WideKey([key_tail(clamped_len, pos), key as u64, (key >> 64) as u64])
+    }
+
+    fn key(self) -> u128 {
+        (self.0[2] as u128) << 64 | self.0[1] as u128
+    }
+
+    fn tail(self) -> u64 {
+        self.0[0]
+    }
+
+    fn as_narrow(_: &[Self]) -> Option<&[HiKey]> {
+        None
+    }
+}
+
+impl Ord for WideKey {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.0[2], self.0[1], self.0[0]).cmp(&(o.0[2], o.0[1], o.0[0]))
+    }
+}
+
+impl PartialOrd for WideKey {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl SortKey for WideKey {
+    /// As [`HiKey`]'s: by key, then [`order_tails`].
+    fn sort_local(v: &mut [Self], sorter: &dyn LocalSort) {
+        sorter.sort_u192_by_high(bytemuck::cast_slice_mut(v));
+        order_tails(v);
+    }
+}
+
 /// In a run sorted by key only, moves the records of suffixes shorter than k (clamped length
 /// below the longest of their run of equal keys) to the front of that run, ordered by length: a
 /// shorter suffix whose padded key equals a longer one's is a prefix of it and sorts first.
 /// Positions within a group stay in any order. Local; one pass, plus O(length) for the runs that
 /// hold such a record.
-fn order_tails(v: &mut [HiKey]) {
+fn order_tails<R: FirstKey>(v: &mut [R]) {
     let mut j = 1;
     while j < v.len() {
         if v[j].key() != v[j - 1].key() || v[j].clamped_len() == v[j - 1].clamped_len() {
@@ -1294,13 +1492,13 @@ fn order_tails(v: &mut [HiKey]) {
         }
         let run = &mut v[a..e];
         let k = run.iter().map(|r| r.clamped_len()).max().unwrap_or(0);
-        let mut short: Vec<HiKey> = run
+        let mut short: Vec<R> = run
             .iter()
             .copied()
             .filter(|r| r.clamped_len() < k)
             .collect();
         short.sort_unstable_by_key(|r| r.clamped_len());
-        let long: Vec<HiKey> = run
+        let long: Vec<R> = run
             .iter()
             .copied()
             .filter(|r| r.clamped_len() >= k)

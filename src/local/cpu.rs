@@ -58,6 +58,15 @@ impl LocalSort for CpuSort {
             r.voracious_sort();
         }
     }
+
+    fn sort_u192_by_high(&self, v: &mut [[u64; 3]]) {
+        let r: &mut [HiKeyed192] = bytemuck::cast_slice_mut(v);
+        if self.threads > 1 && r.len() >= MT_THRESHOLD {
+            r.voracious_mt_sort(self.threads);
+        } else {
+            r.voracious_sort();
+        }
+    }
 }
 
 // HiKeyed reads a u128 as (low, high) halves in memory order.
@@ -91,6 +100,41 @@ impl Radixable<u64> for HiKeyed {
     #[inline]
     fn key(&self) -> u64 {
         self.hi
+    }
+}
+
+/// Three 64-bit words (least significant first) sorted by the high two as one `u128`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct HiKeyed192 {
+    lo: u64,
+    hi: [u64; 2],
+}
+
+impl HiKeyed192 {
+    #[inline]
+    fn hi(&self) -> u128 {
+        (self.hi[1] as u128) << 64 | self.hi[0] as u128
+    }
+}
+
+impl PartialEq for HiKeyed192 {
+    fn eq(&self, o: &Self) -> bool {
+        self.hi == o.hi
+    }
+}
+
+impl PartialOrd for HiKeyed192 {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        self.hi().partial_cmp(&o.hi())
+    }
+}
+
+impl Radixable<u128> for HiKeyed192 {
+    type Key = u128;
+    #[inline]
+    fn key(&self) -> u128 {
+        self.hi()
     }
 }
 
@@ -129,5 +173,30 @@ mod tests {
         let mut got: Vec<u64> = c.iter().map(|&x| x as u64).collect();
         got.sort();
         assert_eq!(got, (0..w.len() as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn sorts_192_bit_records_by_their_high_words() {
+        let mut x = 0x2545f4914f6cdd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Few distinct high words (ties), both high words in play, the low word a tag.
+        for (len, threads) in [(1000, 1), (200_000, 1), (200_000, 3)] {
+            let mut v: Vec<[u64; 3]> = (0..len as u64)
+                .map(|j| [j, next() % 7 << 60 | next() % 3, next() % 5 << 62])
+                .collect();
+            let mut want: Vec<(u64, u64)> = v.iter().map(|r| (r[2], r[1])).collect();
+            want.sort_unstable();
+            CpuSort::new(threads).sort_u192_by_high(&mut v);
+            let got: Vec<(u64, u64)> = v.iter().map(|r| (r[2], r[1])).collect();
+            assert_eq!(got, want, "{len} records, {threads} threads");
+            let mut tags: Vec<u64> = v.iter().map(|r| r[0]).collect();
+            tags.sort_unstable();
+            assert_eq!(tags, (0..len as u64).collect::<Vec<_>>());
+        }
     }
 }

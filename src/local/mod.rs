@@ -24,6 +24,13 @@ pub trait LocalSort: Send + Sync {
     fn sort_u128_by_high(&self, v: &mut [u128]) {
         self.sort_u128(v);
     }
+    /// Sorts 192-bit records, three 64-bit words least significant first, by their high two
+    /// words only; records with equal high words may end in any order. The default is a
+    /// comparison sort on the CPU.
+    fn sort_u192_by_high(&self, v: &mut [[u64; 3]]) {
+        use rayon::prelude::*;
+        v.par_sort_unstable_by_key(|r| (r[2], r[1]));
+    }
     /// `bytes` of page-locked host memory that this backend's sorts copy to and from its device
     /// directly (see [`HostBuf`]); None: the backend has none to give (the CPU backend, or the
     /// allocation failed; the reason is logged).

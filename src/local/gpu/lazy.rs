@@ -78,6 +78,11 @@ impl LocalSort for LazyGpu {
         }
     }
 
+    /// On the CPU: the device sorts 64- and 128-bit keys only.
+    fn sort_u192_by_high(&self, v: &mut [[u64; 3]]) {
+        self.cpu.sort_u192_by_high(v);
+    }
+
     fn host_mem(&self, bytes: usize) -> Option<Box<dyn HostMem>> {
         self.gpu()?.host_mem(bytes)
     }
