@@ -536,11 +536,17 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
         R::new(key.shl(self.codes.align), (self.n - i).min(self.codes.k), i)
     }
 
-    /// The record of local position j.
+    /// The record of local position j (its characters read from the slice directly unless its
+    /// key reaches into the halo).
+    #[inline]
     fn at(&self, j: usize) -> R {
-        let key = (j..j + self.codes.k).fold(R::Word::ones(0), |key, t| {
-            key.push(self.codes.b, self.chr(t))
-        });
+        let (b, k) = (self.codes.b, self.codes.k);
+        let key = match self.text.get(j..j + k) {
+            Some(chars) => chars.iter().fold(R::Word::ones(0), |key, &c| {
+                key.push(b, self.codes.code[c as usize])
+            }),
+            None => (j..j + k).fold(R::Word::ones(0), |key, t| key.push(b, self.chr(t))),
+        };
         self.record(j, key.and(self.mask))
     }
 
@@ -2540,14 +2546,44 @@ mod tests {
             .into_iter()
             .chain((0..10_000).map(|_| rng.next() & POSITION_MASK))
             .collect();
+        let wide_key = 7u128 << 100 | 3 << 64 | 1;
         for &i in &positions {
             let r = HiKey::new(7 << 40, 9, i as usize);
             assert_eq!((r.pos(), r.key(), r.clamped_len()), (i, 7 << 40, 9));
+            let w = WideKey::new(wide_key, 18, i as usize);
+            assert_eq!((w.pos(), w.key(), w.clamped_len()), (i, wide_key, 18));
         }
         let a = HiKey::new(5, 3, (1 << POSITION_BITS) - 1);
         let b = HiKey::new(5, 4, 0);
         let c = HiKey::new(6, 1, 12345);
         assert!(a < b && b < c);
+        assert!(a.same_group(HiKey::new(5, 3, 0)) && !a.same_group(b));
+        // Wide keys order by both words of the key (the high one first), then the length.
+        let w = |key: u128, len, pos| WideKey::new(key, len, pos);
+        let order = [
+            w(5, 3, (1 << POSITION_BITS) - 1),
+            w(5, 4, 0),
+            w(6, 1, 12345),
+            w(1 << 64, 1, 0),
+            w(1 << 64 | 1, 1, 0),
+            w(u128::MAX, 25, 0),
+        ];
+        assert!(order.windows(2).all(|x| x[0] < x[1]), "{order:?}");
+        assert!(order[0].same_group(w(5, 3, 7)) && !order[0].same_group(order[1]));
+        // The local sort orders 24-byte records by key and puts shorter suffixes first.
+        let mut v: Vec<WideKey> = (0..3000u64)
+            .map(|i| {
+                w(
+                    ((i % 7) as u128) << 90 | (i % 3) as u128,
+                    18 - (i % 2) as usize,
+                    i as usize,
+                )
+            })
+            .collect();
+        WideKey::sort_local(&mut v, &CpuSort::new(1));
+        assert!(v
+            .windows(2)
+            .all(|x| (x[0].key(), x[0].clamped_len()) <= (x[1].key(), x[1].clamped_len())));
         // Consecutive positions of one group are spread over the 56 bits (no range of the
         // splitters takes one pe's block of positions whole).
         let mut low: Vec<u64> = (0..1000)
