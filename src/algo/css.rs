@@ -3,7 +3,7 @@
 //! Phases:
 //! 1. **alphabet**: the set of byte values in the whole text (one reduction); b = bits per
 //!    character (2 for DNA), k = ⌊64/b⌋ characters per 64-bit key for alphabets of at most 16
-//!    letters (32 for DNA), else ⌊128/b⌋ per 128-bit key (18 for English's 7-bit codes, 16 for
+//!    letters (32 for DNA), else 2·⌊64/b⌋ per 128-bit key (18 for English's 7-bit codes, 16 for
 //!    bytes): a 64-bit key of 8–12 characters left most suffixes of text and code for a first
 //!    doubling round.
 //! 2. **keys**: for each position i, the next k characters packed big-endian (so integer order is
@@ -358,9 +358,9 @@ fn finish<I: Index>(
 }
 
 /// Phase 1: the text's alphabet, packed for keys: a code per byte value that occurs (in byte
-/// order), `b` bits per code, `k` = ⌊word/b⌋ codes per key of one `word` ([`KeyWord`]): 64 bits
-/// for alphabets of at most [`NARROW_ALPHABET`] letters (DNA: 21 or 32 characters), 128 above
-/// (text and code: 16–25 characters instead of the 8–12 of 64 bits, which left a doubling round
+/// order), `b` bits per code, `k` codes per key of one `word` ([`KeyWord`]; ⌊64/b⌋ per 64 bits):
+/// 64 bits for alphabets of at most [`NARROW_ALPHABET`] letters (DNA: 21 or 32 characters), 128
+/// above (text and code: 16–24 characters instead of the 8–12 of 64 bits, which left a doubling round
 /// over most suffixes — English shares its first 9 characters with another suffix at 79 % of its
 /// positions, its first 18 at 29 %).
 struct Codes {
@@ -400,9 +400,9 @@ impl Codes {
         Codes::packed(code, b, if sigma <= NARROW_ALPHABET { 64 } else { 128 })
     }
 
-    /// Codes of `b` bits in keys of `word` bits.
+    /// Codes of `b` bits in keys of `word` bits: as many characters as fit each 64-bit half.
     fn packed(code: [u64; 256], b: u32, word: u32) -> Self {
-        let k = (word / b) as usize;
+        let k = (word / 64 * (64 / b)) as usize;
         Codes {
             code,
             b,
@@ -428,8 +428,10 @@ trait KeyWord: Copy + Ord + Send + Sync + std::fmt::Debug {
     fn ones(bits: u32) -> Self;
     /// The low bits of `x`.
     fn from_u128(x: u128) -> Self;
-    /// `(self << b) | code`.
+    /// `(self << b) | code`, for 0 < b < 64.
     fn push(self, b: u32, code: u64) -> Self;
+    /// The codes of `chars` packed big-endian, `b` bits each (at most `BITS` in all).
+    fn pack(chars: &[u8], code: &[u64; 256], b: u32) -> Self;
     fn and(self, mask: Self) -> Self;
     fn shl(self, s: u32) -> Self;
     /// The top `b` bits.
@@ -456,7 +458,29 @@ macro_rules! key_word {
             }
             #[inline]
             fn push(self, b: u32, code: u64) -> Self {
-                (self << b) | code as $t
+                // Word by word: a u128 shifted by a count the compiler cannot bound tests and
+                // selects for counts past 64 at every character.
+                let (hi, lo) = ((self >> 64 % <$t>::BITS) as u64, self as u64);
+                let lo2 = (lo << b) | code;
+                if <$t>::BITS == 64 {
+                    return lo2 as $t;
+                }
+                let hi2 = (hi << b) | (lo >> (64 - b));
+                ((hi2 as $t) << 64 % <$t>::BITS) | lo2 as $t
+            }
+            #[inline]
+            fn pack(chars: &[u8], code: &[u64; 256], b: u32) -> Self {
+                let fold = |cs: &[u8]| {
+                    cs.iter()
+                        .fold(0u64, |key, &c| (key << b) | code[c as usize])
+                };
+                if <$t>::BITS == 64 {
+                    return fold(chars) as $t;
+                }
+                // Two independent words (the last 64 bits' worth of characters, and the rest).
+                let low = chars.len().min((64 / b) as usize);
+                let (first, last) = chars.split_at(chars.len() - low);
+                ((fold(first) as $t) << (b * low as u32) % <$t>::BITS) | fold(last) as $t
             }
             #[inline]
             fn and(self, mask: Self) -> Self {
@@ -542,9 +566,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
     fn at(&self, j: usize) -> R {
         let (b, k) = (self.codes.b, self.codes.k);
         let key = match self.text.get(j..j + k) {
-            Some(chars) => chars.iter().fold(R::Word::ones(0), |key, &c| {
-                key.push(b, self.codes.code[c as usize])
-            }),
+            Some(chars) => R::Word::pack(chars, &self.codes.code, b),
             None => (j..j + k).fold(R::Word::ones(0), |key, t| key.push(b, self.chr(t))),
         };
         self.record(j, key.and(self.mask))
@@ -810,7 +832,7 @@ fn first_sort<I: Index, R: FirstKey>(
                 }
                 // Keys of 64 bits (small alphabets: DNA's keys of 21 or 32 characters): a pass
                 // rolling over every position per range, and no byte per position held (the
-                // first sort is where such texts peak). Keys of 128 bits (16–25 characters):
+                // first sort is where such texts peak). Keys of 128 bits (16–24 characters):
                 // every position's range found once costs less than a pass per range.
                 if codes.word == 64 {
                     let (lo, hi) = bounds.range(k);
@@ -2538,6 +2560,33 @@ mod tests {
 
     /// A first-sort record gives back the position it was made with (the scrambling is a
     /// bijection of 56 bits), and its order is the key's, then the clamped length's.
+    #[test]
+    fn key_words_pack_and_push_as_integers() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(3);
+        let code: [u64; 256] = std::array::from_fn(|c| c as u64 % 37);
+        for b in 1..=8u32 {
+            let m = (1u64 << b) - 1;
+            for _ in 0..200 {
+                let x = (rng.next() as u128) << 64 | rng.next() as u128;
+                let c = rng.next() & m;
+                assert_eq!(x.push(b, c), (x << b) | c as u128);
+                assert_eq!((x as u64).push(b, c), ((x as u64) << b) | c);
+                for (bits, k) in [(64, 64 / b), (128, 2 * (64 / b))] {
+                    let chars: Vec<u8> = (0..k).map(|_| rng.next() as u8).collect();
+                    let want = chars.iter().fold(0u128, |key, &ch| {
+                        (key << b) | (code[ch as usize] & m) as u128
+                    });
+                    let code_b: [u64; 256] = std::array::from_fn(|ch| code[ch] & m);
+                    if bits == 64 {
+                        assert_eq!(<u64 as KeyWord>::pack(&chars, &code_b, b) as u128, want);
+                    } else {
+                        assert_eq!(<u128 as KeyWord>::pack(&chars, &code_b, b), want);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn first_sort_records_keep_position_and_order() {
         let mut rng = crate::dist::sample_sort::SplitMix::new(5);
