@@ -460,13 +460,13 @@ macro_rules! key_word {
             fn push(self, b: u32, code: u64) -> Self {
                 // Word by word: a u128 shifted by a count the compiler cannot bound tests and
                 // selects for counts past 64 at every character.
-                let (hi, lo) = ((self >> 64 % <$t>::BITS) as u64, self as u64);
+                let (hi, lo) = ((self >> (64 % <$t>::BITS)) as u64, self as u64);
                 let lo2 = (lo << b) | code;
                 if <$t>::BITS == 64 {
                     return lo2 as $t;
                 }
                 let hi2 = (hi << b) | (lo >> (64 - b));
-                ((hi2 as $t) << 64 % <$t>::BITS) | lo2 as $t
+                ((hi2 as $t) << (64 % <$t>::BITS)) | lo2 as $t
             }
             #[inline]
             fn pack(chars: &[u8], code: &[u64; 256], b: u32) -> Self {
@@ -480,7 +480,7 @@ macro_rules! key_word {
                 // Two independent words (the last 64 bits' worth of characters, and the rest).
                 let low = chars.len().min((64 / b) as usize);
                 let (first, last) = chars.split_at(chars.len() - low);
-                ((fold(first) as $t) << (b * low as u32) % <$t>::BITS) | fold(last) as $t
+                ((fold(first) as $t) << ((b * low as u32) % <$t>::BITS)) | fold(last) as $t
             }
             #[inline]
             fn and(self, mask: Self) -> Self {

@@ -187,7 +187,7 @@ mod tests {
         // Few distinct high words (ties), both high words in play, the low word a tag.
         for (len, threads) in [(1000, 1), (200_000, 1), (200_000, 3)] {
             let mut v: Vec<[u64; 3]> = (0..len as u64)
-                .map(|j| [j, next() % 7 << 60 | next() % 3, next() % 5 << 62])
+                .map(|j| [j, ((next() % 7) << 60) | (next() % 3), (next() % 5) << 62])
                 .collect();
             let mut want: Vec<(u64, u64)> = v.iter().map(|r| (r[2], r[1])).collect();
             want.sort_unstable();
