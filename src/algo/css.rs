@@ -59,11 +59,12 @@
 //!
 //! Memory per pe, w bytes per index (4 below 2^32 characters): text n/p, names w per position
 //! (only when some key repeats) and depths 2 B ([`Depth`]) while doubling, sort records 16 B
-//! each (first sort of 64-bit keys, run step), 24 B (first sort of 128-bit keys) or 4w (doubling) with up to three copies during an exchange, of
-//! one range at a time, the tied suffixes as records (3w each) after a sort in one range, or two
-//! bits per position (tied outside or inside a run) after several; into a file the SA slice is
-//! never held whole ([`place_names_in_pieces`]). The memory plan's measured model of the peak
-//! against the ranges is `plan::css_costs`.
+//! each (first sort of 64-bit keys, run step), 24 B (first sort of 128-bit keys, in 1.5× the
+//! ranges) or 4w (doubling) with up to three copies during an exchange, of one range at a time,
+//! the tied suffixes as records (3w each) after a sort in one range, or two bits per position
+//! (tied outside or inside a run) after several; into a file the SA slice is never held whole
+//! ([`place_names_in_pieces`]). The memory plan's measured model of the peak against the ranges
+//! is `plan::css_costs`.
 
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
@@ -360,9 +361,9 @@ fn finish<I: Index>(
 /// Phase 1: the text's alphabet, packed for keys: a code per byte value that occurs (in byte
 /// order), `b` bits per code, `k` codes per key of one `word` ([`KeyWord`]; ⌊64/b⌋ per 64 bits):
 /// 64 bits for alphabets of at most [`NARROW_ALPHABET`] letters (DNA: 21 or 32 characters), 128
-/// above (text and code: 16–24 characters instead of the 8–12 of 64 bits, which left a doubling round
-/// over most suffixes — English shares its first 9 characters with another suffix at 79 % of its
-/// positions, its first 18 at 29 %).
+/// above (text and code: 16–24 characters instead of the 8–12 of 64 bits, which left a doubling
+/// round over most suffixes — English shares its first 9 characters with another suffix at 79 %
+/// of its positions, its first 18 at 29 %).
 struct Codes {
     code: [u64; 256],
     b: u32,
