@@ -694,6 +694,8 @@ mod tests {
             (200_000_000, 16, Algo::Css, 8, true, 207.0),  // source
             (200_000_000, 16, Algo::Dc3, 1, false, 461.2),
             (69_999_930, 16, Algo::Dc3, 64, true, 94.8), // chrX: pDC3's floor
+            (39_952_321, 16, Algo::Css, 1, false, 142.1), // English: 24-byte first-sort records
+            (39_952_321, 16, Algo::Css, 8, true, 45.9),  // English, its first sort in 12 ranges
             (4_549_995_069, 16, Algo::Css, 16, true, 2794.0), // 64 × chrX, 40-bit
         ];
         for (n, pes, algo, ranges, check, mib) in measured {
