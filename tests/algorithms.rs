@@ -106,10 +106,9 @@ table! {
     random_sigma4_4999: || gen::random(6, 4999, 4, b'a'), DEEP;
     random_sigma256_5000: || gen::random(7, 5000, 256, 0), ALL_BASES;
     random_sigma256_100k: || gen::random(8, 100_000, 256, 0), &[Base::Small(16)];
-    // More than 16 letters: pCSS's first sort packs 128-bit keys (16–25 characters) — long
-    // runs, periods and Fibonacci's repeats inside such keys.
+    // More than 16 letters: pCSS's first sort packs 128-bit keys (16–24 characters) — long runs
+    // and Fibonacci's repeats inside such keys (periods: the repeated blocks of 26 letters).
     a_n_wide_3017: || { let mut v = gen::a_n(3000); v.extend(b'b'..=b'r'); v }, DEEP;
-    periodic20_3000: || (0..3000).map(|i| b'a' + (i % 20) as u8).collect(), DEEP;
     fibonacci_wide_4198: || { let mut v = gen::fibonacci(4181); v.extend(b'c'..=b's'); v }, DEEP;
     // DNA-like text with N runs and copies.
     dna_20000: || gen::dna(9, 20_000), DEEP_AND_DEFAULT;
