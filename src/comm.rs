@@ -313,6 +313,15 @@ impl Comm {
         out
     }
 
+    /// Element-wise bitwise or of equal-length u64 vectors over all pes, in place.
+    pub fn all_reduce_or_vec(&self, x: &mut [u64]) {
+        if !x.is_empty() {
+            let mine = x.to_vec();
+            self.world
+                .all_reduce_into(&mine[..], x, SystemOperation::bitwise_or());
+        }
+    }
+
     /// Every pe's value, in pe order.
     pub fn all_gather<T: Pod>(&self, x: T) -> Vec<T> {
         let mut out = vec![x; self.size];

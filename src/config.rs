@@ -122,6 +122,10 @@ pub struct Tunables {
     /// tests and measurements reach the 40- and 64-bit records on small inputs
     /// (`--index-bits 32|40|64`).
     pub index_width: Option<IndexWidth>,
+    /// pDC3 names its samples by a sample sort of their triples even where the triples' codes fit
+    /// a bitmap over all codes, whose set bits name them without a sort (default false; tests
+    /// reach the sort on small alphabets and measurements compare) (`--name-by-sort`).
+    pub name_by_sort: bool,
     /// Fraction of unresolved suffixes above which pCSS hands over to DC7 (or DC3) instead of
     /// doubling; 1 or more: never (default 0.85) (`--css-handover F`).
     pub css_handover: f64,
@@ -181,6 +185,7 @@ impl Default for Tunables {
         Tunables {
             force_wide: false,
             index_width: None,
+            name_by_sort: false,
             css_handover: 0.85,
             css_predict: true,
             css_finish_dc3: false,
@@ -312,6 +317,7 @@ impl Config {
                 t.index_width
                     .map_or("null".into(), |w| w.bits().to_string()),
             ),
+            ("name_by_sort", t.name_by_sort.to_string()),
             ("css_handover", format!("{:?}", t.css_handover)),
             ("css_predict", t.css_predict.to_string()),
             (
@@ -405,6 +411,7 @@ mod tests {
                 Tunables {
                     force_wide: _,
                     index_width: _,
+                    name_by_sort: _,
                     css_handover: _,
                     css_predict: _,
                     css_finish_dc3: _,

@@ -49,6 +49,21 @@ impl Index for u32 {
     }
 }
 
+/// Not a record width ([`IndexWidth`] has no 16): only a recursion text whose names all fit
+/// 16 bits is stored in it (pDC3's second level over a small alphabet, e.g. English's trigrams).
+impl Index for u16 {
+    const BITS: u32 = 16;
+    #[inline]
+    fn from_u64(x: u64) -> Self {
+        debug_assert!(x <= <Self as Index>::MAX, "{x} does not fit 16 bits");
+        x as u16
+    }
+    #[inline]
+    fn to_u64(self) -> u64 {
+        self as u64
+    }
+}
+
 impl Index for u64 {
     const BITS: u32 = 64;
     #[inline]

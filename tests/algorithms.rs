@@ -482,8 +482,9 @@ fn css_sorts_in_rounds() {
 /// merge rounds at their SA indices, pCSS' placed part, the base case) and the checker reads it
 /// back in pieces: many merge and sort rounds, the checker's pieces and every exchange forced
 /// tiny (`--merge-rounds 9 --sort-rounds 5 --exchange-round-bytes 256`), both of pCSS' finishes
-/// (DC7 and `--css-finish dc3`), 5- and 8-byte entries and 40- and 64-bit records, at every p,
-/// compared with the oracle.
+/// (DC7 and `--css-finish dc3`), 5- and 8-byte entries and 40- and 64-bit records (the latter
+/// with pDC3's samples named by their sort, `--name-by-sort`), at every p, compared with the
+/// oracle.
 #[test]
 fn sa_written_as_it_becomes_final() {
     let mut failures = Vec::new();
@@ -524,6 +525,10 @@ fn sa_written_as_it_becomes_final() {
                     ];
                     if let Some(f) = finish {
                         args.extend(["--css-finish", f]);
+                    }
+                    if bits == "64" {
+                        // pDC3's samples named by their sort on small alphabets too.
+                        args.push("--name-by-sort");
                     }
                     let w = width.to_string();
                     args.extend(["--width", &w, "-o", "out.sa", "input"]);

@@ -5,9 +5,14 @@
 //! 1. **triples**: for each sample position i (i mod 3 ≠ 0, plus a dummy at n when n mod 3 = 1)
 //!    the key (t[i], t[i+1], t[i+2], i) packed into one integer when it fits;
 //! 2. **sort triples**: distributed sample sort (the position makes keys unique: balanced on aⁿ);
-//! 3. **name**: flag key changes, global prefix sum; if all names differ they are the ranks;
+//! 3. **name**: flag key changes, global prefix sum; if all names differ they are the ranks.
+//!    Where a triple packs into [`CODE_BITS`] bits (at most 8 bits a character: texts without
+//!    the byte 0xFF, levels of at most 255 names) steps 1–3 need no sort: the triples' codes
+//!    are marked in a bitmap over all codes, or-ed over the pes, and a triple's name is 1 + the
+//!    marked codes below its own ([`name_by_codes`]; `--name-by-sort` sorts anyway);
 //! 4. otherwise **recurse** (distributed) on the string of names of the mod-1 positions followed by
-//!    the mod-2 positions, and turn its suffix array into ranks;
+//!    the mod-2 positions (stored in bytes, 16 bits or an index width: the narrowest that holds
+//!    the names), and turn its suffix array into ranks;
 //! 5. **ranks to text order**: every sample rank goes to the pe that owns its position;
 //! 6. **merge**: records (t[i], t[i+1], the ranks of the two sample positions among i..i+2, i)
 //!    sorted with the paper's comparison (sample vs sample by rank, otherwise by one or two
@@ -31,8 +36,8 @@ use bytemuck::{Pod, Zeroable};
 use super::cover::{Cover, Dc3};
 use super::merge::{merge, radix_sort_group, sort_group, Rec};
 use super::{
-    bits, index_width, name_pairs, name_samples, sample_ranks, Chars, Phases, SampleKey,
-    SampleSource, Samples, SortedPart, Symbol,
+    bits, index_width, name_by_codes, name_pairs, name_samples, sample_ranks, Chars, Phases,
+    SampleKey, SampleSource, Samples, SortedPart, Symbol, CODE_BITS,
 };
 use crate::algo::sink::SaSink;
 use crate::dist::{scramble, unscramble, Layout, SortKey};
@@ -111,7 +116,10 @@ fn level_with<C: Symbol, I: Index>(
     } else {
         3 * bc + bi
     };
-    let (pairs, unique) = if tb <= 64 {
+    let (pairs, unique) = if 3 * bc <= CODE_BITS && !ctx.tune.name_by_sort && !ctx.tune.force_wide {
+        let code = |i: usize| (chars.at(i) << (2 * bc)) | (chars.at(i + 1) << bc) | chars.at(i + 2);
+        name_by_codes::<Dc3, I>(ctx, layout, smp, 3 * bc, code, &PHASES)
+    } else if tb <= 64 {
         name_triples::<u64, I, C>(ctx, layout, chars, smp, bc, bi)
     } else if tb <= 128 {
         name_triples::<u128, I, C>(ctx, layout, chars, smp, bc, bi)

@@ -5,7 +5,9 @@
 //! For a cover D of Z_X ([`cover`]) and a level of n characters distributed in a [`Layout`]:
 //! 1. **name the samples**: every sample position i (i mod X in D) gets a name that orders it by
 //!    its first X characters: the instance builds one key per sample, one sample sort and a
-//!    prefix sum name them (`name_samples`); or pCSS' prefix names stand in (`name_pairs`).
+//!    prefix sum name them (`name_samples`), or where the windows pack into small codes a
+//!    bitmap of the codes present names them without a sort (`name_by_codes`); or pCSS' prefix
+//!    names stand in (`name_pairs`).
 //!    When n mod X is a residue of D other than the last, a dummy sample at n (the empty window)
 //!    ends that class (`Samples`);
 //! 2. **recursion**: unless the names are unique, the string of names (the class of `D[0]` in
@@ -29,9 +31,9 @@
 //!
 //! Every record of a level stores positions, ranks and names in one index width ([`Index`]: 32,
 //! 40 or 64 bits), the narrowest that holds the level's values ([`IndexWidth::choose`]); one
-//! generic definition of each record serves every width. The recursion string is stored the same
-//! way, in the narrowest width that holds its largest name: a level's text is `u8` at the top and
-//! an [`Index`] type below ([`Symbol`]).
+//! generic definition of each record serves every width. The recursion string is stored in the
+//! narrowest symbol that holds its largest name: a level's text is `u8` at the top, and below
+//! `u8` (up to 256 names), `u16` (up to 65,535) or an [`Index`] type ([`Symbol`]).
 //!
 //! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4, 5 or 8 B
 //! per position, merge records 20–28 B each (40 B past 40 bits). In one merge round every record
@@ -71,6 +73,8 @@ use cover::Cover;
 /// A character of a level's text, as a value ≥ 1 (0 stands for "past the end").
 pub trait Symbol: Pod + Send + Sync {
     fn val(self) -> u64;
+    /// The symbol whose [`Symbol::val`] is `v` (≥ 1, and within the type's range).
+    fn of_val(v: u64) -> Self;
     /// Sequential suffix array of a gathered text.
     fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64>;
     /// The suffix array of a gathered text built by `device`, if it takes the text.
@@ -85,6 +89,11 @@ impl Symbol for u8 {
     fn val(self) -> u64 {
         self as u64 + 1
     }
+    #[inline]
+    fn of_val(v: u64) -> Self {
+        debug_assert!((1..=256).contains(&v), "{v} is not a byte's value");
+        (v - 1) as u8
+    }
     fn sequential_sa(text: &[u8], threads: usize) -> Vec<u64> {
         super::seq::sa_bytes(text, threads)
     }
@@ -96,12 +105,16 @@ impl Symbol for u8 {
     }
 }
 
-/// Names (the recursion's texts) in any index width: the narrowest that holds a level's names
-/// ([`recurse`]).
+/// Names (the recursion's texts) in any index width, or in 16 bits: the narrowest that holds a
+/// level's names ([`recurse`]; names up to 256 go in bytes, as the byte `name − 1`).
 impl<I: Index> Symbol for I {
     #[inline]
     fn val(self) -> u64 {
         self.to_u64()
+    }
+    #[inline]
+    fn of_val(v: u64) -> Self {
+        I::from_u64(v)
     }
     fn sequential_sa(text: &[I], threads: usize) -> Vec<u64> {
         super::seq::sa_ints(text, threads)
@@ -422,6 +435,92 @@ fn name_samples<C: Cover, K: SampleKey, I: Index>(
     (pairs, distinct as usize == smp.m)
 }
 
+/// The widest sample codes that [`name_by_codes`] takes: a bitmap of 2^24 bits (2 MiB a pe)
+/// over all codes. DC3's triples fit it up to 8 bits a character: texts without the byte 0xFF
+/// (DNA, English, source code) and recursion levels of at most 255 names.
+pub(super) const CODE_BITS: u32 = 24;
+
+/// Step 1 without a sort, where a sample's window packs into a code of at most `bits` ≤
+/// [`CODE_BITS`] bits (its characters, most significant first: codes order as the windows, the
+/// empty window of the dummy is code 0): every pe marks its samples' codes in a bitmap over all
+/// codes, one reduction ors the bitmaps, and a sample's name is 1 + the number of marked codes
+/// below its own, the name that sorting the windows gives it (1 + the number of distinct smaller
+/// windows). Returns the same as [`name_samples`]. Collective.
+///
+/// Entry: this pe's slice of the level (`code(i)` for its sample positions). Communication: one
+/// reduction of 2^bits bits. Memory: the bitmap and a count per word (1.5 × 2^bits / 8 bytes),
+/// and the pairs.
+fn name_by_codes<C: Cover, I: Index>(
+    ctx: &Ctx,
+    layout: &Layout,
+    smp: &Samples<C>,
+    bits: u32,
+    code: impl Fn(usize) -> u64 + Sync,
+    phases: &Phases,
+) -> (Vec<[I; 2]>, bool) {
+    debug_assert!(bits <= CODE_BITS);
+    let comm = &ctx.comm;
+    let me = comm.rank();
+    let (lo, hi) = (layout.start(me), layout.end(me));
+    let dummy = smp.dummy && me == comm.size() - 1;
+    // This pe's samples in position order: global sample indices first..first + count.
+    let first = C::samples_below(lo);
+    let count = C::samples_below(hi) - first;
+    let position = |k: usize| C::X * ((first + k) / C::S) + C::residue((first + k) % C::S);
+    let words = (1usize << bits).div_ceil(64);
+    let marks = ctx.phase(phases.sample_keys, || {
+        let mark = |mut m: Vec<u64>, k: usize| {
+            let c = code(position(k));
+            m[(c >> 6) as usize] |= 1 << (c & 63);
+            m
+        };
+        let mut m = if parallel() && count >= CHUNK {
+            (0..count)
+                .into_par_iter()
+                .fold(|| vec![0u64; words], mark)
+                .reduce(
+                    || vec![0u64; words],
+                    |mut a, b| {
+                        a.iter_mut().zip(b).for_each(|(x, y)| *x |= y);
+                        a
+                    },
+                )
+        } else {
+            (0..count).fold(vec![0u64; words], mark)
+        };
+        m[0] |= u64::from(dummy);
+        comm.all_reduce_or_vec(&mut m);
+        m
+    });
+    ctx.phase(phases.name_samples, || {
+        // Marked codes in the words before each word.
+        let mut before = Vec::with_capacity(words);
+        let mut distinct = 0u64;
+        for w in &marks {
+            before.push(distinct as u32);
+            distinct += w.count_ones() as u64;
+        }
+        let name = |c: u64| {
+            let w = (c >> 6) as usize;
+            1 + before[w] as u64 + (marks[w] & ((1u64 << (c & 63)) - 1)).count_ones() as u64
+        };
+        let pair = |k: usize| {
+            let i = position(k);
+            <[I; 2]>::pack(name(code(i)), smp.rpos(i) as u64)
+        };
+        let mut pairs = Vec::with_capacity(count + usize::from(dummy));
+        if parallel() && count >= CHUNK {
+            pairs.par_extend((0..count).into_par_iter().map(pair));
+        } else {
+            pairs.extend((0..count).map(pair));
+        }
+        if dummy {
+            pairs.push(<[I; 2]>::pack(1, smp.rpos(layout.len()) as u64));
+        }
+        (pairs, distinct as usize == smp.m)
+    })
+}
+
 /// Step 1 from prefix names (pCSS' hand-over): `name_of[j]` is the name of position `lo + j`, the
 /// number of suffixes whose first h > X characters are smaller (a suffix shorter than h has a
 /// name of its own). Returns (name + 1, place in the recursion string) for this pe's samples.
@@ -521,23 +620,30 @@ fn sample_layout<C: Cover>(layout: &Layout) -> Layout {
 
 /// The recursion step: the names go to their places in the recursion string (block layout), and
 /// the string is solved one level deeper by pDC3, its suffix array handed to `sink` as it becomes
-/// final. The string is stored in the narrowest index width that holds its largest name (or the
-/// forced one): it stays alive under every deeper level. Collective (one reduction for the
-/// largest name).
+/// final. The string stays alive under every deeper level, so it is stored in the narrowest
+/// symbol that holds its largest name: a byte up to 256 names (DNA's trigrams), 16 bits up to
+/// 65,535 (English's), else an index width; a forced index width ([`index_width`]) takes that
+/// width instead, so tests reach the wide strings on small inputs. Collective (one reduction for
+/// the largest name).
 fn recurse<C: Cover, I: Index>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<[I; 2]>, sink: &SaSink) {
     // Names from samples' windows are at most m; prefix names (pCSS' hand-over) up to n.
     let largest = ctx
         .comm
         .all_reduce_max(pairs.iter().map(|x| x.a()).max().unwrap_or(0));
+    let forced = ctx.tune.forced_index_width().is_some();
     match index_width(ctx, largest) {
+        _ if !forced && largest <= 256 => recurse_in::<C, I, u8>(ctx, smp, pairs, sink),
+        _ if !forced && largest <= u16::MAX as u64 => {
+            recurse_in::<C, I, u16>(ctx, smp, pairs, sink)
+        }
         IndexWidth::W32 => recurse_in::<C, I, u32>(ctx, smp, pairs, sink),
         IndexWidth::W40 => recurse_in::<C, I, U40>(ctx, smp, pairs, sink),
         IndexWidth::W64 => recurse_in::<C, I, u64>(ctx, smp, pairs, sink),
     }
 }
 
-/// [`recurse`] with the recursion string in index width `N`.
-fn recurse_in<C: Cover, I: Index, N: Index>(
+/// [`recurse`] with the recursion string in symbols `N`.
+fn recurse_in<C: Cover, I: Index, N: Symbol>(
     ctx: &Ctx,
     smp: &Samples<C>,
     pairs: Vec<[I; 2]>,
@@ -549,7 +655,7 @@ fn recurse_in<C: Cover, I: Index, N: Index>(
         let mut r = bytemuck::allocation::zeroed_vec(rl.local_len(comm.rank()));
         let steps = pieces(ctx, pairs.len() * std::mem::size_of::<[I; 2]>());
         send_to_owners_in_pieces(comm, &rl, pairs, &mut r[..], steps, |x| {
-            (x.b() as usize, N::from_u64(x.a()))
+            (x.b() as usize, N::of_val(x.a()))
         });
         r
     });
