@@ -434,7 +434,7 @@ mod tests {
                     sa_parts: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 12 + 13 + 6);
+        assert_eq!(names.len(), 12 + 14 + 6);
     }
 
     #[test]
