@@ -6,10 +6,11 @@
 //!    the key (t[i], t[i+1], t[i+2], i) packed into one integer when it fits;
 //! 2. **sort triples**: distributed sample sort (the position makes keys unique: balanced on aⁿ);
 //! 3. **name**: flag key changes, global prefix sum; if all names differ they are the ranks.
-//!    Where a triple packs into [`CODE_BITS`] bits (at most 8 bits a character: texts without
-//!    the byte 0xFF, levels of at most 255 names) steps 1–3 need no sort: the triples' codes
-//!    are marked in a bitmap over all codes, or-ed over the pes, and a triple's name is 1 + the
-//!    marked codes below its own ([`name_by_codes`]; `--name-by-sort` sorts anyway);
+//!    Where a triple packs into [`CODE_BITS`] bits (its characters numbered densely, at most 8
+//!    bits each: texts of at most 255 distinct bytes, levels of at most 255 names) steps 1–3
+//!    need no sort: the triples' codes are marked in a bitmap over all codes, or-ed over the
+//!    pes, and a triple's name is 1 + the marked codes below its own ([`name_by_codes`];
+//!    `--name-by-sort` sorts anyway);
 //! 4. otherwise **recurse** (distributed) on the string of names of the mod-1 positions followed by
 //!    the mod-2 positions (stored in bytes, 16 bits or an index width: the narrowest that holds
 //!    the names), and turn its suffix array into ranks;
@@ -83,16 +84,52 @@ pub(super) fn level_to<C: Symbol>(
             return SortedPart::new(sa, first).deliver_to(ctx, sink);
         }
     }
-    let (chars, alphabet) = ctx.phase("halo", || {
-        (Chars::new(ctx, t, layout, 2), largest_char(ctx, t))
+    let (chars, set) = ctx.phase("halo", || {
+        (Chars::new(ctx, t, layout, 2), CharSet::of(ctx, t))
     });
     let smp = Samples::<Dc3>::new(n, true);
     // Positions up to n (the dummy), ranks up to the samples + 1.
-    let largest = (n as u64 + 2).max(alphabet);
+    let largest = (n as u64 + 2).max(set.largest);
     match index_width(ctx, largest) {
-        IndexWidth::W32 => level_with::<C, u32>(ctx, layout, &chars, alphabet, &smp, sink),
-        IndexWidth::W40 => level_with::<C, U40>(ctx, layout, &chars, alphabet, &smp, sink),
-        IndexWidth::W64 => level_with::<C, u64>(ctx, layout, &chars, alphabet, &smp, sink),
+        IndexWidth::W32 => level_with::<C, u32>(ctx, layout, &chars, &set, &smp, sink),
+        IndexWidth::W40 => level_with::<C, U40>(ctx, layout, &chars, &set, &smp, sink),
+        IndexWidth::W64 => level_with::<C, u64>(ctx, layout, &chars, &set, &smp, sink),
+    }
+}
+
+/// The characters of a level: the largest value, and where no value exceeds a byte's (256)
+/// their dense numbering, `dense[v]` = the number of values in 1..=v present in the whole level
+/// (0 past the end), so that a triple's code takes 3 · bits(σ) bits for σ values present (DNA 9,
+/// English 21: [`name_by_codes`]).
+struct CharSet {
+    largest: u64,
+    dense: Option<Vec<u64>>,
+}
+
+impl CharSet {
+    /// Collective (one reduction of the largest value, one of 257 bits where it is at most 256).
+    fn of<C: Symbol>(ctx: &Ctx, t: &[C]) -> CharSet {
+        let mut present = [0u64; 5];
+        let mut most = 0;
+        for &c in t {
+            let v = c.val();
+            most = most.max(v);
+            if v <= 256 {
+                present[(v >> 6) as usize] |= 1 << (v & 63);
+            }
+        }
+        let largest = ctx.comm.all_reduce_max(most);
+        let dense = (largest <= 256).then(|| {
+            ctx.comm.all_reduce_or_vec(&mut present);
+            let mut seen = 0;
+            (0..=256u64)
+                .map(|v| {
+                    seen += v.min(1) * (present[(v >> 6) as usize] >> (v & 63) & 1);
+                    seen
+                })
+                .collect()
+        });
+        CharSet { largest, dense }
     }
 }
 
@@ -101,10 +138,11 @@ fn level_with<C: Symbol, I: Index>(
     ctx: &Ctx,
     layout: &Layout,
     chars: &Chars<C>,
-    alphabet: u64,
+    set: &CharSet,
     smp: &Samples<Dc3>,
     sink: &SaSink,
 ) -> Option<SortedPart> {
+    let alphabet = set.largest;
     // Positions up to n − 1, or n with the dummy.
     let (bc, bi) = (
         bits(alphabet),
@@ -116,9 +154,18 @@ fn level_with<C: Symbol, I: Index>(
     } else {
         3 * bc + bi
     };
-    let (pairs, unique) = if 3 * bc <= CODE_BITS && !ctx.tune.name_by_sort && !ctx.tune.force_wide {
-        let code = |i: usize| (chars.at(i) << (2 * bc)) | (chars.at(i + 1) << bc) | chars.at(i + 2);
-        name_by_codes::<Dc3, I>(ctx, layout, smp, 3 * bc, code, &PHASES)
+    // Codes of dense characters where they fit a byte, else of the values themselves.
+    let (dense, bd) = match &set.dense {
+        Some(d) => (Some(d), bits(d[256])),
+        None => (None, bc),
+    };
+    let (pairs, unique) = if 3 * bd <= CODE_BITS && !ctx.tune.name_by_sort && !ctx.tune.force_wide {
+        let at = |i: usize| {
+            let c = chars.at(i);
+            dense.map_or(c, |d| d[c as usize])
+        };
+        let code = |i: usize| (at(i) << (2 * bd)) | (at(i + 1) << bd) | at(i + 2);
+        name_by_codes::<Dc3, I>(ctx, layout, smp, 3 * bd, code, &PHASES)
     } else if tb <= 64 {
         name_triples::<u64, I, C>(ctx, layout, chars, smp, bc, bi)
     } else if tb <= 128 {

@@ -436,8 +436,9 @@ fn name_samples<C: Cover, K: SampleKey, I: Index>(
 }
 
 /// The widest sample codes that [`name_by_codes`] takes: a bitmap of 2^24 bits (2 MiB a pe)
-/// over all codes. DC3's triples fit it up to 8 bits a character: texts without the byte 0xFF
-/// (DNA, English, source code) and recursion levels of at most 255 names.
+/// over all codes. DC3's triples fit it up to 8 bits a character: texts of at most 255 distinct
+/// bytes (numbered densely: DNA's 9-bit codes, English's 21) and recursion levels of at most
+/// 255 names.
 pub(super) const CODE_BITS: u32 = 24;
 
 /// Step 1 without a sort, where a sample's window packs into a code of at most `bits` ≤
@@ -475,8 +476,11 @@ fn name_by_codes<C: Cover, I: Index>(
             m
         };
         let mut m = if parallel() && count >= CHUNK {
+            // One bitmap per thread, not per split.
+            let per_thread = count.div_ceil(rayon::current_num_threads());
             (0..count)
                 .into_par_iter()
+                .with_min_len(per_thread)
                 .fold(|| vec![0u64; words], mark)
                 .reduce(
                     || vec![0u64; words],
