@@ -636,7 +636,10 @@ fn recurse<C: Cover, I: Index>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<[I; 2]>, 
         .all_reduce_max(pairs.iter().map(|x| x.a()).max().unwrap_or(0));
     let forced = ctx.tune.forced_index_width().is_some();
     match index_width(ctx, largest) {
-        _ if !forced && largest <= 256 => recurse_in::<C, I, u8>(ctx, smp, pairs, sink),
+        // (With the GPU a level may go whole to the device as integers, not as bytes.)
+        _ if !forced && largest <= 256 && ctx.config.backend != crate::Backend::Gpu => {
+            recurse_in::<C, I, u8>(ctx, smp, pairs, sink)
+        }
         _ if !forced && largest <= u16::MAX as u64 => {
             recurse_in::<C, I, u16>(ctx, smp, pairs, sink)
         }
