@@ -177,6 +177,9 @@ pub struct Tuning {
     /// pDC3 names its triples by a sample sort even where a bitmap of their codes would do
     #[arg(long, hide = true)]
     pub name_by_sort: bool,
+    /// Share of a level's samples with unique windows at which they leave the recursion (0: always, above 1: never)
+    #[arg(long, hide = true, value_name = "F", value_parser = fraction)]
+    pub discard_share: Option<f64>,
     /// Fraction of unresolved suffixes above which pCSS hands over (1 or more: never)
     #[arg(long, hide = true, value_name = "F", value_parser = fraction)]
     pub css_handover: Option<f64>,
@@ -363,6 +366,7 @@ impl Cli {
         tune.force_wide = t.force_wide;
         tune.index_width = t.index_bits;
         tune.name_by_sort = t.name_by_sort;
+        tune.discard_share = t.discard_share.unwrap_or(tune.discard_share);
         tune.css_handover = t.css_handover.unwrap_or(tune.css_handover);
         tune.css_predict = !t.no_css_predict;
         if let Some(f) = t.css_finish {
@@ -481,6 +485,7 @@ mod tests {
             "--force-wide",
             "--index-bits=40",
             "--name-by-sort",
+            "--discard-share=0.5",
             "--css-handover=2",
             "--no-css-predict",
             "--css-finish=dc3",
@@ -505,7 +510,7 @@ mod tests {
             "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 \
              exchange_round_bytes=null mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
              plan_algo=false read_piece=5 map_threshold=1048576 huge_pages=true force_wide=true index_bits=40 \
-             name_by_sort=true css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
+             name_by_sort=true discard_share=0.5 css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
              gpu_pool=false pool_piece=3 sort_rounds=5 merge_rounds=6 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" gpu_sa_parts=7 kernel_cache=\"/k\""
         );

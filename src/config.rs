@@ -126,6 +126,11 @@ pub struct Tunables {
     /// a bitmap over all codes, whose set bits name them without a sort (default false; tests
     /// reach the sort on small alphabets and measurements compare) (`--name-by-sort`).
     pub name_by_sort: bool,
+    /// The share of a level's samples with a unique window (those sorted to a name of their
+    /// own) at which the difference covers discard them from the recursion string: their ranks
+    /// are their names, and the recursion solves only the rest (default 0.125; 0: whenever a
+    /// level's names are sorted; more than 1: never) (`--discard-share F`).
+    pub discard_share: f64,
     /// Fraction of unresolved suffixes above which pCSS hands over to DC7 (or DC3) instead of
     /// doubling; 1 or more: never (default 0.85) (`--css-handover F`).
     pub css_handover: f64,
@@ -186,6 +191,7 @@ impl Default for Tunables {
             force_wide: false,
             index_width: None,
             name_by_sort: false,
+            discard_share: 0.125,
             css_handover: 0.85,
             css_predict: true,
             css_finish_dc3: false,
@@ -318,6 +324,7 @@ impl Config {
                     .map_or("null".into(), |w| w.bits().to_string()),
             ),
             ("name_by_sort", t.name_by_sort.to_string()),
+            ("discard_share", format!("{:?}", t.discard_share)),
             ("css_handover", format!("{:?}", t.css_handover)),
             ("css_predict", t.css_predict.to_string()),
             (
@@ -412,6 +419,7 @@ mod tests {
                     force_wide: _,
                     index_width: _,
                     name_by_sort: _,
+                    discard_share: _,
                     css_handover: _,
                     css_predict: _,
                     css_finish_dc3: _,
@@ -434,7 +442,7 @@ mod tests {
                     sa_parts: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 12 + 14 + 6);
+        assert_eq!(names.len(), 12 + 15 + 6);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub use exchange::{
     Slots,
 };
 pub use layout::{Layout, OwnerCursor};
-pub use naming::{name_round, name_sorted};
+pub use naming::{name_round, name_sorted, rank_round};
 pub use pair::Pair;
 pub use rounds::{
     release_freed, scramble, sort_in_rounds, unscramble, Ranges, Round, RoundBounds, MAX_RANGES,

@@ -63,3 +63,65 @@ where
     let distinct = comm.all_reduce_sum(acc);
     (names, distinct)
 }
+
+/// One round's records named by rank ([`rank_round`]).
+pub struct RankedRound {
+    /// Per record: 1 + the number of records of the whole sequence with smaller keys (the global
+    /// rank of the key's first record, 1-based).
+    pub names: Vec<u64>,
+    /// Per record: whether no other record holds its key. The round's last record is counted
+    /// as shared when a later round follows (its first record is not known here): unique keys
+    /// may be reported shared, never the reverse.
+    pub unique: Vec<bool>,
+    /// The number of keys that first appear in this round.
+    pub new: u64,
+    /// The largest name given so far (pass it to the next round).
+    pub last: u64,
+}
+
+/// Names one round of a sequence sorted in key ranges ([`super::sort_in_rounds`]) by rank, and
+/// tells which keys are unique: a unique key's name is then its record's exact rank, and a
+/// shared key's name is where its group of records starts. `last` is the previous round's
+/// [`RankedRound::last`] (0 before the first). Collective.
+///
+/// Entry: `round` as `sort_in_rounds` hands it to every pe. Exit: see [`RankedRound`]; a key
+/// whose records straddle a pe or round boundary keeps one name. Communication: one prefix
+/// maximum, one sum and one maximum.
+pub fn rank_round<T: Pod, F>(comm: &Comm, round: &Round<T>, last: u64, same: F) -> RankedRound
+where
+    F: Fn(&T, &T) -> bool,
+{
+    let sorted = &round.sorted;
+    let mut names = Vec::with_capacity(sorted.len());
+    let mut unique = Vec::with_capacity(sorted.len());
+    // The name of the group the current record belongs to; 0 while it started on a lower pe
+    // or in an earlier round.
+    let mut cur = 0u64;
+    let mut starts = 0u64;
+    for (j, x) in sorted.iter().enumerate() {
+        let left = if j == 0 {
+            round.prev.as_ref()
+        } else {
+            Some(&sorted[j - 1])
+        };
+        let new = left.is_none_or(|b| !same(b, x));
+        if new {
+            cur = round.offset + j as u64 + 1;
+            starts += 1;
+        }
+        names.push(cur);
+        let right = sorted.get(j + 1).or(round.next.as_ref());
+        let shared_right = right.map_or(!round.is_last(), |r| same(x, r));
+        unique.push(new && !shared_right);
+    }
+    let carry = last.max(comm.exscan_max(cur));
+    for n in names.iter_mut().take_while(|n| **n == 0) {
+        *n = carry;
+    }
+    RankedRound {
+        names,
+        unique,
+        new: comm.all_reduce_sum(starts),
+        last: comm.all_reduce_max(cur).max(last),
+    }
+}

@@ -37,7 +37,7 @@ use bytemuck::{Pod, Zeroable};
 use super::cover::{Cover, Dc3};
 use super::merge::{merge, radix_sort_group, sort_group, Rec};
 use super::{
-    bits, index_width, name_by_codes, name_pairs, name_samples, sample_ranks, Chars, Phases,
+    bits, index_width, name_by_codes, name_pairs, name_samples, sample_ranks, Chars, Named, Phases,
     SampleKey, SampleSource, Samples, SortedPart, Symbol, CODE_BITS,
 };
 use crate::algo::sink::SaSink;
@@ -159,7 +159,7 @@ fn level_with<C: Symbol, I: Index>(
         Some(d) => (Some(d), bits(d[256])),
         None => (None, bc),
     };
-    let (pairs, unique) = if 3 * bd <= CODE_BITS && !ctx.tune.name_by_sort && !ctx.tune.force_wide {
+    let named = if 3 * bd <= CODE_BITS && !ctx.tune.name_by_sort && !ctx.tune.force_wide {
         let at = |i: usize| {
             let c = chars.at(i);
             dense.map_or(c, |d| d[c as usize])
@@ -173,7 +173,7 @@ fn level_with<C: Symbol, I: Index>(
     } else {
         name_triples::<Triple<I>, I, C>(ctx, layout, chars, smp, bc, bi)
     };
-    let rank = sample_ranks::<Dc3, I>(ctx, layout, smp, pairs, unique);
+    let rank = sample_ranks::<Dc3, I>(ctx, layout, smp, named);
     merge_by_chars::<I, C>(ctx, layout, chars, alphabet, rank, sink)
 }
 
@@ -210,7 +210,7 @@ fn finish_with<I: Index, N: Index>(
     let smp = Samples::<Dc3>::new(layout.len(), false);
     let pairs = name_pairs::<Dc3, I, N>(ctx, layout, &smp, &name_of);
     drop(name_of);
-    let rank = sample_ranks::<Dc3, I>(ctx, layout, &smp, pairs, false);
+    let rank = sample_ranks::<Dc3, I>(ctx, layout, &smp, Named::plain(pairs, false));
     let chars = Chars::new(ctx, text, layout, 2);
     let alphabet = largest_char(ctx, text);
     let part = merge_by_chars::<I, u8>(ctx, layout, &chars, alphabet, rank, sink);
@@ -224,8 +224,7 @@ fn largest_char<C: Symbol>(ctx: &Ctx, t: &[C]) -> u64 {
 }
 
 /// Steps 1–3: builds the triple of every sample position of this pe (and the dummy on the last
-/// pe), sorts and names them. Returns (name, place in the recursion string) pairs and whether
-/// all names differ. Collective.
+/// pe), sorts and names them ([`Named`]). Collective.
 fn name_triples<K: TripleKey, I: Index, C: Symbol>(
     ctx: &Ctx,
     layout: &Layout,
@@ -233,7 +232,7 @@ fn name_triples<K: TripleKey, I: Index, C: Symbol>(
     smp: &Samples<Dc3>,
     bc: u32,
     bi: u32,
-) -> (Vec<[I; 2]>, bool) {
+) -> Named<I> {
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();

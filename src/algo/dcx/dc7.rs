@@ -33,7 +33,7 @@ use bytemuck::{Pod, Zeroable};
 use super::cover::{Cover, Dc7};
 use super::merge::{merge, radix_sort_group, sort_group, Head, Name, Rec};
 use super::{
-    bits, index_width, map_maybe_par, name_pairs, name_samples, sample_ranks, Chars, Phases,
+    bits, index_width, map_maybe_par, name_pairs, name_samples, sample_ranks, Chars, Named, Phases,
     SampleKey, SampleSource, Samples, SortedPart,
 };
 use crate::algo::sink::SaSink;
@@ -88,9 +88,8 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -
         key: |i: usize| WindowKey::new(window(&chars, i), i),
         dummy: (smp.dummy && me == ctx.comm.size() - 1).then(|| WindowKey::new(0, layout.len())),
     };
-    let (pairs, unique) =
-        name_samples::<Dc7, WindowKey, I>(ctx, layout.len(), &smp, source, 64, &PHASES);
-    let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, pairs, unique);
+    let named = name_samples::<Dc7, WindowKey, I>(ctx, layout.len(), &smp, source, 64, &PHASES);
+    let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, named);
     // The groups' keys: (first l ≤ 3 characters, rank).
     let (head_bits, rank_bits) = (CB * GROUP_OFFSET_MAX, bits(layout.len() as u64 + 1));
     merge_all::<Window, I>(
@@ -141,7 +140,7 @@ fn from_names<I: Index, N: Index>(
     let narrow: Vec<I> = map_maybe_par(&name_of, |_, &x| I::from_u64(x.to_u64()));
     drop(name_of);
     let name_of = narrow;
-    let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, pairs, false);
+    let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, Named::plain(pairs, false));
     let bits = bits(layout.len() as u64 + 1);
     merge_all::<Name<I>, I>(
         ctx,

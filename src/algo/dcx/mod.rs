@@ -62,8 +62,8 @@ use rayon::prelude::*;
 use super::pieces;
 use super::sink::SaSink;
 use crate::dist::{
-    build_by_kind, name_round, rebalance, right_halo, send_to_owners_in_pieces, sort_in_rounds,
-    Layout, Pair, Ranges, RoundBounds, Select, SortKey,
+    build_by_kind, exchange, last_of_left, name_round, rank_round, rebalance, right_halo,
+    send_to_owners_in_pieces, sort_in_rounds, Layout, Pair, Ranges, RoundBounds, Select, SortKey,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
@@ -373,13 +373,36 @@ impl<K: SampleKey, F: Fn(usize) -> K + Sync> SampleSource<K, F> {
     }
 }
 
-/// Step 1 for sample keys: sorts them and names them (1 + the number of smaller windows), in
-/// the key ranges of a level of `n` characters ([`Ctx::merge_rounds_at`]) one after the other
-/// ([`sort_in_rounds`]: the round of every sample is found once, then each range's keys are made
-/// from the text again, sorted, named and freed; a window whose samples straddle two ranges
-/// keeps one name, [`name_round`]). Returns (name,
-/// place in the recursion string) pairs of this pe's share of the samples (the dummy included)
-/// and whether all names differ. Collective.
+/// What step 1 leaves on one pe: the names of its share of the samples (the dummy included).
+struct Named<I> {
+    /// (name, place in the recursion string) pairs. Plain names are 1 + the number of distinct
+    /// smaller windows; ranked names (`ranked`) are 1 + the number of samples with smaller
+    /// windows, shifted left by one bit that is set where no other sample has the window.
+    pairs: Vec<[I; 2]>,
+    /// Whether all names differ (they are then the ranks).
+    unique: bool,
+    /// Whether the names are ranked and tagged.
+    ranked: bool,
+}
+
+impl<I: Index> Named<I> {
+    /// Plain names.
+    fn plain(pairs: Vec<[I; 2]>, unique: bool) -> Self {
+        Named {
+            pairs,
+            unique,
+            ranked: false,
+        }
+    }
+}
+
+/// Step 1 for sample keys: sorts them and names them, in the key ranges of a level of `n`
+/// characters ([`Ctx::merge_rounds_at`]) one after the other ([`sort_in_rounds`]: the round of
+/// every sample is found once, then each range's keys are made from the text again, sorted,
+/// named and freed; a window whose samples straddle two ranges keeps one name, [`name_round`]).
+/// Where a level may discard ([`Tunables::discard_share`](crate::Tunables) at most 1, and
+/// twice the names fit `I`) the names are ranked and tagged ([`rank_round`], [`Named`]),
+/// otherwise plain. Collective.
 ///
 /// Memory: one range's keys (two copies during its exchange), the pairs named so far (two
 /// indices per sample) and with several ranges one byte per position, instead of every key at
@@ -391,12 +414,13 @@ fn name_samples<C: Cover, K: SampleKey, I: Index>(
     source: SampleSource<K, impl Fn(usize) -> K + Sync>,
     bi: u32,
     phases: &Phases,
-) -> (Vec<[I; 2]>, bool) {
+) -> Named<I> {
     let comm = &ctx.comm;
     let rounds = ctx.merge_rounds_at(n);
+    let ranked = ctx.tune.discard_share <= 1.0 && 2 * smp.m as u64 + 3 <= I::MAX;
     let round_of = std::cell::RefCell::new((Vec::new(), None));
     let mut pairs: Vec<[I; 2]> = Vec::new();
-    let mut distinct = 0u64;
+    let (mut distinct, mut last) = (0u64, 0u64);
     sort_in_rounds(
         ctx,
         phases.sort_samples,
@@ -417,22 +441,36 @@ fn name_samples<C: Cover, K: SampleKey, I: Index>(
             })
         },
         |round| {
-            let names = ctx.phase(phases.name_samples, || {
-                let (names, new) = name_round(comm, &round, distinct, |a, b| a.same_chars(b, bi));
-                distinct += new;
-                names
-            });
-            pairs.reserve_exact(names.len());
-            pairs.extend(
-                round
-                    .sorted
-                    .iter()
-                    .zip(&names)
-                    .map(|(k, &nm)| <[I; 2]>::pack(nm, smp.rpos(k.index(bi) as usize) as u64)),
-            );
+            let same = |a: &K, b: &K| a.same_chars(b, bi);
+            let place = |k: &K| smp.rpos(k.index(bi) as usize) as u64;
+            pairs.reserve_exact(round.sorted.len());
+            if ranked {
+                let r = ctx.phase(phases.name_samples, || rank_round(comm, &round, last, same));
+                (distinct, last) = (distinct + r.new, r.last);
+                let tagged = r.names.iter().zip(&r.unique);
+                pairs.extend(
+                    round
+                        .sorted
+                        .iter()
+                        .zip(tagged)
+                        .map(|(k, (&nm, &u))| <[I; 2]>::pack(nm << 1 | u64::from(u), place(k))),
+                );
+            } else {
+                let names = ctx.phase(phases.name_samples, || {
+                    let (names, new) = name_round(comm, &round, distinct, same);
+                    distinct += new;
+                    names
+                });
+                let named = round.sorted.iter().zip(&names);
+                pairs.extend(named.map(|(k, &nm)| <[I; 2]>::pack(nm, place(k))));
+            }
         },
     );
-    (pairs, distinct as usize == smp.m)
+    Named {
+        pairs,
+        unique: distinct as usize == smp.m,
+        ranked,
+    }
 }
 
 /// The widest sample codes that [`name_by_codes`] takes: a bitmap of 2^24 bits (2 MiB a pe)
@@ -446,7 +484,7 @@ pub(super) const CODE_BITS: u32 = 24;
 /// empty window of the dummy is code 0): every pe marks its samples' codes in a bitmap over all
 /// codes, one reduction ors the bitmaps, and a sample's name is 1 + the number of marked codes
 /// below its own, the name that sorting the windows gives it (1 + the number of distinct smaller
-/// windows). Returns the same as [`name_samples`]. Collective.
+/// windows). Returns plain names ([`Named`]). Collective.
 ///
 /// Entry: this pe's slice of the level (`code(i)` for its sample positions). Communication: one
 /// reduction of 2^bits bits. Memory: the bitmap and a count per word (1.5 × 2^bits / 8 bytes),
@@ -458,7 +496,7 @@ fn name_by_codes<C: Cover, I: Index>(
     bits: u32,
     code: impl Fn(usize) -> u64 + Sync,
     phases: &Phases,
-) -> (Vec<[I; 2]>, bool) {
+) -> Named<I> {
     debug_assert!(bits <= CODE_BITS);
     let comm = &ctx.comm;
     let me = comm.rank();
@@ -521,7 +559,7 @@ fn name_by_codes<C: Cover, I: Index>(
         if dummy {
             pairs.push(<[I; 2]>::pack(1, smp.rpos(layout.len()) as u64));
         }
-        (pairs, distinct as usize == smp.m)
+        Named::plain(pairs, distinct as usize == smp.m)
     })
 }
 
@@ -543,13 +581,14 @@ fn name_pairs<C: Cover, I: Index, N: Index>(
         .collect()
 }
 
-/// Steps 2–3: from (name ≥ 1, place in the recursion string) pairs of all samples to the rank
-/// among the real samples (1-based) of every sample position this pe owns, in text order (only
-/// the sample positions: entry k is the rank of this pe's k-th, see [`sample_layout`]). With
-/// `unique` the names are the ranks already; otherwise the recursion
-/// string is solved ([`recurse`]), and its suffix array comes back as it becomes final — each
-/// piece (a merge round's part) turned into ranks and sent to their positions at once, so no pe
-/// holds the recursion's suffix array. Collective.
+/// Steps 2–3: from the names of all samples ([`Named`]) to the rank among the real samples
+/// (1-based) of every sample position this pe owns, in text order (only the sample positions:
+/// entry k is the rank of this pe's k-th, see [`sample_layout`]). With `unique` the names are
+/// the ranks already; otherwise the recursion string is solved ([`recurse`]), or where enough
+/// samples have windows of their own only the part of it that needs solving
+/// ([`ranks_discarding`]), and its suffix array comes back as it becomes final — each piece (a
+/// merge round's part) turned into ranks and sent to their positions at once, so no pe holds
+/// the recursion's suffix array. Collective.
 ///
 /// Entry: any pe may hold any pairs. Exit: `sample_layout(layout).local_len(me)` ranks.
 /// Communication: the recursion, and all-to-alls of m (rank, sample index) pairs in all. Memory:
@@ -560,8 +599,7 @@ fn sample_ranks<C: Cover, I: Index>(
     ctx: &Ctx,
     layout: &Layout,
     smp: &Samples<C>,
-    pairs: Vec<[I; 2]>,
-    unique: bool,
+    named: Named<I>,
 ) -> Vec<I> {
     let n = layout.len();
     let comm = &ctx.comm;
@@ -578,17 +616,38 @@ fn sample_ranks<C: Cover, I: Index>(
             (x.b() as usize, x[0])
         });
     };
+    let Named {
+        mut pairs,
+        unique,
+        ranked,
+    } = named;
+    let tag = u32::from(ranked);
     if unique {
         ctx.phase("ranks to text", || {
-            let mut ranked = pairs;
-            ranked.retain_mut(|x| {
+            pairs.retain_mut(|x| {
                 let i = smp.text_pos(x.b() as usize);
-                *x = Pair::pack(x.a().saturating_sub(shift), C::sample_index(i) as u64);
+                *x = Pair::pack((x.a() >> tag) - shift, C::sample_index(i) as u64);
                 i < n
             });
-            send(ranked);
+            send(pairs);
         });
+        return rank.into_inner();
+    }
+    let names = if ranked {
+        let rl = Layout::block(smp.m, comm.size());
+        let tagged: Vec<I> = ctx.phase("build recursion", || {
+            let mut r = bytemuck::allocation::zeroed_vec(rl.local_len(comm.rank()));
+            let steps = pieces(ctx, pairs.len() * std::mem::size_of::<[I; 2]>());
+            send_to_owners_in_pieces(comm, &rl, pairs, &mut r[..], steps, |x| {
+                (x.b() as usize, I::from_u64(x.a()))
+            });
+            r
+        });
+        ranks_discarding(ctx, smp, tagged, n, &send).map(Names::Tagged)
     } else {
+        Some(Names::Pairs(pairs))
+    };
+    if let Some(names) = names {
         // The recursion hands entries first.. of its suffix array (places q in the string).
         let hand = |first: u64, sa: &[u64]| {
             ctx.shallower(|| {
@@ -604,9 +663,142 @@ fn sample_ranks<C: Cover, I: Index>(
                 })
             })
         };
-        recurse(ctx, smp, pairs, &SaSink::to_hand(&hand));
+        recurse(ctx, smp.m, names, &SaSink::to_hand(&hand));
     }
     rank.into_inner()
+}
+
+/// Steps 2–3 with discarding (Dementiev, Kärkkäinen, Mehnert & Sanders; as in Distributed
+/// DCX), from ranked names ([`Named`]) in their places of the recursion string (`tagged`, block
+/// layout): a sample whose window no other sample has is ordered by its window alone, so its
+/// rank is its name. In the string, a run of shared names followed by one unique name (which
+/// ends every comparison that reaches it) orders the same in any context, so the string of the
+/// kept samples — the shared ones and the unique ones right after a shared one — keeps their
+/// order; every other sample is discarded and takes its name as its rank at once. The kept
+/// samples, in the order the recursion gives, take the ranks that no discarded sample took,
+/// smallest first. Hands every rank to `send` as (rank − dummy, sample index). Returns the
+/// string untouched, for the whole recursion, where fewer than
+/// [`Tunables::discard_share`](crate::Tunables) of the samples would go. Collective.
+///
+/// Communication: one count, the discarded names to the owners of their values (block layout
+/// of 0..=m), the recursion of the m' kept names, and per piece of its suffix array three
+/// all-to-alls of its pairs (to the free rank's owner, the kept sample's place, its position).
+/// Memory: the tagged string until the kept part is taken from it; under the recursion one
+/// index per kept sample for its place and one per free rank.
+fn ranks_discarding<C: Cover, I: Index>(
+    ctx: &Ctx,
+    smp: &Samples<C>,
+    tagged: Vec<I>,
+    n: usize,
+    send: &impl Fn(Vec<[I; 2]>),
+) -> Option<Vec<I>> {
+    let comm = &ctx.comm;
+    let shift = u64::from(smp.dummy);
+    let lo = Layout::block(smp.m, comm.size()).start(comm.rank());
+    let shared = |x: I| x.to_u64() & 1 == 0;
+    // The place before this pe's first (none before place 0: as if unique).
+    let shared_before = last_of_left(comm, &tagged).is_some_and(shared);
+    let kept = |t: &[I], j: usize| {
+        shared(t[j])
+            || if j == 0 {
+                shared_before
+            } else {
+                shared(t[j - 1])
+            }
+    };
+    let discarded = (0..tagged.len()).filter(|&j| !kept(&tagged, j)).count() as u64;
+    let discarded = comm.all_reduce_sum(discarded);
+    if discarded == 0 || (discarded as f64) < ctx.tune.discard_share * smp.m as f64 {
+        return Some(tagged);
+    }
+    // Values 0..=m: rank 0 is no rank.
+    let values = Layout::block(smp.m + 1, comm.size());
+    let (kept_at, free, kept, pairs) = ctx.phase("discard", || {
+        let mut kept_at: Vec<I> = Vec::new();
+        let mut ranked: Vec<[I; 2]> = Vec::new();
+        let mut taken: Vec<u64> = Vec::new();
+        for j in 0..tagged.len() {
+            if kept(&tagged, j) {
+                kept_at.push(I::from_u64((lo + j) as u64));
+                continue;
+            }
+            let name = tagged[j].to_u64() >> 1;
+            taken.push(name);
+            let i = smp.text_pos(lo + j);
+            if i < n {
+                ranked.push(Pair::pack(name - shift, C::sample_index(i) as u64));
+            }
+        }
+        send(ranked);
+        let kept = Layout::from_local_len(comm, kept_at.len());
+        let first = kept.start(comm.rank());
+        let pairs: Vec<[I; 2]> = (kept_at.iter().enumerate())
+            .map(|(j, &q)| {
+                let name = tagged[q.to_u64() as usize - lo].to_u64() >> 1;
+                Pair::pack(name, (first + j) as u64)
+            })
+            .collect();
+        drop(tagged);
+        // This pe's values that no discarded sample took, in order.
+        let (vlo, vhi) = (values.start(comm.rank()), values.end(comm.rank()));
+        let mut is_taken = vec![false; vhi - vlo];
+        for v in exchange(comm, taken, |&v| values.owner(v as usize)) {
+            is_taken[v as usize - vlo] = true;
+        }
+        let free: Vec<I> = (vlo.max(1)..vhi)
+            .filter(|&v| !is_taken[v - vlo])
+            .map(|v| I::from_u64(v as u64))
+            .collect();
+        (kept_at, free, kept, pairs)
+    });
+    log::debug!(
+        "discarding: {} of {} samples kept in the recursion",
+        kept.len(),
+        smp.m
+    );
+    let free_layout = Layout::from_local_len(comm, free.len());
+    let (free_lo, kept_lo) = (free_layout.start(comm.rank()), kept.start(comm.rank()));
+    // The recursion hands entries first.. of its suffix array (places in the kept string): the
+    // (first + k + 1)-th free rank is that of its k-th.
+    let hand = |first: u64, sa: &[u64]| {
+        ctx.shallower(|| {
+            ctx.phase("ranks to text", || {
+                let asks: Vec<[I; 2]> = (sa.iter().enumerate())
+                    .map(|(k, &q)| Pair::pack(first + k as u64, q))
+                    .collect();
+                let mut got = exchange(comm, asks, |x| free_layout.owner(x.a() as usize));
+                for x in &mut got {
+                    *x = Pair::pack(free[x.a() as usize - free_lo].to_u64(), x.b());
+                }
+                let got = exchange(comm, got, |x| kept.owner(x.b() as usize));
+                let ranked: Vec<[I; 2]> = (got.iter())
+                    .map(|x| {
+                        (
+                            x.a(),
+                            smp.text_pos(kept_at[x.b() as usize - kept_lo].to_u64() as usize),
+                        )
+                    })
+                    .filter(|&(_, i)| i < n)
+                    .map(|(r, i)| Pair::pack(r - shift, C::sample_index(i) as u64))
+                    .collect();
+                send(ranked);
+            })
+        })
+    };
+    recurse(
+        ctx,
+        kept.len(),
+        Names::Pairs(pairs),
+        &SaSink::to_hand(&hand),
+    );
+    None
+}
+
+/// A recursion string's names: (name, place) pairs anywhere, or ranked names tagged with
+/// uniqueness ([`Named`]) already in their places (block layout).
+enum Names<I> {
+    Pairs(Vec<[I; 2]>),
+    Tagged(Vec<I>),
 }
 
 /// The layout of the sample positions below n in position order (their ranks' array): pe r
@@ -629,43 +821,43 @@ fn sample_layout<C: Cover>(layout: &Layout) -> Layout {
 /// 65,535 (English's), else an index width; a forced index width ([`index_width`]) takes that
 /// width instead, so tests reach the wide strings on small inputs. Collective (one reduction for
 /// the largest name).
-fn recurse<C: Cover, I: Index>(ctx: &Ctx, smp: &Samples<C>, pairs: Vec<[I; 2]>, sink: &SaSink) {
+fn recurse<I: Index>(ctx: &Ctx, m: usize, names: Names<I>, sink: &SaSink) {
     // Names from samples' windows are at most m; prefix names (pCSS' hand-over) up to n.
-    let largest = ctx
-        .comm
-        .all_reduce_max(pairs.iter().map(|x| x.a()).max().unwrap_or(0));
+    let most = match &names {
+        Names::Pairs(pairs) => pairs.iter().map(|x| x.a()).max(),
+        Names::Tagged(tagged) => tagged.iter().map(|x| x.to_u64() >> 1).max(),
+    };
+    let largest = ctx.comm.all_reduce_max(most.unwrap_or(0));
     let forced = ctx.tune.forced_index_width().is_some();
     match index_width(ctx, largest) {
         // (With the GPU a level may go whole to the device as integers, not as bytes.)
         _ if !forced && largest <= 256 && ctx.config.backend != crate::Backend::Gpu => {
-            recurse_in::<C, I, u8>(ctx, smp, pairs, sink)
+            recurse_in::<I, u8>(ctx, m, names, sink)
         }
-        _ if !forced && largest <= u16::MAX as u64 => {
-            recurse_in::<C, I, u16>(ctx, smp, pairs, sink)
-        }
-        IndexWidth::W32 => recurse_in::<C, I, u32>(ctx, smp, pairs, sink),
-        IndexWidth::W40 => recurse_in::<C, I, U40>(ctx, smp, pairs, sink),
-        IndexWidth::W64 => recurse_in::<C, I, u64>(ctx, smp, pairs, sink),
+        _ if !forced && largest <= u16::MAX as u64 => recurse_in::<I, u16>(ctx, m, names, sink),
+        IndexWidth::W32 => recurse_in::<I, u32>(ctx, m, names, sink),
+        IndexWidth::W40 => recurse_in::<I, U40>(ctx, m, names, sink),
+        IndexWidth::W64 => recurse_in::<I, u64>(ctx, m, names, sink),
     }
 }
 
 /// [`recurse`] with the recursion string in symbols `N`.
-fn recurse_in<C: Cover, I: Index, N: Symbol>(
-    ctx: &Ctx,
-    smp: &Samples<C>,
-    pairs: Vec<[I; 2]>,
-    sink: &SaSink,
-) {
+fn recurse_in<I: Index, N: Symbol>(ctx: &Ctx, m: usize, names: Names<I>, sink: &SaSink) {
     let comm = &ctx.comm;
-    let rl = Layout::block(smp.m, comm.size());
-    let r_text: Vec<N> = ctx.phase("build recursion", || {
-        let mut r = bytemuck::allocation::zeroed_vec(rl.local_len(comm.rank()));
-        let steps = pieces(ctx, pairs.len() * std::mem::size_of::<[I; 2]>());
-        send_to_owners_in_pieces(comm, &rl, pairs, &mut r[..], steps, |x| {
-            (x.b() as usize, N::of_val(x.a()))
-        });
-        r
-    });
+    let rl = Layout::block(m, comm.size());
+    let r_text: Vec<N> = match names {
+        Names::Pairs(pairs) => ctx.phase("build recursion", || {
+            let mut r = bytemuck::allocation::zeroed_vec(rl.local_len(comm.rank()));
+            let steps = pieces(ctx, pairs.len() * std::mem::size_of::<[I; 2]>());
+            send_to_owners_in_pieces(comm, &rl, pairs, &mut r[..], steps, |x| {
+                (x.b() as usize, N::of_val(x.a()))
+            });
+            r
+        }),
+        Names::Tagged(tagged) => (tagged.iter())
+            .map(|x| N::of_val(x.to_u64() >> 1))
+            .collect(),
+    };
     ctx.deeper(|| dc3::level_to(ctx, &r_text, &rl, sink));
 }
 
