@@ -177,7 +177,7 @@ pub struct Tuning {
     /// pDC3 names its triples by a sample sort even where a bitmap of their codes would do
     #[arg(long, hide = true)]
     pub name_by_sort: bool,
-    /// Share of a level's samples with unique windows at which they leave the recursion (0: always, above 1: never)
+    /// Share of a level's samples that must be discardable (unique windows) before they leave the recursion (0: whenever any, above 1: never)
     #[arg(long, hide = true, value_name = "F", value_parser = fraction)]
     pub discard_share: Option<f64>,
     /// Fraction of unresolved suffixes above which pCSS hands over (1 or more: never)

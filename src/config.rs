@@ -126,10 +126,12 @@ pub struct Tunables {
     /// a bitmap over all codes, whose set bits name them without a sort (default false; tests
     /// reach the sort on small alphabets and measurements compare) (`--name-by-sort`).
     pub name_by_sort: bool,
-    /// The share of a level's samples with a unique window (those sorted to a name of their
-    /// own) at which the difference covers discard them from the recursion string: their ranks
-    /// are their names, and the recursion solves only the rest (default 0.125; 0: whenever a
-    /// level's names are sorted; more than 1: never) (`--discard-share F`).
+    /// The share of a level's samples that must be discardable before the difference covers
+    /// discard them: a sample whose window no other sample has (its name, from the sort, is its
+    /// rank) and that does not end a run of shared names in the recursion string leaves the
+    /// recursion, which then solves only the rest (default 0.5: below it the kept samples' places
+    /// and free ranks cost more memory than the shorter string saves; 0: whenever any is; more
+    /// than 1: never, and names stay dense) (`--discard-share F`).
     pub discard_share: f64,
     /// Fraction of unresolved suffixes above which pCSS hands over to DC7 (or DC3) instead of
     /// doubling; 1 or more: never (default 0.85) (`--css-handover F`).
@@ -191,7 +193,7 @@ impl Default for Tunables {
             force_wide: false,
             index_width: None,
             name_by_sort: false,
-            discard_share: 0.125,
+            discard_share: 0.5,
             css_handover: 0.85,
             css_predict: true,
             css_finish_dc3: false,

@@ -477,7 +477,7 @@ fn settings_come_from_flags_not_the_environment() {
     // (The default memory budget is the node's, different on every machine.)
     let defaults_head =
         "\"mpi_max_count\": 2147483647, \"exchange_round_bytes\": null, \"mem_per_pe\": ";
-    let defaults = "\"plan_algo\": true, \"read_piece\": 16777216, \"map_threshold\": 1048576, \"huge_pages\": true, \"force_wide\": false, \"index_bits\": null, \"name_by_sort\": false, \"discard_share\": 0.125, \"css_handover\": 0.85, \
+    let defaults = "\"plan_algo\": true, \"read_piece\": 16777216, \"map_threshold\": 1048576, \"huge_pages\": true, \"force_wide\": false, \"index_bits\": null, \"name_by_sort\": false, \"discard_share\": 0.5, \"css_handover\": 0.85, \
         \"css_predict\": true, \"css_finish\": \"dc7\", \"css_predicted\": \"dc7\", \
         \"gpu_pool\": true, \"pool_piece\": 16777216, \"sort_rounds\": 0, \"merge_rounds\": 0, \"lcp_prefix\": 16, \"request_piece\": 1048576, \"lcp_sample\": 0, \"gpu_stage_buffers\": 2, \
         \"gpu_stage_buffer_bytes\": 67108864, \"gpu_copy_piece\": 1048576, \

@@ -465,3 +465,50 @@ fn merge_rounds_on_hard_inputs() {
         }
     });
 }
+
+/// Discarding (`Tunables::discard_share`): with the samples named by their sort on every level
+/// (`name_by_sort`), samples with a window of their own leave the recursion whenever there is
+/// one (share 0), or never (share 2: plain names), on the hard inputs through pDC3 and DC7 from
+/// the text, in 32- and 40-bit records, in one key range and in three, with base case 4 (the
+/// kept strings recurse down to tiny levels, empty pes). Every pe compares its slice with
+/// libsais.
+#[test]
+fn discarding_on_hard_inputs() {
+    use psa::IndexWidth;
+    let inputs = hard_inputs();
+    // (share, width, merge rounds)
+    let settings = [
+        (0.0, IndexWidth::W32, 1),
+        (0.0, IndexWidth::W40, 3),
+        (2.0, IndexWidth::W32, 3),
+    ];
+    mpi_test(|comm| {
+        let (p, me) = (comm.size(), comm.rank());
+        for (name, text) in &inputs {
+            let want = sa_bytes(text, 1);
+            let layout = Layout::block(text.len(), p);
+            let (lo, hi) = (layout.start(me), layout.end(me));
+            for (share, width, rounds) in settings {
+                let ctx = ctx_with(Algo::Dc3, 4, |c| {
+                    c.tune.index_width = Some(width);
+                    c.tune.merge_rounds = rounds;
+                    c.tune.name_by_sort = true;
+                    c.tune.discard_share = share;
+                });
+                let case = format!(
+                    "{name} (n = {}), discard share {share}, {width:?}, {rounds} merge rounds",
+                    text.len()
+                );
+                let got = psa::suffix_array(&ctx, &text[lo..hi])
+                    .unwrap_or_else(|e| panic!("{case}, dc3: {e}"));
+                assert_eq!(got, want[lo..hi], "{case}, dc3: pe {me}'s part");
+                let got = ctx.install(|ctx| psa::internals::dc7(ctx, &text[lo..hi], &layout));
+                assert_eq!(
+                    got,
+                    want[lo..hi],
+                    "{case}, DC7 from the text: pe {me}'s part"
+                );
+            }
+        }
+    });
+}

@@ -1,6 +1,6 @@
 //! The distributed primitives of `psa::dist`: layouts, exchange_by and rebalance (also through a
 //! small MPI count limit), right_halo and last_of_left across empty pes, name_sorted, and
-//! sample_sort, sort_in_rounds and name_round, on every pe at p = 1, 2, 3, 4, 7 (see `common::harness`).
+//! sample_sort, sort_in_rounds, name_round and rank_round, on every pe at p = 1, 2, 3, 4, 7 (see `common::harness`).
 
 mod common;
 
@@ -9,9 +9,9 @@ use common::Rng;
 use mpi::topology::SimpleCommunicator;
 use psa::comm::Comm;
 use psa::internals::{
-    exchange, exchange_by, fetch, last_of_left, name_round, name_sorted, rebalance, right_halo,
-    sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds, Layout, OwnerCursor,
-    Ranges, SortKey,
+    exchange, exchange_by, fetch, last_of_left, name_round, name_sorted, rank_round, rebalance,
+    right_halo, sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds, Layout,
+    OwnerCursor, Ranges, SortKey,
 };
 use psa::{Algo, Ctx};
 
@@ -754,6 +754,90 @@ fn name_round_continues_across_rounds() {
                         },
                     );
                     assert_eq!(distinct, present, "{what}: distinct names");
+                }
+            }
+        }
+    });
+}
+
+/// rank_round over sort_in_rounds for 1, 2, 7 and 64 rounds, n from 0 to 20 000, 1, 3, 50 and
+/// 2^20 key classes (many classes of one record; records of one class straddle rounds and pes):
+/// every record's name is 1 + the number of records of smaller classes, a record reported
+/// unique is alone in its class, and in one round every record alone in its class is reported
+/// unique (across rounds a round's last record may be reported shared); the rounds' new keys
+/// add up to the classes present.
+#[test]
+fn rank_round_names_by_rank_and_tells_unique_keys() {
+    mpi_test(|_| {
+        let ctx = ctx_with(Algo::Dc3, 1 << 20, |_| {});
+        let comm = &ctx.comm;
+        let (p, me) = (comm.size(), comm.rank());
+        for n in [0usize, 1, 3, 1000, 20_000] {
+            for classes in [1u64, 3, 50, 1 << 20] {
+                let l = Layout::block(n, p);
+                let mine: Vec<u64> = (l.start(me)..l.end(me))
+                    .map(|i| round_key(i as u64, classes))
+                    .collect();
+                let mut whole: Vec<u64> = (0..n as u64).map(|i| round_key(i, classes)).collect();
+                whole.sort_unstable();
+                // The oracle: where each record's class starts, and whether it is alone.
+                let class = |k: usize| whole[k] >> 32;
+                let mut want = Vec::with_capacity(n);
+                let mut alone = Vec::with_capacity(n);
+                for k in 0..n {
+                    let start = if k > 0 && class(k - 1) == class(k) {
+                        want[k - 1]
+                    } else {
+                        k as u64 + 1
+                    };
+                    want.push(start);
+                    alone.push(
+                        (k == 0 || class(k - 1) != class(k))
+                            && (k + 1 == n || class(k + 1) != class(k)),
+                    );
+                }
+                let present = (0..n)
+                    .filter(|&k| k == 0 || class(k - 1) != class(k))
+                    .count();
+                for rounds in [1usize, 2, 7, 64] {
+                    let what = format!("n = {n}, {classes} classes, {rounds} rounds");
+                    let (mut distinct, mut last) = (0u64, 0u64);
+                    sort_in_rounds(
+                        &ctx,
+                        "sort",
+                        Ranges::new(rounds),
+                        mine.len(),
+                        |j| mine[j],
+                        |bounds, k| {
+                            let (lo, hi) = bounds.range(k);
+                            mine.iter()
+                                .copied()
+                                .filter(|&x| lo.is_none_or(|l| l <= x) && hi.is_none_or(|h| x < h))
+                                .collect()
+                        },
+                        |r| {
+                            let got = rank_round(comm, &r, last, |a, b| a >> 32 == b >> 32);
+                            (distinct, last) = (distinct + got.new, got.last);
+                            let at = r.offset as usize;
+                            let len = got.names.len();
+                            let round = r.index;
+                            assert_eq!(
+                                got.names[..],
+                                want[at..at + len],
+                                "{what}: names of round {round} on pe {me}"
+                            );
+                            for (j, &u) in got.unique.iter().enumerate() {
+                                let truth = alone[at + j];
+                                assert!(!u || truth, "{what}: record {} called unique", at + j);
+                                assert!(
+                                    u || !truth || rounds > 1,
+                                    "{what}: record {} called shared",
+                                    at + j
+                                );
+                            }
+                        },
+                    );
+                    assert_eq!(distinct as usize, present, "{what}: distinct keys");
                 }
             }
         }

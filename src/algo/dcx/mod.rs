@@ -713,50 +713,37 @@ fn ranks_discarding<C: Cover, I: Index>(
     }
     // Values 0..=m: rank 0 is no rank.
     let values = Layout::block(smp.m + 1, comm.size());
-    let (kept_at, free, kept, pairs) = ctx.phase("discard", || {
-        let mut kept_at: Vec<I> = Vec::new();
-        let mut ranked: Vec<[I; 2]> = Vec::new();
-        let mut taken: Vec<u64> = Vec::new();
-        for j in 0..tagged.len() {
-            if kept(&tagged, j) {
-                kept_at.push(I::from_u64((lo + j) as u64));
-                continue;
-            }
-            let name = tagged[j].to_u64() >> 1;
-            taken.push(name);
-            let i = smp.text_pos(lo + j);
-            if i < n {
-                ranked.push(Pair::pack(name - shift, C::sample_index(i) as u64));
-            }
-        }
+    let (kept_at, kept_names, free) = ctx.phase("discard", || {
+        // The discarded samples' ranks to their positions, their names to the values' owners.
+        let discards = || (0..tagged.len()).filter(|&j| !kept(&tagged, j));
+        let ranked: Vec<[I; 2]> = discards()
+            .map(|j| (smp.text_pos(lo + j), tagged[j].to_u64() >> 1))
+            .filter(|&(i, _)| i < n)
+            .map(|(i, name)| Pair::pack(name - shift, C::sample_index(i) as u64))
+            .collect();
         send(ranked);
-        let kept = Layout::from_local_len(comm, kept_at.len());
-        let first = kept.start(comm.rank());
-        let pairs: Vec<[I; 2]> = (kept_at.iter().enumerate())
-            .map(|(j, &q)| {
-                let name = tagged[q.to_u64() as usize - lo].to_u64() >> 1;
-                Pair::pack(name, (first + j) as u64)
-            })
+        let taken: Vec<I> = discards()
+            .map(|j| I::from_u64(tagged[j].to_u64() >> 1))
             .collect();
-        drop(tagged);
-        // This pe's values that no discarded sample took, in order.
-        let (vlo, vhi) = (values.start(comm.rank()), values.end(comm.rank()));
-        let mut is_taken = vec![false; vhi - vlo];
-        for v in exchange(comm, taken, |&v| values.owner(v as usize)) {
-            is_taken[v as usize - vlo] = true;
-        }
-        let free: Vec<I> = (vlo.max(1)..vhi)
-            .filter(|&v| !is_taken[v - vlo])
-            .map(|v| I::from_u64(v as u64))
-            .collect();
-        (kept_at, free, kept, pairs)
+        let taken = exchange(comm, taken, |&v| values.owner(v.to_u64() as usize));
+        let free = FreeRanks::new(&values, comm.rank(), &taken);
+        drop(taken);
+        let (kept_at, kept_names): (Vec<I>, Vec<I>) = (0..tagged.len())
+            .filter(|&j| kept(&tagged, j))
+            .map(|j| (I::from_u64((lo + j) as u64), tagged[j]))
+            .unzip();
+        (kept_at, kept_names, free)
     });
-    log::debug!(
-        "discarding: {} of {} samples kept in the recursion",
-        kept.len(),
-        smp.m
-    );
-    let free_layout = Layout::from_local_len(comm, free.len());
+    let kept = Layout::from_local_len(comm, kept_at.len());
+    if comm.rank() == 0 {
+        log::debug!(
+            "discarding: {} of {} samples kept in the recursion",
+            kept.len(),
+            smp.m
+        );
+    }
+    let kept_names = rebalance(comm, kept_names, &Layout::block(kept.len(), comm.size()));
+    let free_layout = Layout::from_local_len(comm, free.count as usize);
     let (free_lo, kept_lo) = (free_layout.start(comm.rank()), kept.start(comm.rank()));
     // The recursion hands entries first.. of its suffix array (places in the kept string): the
     // (first + k + 1)-th free rank is that of its k-th.
@@ -768,15 +755,13 @@ fn ranks_discarding<C: Cover, I: Index>(
                     .collect();
                 let mut got = exchange(comm, asks, |x| free_layout.owner(x.a() as usize));
                 for x in &mut got {
-                    *x = Pair::pack(free[x.a() as usize - free_lo].to_u64(), x.b());
+                    *x = Pair::pack(free.nth(x.a() - free_lo as u64 + 1), x.b());
                 }
                 let got = exchange(comm, got, |x| kept.owner(x.b() as usize));
                 let ranked: Vec<[I; 2]> = (got.iter())
                     .map(|x| {
-                        (
-                            x.a(),
-                            smp.text_pos(kept_at[x.b() as usize - kept_lo].to_u64() as usize),
-                        )
+                        let q = kept_at[x.b() as usize - kept_lo].to_u64() as usize;
+                        (x.a(), smp.text_pos(q))
                     })
                     .filter(|&(_, i)| i < n)
                     .map(|(r, i)| Pair::pack(r - shift, C::sample_index(i) as u64))
@@ -788,10 +773,72 @@ fn ranks_discarding<C: Cover, I: Index>(
     recurse(
         ctx,
         kept.len(),
-        Names::Pairs(pairs),
+        Names::Tagged(kept_names),
         &SaSink::to_hand(&hand),
     );
     None
+}
+
+/// This pe's values of a block layout of ranks that no discarded sample took
+/// ([`ranks_discarding`]), handed out in order: a bitmap of the taken ones and the free ones
+/// before each block of 512.
+struct FreeRanks {
+    first: u64,
+    taken: Vec<u64>,
+    free_before: Vec<u64>,
+    /// The free values on this pe.
+    count: u64,
+}
+
+impl FreeRanks {
+    const WORDS: usize = 8;
+
+    /// Value 0 (no rank) counts as taken. Local.
+    fn new<I: Index>(values: &Layout, me: usize, taken_values: &[I]) -> Self {
+        let (lo, hi) = (values.start(me), values.end(me));
+        let mut taken = vec![0u64; (hi - lo).div_ceil(64)];
+        let mut mark = |v: usize| taken[(v - lo) >> 6] |= 1 << ((v - lo) & 63);
+        if lo == 0 && hi > 0 {
+            mark(0);
+        }
+        taken_values.iter().for_each(|v| mark(v.to_u64() as usize));
+        if let Some(w) = taken.last_mut().filter(|_| (hi - lo) % 64 != 0) {
+            // Past this pe's values: taken.
+            *w |= !0 << ((hi - lo) % 64);
+        }
+        let mut count = 0;
+        let free_before = (taken.chunks(Self::WORDS))
+            .map(|b| {
+                let before = count;
+                count += b.iter().map(|w| u64::from(w.count_zeros())).sum::<u64>();
+                before
+            })
+            .collect();
+        FreeRanks {
+            first: lo as u64,
+            taken,
+            free_before,
+            count,
+        }
+    }
+
+    /// This pe's k-th smallest free value (1 ≤ k ≤ `count`).
+    fn nth(&self, k: u64) -> u64 {
+        let block = self.free_before.partition_point(|&f| f < k) - 1;
+        let mut left = k - self.free_before[block];
+        for (w, &x) in self.taken.iter().enumerate().skip(block * Self::WORDS) {
+            let mut free = !x;
+            let count = u64::from(free.count_ones());
+            if left <= count {
+                for _ in 1..left {
+                    free &= free - 1;
+                }
+                return self.first + (w as u64) * 64 + u64::from(free.trailing_zeros());
+            }
+            left -= count;
+        }
+        unreachable!("free value {k} is past this pe's")
+    }
 }
 
 /// A recursion string's names: (name, place) pairs anywhere, or ranked names tagged with
