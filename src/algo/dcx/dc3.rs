@@ -13,7 +13,8 @@
 //!    `--name-by-sort` sorts anyway);
 //! 4. otherwise **recurse** (distributed) on the string of names of the mod-1 positions followed by
 //!    the mod-2 positions (stored in bytes, 16 bits or an index width: the narrowest that holds
-//!    the names), and turn its suffix array into ranks;
+//!    the names), and turn its suffix array into ranks; after a sort, samples whose triple is
+//!    unique may leave the recursion with their names as ranks (discarding, see [`super`]);
 //! 5. **ranks to text order**: every sample rank goes to the pe that owns its position;
 //! 6. **merge**: records (t[i], t[i+1], the ranks of the two sample positions among i..i+2, i)
 //!    sorted with the paper's comparison (sample vs sample by rank, otherwise by one or two

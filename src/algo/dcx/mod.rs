@@ -13,7 +13,10 @@
 //! 2. **recursion**: unless the names are unique, the string of names (the class of `D[0]` in
 //!    position order, then `D[1]`, …) is solved by the distributed pDC3 level (`dc3::level_to`)
 //!    down to a base case gathered on pe 0; its suffix array gives every sample its rank
-//!    (`sample_ranks`);
+//!    (`sample_ranks`). Sorted samples are named by rank and flagged where no other sample has
+//!    their window (`rank_round`); when enough of them are, they are discarded: their names are
+//!    their ranks, and the recursion solves only the string of the others
+//!    (`ranks_discarding`);
 //! 3. **ranks to text order**: every rank goes to the pe owning its position
 //!    ([`send_to_owners_in_pieces`]) as soon as the recursion's entry is final: the deeper level
 //!    hands each merge round's part up through its [`SaSink`], so no level holds a recursion's
