@@ -637,15 +637,7 @@ fn sample_ranks<C: Cover, I: Index>(
         return rank.into_inner();
     }
     let names = if ranked {
-        let rl = Layout::block(smp.m, comm.size());
-        let tagged: Vec<I> = ctx.phase("build recursion", || {
-            let mut r = bytemuck::allocation::zeroed_vec(rl.local_len(comm.rank()));
-            let steps = pieces(ctx, pairs.len() * std::mem::size_of::<[I; 2]>());
-            send_to_owners_in_pieces(comm, &rl, pairs, &mut r[..], steps, |x| {
-                (x.b() as usize, I::from_u64(x.a()))
-            });
-            r
-        });
+        let tagged = place_names(ctx, smp.m, pairs, I::from_u64);
         ranks_discarding(ctx, smp, tagged, n, &send).map(Names::Tagged)
     } else {
         Some(Names::Pairs(pairs))
@@ -891,19 +883,33 @@ fn recurse<I: Index>(ctx: &Ctx, m: usize, names: Names<I>, sink: &SaSink) {
     }
 }
 
+/// The names of (name, place) pairs in their places of a string of `m` (block layout), each
+/// stored as `store(name)`, in up to 8 steps (see `pieces`): the phase "build recursion".
+/// Collective. Entry: any pe may hold any pairs. Exit: this pe's part of the string.
+fn place_names<I: Index, T: Pod + Send + Sync>(
+    ctx: &Ctx,
+    m: usize,
+    pairs: Vec<[I; 2]>,
+    store: impl Fn(u64) -> T + Sync,
+) -> Vec<T> {
+    let comm = &ctx.comm;
+    let rl = Layout::block(m, comm.size());
+    ctx.phase("build recursion", || {
+        let mut r = bytemuck::allocation::zeroed_vec(rl.local_len(comm.rank()));
+        let steps = pieces(ctx, pairs.len() * std::mem::size_of::<[I; 2]>());
+        send_to_owners_in_pieces(comm, &rl, pairs, &mut r[..], steps, |x| {
+            (x.b() as usize, store(x.a()))
+        });
+        r
+    })
+}
+
 /// [`recurse`] with the recursion string in symbols `N`.
 fn recurse_in<I: Index, N: Symbol>(ctx: &Ctx, m: usize, names: Names<I>, sink: &SaSink) {
     let comm = &ctx.comm;
     let rl = Layout::block(m, comm.size());
     let r_text: Vec<N> = match names {
-        Names::Pairs(pairs) => ctx.phase("build recursion", || {
-            let mut r = bytemuck::allocation::zeroed_vec(rl.local_len(comm.rank()));
-            let steps = pieces(ctx, pairs.len() * std::mem::size_of::<[I; 2]>());
-            send_to_owners_in_pieces(comm, &rl, pairs, &mut r[..], steps, |x| {
-                (x.b() as usize, N::of_val(x.a()))
-            });
-            r
-        }),
+        Names::Pairs(pairs) => place_names(ctx, m, pairs, N::of_val),
         Names::Tagged(tagged) => (tagged.iter())
             .map(|x| N::of_val(x.to_u64() >> 1))
             .collect(),
