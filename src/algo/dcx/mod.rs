@@ -678,8 +678,9 @@ fn sample_ranks<C: Cover, I: Index>(
 /// Communication: one count, the discarded names to the owners of their values (block layout
 /// of 0..=m), the recursion of the m' kept names, and per piece of its suffix array three
 /// all-to-alls of its pairs (to the free rank's owner, the kept sample's place, its position).
-/// Memory: the tagged string until the kept part is taken from it; under the recursion one
-/// index per kept sample for its place and one per free rank.
+/// Memory: the tagged string until the kept part is taken from it, with one step's discarded
+/// pairs of [`DISCARD_STEPS`]; under the recursion one index per kept sample for its place and
+/// a bit per value of 0..=m (the free ranks).
 fn ranks_discarding<C: Cover, I: Index>(
     ctx: &Ctx,
     smp: &Samples<C>,
@@ -709,26 +710,35 @@ fn ranks_discarding<C: Cover, I: Index>(
     // Values 0..=m: rank 0 is no rank.
     let values = Layout::block(smp.m + 1, comm.size());
     let (kept_at, kept_names, free) = ctx.phase("discard", || {
-        // The discarded samples' ranks to their positions, their names to the values' owners.
-        let discards = || (0..tagged.len()).filter(|&j| !kept(&tagged, j));
-        let ranked: Vec<[I; 2]> = discards()
-            .map(|j| (smp.text_pos(lo + j), tagged[j].to_u64() >> 1))
-            .filter(|&(i, _)| i < n)
-            .map(|(i, name)| Pair::pack(name - shift, C::sample_index(i) as u64))
-            .collect();
-        send(ranked);
-        let taken: Vec<I> = discards()
-            .map(|j| I::from_u64(tagged[j].to_u64() >> 1))
-            .collect();
-        let taken = exchange(comm, taken, |&v| values.owner(v.to_u64() as usize));
-        let free = FreeRanks::new(&values, comm.rank(), &taken);
-        drop(taken);
+        // The discarded samples' ranks to their positions, their names to the values' owners:
+        // in DISCARD_STEPS steps of this pe's places (the same count on every pe), so that
+        // only a step's pairs are held.
+        let mut free = FreeRanks::new(&values, comm.rank());
+        let len = tagged.len();
+        for step in 0..DISCARD_STEPS {
+            let places = len * step / DISCARD_STEPS..len * (step + 1) / DISCARD_STEPS;
+            let discards = || places.clone().filter(|&j| !kept(&tagged, j));
+            let ranked: Vec<[I; 2]> = discards()
+                .map(|j| (smp.text_pos(lo + j), tagged[j].to_u64() >> 1))
+                .filter(|&(i, _)| i < n)
+                .map(|(i, name)| Pair::pack(name - shift, C::sample_index(i) as u64))
+                .collect();
+            send(ranked);
+            let taken: Vec<I> = discards()
+                .map(|j| I::from_u64(tagged[j].to_u64() >> 1))
+                .collect();
+            free.take(&exchange(comm, taken, |&v| {
+                values.owner(v.to_u64() as usize)
+            }));
+        }
+        free.count_free();
         let (kept_at, kept_names): (Vec<I>, Vec<I>) = (0..tagged.len())
             .filter(|&j| kept(&tagged, j))
             .map(|j| (I::from_u64((lo + j) as u64), tagged[j]))
             .unzip();
         (kept_at, kept_names, free)
     });
+    drop(tagged);
     let kept = Layout::from_local_len(comm, kept_at.len());
     if comm.rank() == 0 {
         log::debug!(
@@ -774,6 +784,9 @@ fn ranks_discarding<C: Cover, I: Index>(
     None
 }
 
+/// The steps in which [`ranks_discarding`] sends the discarded samples' ranks and names.
+const DISCARD_STEPS: usize = 8;
+
 /// This pe's values of a block layout of ranks that no discarded sample took
 /// ([`ranks_discarding`]), handed out in order: a bitmap of the taken ones and the free ones
 /// before each block of 512.
@@ -788,33 +801,45 @@ struct FreeRanks {
 impl FreeRanks {
     const WORDS: usize = 8;
 
-    /// Value 0 (no rank) counts as taken. Local.
-    fn new<I: Index>(values: &Layout, me: usize, taken_values: &[I]) -> Self {
+    /// This pe's values, all free but value 0 (no rank); then [`Self::take`] the taken ones
+    /// and [`Self::count_free`] before [`Self::nth`]. Local.
+    fn new(values: &Layout, me: usize) -> Self {
         let (lo, hi) = (values.start(me), values.end(me));
         let mut taken = vec![0u64; (hi - lo).div_ceil(64)];
-        let mut mark = |v: usize| taken[(v - lo) >> 6] |= 1 << ((v - lo) & 63);
         if lo == 0 && hi > 0 {
-            mark(0);
+            taken[0] |= 1;
         }
-        taken_values.iter().for_each(|v| mark(v.to_u64() as usize));
         if let Some(w) = taken.last_mut().filter(|_| (hi - lo) % 64 != 0) {
             // Past this pe's values: taken.
             *w |= !0 << ((hi - lo) % 64);
         }
+        FreeRanks {
+            first: lo as u64,
+            taken,
+            free_before: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// Marks these values (this pe's) taken. Local.
+    fn take<I: Index>(&mut self, values: &[I]) {
+        for v in values {
+            let at = (v.to_u64() - self.first) as usize;
+            self.taken[at >> 6] |= 1 << (at & 63);
+        }
+    }
+
+    /// Counts the free values, by blocks. Local.
+    fn count_free(&mut self) {
         let mut count = 0;
-        let free_before = (taken.chunks(Self::WORDS))
+        self.free_before = (self.taken.chunks(Self::WORDS))
             .map(|b| {
                 let before = count;
                 count += b.iter().map(|w| u64::from(w.count_zeros())).sum::<u64>();
                 before
             })
             .collect();
-        FreeRanks {
-            first: lo as u64,
-            taken,
-            free_before,
-            count,
-        }
+        self.count = count;
     }
 
     /// This pe's k-th smallest free value (1 ≤ k ≤ `count`).
@@ -957,6 +982,38 @@ mod tests {
         }
         for (k, &i) in samples.iter().enumerate() {
             assert_eq!(C::sample_index(i), k, "i = {i}");
+        }
+    }
+
+    /// FreeRanks hands out, on every pe of a block layout of 0..=m, the values no step took,
+    /// smallest first (value 0 never), with the taken values marked over several steps.
+    #[test]
+    fn free_ranks_are_the_values_not_taken() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(11);
+        for (m, p) in [(0, 1), (1, 2), (63, 1), (64, 3), (1000, 7), (5000, 4)] {
+            let values = Layout::block(m + 1, p);
+            let taken: Vec<bool> = (0..=m).map(|v| v == 0 || rng.next() % 3 != 0).collect();
+            for me in 0..p {
+                let (lo, hi) = (values.start(me), values.end(me));
+                let mut free = FreeRanks::new(&values, me);
+                for step in 0..3 {
+                    let mine: Vec<u32> = (lo..hi)
+                        .filter(|&v| v != 0 && taken[v] && v % 3 == step)
+                        .map(|v| v as u32)
+                        .collect();
+                    free.take(&mine);
+                }
+                free.count_free();
+                let want: Vec<u64> = (lo..hi).filter(|&v| !taken[v]).map(|v| v as u64).collect();
+                assert_eq!(free.count, want.len() as u64, "m = {m}, p = {p}, pe {me}");
+                for (k, &v) in want.iter().enumerate() {
+                    assert_eq!(
+                        free.nth(k as u64 + 1),
+                        v,
+                        "m = {m}, p = {p}, pe {me}, k = {k}"
+                    );
+                }
+            }
         }
     }
 
