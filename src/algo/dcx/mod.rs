@@ -992,7 +992,9 @@ mod tests {
         let mut rng = crate::dist::sample_sort::SplitMix::new(11);
         for (m, p) in [(0, 1), (1, 2), (63, 1), (64, 3), (1000, 7), (5000, 4)] {
             let values = Layout::block(m + 1, p);
-            let taken: Vec<bool> = (0..=m).map(|v| v == 0 || rng.next() % 3 != 0).collect();
+            let taken: Vec<bool> = (0..=m)
+                .map(|v| v == 0 || !rng.next().is_multiple_of(3))
+                .collect();
             for me in 0..p {
                 let (lo, hi) = (values.start(me), values.end(me));
                 let mut free = FreeRanks::new(&values, me);
