@@ -36,7 +36,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::cover::{Cover, Dc3};
-use super::merge::{merge, radix_sort_group, sort_group, Rec};
+use super::merge::{merge, radix_sort_group, sort_group, Head, Packed2, Rec};
 use super::{
     bits, index_width, name_by_codes, name_pairs, name_samples, sample_ranks, Chars, Named, Phases,
     SampleKey, SampleSource, Samples, SortedPart, Symbol, CODE_BITS,
@@ -259,6 +259,18 @@ fn merge_by_chars<I: Index, C: Symbol>(
     let n = layout.len();
     let samples = n - n.div_ceil(3);
     let (char_bits, rank_bits) = (bits(alphabet), bits(samples as u64 + 1));
+    if char_bits <= Packed2::<I>::HALF && !ctx.tune.force_wide {
+        // Both characters in one index.
+        return merge::<Dc3, Packed2<I>, I, { Dc3::KINDS }>(
+            ctx,
+            layout,
+            rank,
+            |i| Packed2::new(chars.at(i), chars.at(i + 1)),
+            &PHASES,
+            |v| sort_mod0(ctx, v, char_bits, rank_bits),
+            sink,
+        );
+    }
     merge::<Dc3, [I; 2], I, { Dc3::KINDS }>(
         ctx,
         layout,
@@ -270,19 +282,20 @@ fn merge_by_chars<I: Index, C: Symbol>(
     )
 }
 
-/// A DC3 merge record: two characters, the ranks of i + 1 and i + 2 (mod-0: slots of 1 and 2;
-/// …), the position: 20, 25 or 40 bytes.
-type Dc3Rec<I> = Rec<Dc3, [I; 2], I>;
+/// A DC3 merge record: two characters (packed into one index where they fit, [`Packed2`]), the
+/// ranks of i + 1 and i + 2 (mod-0: slots of 1 and 2; …), the position: 20, 25 or 40 bytes
+/// (16, 20 or 32 packed).
+type Dc3Rec<H, I> = Rec<Dc3, H, I>;
 
 /// Sorts one pe's mod-0 records by (t[i], rank[i+1]) (`char_bits` bits for a character,
 /// `rank_bits` for a rank): 32-bit records by a radix sort of the records, wider ones through
 /// their keys ([`sort_group`]). Local.
-fn sort_mod0<I: Index>(
+fn sort_mod0<H: Head, I: Index>(
     ctx: &Ctx,
-    v: Vec<Dc3Rec<I>>,
+    v: Vec<Dc3Rec<H, I>>,
     char_bits: u32,
     rank_bits: u32,
-) -> Vec<Dc3Rec<I>> {
+) -> Vec<Dc3Rec<H, I>> {
     if I::BITS == 32 {
         radix_sort_group(v, ctx.sorter.as_ref())
     } else {
@@ -446,7 +459,11 @@ mod tests {
     use super::*;
 
     /// Mod-0 records with distinct ranks (as in a level), in every index width.
-    fn mod0_records<I: Index>(m: u64, sigma: u64) -> Vec<Dc3Rec<I>> {
+    fn mod0_records<H: Head, I: Index>(
+        m: u64,
+        sigma: u64,
+        head: impl Fn([u64; 2]) -> H,
+    ) -> Vec<Dc3Rec<H, I>> {
         let mut rng = crate::dist::sample_sort::SplitMix::new(7);
         let mut ranks: Vec<u64> = (1..=2 * m).collect();
         for j in (1..ranks.len()).rev() {
@@ -456,29 +473,35 @@ mod tests {
             .map(|k| {
                 let c = [1 + rng.next() % sigma, 1 + rng.next() % sigma];
                 let r = [ranks[2 * k as usize], ranks[2 * k as usize + 1]];
-                Rec::new(3 * k, c.map(I::from_u64), |s| r[s])
+                Rec::new(3 * k, head(c), |s| r[s])
             })
             .collect()
     }
 
     /// Every local sort of mod-0 records (radix sort of the records, keyed sort, comparison)
-    /// orders as the comparison does, in every width.
+    /// orders as the comparison does, in every width, with the characters in two indices and
+    /// packed into one.
     fn mod0_sorts_are_the_comparison_order<I: Index>() {
+        for sigma in [1, 4, 300] {
+            mod0_sorts_order::<[I; 2], I>(sigma, |c| c.map(I::from_u64));
+            mod0_sorts_order::<Packed2<I>, I>(sigma, |c| Packed2::new(c[0], c[1]));
+        }
+    }
+
+    fn mod0_sorts_order<H: Head, I: Index>(sigma: u64, head: impl Fn([u64; 2]) -> H) {
         let sorter = crate::local::cpu::CpuSort::new(2);
         let m = 5000;
         let rank_bits = bits(2 * m + 1);
-        for sigma in [1, 4, 300] {
-            let v = mod0_records::<I>(m, sigma);
-            let mut want = v.clone();
-            want.sort();
-            let char_bits = bits(sigma);
-            for by_comparison in [false, true] {
-                let got = sort_group(v.clone(), &sorter, char_bits, rank_bits, by_comparison);
-                assert_eq!(got, want, "{} bits, sigma {sigma}", I::BITS);
-            }
-            if I::BITS + char_bits <= 64 {
-                assert_eq!(radix_sort_group(v.clone(), &sorter), want);
-            }
+        let v = mod0_records::<H, I>(m, sigma, head);
+        let mut want = v.clone();
+        want.sort();
+        let char_bits = bits(sigma);
+        for by_comparison in [false, true] {
+            let got = sort_group(v.clone(), &sorter, char_bits, rank_bits, by_comparison);
+            assert_eq!(got, want, "{} bits, sigma {sigma}", I::BITS);
+        }
+        if I::BITS + char_bits <= 64 {
+            assert_eq!(radix_sort_group(v.clone(), &sorter), want);
         }
     }
 
@@ -492,9 +515,12 @@ mod tests {
     #[test]
     fn records_and_triples_have_no_padding() {
         use std::mem::size_of;
-        assert_eq!(size_of::<Dc3Rec<u32>>(), 20);
-        assert_eq!(size_of::<Dc3Rec<U40>>(), 25);
-        assert_eq!(size_of::<Dc3Rec<u64>>(), 40);
+        assert_eq!(size_of::<Dc3Rec<[u32; 2], u32>>(), 20);
+        assert_eq!(size_of::<Dc3Rec<[U40; 2], U40>>(), 25);
+        assert_eq!(size_of::<Dc3Rec<[u64; 2], u64>>(), 40);
+        assert_eq!(size_of::<Dc3Rec<Packed2<u32>, u32>>(), 16);
+        assert_eq!(size_of::<Dc3Rec<Packed2<U40>, U40>>(), 20);
+        assert_eq!(size_of::<Dc3Rec<Packed2<u64>, u64>>(), 32);
         assert_eq!(size_of::<Triple<u32>>(), 16);
         assert_eq!(size_of::<Triple<U40>>(), 20);
         assert_eq!(size_of::<Triple<u64>>(), 32);
