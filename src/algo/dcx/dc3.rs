@@ -28,8 +28,9 @@
 //! [`super::super::seq`]); larger ones recurse in parallel, so no pe ever holds much more than
 //! its share of any level.
 //!
-//! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 20 B each (25 B
-//! when a level's positions do not fit 32 bits, 40 B past 40 bits: see [`crate::index`]), with up
+//! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 16 B each where
+//! the two characters pack into one index ([`super::merge::Packed2`]), else 20 B (25 or 20 B
+//! when a level's positions do not fit 32 bits, 40 or 32 B past 40 bits: see [`crate::index`]), with up
 //! to two copies of one kind alive during its exchange; in `merge_rounds` key ranges only one
 //! range's records at a time (see [`super`]).
 

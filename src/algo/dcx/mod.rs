@@ -39,7 +39,7 @@
 //! `u8` (up to 256 names), `u16` (up to 65,535) or an [`Index`] type ([`Symbol`]).
 //!
 //! Memory per level (records per pe ≈ n/p): sample keys 8–32 B each, the rank array 4, 5 or 8 B
-//! per position, merge records 20–28 B each (40 B past 40 bits). In one merge round every record
+//! per position, merge records 16–28 B each (32–40 B past 40 bits). In one merge round every record
 //! is alive at once and, while the samples are placed, their received and placed copies too
 //! (about 50 B per character of the level at 32 bits: the peak of the whole run at level 0); in
 //! B rounds a pe holds the ranks and one byte per position for its round throughout, and only a
