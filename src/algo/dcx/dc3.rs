@@ -259,28 +259,35 @@ fn merge_by_chars<I: Index, C: Symbol>(
 ) -> Option<SortedPart> {
     let n = layout.len();
     let samples = n - n.div_ceil(3);
-    let (char_bits, rank_bits) = (bits(alphabet), bits(samples as u64 + 1));
-    if char_bits <= Packed2::<I>::HALF && !ctx.tune.force_wide {
+    let bits = (bits(alphabet), bits(samples as u64 + 1));
+    let at = |i: usize| chars.at(i);
+    if bits.0 <= Packed2::<I>::HALF && !ctx.tune.force_wide {
         // Both characters in one index.
-        return merge::<Dc3, Packed2<I>, I, { Dc3::KINDS }>(
+        merge_heads(
             ctx,
             layout,
             rank,
-            |i| Packed2::new(chars.at(i), chars.at(i + 1)),
-            &PHASES,
-            |v| sort_mod0(ctx, v, char_bits, rank_bits),
+            |i| Packed2::<I>::new(at(i), at(i + 1)),
+            bits,
             sink,
-        );
+        )
+    } else {
+        let head = |i: usize| [at(i), at(i + 1)].map(I::from_u64);
+        merge_heads(ctx, layout, rank, head, bits, sink)
     }
-    merge::<Dc3, [I; 2], I, { Dc3::KINDS }>(
-        ctx,
-        layout,
-        rank,
-        |i| [I::from_u64(chars.at(i)), I::from_u64(chars.at(i + 1))],
-        &PHASES,
-        |v| sort_mod0(ctx, v, char_bits, rank_bits),
-        sink,
-    )
+}
+
+/// Step 6 with the heads `head(i)`; `(char_bits, rank_bits)` for the sort of the mod-0 records.
+fn merge_heads<H: Head, I: Index>(
+    ctx: &Ctx,
+    layout: &Layout,
+    rank: Vec<I>,
+    head: impl Fn(usize) -> H + Sync,
+    (char_bits, rank_bits): (u32, u32),
+    sink: &SaSink,
+) -> Option<SortedPart> {
+    let sort = |v| sort_mod0(ctx, v, char_bits, rank_bits);
+    merge::<Dc3, H, I, { Dc3::KINDS }>(ctx, layout, rank, head, &PHASES, sort, sink)
 }
 
 /// A DC3 merge record: two characters (packed into one index where they fit, [`Packed2`]), the
