@@ -263,26 +263,23 @@ fn merge_by_chars<I: Index, C: Symbol>(
     let at = |i: usize| chars.at(i);
     if bits.0 <= Packed2::<I>::HALF && !ctx.tune.force_wide {
         // Both characters in one index.
-        merge_heads(
-            ctx,
-            layout,
-            rank,
-            |i| Packed2::<I>::new(at(i), at(i + 1)),
-            bits,
-            sink,
-        )
+        let head = |i: usize| Packed2::<I>::new(at(i), at(i + 1));
+        merge_heads(ctx, layout, rank, &head, bits, sink)
     } else {
         let head = |i: usize| [at(i), at(i + 1)].map(I::from_u64);
-        merge_heads(ctx, layout, rank, head, bits, sink)
+        merge_heads(ctx, layout, rank, &head, bits, sink)
     }
 }
 
 /// Step 6 with the heads `head(i)`; `(char_bits, rank_bits)` for the sort of the mod-0 records.
+/// The heads come through a reference to a function object, so that the merge is compiled once
+/// per head and width, not once more for every type of a level's characters (two calls of it
+/// per position cost nothing measurable).
 fn merge_heads<H: Head, I: Index>(
     ctx: &Ctx,
     layout: &Layout,
     rank: Vec<I>,
-    head: impl Fn(usize) -> H + Sync,
+    head: &(dyn Fn(usize) -> H + Sync),
     (char_bits, rank_bits): (u32, u32),
     sink: &SaSink,
 ) -> Option<SortedPart> {
