@@ -220,6 +220,13 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
         RoundBounds { bounds }
     }
 
+    /// Ranges with the given boundaries (sorted; a repeated one leaves an empty range): p − 1
+    /// splitters, say, chosen by the caller. Local.
+    pub fn from_sorted(bounds: Vec<T>) -> Self {
+        debug_assert!(bounds.windows(2).all(|w| w[0] <= w[1]));
+        RoundBounds { bounds }
+    }
+
     /// How many ranges there are.
     pub fn rounds(&self) -> usize {
         self.bounds.len() + 1
@@ -242,6 +249,14 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
     /// The bounds' coarse keys, for [`Self::round_of_coarse`].
     pub fn coarse_keys<K>(&self, coarse: impl Fn(&T) -> K) -> Vec<K> {
         self.bounds.iter().map(coarse).collect()
+    }
+
+    /// [`Self::round_of`] of a record known by a key that orders exactly as the records do (equal
+    /// keys only for equal records: a sample's rank, with bounds that are samples): no record is
+    /// looked at. `keys`: [`Self::coarse_keys`] with the same function.
+    #[inline]
+    pub fn round_of_exact<K: Ord + Copy>(&self, keys: &[K], key: K) -> usize {
+        count_below(keys, |&k| k <= key)
     }
 
     /// [`Self::round_of`] of a record known first by a coarse key that orders as the records do

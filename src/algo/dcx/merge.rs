@@ -329,8 +329,8 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 /// this pe's part of `layout` ([`SortedPart::placed`]). With a `sink` that writes (level 0 into
 /// the output file) every pe writes each round's part at its SA index instead and gets None.
 ///
-/// In `merge_rounds` key ranges of the final order ([`RoundBounds`], from a sample of all
-/// records), one after the other: a round builds only its records (from the ranks and heads
+/// In `merge_rounds` key ranges of the final order ([`RoundBounds`], drawn from the sample
+/// records, so that a sample position's round and pe follow from its rank), one after the other: a round builds only its records (from the ranks and heads
 /// again), sends each to the pe of its sub-range, places the samples by rank, sorts each group,
 /// merges, and sends the round's part of the suffix array to its place in `layout` (or, into a
 /// sink's file, writes it at `done + exscan(part)`: a round's records are the SA indices
@@ -372,18 +372,26 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     });
     if rounds > 1 {
         let s = src.as_mut().expect("the records' source");
-        let bounds = RoundBounds::choose(ctx, Ranges::new(rounds), s.hi - s.lo, |j| {
-            s.rec::<C, H>(s.lo + j)
+        // The bounds are sample records (drawn from the samples alone, two thirds of DC3's
+        // records), so that a sample position's round follows from its rank.
+        let bounds = RoundBounds::choose(ctx, Ranges::new(rounds), s.end - s.first, |k| {
+            s.rec::<C, H>(C::sample_position(s.first + k))
         });
         rounds = bounds.rounds();
-        // A position's round from its head alone where no bound shares the head's lead; else
-        // from one rank per bound that does (its record is not made).
+        // Another position's round from its head alone where no bound shares the head's lead;
+        // else from one rank per bound that does (its record is not made).
         s.round = ctx.phase("merge records", || {
+            let ranks = bounds.coarse_keys(|b| b.own_rank());
             let leads = bounds.coarse_keys(|b| b.head.lead());
             map_range_maybe_par(hi - lo, |j| {
                 let i = lo + j;
-                let at_most = |b: &Rec<C, H, I>| s.bound_at_most(b, i);
-                bounds.round_of_coarse(&leads, (s.head)(i).lead(), at_most) as u8
+                let round = if C::kind(i % C::X) == 0 {
+                    bounds.round_of_exact(&ranks, s.rank_at::<C>(i))
+                } else {
+                    let at_most = |b: &Rec<C, H, I>| s.bound_at_most(b, i);
+                    bounds.round_of_coarse(&leads, (s.head)(i).lead(), at_most)
+                };
+                round as u8
             })
         });
     }
@@ -406,21 +414,31 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
         if index + 1 == rounds {
             src = None; // the ranks, heads and rounds
         }
-        let total = if rounds == 1 {
-            n as u64
-        } else {
-            comm.all_reduce_sum(kinds.iter().map(Vec::len).sum::<usize>() as u64)
+        let [total, round_samples] = match rounds {
+            1 => [n as u64, C::samples_below(n) as u64],
+            _ => {
+                let all: usize = kinds.iter().map(Vec::len).sum();
+                let sums = comm.all_reduce_sum_vec(&[all as u64, kinds[0].len() as u64]);
+                [sums[0], sums[1]]
+            }
         };
         let splitters = ctx.phase("merge splitters", || {
-            merge_splitters(ctx, &kinds.each_ref().map(|v| &v[..]), total as usize)
+            merge_splitters(ctx, &kinds[0], round_samples as usize)
         });
-        let dest = |r: &Rec<C, H, I>| splitters.partition_point(|s| s < r);
+        // The splitters are samples: a sample's pe follows from its rank, another record's from
+        // its head's lead and, for the splitters that share it, a comparison.
+        let (ranks, leads) = (
+            splitters.coarse_keys(|b| b.own_rank()),
+            splitters.coarse_keys(|b| b.head.lead()),
+        );
+        let sample_dest = |r: &Rec<C, H, I>| splitters.round_of_exact(&ranks, r.own_rank());
+        let dest = |r: &Rec<C, H, I>| splitters.round_of_coarse(&leads, r.head.lead(), |b| b <= r);
         let mut kinds = kinds.into_iter();
         let samples = kinds.next().expect("kind 0: the samples");
         let samples = ctx.phase("place samples", || {
-            place_samples(ctx, samples, samples_done, dest)
+            place_samples(ctx, samples, samples_done, sample_dest)
         });
-        samples_done += comm.all_reduce_sum(samples.len() as u64);
+        samples_done += round_samples;
         let groups: Vec<Vec<Rec<C, H, I>>> = ctx.phase(phases.sort_groups, || {
             let t0 = std::time::Instant::now();
             let groups = kinds.map(|g| sort_group(exchange(comm, g, dest))).collect();
@@ -571,35 +589,35 @@ fn place_samples<C: Cover, H: Head, I: Index>(
     out
 }
 
-/// p − 1 splitters of the final order of all n merge records, from a random sample of every
-/// kind of record (each pe draws from each in proportion to its share).
-/// Collective; the same on every pe.
-fn merge_splitters<R: Pod + Ord + Send + Sync>(ctx: &Ctx, kinds: &[&[R]], n: usize) -> Vec<R> {
+/// p − 1 splitters of the final order of a round's merge records, from a random sample of its
+/// `n` sample records (each pe draws from its `samples` in proportion to their share): samples
+/// are two thirds of DC3's records and spread through the order with the others, and a sample
+/// record's pe then follows from its rank ([`RoundBounds::round_of_exact`]); pe d takes the
+/// records from splitter d − 1 (inclusive) to splitter d. Collective; the same on every pe.
+fn merge_splitters<R: Pod + Ord + Send + Sync>(
+    ctx: &Ctx,
+    samples: &[R],
+    n: usize,
+) -> RoundBounds<R> {
     let comm = &ctx.comm;
     let p = comm.size();
     if p == 1 || n == 0 {
-        return Vec::new();
+        return RoundBounds::from_sorted(Vec::new());
     }
     let per_pe = ((1usize << 18) / p).clamp(64, 1024);
     let mut rng =
         crate::dist::sample_sort::SplitMix::new(0x3e76e ^ ((comm.rank() as u64) << 32) ^ n as u64);
-    let mut draw = |v: &[R]| -> Vec<R> {
-        let want =
-            ((v.len() as u128 * (per_pe * p) as u128).div_ceil(n as u128) as usize).min(v.len());
-        (0..want)
-            .map(|_| v[(rng.next() % v.len() as u64) as usize])
-            .collect()
-    };
-    let mut local = Vec::new();
-    for v in kinds {
-        local.extend(draw(v));
-    }
-    let mut all = comm.all_gather_v(&local);
+    let len = samples.len();
+    let want = ((len as u128 * (per_pe * p) as u128).div_ceil(n as u128) as usize).min(len);
+    let drawn: Vec<R> = (0..want)
+        .map(|_| samples[(rng.next() % len as u64) as usize])
+        .collect();
+    let mut all = comm.all_gather_v(&drawn);
     all.sort_unstable();
     if all.is_empty() {
-        return Vec::new();
+        return RoundBounds::from_sorted(Vec::new());
     }
-    (1..p).map(|j| all[j * all.len() / p]).collect()
+    RoundBounds::from_sorted((1..p).map(|j| all[j * all.len() / p]).collect())
 }
 
 /// The positions of the sorted samples and groups, merged (the lists are freed on return).
