@@ -284,7 +284,7 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
 /// mispredict (a binary search guesses wrong about every other step on random records), past
 /// that a binary search.
 #[inline]
-fn count_below<T>(v: &[T], below: impl Fn(&T) -> bool) -> usize {
+pub fn count_below<T>(v: &[T], below: impl Fn(&T) -> bool) -> usize {
     if v.len() <= LINEAR_BOUNDS {
         v.iter().map(|x| usize::from(below(x))).sum()
     } else {
@@ -470,11 +470,15 @@ mod tests {
         ] {
             let mut b: Vec<u64> = (0..len).map(|_| rng.next() % 64).collect();
             b.sort_unstable();
-            let bounds = RoundBounds { bounds: b.clone() };
+            let bounds = RoundBounds::from_sorted(b.clone());
             let keys = bounds.coarse_keys(|b| b / 8);
+            // An exact key: the record doubled (orders as the records do, equal only for equal).
+            let exact = bounds.coarse_keys(|b| 2 * b);
             for x in 0..70u64 {
                 let want = b.partition_point(|&v| v <= x);
                 assert_eq!(bounds.round_of(&x), want, "{len} bounds, record {x}");
+                assert_eq!(bounds.round_of_exact(&exact, 2 * x), want, "{len}, {x}");
+                assert_eq!(count_below(&b, |&v| v < x), b.partition_point(|&v| v < x));
                 assert_eq!(
                     bounds.round_of_coarse(&keys, x / 8, |b| *b <= x),
                     want,

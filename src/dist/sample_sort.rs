@@ -4,6 +4,7 @@ use bytemuck::Pod;
 use rayon::prelude::*;
 
 use super::exchange;
+use super::rounds::count_below;
 use crate::comm::Comm;
 use crate::local::LocalSort;
 
@@ -107,7 +108,7 @@ pub fn sample_sort<T: SortKey>(env: &impl SortEnv, mut data: Vec<T>) -> Vec<T> {
     });
 
     let mut recv = env.phase("· exchange", || {
-        exchange(comm, data, |x| splitters.partition_point(|s| s < x))
+        exchange(comm, data, |x| count_below(&splitters, |s| s < x))
     });
     env.phase("· local sort", || T::sort_local(&mut recv, env.sorter()));
 
