@@ -330,9 +330,9 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 /// the output file) every pe writes each round's part at its SA index instead and gets None.
 ///
 /// In `merge_rounds` key ranges of the final order ([`RoundBounds`], drawn from the sample
-/// records, so that a sample position's round and pe follow from its rank), one after the other: a round builds only its records (from the ranks and heads
-/// again), sends each to the pe of its sub-range, places the samples by rank, sorts each group,
-/// merges, and sends the round's part of the suffix array to its place in `layout` (or, into a
+/// records, so that a sample position's round and pe follow from its rank), one after the
+/// other: a round builds only its records (from the ranks and heads again), sends each to the
+/// pe of its sub-range, places the samples by rank, sorts each group, merges, and sends the round's part of the suffix array to its place in `layout` (or, into a
 /// sink's file, writes it at `done + exscan(part)`: a round's records are the SA indices
 /// `done..done + total`); then its records are freed.
 ///
