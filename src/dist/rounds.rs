@@ -164,6 +164,13 @@ pub struct RoundBounds<T> {
     bounds: Vec<T>,
 }
 
+/// The bounds of a [`RoundBounds`] that have an exact key ([`RoundBounds::exact_keys`]): their
+/// places among all bounds, ascending, and their keys.
+pub struct ExactBounds<K> {
+    at: Vec<usize>,
+    keys: Vec<K>,
+}
+
 impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
     /// Chooses the boundaries of about `ranges.count` ranges from a sample of about
     /// [`SAMPLES_PER_ROUND`] records per range over all pes: this pe holds `len` records,
@@ -251,12 +258,35 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
         self.bounds.iter().map(coarse).collect()
     }
 
-    /// [`Self::round_of`] of a record known by a key that orders exactly as the records do (equal
-    /// keys only for equal records: a sample's rank, with bounds that are samples): no record is
-    /// looked at. `keys`: [`Self::coarse_keys`] with the same function.
+    /// The bounds that `key` gives an exact key (a merge record's rank where it is a sample), for
+    /// [`Self::round_of_exact`].
+    pub fn exact_keys<K>(&self, key: impl Fn(&T) -> Option<K>) -> ExactBounds<K> {
+        let (mut at, mut keys) = (Vec::new(), Vec::new());
+        for (j, b) in self.bounds.iter().enumerate() {
+            if let Some(k) = key(b) {
+                at.push(j);
+                keys.push(k);
+            }
+        }
+        ExactBounds { at, keys }
+    }
+
+    /// [`Self::round_of`] of a record with an exact key: one that orders it as the records do
+    /// against every bound that has one, equal only for an equal record (a sample's rank against
+    /// the bounds that are samples). Those bounds are counted by key, without a branch; only the
+    /// others between the last of them at most the record and the next one are looked at
+    /// (`at_most(bound)`: whether that bound is at most the record), usually none or one.
     #[inline]
-    pub fn round_of_exact<K: Ord + Copy>(&self, keys: &[K], key: K) -> usize {
-        count_below(keys, |&k| k <= key)
+    pub fn round_of_exact<K: Ord + Copy>(
+        &self,
+        exact: &ExactBounds<K>,
+        key: K,
+        at_most: impl Fn(&T) -> bool,
+    ) -> usize {
+        let k = count_below(&exact.keys, |&b| b <= key);
+        let lo = k.checked_sub(1).map_or(0, |e| exact.at[e] + 1);
+        let hi = exact.at.get(k).copied().unwrap_or(self.bounds.len());
+        lo + self.bounds[lo..hi].partition_point(at_most)
     }
 
     /// [`Self::round_of`] of a record known first by a coarse key that orders as the records do
@@ -472,12 +502,16 @@ mod tests {
             b.sort_unstable();
             let bounds = RoundBounds::from_sorted(b.clone());
             let keys = bounds.coarse_keys(|b| b / 8);
-            // An exact key: the record doubled (orders as the records do, equal only for equal).
-            let exact = bounds.coarse_keys(|b| 2 * b);
+            // Exact keys for the even records (the record doubled: orders as the records do,
+            // equal only for equal), none for the odd ones.
+            let exact = bounds.exact_keys(|&b| (b % 2 == 0).then_some(2 * b));
             for x in 0..70u64 {
                 let want = b.partition_point(|&v| v <= x);
                 assert_eq!(bounds.round_of(&x), want, "{len} bounds, record {x}");
-                assert_eq!(bounds.round_of_exact(&exact, 2 * x), want, "{len}, {x}");
+                if x % 2 == 0 {
+                    let got = bounds.round_of_exact(&exact, 2 * x, |v| *v <= x);
+                    assert_eq!(got, want, "{len}, {x}");
+                }
                 assert_eq!(count_below(&b, |&v| v < x), b.partition_point(|&v| v < x));
                 assert_eq!(
                     bounds.round_of_coarse(&keys, x / 8, |b| *b <= x),

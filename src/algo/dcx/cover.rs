@@ -176,12 +176,6 @@ pub trait Cover: Send + Sync + 'static {
     fn sample_index(x: usize) -> usize {
         (x / Self::X) * Self::S + Self::slot(x % Self::X)
     }
-
-    /// The sample position whose [`Cover::sample_index`] is k.
-    #[inline]
-    fn sample_position(k: usize) -> usize {
-        (k / Self::S) * Self::X + Self::residue(k % Self::S)
-    }
 }
 
 /// Declares a difference cover: `cover!(Name = X, [d0, d1, …])` with the residues ascending.
@@ -272,12 +266,6 @@ mod tests {
                     assert_eq!(C::to_slot(a, s), (C::residue(s) + x - a) % x);
                 }
             }
-        }
-        // Sample positions and their indices in position order.
-        for k in 0..4 * C::S {
-            assert!(in_d(C::sample_position(k)));
-            assert_eq!(C::sample_index(C::sample_position(k)), k);
-            assert_eq!(C::samples_below(C::sample_position(k)), k);
         }
         // Samples are kind 0; every other residue is in a group whose members share an offset
         // to a sample position.

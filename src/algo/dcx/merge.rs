@@ -329,9 +329,9 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 /// this pe's part of `layout` ([`SortedPart::placed`]). With a `sink` that writes (level 0 into
 /// the output file) every pe writes each round's part at its SA index instead and gets None.
 ///
-/// In `merge_rounds` key ranges of the final order ([`RoundBounds`], drawn from the sample
-/// records, so that a sample position's round and pe follow from its rank), one after the
-/// other: a round builds only its records (from the ranks and heads again), sends each to the
+/// In `merge_rounds` key ranges of the final order ([`RoundBounds`], from a sample of all
+/// records; a sample position's round and pe follow from its rank against the bounds that are
+/// samples), one after the other: a round builds only its records (from the ranks and heads again), sends each to the
 /// pe of its sub-range, places the samples by rank, sorts each group, merges, and sends the round's part of the suffix array to its place in `layout` (or, into a
 /// sink's file, writes it at `done + exscan(part)`: a round's records are the SA indices
 /// `done..done + total`); then its records are freed.
@@ -372,21 +372,22 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     });
     if rounds > 1 {
         let s = src.as_mut().expect("the records' source");
-        // The bounds are sample records (drawn from the samples alone, two thirds of DC3's
-        // records), so that a sample position's round follows from its rank.
-        let bounds = RoundBounds::choose(ctx, Ranges::new(rounds), s.end - s.first, |k| {
-            s.rec::<C, H>(C::sample_position(s.first + k))
+        let bounds = RoundBounds::choose(ctx, Ranges::new(rounds), s.hi - s.lo, |j| {
+            s.rec::<C, H>(s.lo + j)
         });
         rounds = bounds.rounds();
-        // Another position's round from its head alone where no bound shares the head's lead;
-        // else from one rank per bound that does (its record is not made).
+        // A sample position's round from its rank against the bounds that are samples (and a
+        // comparison with the few others between two of them); another position's from its head
+        // alone where no bound shares the head's lead, else from one rank per bound that does.
+        // No record is made.
         s.round = ctx.phase("merge records", || {
-            let ranks = bounds.coarse_keys(|b| b.own_rank());
+            let exact = bounds.exact_keys(sample_rank);
             let leads = bounds.coarse_keys(|b| b.head.lead());
             map_range_maybe_par(hi - lo, |j| {
                 let i = lo + j;
                 let round = if C::kind(i % C::X) == 0 {
-                    bounds.round_of_exact(&ranks, s.rank_at::<C>(i))
+                    let at_most = |b: &Rec<C, H, I>| s.bound_below_or_at(b, i);
+                    bounds.round_of_exact(&exact, s.rank_at::<C>(i), at_most)
                 } else {
                     let at_most = |b: &Rec<C, H, I>| s.bound_at_most(b, i);
                     bounds.round_of_coarse(&leads, (s.head)(i).lead(), at_most)
@@ -423,15 +424,17 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
             }
         };
         let splitters = ctx.phase("merge splitters", || {
-            merge_splitters(ctx, &kinds[0], round_samples as usize)
+            merge_splitters(ctx, &kinds.each_ref().map(|v| &v[..]), total as usize)
         });
-        // The splitters are samples: a sample's pe follows from its rank, another record's from
-        // its head's lead and, for the splitters that share it, a comparison.
-        let (ranks, leads) = (
-            splitters.coarse_keys(|b| b.own_rank()),
+        // A sample's pe from its rank against the splitters that are samples (and a comparison
+        // with the few others between two of them), another record's from its head's lead and,
+        // for the splitters that share it, a comparison.
+        let (exact, leads) = (
+            splitters.exact_keys(sample_rank),
             splitters.coarse_keys(|b| b.head.lead()),
         );
-        let sample_dest = |r: &Rec<C, H, I>| splitters.round_of_exact(&ranks, r.own_rank());
+        let sample_dest =
+            |r: &Rec<C, H, I>| splitters.round_of_exact(&exact, r.own_rank(), |b| b <= r);
         let dest = |r: &Rec<C, H, I>| splitters.round_of_coarse(&leads, r.head.lead(), |b| b <= r);
         let mut kinds = kinds.into_iter();
         let samples = kinds.next().expect("kind 0: the samples");
@@ -554,6 +557,17 @@ impl<I: Index, F> Source<I, F> {
         (bound.rank(t), bound.pos()) <= (self.rank_at::<C>(i + l), i as u64)
     }
 
+    /// Whether `bound` is at most the record of position i, for any bound: by their heads'
+    /// leads, and where they are equal as [`Self::bound_at_most`].
+    #[inline]
+    fn bound_below_or_at<C: Cover, H: Head>(&self, bound: &Rec<C, H, I>, i: usize) -> bool
+    where
+        F: Fn(usize) -> H,
+    {
+        let (b, x) = (bound.head.lead(), (self.head)(i).lead());
+        b < x || (b == x && self.bound_at_most(bound, i))
+    }
+
     /// The merge records of the positions of this pe that `select` takes, by kind (samples
     /// first, then each group). Local.
     fn records<C: Cover, H: Head, const KINDS: usize>(
@@ -573,6 +587,12 @@ impl<I: Index, F> Source<I, F> {
     }
 }
 
+/// The rank of a merge record that is a sample, its exact key among the samples (their order is
+/// that of their ranks): for [`RoundBounds::exact_keys`].
+fn sample_rank<C: Cover, H: Head, I: Index>(r: &Rec<C, H, I>) -> Option<u64> {
+    (C::kind(r.residue()) == 0).then(|| r.own_rank())
+}
+
 /// Sends the sample records to the pes of their ranges and places them by rank: the ranks a pe
 /// receives form one interval of 1..=samples, after the `before` samples of earlier rounds.
 /// Collective.
@@ -589,14 +609,12 @@ fn place_samples<C: Cover, H: Head, I: Index>(
     out
 }
 
-/// p − 1 splitters of the final order of a round's merge records, from a random sample of its
-/// `n` sample records (each pe draws from its `samples` in proportion to their share): samples
-/// are two thirds of DC3's records and spread through the order with the others, and a sample
-/// record's pe then follows from its rank ([`RoundBounds::round_of_exact`]); pe d takes the
+/// p − 1 splitters of the final order of all n merge records of a round, from a random sample of
+/// every kind of record (each pe draws from each in proportion to its share); pe d takes the
 /// records from splitter d − 1 (inclusive) to splitter d. Collective; the same on every pe.
 fn merge_splitters<R: Pod + Ord + Send + Sync>(
     ctx: &Ctx,
-    samples: &[R],
+    kinds: &[&[R]],
     n: usize,
 ) -> RoundBounds<R> {
     let comm = &ctx.comm;
@@ -607,12 +625,18 @@ fn merge_splitters<R: Pod + Ord + Send + Sync>(
     let per_pe = ((1usize << 18) / p).clamp(64, 1024);
     let mut rng =
         crate::dist::sample_sort::SplitMix::new(0x3e76e ^ ((comm.rank() as u64) << 32) ^ n as u64);
-    let len = samples.len();
-    let want = ((len as u128 * (per_pe * p) as u128).div_ceil(n as u128) as usize).min(len);
-    let drawn: Vec<R> = (0..want)
-        .map(|_| samples[(rng.next() % len as u64) as usize])
-        .collect();
-    let mut all = comm.all_gather_v(&drawn);
+    let mut draw = |v: &[R]| -> Vec<R> {
+        let want =
+            ((v.len() as u128 * (per_pe * p) as u128).div_ceil(n as u128) as usize).min(v.len());
+        (0..want)
+            .map(|_| v[(rng.next() % v.len() as u64) as usize])
+            .collect()
+    };
+    let mut local = Vec::new();
+    for v in kinds {
+        local.extend(draw(v));
+    }
+    let mut all = comm.all_gather_v(&local);
     all.sort_unstable();
     if all.is_empty() {
         return RoundBounds::from_sorted(Vec::new());
