@@ -331,8 +331,9 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 ///
 /// In `merge_rounds` key ranges of the final order ([`RoundBounds`], from a sample of all
 /// records; a sample position's round and pe follow from its rank against the bounds that are
-/// samples), one after the other: a round builds only its records (from the ranks and heads again), sends each to the
-/// pe of its sub-range, places the samples by rank, sorts each group, merges, and sends the round's part of the suffix array to its place in `layout` (or, into a
+/// samples), one after the other: a round builds only its records (from the ranks and heads
+/// again), sends each to the pe of its sub-range, places the samples by rank, sorts each group,
+/// merges, and sends the round's part of the suffix array to its place in `layout` (or, into a
 /// sink's file, writes it at `done + exscan(part)`: a round's records are the SA indices
 /// `done..done + total`); then its records are freed.
 ///

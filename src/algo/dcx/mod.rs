@@ -26,9 +26,10 @@
 //!    the samples and the groups of other residues that share a deciding offset; splitters from a
 //!    random sample of all records cut the final order into p ranges; every record goes once to
 //!    the pe of its range (a sample's found from its rank against the splitters that are
-//!    samples), where the samples are placed by rank (their ranks form one interval), each group is sorted by the instance's local
-//!    sort, and one linear merge of the sorted lists gives the pe's part of the suffix array. With `merge_rounds` > 1 (a memory budget) this runs
-//!    in key ranges of the final order, one after the other (Distributed DCX's rounds): each
+//!    samples), where the samples are placed by rank (their ranks form one interval), each group
+//!    is sorted by the instance's local sort, and one linear merge of the sorted lists gives the
+//!    pe's part of the suffix array. With `merge_rounds` > 1 (a memory budget) this runs in key
+//!    ranges of the final order, one after the other (Distributed DCX's rounds): each
 //!    round builds only its records, merges them and sends its part of the suffix array to its
 //!    place in the level's layout, then frees them.
 //!
