@@ -466,6 +466,47 @@ fn merge_rounds_on_hard_inputs() {
     });
 }
 
+/// The difference covers' merge in key ranges stays balanced on a text of period 3, (abc)^k,
+/// whose mod-0 suffixes all start with `a` and so sort apart from every sample (a third of the
+/// records in one block of the final order): its round bounds and splitters prefer sample
+/// records, and must still fall inside that block. pDC3 and DC7 from the text, 8 merge rounds,
+/// 32- and 40-bit records; every pe compares its slice with libsais, and no pe's part of any
+/// sort or merge round exceeds 1.5 times the mean (`PhaseLog::max_imbalance`).
+#[test]
+fn merge_rounds_balance_a_text_of_period_3() {
+    use psa::IndexWidth;
+    let text = common::gen::abc_n(40_000);
+    let want = sa_bytes(&text, 1);
+    mpi_test(|comm| {
+        let (p, me) = (comm.size(), comm.rank());
+        let layout = Layout::block(text.len(), p);
+        let (lo, hi) = (layout.start(me), layout.end(me));
+        for width in [IndexWidth::W32, IndexWidth::W40] {
+            let ctx = |algo| {
+                ctx_with(algo, 1000, |c| {
+                    c.tune.index_width = Some(width);
+                    c.tune.merge_rounds = 8;
+                })
+            };
+            let case = format!("(abc)^40000 at p = {p}, {width:?}, 8 merge rounds");
+            let dc3 = ctx(Algo::Dc3);
+            let got = psa::suffix_array(&dc3, &text[lo..hi])
+                .unwrap_or_else(|e| panic!("{case}, dc3: {e}"));
+            assert_eq!(got, want[lo..hi], "{case}, dc3: pe {me}'s part");
+            let dc7 = ctx(Algo::Dc3); // a log of its own
+            let got = dc7.install(|ctx| psa::internals::dc7(ctx, &text[lo..hi], &layout));
+            assert_eq!(got, want[lo..hi], "{case}, DC7: pe {me}'s part");
+            for (algo, ctx) in [("dc3", &dc3), ("DC7", &dc7)] {
+                let share = comm.all_reduce_f64(&[ctx.log.max_imbalance()]).0[0];
+                assert!(
+                    share <= 1.5,
+                    "{case}, {algo}: a pe holds {share:.2} times the mean share of a sort"
+                );
+            }
+        }
+    });
+}
+
 /// Discarding (`Tunables::discard_share`): with the samples named by their sort on every level
 /// (`name_by_sort`), samples with a window of their own leave the recursion whenever there is
 /// one (share 0), or never (share 2: plain names), on the hard inputs through pDC3 and DC7 from

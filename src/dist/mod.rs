@@ -18,7 +18,8 @@ pub use layout::{Layout, OwnerCursor};
 pub use naming::{name_round, name_sorted, rank_round};
 pub use pair::Pair;
 pub use rounds::{
-    release_freed, scramble, sort_in_rounds, unscramble, Ranges, Round, RoundBounds, MAX_RANGES,
+    release_freed, scramble, snap_cuts, sort_in_rounds, unscramble, Ranges, Round, RoundBounds,
+    MAX_RANGES, SNAP,
 };
 pub use sample_sort::{sample_sort, SortEnv, SortKey};
 pub use shift::{last_of_left, right_halo};

@@ -126,7 +126,7 @@ pub fn sort_in_rounds<T, R, G, C>(
     C: FnMut(Round<T>),
 {
     let comm = ctx.comm();
-    let bounds = RoundBounds::choose(ctx, ranges, len, record);
+    let bounds = RoundBounds::choose(ctx, ranges, len, record, |_| true);
     let rounds = bounds.rounds();
     let mut done = 0u64; // records in earlier rounds
     let mut last: Option<T> = None; // the last record of earlier rounds
@@ -165,10 +165,11 @@ pub struct RoundBounds<T> {
 }
 
 /// The bounds of a [`RoundBounds`] that have an exact key ([`RoundBounds::exact_keys`]): their
-/// places among all bounds, ascending, and their keys.
+/// places among all bounds, ascending, and their keys; whether that is every bound.
 pub struct ExactBounds<K> {
     at: Vec<usize>,
     keys: Vec<K>,
+    every: bool,
 }
 
 impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
@@ -178,13 +179,16 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
     /// records. A range ends where it holds n / `count` of the sample, or where one pe's part
     /// of it reaches `ranges.per_pe` records — records that cluster by pe (keys in text order:
     /// aⁿ, long runs) then take more ranges, up to [`MAX_RANGES`], so that no pe holds much more
-    /// than its share of one. With one range nothing is drawn. Collective (the phase "· round
-    /// splitters": one reduction and two all-gathers).
+    /// than its share of one. A boundary whose record is not `preferred` moves to the nearest
+    /// sampled one that is, within 1/[`SNAP`] of a range ([`snap_cuts`]; where none is, it
+    /// stays). With one range nothing is drawn. Collective (the phase "· round splitters": one
+    /// reduction and two all-gathers).
     pub fn choose(
         ctx: &impl SortEnv,
         ranges: Ranges,
         len: usize,
         record: impl Fn(usize) -> T,
+        preferred: impl Fn(&T) -> bool,
     ) -> Self {
         let comm = ctx.comm();
         let rounds = ranges.count;
@@ -222,7 +226,13 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
             tagged.sort_unstable_by_key(|t| t.0);
             // One sampled record stands for n / |sample| records.
             let weight = n as f64 / tagged.len().max(1) as f64;
-            cut(&tagged, comm.size(), per_range / weight, per_pe / weight)
+            cut(
+                &tagged,
+                comm.size(),
+                per_range / weight,
+                per_pe / weight,
+                preferred,
+            )
         });
         RoundBounds { bounds }
     }
@@ -268,14 +278,16 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
                 keys.push(k);
             }
         }
-        ExactBounds { at, keys }
+        let every = at.len() == self.bounds.len();
+        ExactBounds { at, keys, every }
     }
 
     /// [`Self::round_of`] of a record with an exact key: one that orders it as the records do
     /// against every bound that has one, equal only for an equal record (a sample's rank against
     /// the bounds that are samples). Those bounds are counted by key, without a branch; only the
     /// others between the last of them at most the record and the next one are looked at
-    /// (`at_most(bound)`: whether that bound is at most the record), usually none or one.
+    /// (`at_most(bound)`: whether that bound is at most the record), usually none (bounds that
+    /// prefer exact keys, [`snap_cuts`]: then none is looked at for any record).
     #[inline]
     pub fn round_of_exact<K: Ord + Copy>(
         &self,
@@ -284,6 +296,9 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
         at_most: impl Fn(&T) -> bool,
     ) -> usize {
         let k = count_below(&exact.keys, |&b| b <= key);
+        if exact.every {
+            return k;
+        }
         let lo = k.checked_sub(1).map_or(0, |e| exact.at[e] + 1);
         let hi = exact.at.get(k).copied().unwrap_or(self.bounds.len());
         lo + self.bounds[lo..hi].partition_point(at_most)
@@ -373,28 +388,66 @@ const _: () = assert!(SCRAMBLE.wrapping_mul(UNSCRAMBLE) == 1);
 /// The boundaries of the ranges over a sorted sample, each record tagged with its pe: a range
 /// ends before the record at which it would hold more than `target` sampled records, or more
 /// than `cap` of one pe (never between equal records). When that makes more than [`MAX_RANGES`],
-/// both limits grow until it does not. Local.
-fn cut<T: Copy + Ord>(sample: &[(T, u32)], pes: usize, target: f64, cap: f64) -> Vec<T> {
+/// both limits grow until it does not. Then a boundary whose record is not `preferred` moves to
+/// the nearest one that is within `target` / [`SNAP`] records ([`snap_cuts`]). Local.
+fn cut<T: Copy + Ord>(
+    sample: &[(T, u32)],
+    pes: usize,
+    target: f64,
+    cap: f64,
+    preferred: impl Fn(&T) -> bool,
+) -> Vec<T> {
     let mut target = target.max(1.0);
     let mut cap = cap.max(1.0);
     loop {
-        let mut bounds: Vec<T> = Vec::new();
+        let mut at: Vec<usize> = Vec::new();
         let (mut total, mut mine) = (0.0, vec![0.0; pes]);
         for (j, &(x, pe)) in sample.iter().enumerate() {
             let full = total >= target || mine[pe as usize] >= cap;
             if full && j > 0 && sample[j - 1].0 < x {
-                bounds.push(x);
+                at.push(j);
                 total = 0.0;
                 mine.fill(0.0);
             }
             total += 1.0;
             mine[pe as usize] += 1.0;
         }
-        if bounds.len() < MAX_RANGES {
-            return bounds;
+        if at.len() < MAX_RANGES {
+            let good = |k: usize| sample[k - 1].0 < sample[k].0 && preferred(&sample[k].0);
+            snap_cuts(&mut at, sample.len(), (target / SNAP as f64) as usize, good);
+            return at.into_iter().map(|k| sample[k].0).collect();
         }
         target *= 1.5;
         cap *= 1.5;
+    }
+}
+
+/// A boundary moves at most 1/`SNAP` of its range's records to reach a preferred record
+/// ([`snap_cuts`]).
+pub const SNAP: usize = 32;
+
+/// Moves each cut of a sorted sequence of `len` records (ascending indices, each at least 1: the
+/// first record of the range above it) to the nearest index within `slack` for which `good`
+/// holds, staying strictly between the cuts beside it; a cut with none in reach stays. A range
+/// grows or shrinks by at most `slack` records. (The difference covers' merge prefers sample
+/// records as bounds: a sample's range then follows from its rank alone,
+/// [`RoundBounds::round_of_exact`]; a bound that is not a sample stays only where its
+/// neighbourhood holds none, as in the block of mod-0 suffixes of a text of period 3.) Local.
+pub fn snap_cuts(at: &mut [usize], len: usize, slack: usize, good: impl Fn(usize) -> bool) {
+    for c in 0..at.len() {
+        let k = at[c];
+        if good(k) {
+            continue;
+        }
+        let lo = if c == 0 { 1 } else { at[c - 1] + 1 };
+        let hi = at.get(c + 1).copied().unwrap_or(len);
+        let near = (1..=slack)
+            .flat_map(|d| [k.checked_add(d), k.checked_sub(d)])
+            .flatten()
+            .find(|&j| lo <= j && j < hi && good(j));
+        if let Some(j) = near {
+            at[c] = j;
+        }
     }
 }
 
@@ -439,7 +492,7 @@ mod tests {
         let (pes, rounds) = (4, 8);
         let sample: Vec<(u64, u32)> = (0..4096u64).map(|x| (x, (x % 4) as u32)).collect();
         let cap = SPREAD * 4096.0 / (pes * rounds) as f64;
-        let bounds = cut(&sample, pes, 4096.0 / rounds as f64, cap);
+        let bounds = cut(&sample, pes, 4096.0 / rounds as f64, cap, |_| true);
         assert_eq!(bounds.len() + 1, rounds);
         assert!(parts(&sample, pes, &bounds).iter().all(|&(t, _)| t == 512));
     }
@@ -505,9 +558,13 @@ mod tests {
             // Exact keys for the even records (the record doubled: orders as the records do,
             // equal only for equal), none for the odd ones.
             let exact = bounds.exact_keys(|&b| (b % 2 == 0).then_some(2 * b));
+            // Every bound with an exact key: no bound is looked at.
+            let every = bounds.exact_keys(|&b| Some(2 * b));
             for x in 0..70u64 {
                 let want = b.partition_point(|&v| v <= x);
                 assert_eq!(bounds.round_of(&x), want, "{len} bounds, record {x}");
+                let got = bounds.round_of_exact(&every, 2 * x, |_| panic!("a bound looked at"));
+                assert_eq!(got, want, "{len} bounds, record {x}, every key exact");
                 if x % 2 == 0 {
                     let got = bounds.round_of_exact(&exact, 2 * x, |v| *v <= x);
                     assert_eq!(got, want, "{len}, {x}");
@@ -529,7 +586,13 @@ mod tests {
         let (pes, rounds, whole) = (4, 8, 20_480.0);
         let sample: Vec<(u64, u32)> = (0..4096u64).map(|x| (x, (x % 4) as u32)).collect();
         let per_range = whole / rounds as f64;
-        let bounds = cut(&sample, pes, per_range, SPREAD * per_range / pes as f64);
+        let bounds = cut(
+            &sample,
+            pes,
+            per_range,
+            SPREAD * per_range / pes as f64,
+            |_| true,
+        );
         assert_eq!(bounds.len() + 1, 2);
         assert!(parts(&sample, pes, &bounds)
             .iter()
@@ -542,7 +605,7 @@ mod tests {
         let (pes, rounds) = (4, 8);
         let sample: Vec<(u64, u32)> = (0..4096u64).map(|x| (x, (x / 1024) as u32)).collect();
         let cap = 4096.0 / (pes * rounds) as f64;
-        let bounds = cut(&sample, pes, 4096.0 / rounds as f64, cap);
+        let bounds = cut(&sample, pes, 4096.0 / rounds as f64, cap, |_| true);
         // A range may hold the end of one pe's keys and the start of the next one's.
         assert!((pes * rounds - pes..=pes * rounds).contains(&(bounds.len() + 1)));
         assert!(parts(&sample, pes, &bounds)
@@ -551,17 +614,50 @@ mod tests {
     }
 
     #[test]
+    fn bounds_move_to_preferred_records_within_the_slack() {
+        // Preferred: records not divisible by 3 (as DC3's samples among its records), except in
+        // a block of 1400 records where none is (the mod-0 suffixes of a text of period 3).
+        let (pes, rounds) = (4, 8);
+        let sample: Vec<(u64, u32)> = (0..4096u64).map(|x| (x, (x % 4) as u32)).collect();
+        let preferred = |x: &u64| !x.is_multiple_of(3) && !(1000..2400).contains(x);
+        let (target, cap) = (4096.0 / rounds as f64, 4096.0);
+        let plain = cut(&sample, pes, target, cap, |_| true);
+        let snapped = cut(&sample, pes, target, cap, preferred);
+        let slack = (target / SNAP as f64) as u64;
+        assert_eq!(plain.len(), snapped.len());
+        for (&a, &b) in plain.iter().zip(&snapped) {
+            if (1000 + slack..2400 - slack).contains(&a) {
+                assert_eq!(a, b, "a bound inside the block stays");
+            } else {
+                assert!(preferred(&b) && a.abs_diff(b) <= slack, "{a} moved to {b}");
+            }
+        }
+        // Every range keeps its size within the slack at each end.
+        for (t, _) in parts(&sample, pes, &snapped) {
+            assert!(t.abs_diff(512) as u64 <= 2 * slack, "a range of {t}");
+        }
+        // A cut moves strictly between the cuts beside it, as they are by then: the first takes
+        // the one good index, the second finds none left in reach and stays.
+        let mut at = vec![4, 6];
+        snap_cuts(&mut at, 12, 3, |k| k == 5);
+        assert_eq!(at, [5, 6]);
+        let mut at = vec![4, 6];
+        snap_cuts(&mut at, 12, 0, |k| k == 5);
+        assert_eq!(at, [4, 6], "no slack, no move");
+    }
+
+    #[test]
     fn equal_records_stay_in_one_range_and_ranges_stay_few() {
         // Classes of 100 equal records: a bound never falls inside one.
         let sample: Vec<(u64, u32)> = (0..5000u64).map(|x| (x / 100, (x % 3) as u32)).collect();
-        let bounds = cut(&sample, 3, 5000.0 / 16.0, 10.0);
+        let bounds = cut(&sample, 3, 5000.0 / 16.0, 10.0, |_| true);
         assert!(bounds.windows(2).all(|b| b[0] < b[1]));
         assert!(parts(&sample, 3, &bounds)
             .iter()
             .all(|&(t, _)| t % 100 == 0));
         // A cap of one record a pe would make a range of each record: at most MAX_RANGES.
         let many: Vec<(u64, u32)> = (0..100_000u64).map(|x| (x, 0)).collect();
-        let bounds = cut(&many, 1, 50_000.0, 1.0);
+        let bounds = cut(&many, 1, 50_000.0, 1.0, |_| true);
         assert!(bounds.len() < MAX_RANGES && bounds.len() > MAX_RANGES / 2);
     }
 }

@@ -14,8 +14,8 @@ use super::cover::Cover;
 use super::{map_maybe_par, map_range_maybe_par, Phases, SortedPart};
 use crate::algo::sink::SaSink;
 use crate::dist::{
-    build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, Layout, Ranges,
-    RoundBounds, Select,
+    build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, snap_cuts, Layout,
+    Ranges, RoundBounds, Select, SNAP,
 };
 use crate::index::Index;
 use crate::local::LocalSort;
@@ -330,8 +330,8 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 /// the output file) every pe writes each round's part at its SA index instead and gets None.
 ///
 /// In `merge_rounds` key ranges of the final order ([`RoundBounds`], from a sample of all
-/// records; a sample position's round and pe follow from its rank against the bounds that are
-/// samples), one after the other: a round builds only its records (from the ranks and heads
+/// records, each bound moved to a nearby sample record where there is one; a sample position's
+/// round and pe follow from its rank against the bounds that are samples), one after the other: a round builds only its records (from the ranks and heads
 /// again), sends each to the pe of its sub-range, places the samples by rank, sorts each group,
 /// merges, and sends the round's part of the suffix array to its place in `layout` (or, into a
 /// sink's file, writes it at `done + exscan(part)`: a round's records are the SA indices
@@ -373,12 +373,11 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     });
     if rounds > 1 {
         let s = src.as_mut().expect("the records' source");
-        let bounds = RoundBounds::choose(ctx, Ranges::new(rounds), s.hi - s.lo, |j| {
-            s.rec::<C, H>(s.lo + j)
-        });
+        let record = |j| s.rec::<C, H>(s.lo + j);
+        let bounds = RoundBounds::choose(ctx, Ranges::new(rounds), s.hi - s.lo, record, is_sample);
         rounds = bounds.rounds();
         // A sample position's round from its rank against the bounds that are samples (and a
-        // comparison with the few others between two of them); another position's from its head
+        // comparison with any others between two of them: rare); another position's from its head
         // alone where no bound shares the head's lead, else from one rank per bound that does.
         // No record is made.
         s.round = ctx.phase("merge records", || {
@@ -428,7 +427,7 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
             merge_splitters(ctx, &kinds.each_ref().map(|v| &v[..]), total as usize)
         });
         // A sample's pe from its rank against the splitters that are samples (and a comparison
-        // with the few others between two of them), another record's from its head's lead and,
+        // with any others between two of them: rare), another record's from its head's lead and,
         // for the splitters that share it, a comparison.
         let (exact, leads) = (
             splitters.exact_keys(sample_rank),
@@ -588,10 +587,15 @@ impl<I: Index, F> Source<I, F> {
     }
 }
 
+/// Whether a merge record is a sample: the bounds prefer those ([`snap_cuts`]).
+fn is_sample<C: Cover, H: Head, I: Index>(r: &Rec<C, H, I>) -> bool {
+    C::kind(r.residue()) == 0
+}
+
 /// The rank of a merge record that is a sample, its exact key among the samples (their order is
 /// that of their ranks): for [`RoundBounds::exact_keys`].
 fn sample_rank<C: Cover, H: Head, I: Index>(r: &Rec<C, H, I>) -> Option<u64> {
-    (C::kind(r.residue()) == 0).then(|| r.own_rank())
+    is_sample(r).then(|| r.own_rank())
 }
 
 /// Sends the sample records to the pes of their ranges and places them by rank: the ranks a pe
@@ -612,12 +616,14 @@ fn place_samples<C: Cover, H: Head, I: Index>(
 
 /// p − 1 splitters of the final order of all n merge records of a round, from a random sample of
 /// every kind of record (each pe draws from each in proportion to its share); pe d takes the
-/// records from splitter d − 1 (inclusive) to splitter d. Collective; the same on every pe.
-fn merge_splitters<R: Pod + Ord + Send + Sync>(
+/// records from splitter d − 1 (inclusive) to splitter d. A splitter that is not a sample moves
+/// to the nearest sampled one that is, within 1/[`SNAP`] of a pe's share ([`snap_cuts`]).
+/// Collective; the same on every pe.
+fn merge_splitters<C: Cover, H: Head, I: Index>(
     ctx: &Ctx,
-    kinds: &[&[R]],
+    kinds: &[&[Rec<C, H, I>]],
     n: usize,
-) -> RoundBounds<R> {
+) -> RoundBounds<Rec<C, H, I>> {
     let comm = &ctx.comm;
     let p = comm.size();
     if p == 1 || n == 0 {
@@ -626,7 +632,7 @@ fn merge_splitters<R: Pod + Ord + Send + Sync>(
     let per_pe = ((1usize << 18) / p).clamp(64, 1024);
     let mut rng =
         crate::dist::sample_sort::SplitMix::new(0x3e76e ^ ((comm.rank() as u64) << 32) ^ n as u64);
-    let mut draw = |v: &[R]| -> Vec<R> {
+    let mut draw = |v: &[Rec<C, H, I>]| -> Vec<Rec<C, H, I>> {
         let want =
             ((v.len() as u128 * (per_pe * p) as u128).div_ceil(n as u128) as usize).min(v.len());
         (0..want)
@@ -642,7 +648,10 @@ fn merge_splitters<R: Pod + Ord + Send + Sync>(
     if all.is_empty() {
         return RoundBounds::from_sorted(Vec::new());
     }
-    RoundBounds::from_sorted((1..p).map(|j| all[j * all.len() / p]).collect())
+    let mut at: Vec<usize> = (1..p).map(|j| j * all.len() / p).collect();
+    let slack = all.len() / p / SNAP;
+    snap_cuts(&mut at, all.len(), slack, |k| is_sample(&all[k]));
+    RoundBounds::from_sorted(at.into_iter().map(|k| all[k]).collect())
 }
 
 /// The positions of the sorted samples and groups, merged (the lists are freed on return).
