@@ -21,7 +21,7 @@ pub use rounds::{
     release_freed, scramble, snap_cuts, sort_in_rounds, unscramble, Ranges, Round, RoundBounds,
     MAX_RANGES, SNAP,
 };
-pub use sample_sort::{sample_sort, SortEnv, SortKey};
+pub use sample_sort::{gathered_sample, sample_sort, SortEnv, SortKey};
 pub use shift::{last_of_left, right_halo};
 
 /// A pool of `threads` threads, for unit tests of the local passes that split work by chunks.

@@ -89,22 +89,9 @@ pub fn sample_sort<T: SortKey>(env: &impl SortEnv, mut data: Vec<T>) -> Vec<T> {
     if n == 0 {
         return data;
     }
-    // Random sample, proportional to this pe's share.
     let splitters = env.phase("· splitters", || {
-        let want =
-            ((data.len() as u128 * (samples_per_pe(p) * p) as u128).div_ceil(n as u128)) as usize;
-        let want = want.min(data.len());
-        let mut rng = SplitMix::new(0x5eed ^ ((comm.rank() as u64) << 32) ^ n as u64);
-        let mut sample: Vec<T> = (0..want)
-            .map(|_| data[(rng.next() % data.len() as u64) as usize])
-            .collect();
-        sample.sort_unstable();
-        let all = comm.all_gather_v(&sample);
-        drop(sample);
-        let mut all = all;
-        all.sort_unstable();
-        let splitters: Vec<T> = (1..p).map(|j| all[j * all.len() / p]).collect();
-        splitters
+        let all = gathered_sample(comm, &[&data], n, 0x5eed);
+        (1..p).map(|j| all[j * all.len() / p]).collect::<Vec<T>>()
     });
 
     let mut recv = env.phase("· exchange", || {
@@ -124,6 +111,25 @@ pub fn sample_sort<T: SortKey>(env: &impl SortEnv, mut data: Vec<T>) -> Vec<T> {
     }
     env.note_imbalance(recv.len(), n);
     recv
+}
+
+/// A random sample of a distributed sequence of `n` records, of which this pe holds `parts`,
+/// gathered on every pe and sorted: every pe draws from each part in proportion to its share of
+/// `n`, [`samples_per_pe`] per pe on average (`seed` and the pe pick the draws). What splitters
+/// of p ranges of about n/p records each are chosen from. Collective (one all-gather of the
+/// sample); the same on every pe.
+pub fn gathered_sample<T: Pod + Ord>(comm: &Comm, parts: &[&[T]], n: usize, seed: u64) -> Vec<T> {
+    let p = comm.size();
+    let mut rng = SplitMix::new(seed ^ ((comm.rank() as u64) << 32) ^ n as u64);
+    let mut drawn = Vec::new();
+    for v in parts.iter().filter(|v| !v.is_empty()) {
+        let want = (v.len() as u128 * (samples_per_pe(p) * p) as u128).div_ceil(n.max(1) as u128);
+        let want = (want as usize).min(v.len());
+        drawn.extend((0..want).map(|_| v[(rng.next() % v.len() as u64) as usize]));
+    }
+    let mut all = comm.all_gather_v(&drawn);
+    all.sort_unstable();
+    all
 }
 
 /// Sorts records by comparison (for records without an integer key). Uses rayon.

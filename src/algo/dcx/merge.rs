@@ -14,8 +14,8 @@ use super::cover::Cover;
 use super::{map_maybe_par, map_range_maybe_par, Phases, SortedPart};
 use crate::algo::sink::SaSink;
 use crate::dist::{
-    build_by_kind, exchange, rebalance_into, release_freed, right_halo, scatter, snap_cuts, Layout,
-    Ranges, RoundBounds, Select, SNAP,
+    build_by_kind, exchange, gathered_sample, rebalance_into, release_freed, right_halo, scatter,
+    snap_cuts, Layout, Ranges, RoundBounds, Select, SNAP,
 };
 use crate::index::Index;
 use crate::local::LocalSort;
@@ -615,7 +615,7 @@ fn place_samples<C: Cover, H: Head, I: Index>(
 }
 
 /// p − 1 splitters of the final order of all n merge records of a round, from a random sample of
-/// every kind of record (each pe draws from each in proportion to its share); pe d takes the
+/// every kind of record ([`gathered_sample`]); pe d takes the
 /// records from splitter d − 1 (inclusive) to splitter d. A splitter that is not a sample moves
 /// to the nearest sampled one that is, within 1/[`SNAP`] of a pe's share ([`snap_cuts`]).
 /// Collective; the same on every pe.
@@ -629,22 +629,7 @@ fn merge_splitters<C: Cover, H: Head, I: Index>(
     if p == 1 || n == 0 {
         return RoundBounds::from_sorted(Vec::new());
     }
-    let per_pe = ((1usize << 18) / p).clamp(64, 1024);
-    let mut rng =
-        crate::dist::sample_sort::SplitMix::new(0x3e76e ^ ((comm.rank() as u64) << 32) ^ n as u64);
-    let mut draw = |v: &[Rec<C, H, I>]| -> Vec<Rec<C, H, I>> {
-        let want =
-            ((v.len() as u128 * (per_pe * p) as u128).div_ceil(n as u128) as usize).min(v.len());
-        (0..want)
-            .map(|_| v[(rng.next() % v.len() as u64) as usize])
-            .collect()
-    };
-    let mut local = Vec::new();
-    for v in kinds {
-        local.extend(draw(v));
-    }
-    let mut all = comm.all_gather_v(&local);
-    all.sort_unstable();
+    let all = gathered_sample(comm, kinds, n, 0x3e76e);
     if all.is_empty() {
         return RoundBounds::from_sorted(Vec::new());
     }
