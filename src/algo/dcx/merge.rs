@@ -331,18 +331,20 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 ///
 /// In `merge_rounds` key ranges of the final order ([`RoundBounds`], from a sample of all
 /// records, each bound moved to a nearby sample record where there is one; a sample position's
-/// round and pe follow from its rank against the bounds that are samples), one after the other: a round builds only its records (from the ranks and heads
-/// again), sends each to the pe of its sub-range, places the samples by rank, sorts each group,
-/// merges, and sends the round's part of the suffix array to its place in `layout` (or, into a
-/// sink's file, writes it at `done + exscan(part)`: a round's records are the SA indices
-/// `done..done + total`); then its records are freed.
+/// round and pe follow from its rank against the bounds that are samples), one after the other:
+/// a round builds only its records (from the ranks and heads again), sends each to the pe of its
+/// sub-range, places the samples by rank, sorts each group, merges, and sends the round's part
+/// of the suffix array to its place in `layout` (or, into a sink's file, writes it at
+/// `done + exscan(part)`: a round's records are the SA indices `done..done + total`); then its
+/// records are freed.
 ///
 /// Cost: one all-to-all per kind of record and round, n records in all; the samples are placed
 /// by rank (no sort) and each group sorted locally; `rounds` passes building records (each
 /// compared with its round's bounds), and with several rounds one more all-to-all of the suffix
-/// array. Memory: the ranks (4–8 B per sample position, |D|/X of them) throughout; per round its records (20–40 B per
-/// position / rounds) and, during one kind's exchange, a second copy of that kind; with several
-/// rounds the level's suffix array in `layout` (8 B per position) unless the sink writes it.
+/// array. Memory: the ranks (4–8 B per sample position, |D|/X of them) throughout; per round
+/// its records (20–40 B per position / rounds) and, during one kind's exchange, a second copy of
+/// that kind; with several rounds the level's suffix array in `layout` (8 B per position) unless
+/// the sink writes it.
 #[must_use]
 pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     ctx: &Ctx,
@@ -377,9 +379,9 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
         let bounds = RoundBounds::choose(ctx, Ranges::new(rounds), s.hi - s.lo, record, is_sample);
         rounds = bounds.rounds();
         // A sample position's round from its rank against the bounds that are samples (and a
-        // comparison with any others between two of them: rare); another position's from its head
-        // alone where no bound shares the head's lead, else from one rank per bound that does.
-        // No record is made.
+        // comparison with any others between two of them: rare); another position's from its
+        // head alone where no bound shares the head's lead, else from one rank per bound that
+        // does. No record is made.
         s.round = ctx.phase("merge records", || {
             let exact = bounds.exact_keys(sample_rank);
             let leads = bounds.coarse_keys(|b| b.head.lead());
@@ -615,10 +617,9 @@ fn place_samples<C: Cover, H: Head, I: Index>(
 }
 
 /// p − 1 splitters of the final order of all n merge records of a round, from a random sample of
-/// every kind of record ([`gathered_sample`]); pe d takes the
-/// records from splitter d − 1 (inclusive) to splitter d. A splitter that is not a sample moves
-/// to the nearest sampled one that is, within 1/[`SNAP`] of a pe's share ([`snap_cuts`]).
-/// Collective; the same on every pe.
+/// every kind of record ([`gathered_sample`]); pe d takes the records from splitter d − 1
+/// (inclusive) to splitter d. A splitter that is not a sample moves to the nearest sampled one
+/// that is, within 1/[`SNAP`] of a pe's share ([`snap_cuts`]). Collective; the same on every pe.
 fn merge_splitters<C: Cover, H: Head, I: Index>(
     ctx: &Ctx,
     kinds: &[&[Rec<C, H, I>]],
