@@ -24,9 +24,9 @@
 //! 4. **merge** (`merge::merge`): one record per position (its first X − 1 characters or its
 //!    name, and the ranks of the |D| sample positions among the next X), built already split into
 //!    the samples and the groups of other residues that share a deciding offset; splitters from a
-//!    random sample of all records cut the final order into p ranges; every record goes once to
-//!    the pe of its range (a sample's found from its rank against the splitters that are
-//!    samples), where the samples are placed by rank (their ranks form one interval), each group
+//!    random sample of all records, each moved to a nearby sampled sample record where there is
+//!    one, cut the final order into p ranges; every record goes once to the pe of its range (a
+//!    sample's found from its rank against the splitters that are samples), where the samples are placed by rank (their ranks form one interval), each group
 //!    is sorted by the instance's local sort, and one linear merge of the sorted lists gives the
 //!    pe's part of the suffix array. With `merge_rounds` > 1 (a memory budget) this runs in key
 //!    ranges of the final order, one after the other (Distributed DCX's rounds): each
