@@ -26,12 +26,13 @@
 //!    the samples and the groups of other residues that share a deciding offset; splitters from a
 //!    random sample of all records, each moved to a nearby sampled sample record where there is
 //!    one, cut the final order into p ranges; every record goes once to the pe of its range (a
-//!    sample's found from its rank against the splitters that are samples), where the samples are placed by rank (their ranks form one interval), each group
-//!    is sorted by the instance's local sort, and one linear merge of the sorted lists gives the
-//!    pe's part of the suffix array. With `merge_rounds` > 1 (a memory budget) this runs in key
-//!    ranges of the final order, one after the other (Distributed DCX's rounds): each
-//!    round builds only its records, merges them and sends its part of the suffix array to its
-//!    place in the level's layout, then frees them.
+//!    sample's found from its rank against the splitters that are samples), where the samples
+//!    are placed by rank (their ranks form one interval), each group is sorted by the instance's
+//!    local sort, and one linear merge of the sorted lists gives the pe's part of the suffix
+//!    array. With `merge_rounds` > 1 (a memory budget) this runs in key ranges of the final
+//!    order, one after the other (Distributed DCX's rounds): each round builds only its records,
+//!    merges them and sends its part of the suffix array to its place in the level's layout,
+//!    then frees them.
 //!
 //! Every record of a level stores positions, ranks and names in one index width ([`Index`]: 32,
 //! 40 or 64 bits), the narrowest that holds the level's values ([`IndexWidth::choose`]); one
