@@ -348,9 +348,9 @@ fn chunked_all_to_all() {
 /// `--exchange-round-bytes 4096` runs every exchange in rounds of at most 4 KiB per pe (the
 /// memory-lean path that a large input under a budget takes: the send buffer in round-major
 /// order, consumed from its end), on every input of the table at every p, down to tiny recursion
-/// levels; once also with `--mpi-max-count 7` inside the rounds. Results must stay exact.
-#[test]
-fn exchanges_in_rounds() {
+/// levels; once also with `--mpi-max-count 7` inside the rounds. Results must stay exact. One
+/// test per algorithm, so that both run side by side.
+fn exchanges_in_rounds(algo: &str) {
     let mut failures = Vec::new();
     let mut runs = 0;
     for case in TABLE {
@@ -358,25 +358,33 @@ fn exchanges_in_rounds() {
         let want = oracle(&text);
         let dir = TempDir::new(case.name);
         dir.write("input", &text);
+        let args: &[&str] = if case.name == "dna_20000" {
+            &["--exchange-round-bytes", "4096", "--mpi-max-count", "7"]
+        } else {
+            &["--exchange-round-bytes", "4096"]
+        };
         for &p in PES {
-            for &algo in ALGOS {
-                runs += 1;
-                let args: &[&str] = if case.name == "dna_20000" {
-                    &["--exchange-round-bytes", "4096", "--mpi-max-count", "7"]
-                } else {
-                    &["--exchange-round-bytes", "4096"]
-                };
-                if let Err(msg) = run_one(dir.path(), &want, p, algo, Base::Small(4), args) {
-                    failures.push(format!(
-                        "{}, input {}, p = {p}, algo = {algo}: {msg}",
-                        args.join(" "),
-                        case.name
-                    ));
-                }
+            runs += 1;
+            if let Err(msg) = run_one(dir.path(), &want, p, algo, Base::Small(4), args) {
+                failures.push(format!(
+                    "{}, input {}, p = {p}, algo = {algo}: {msg}",
+                    args.join(" "),
+                    case.name
+                ));
             }
         }
     }
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+}
+
+#[test]
+fn exchanges_in_rounds_css() {
+    exchanges_in_rounds("css");
+}
+
+#[test]
+fn exchanges_in_rounds_dc3() {
+    exchanges_in_rounds("dc3");
 }
 
 /// `--mem-per-pe` at the leanest budget of each run (its plan: every exchange in rounds of 4 KiB
@@ -433,28 +441,8 @@ fn leanest_memory_budget() {
 /// on the sort's count of tied suffixes outside runs, before any list of them is made. Both ways
 /// of making a range's keys run: filtered from all (keys of more characters than ranges: at 2, 3
 /// and 7 ranges) and found by a byte per position (at 64).
-/// Results must stay exact.
-#[test]
-fn css_sorts_in_rounds() {
-    // One range is the default, which every other pCSS test here runs.
-    let variants: [&[&str]; 4] = [
-        &[
-            "--sort-rounds",
-            "2",
-            "--no-css-predict",
-            "--css-handover",
-            "2",
-        ],
-        &["--sort-rounds", "7"],
-        &["--sort-rounds", "3", "--no-css-predict"],
-        &[
-            "--sort-rounds",
-            "64",
-            "--no-css-predict",
-            "--css-handover",
-            "2",
-        ],
-    ];
+/// Results must stay exact. (One range is the default, which every other pCSS test here runs.)
+fn css_sorts_in_rounds(args: &[&str]) {
     let mut failures = Vec::new();
     let mut runs = 0;
     for case in TABLE {
@@ -463,19 +451,50 @@ fn css_sorts_in_rounds() {
         let dir = TempDir::new(case.name);
         dir.write("input", &text);
         for &p in PES {
-            for args in variants {
-                runs += 1;
-                if let Err(msg) = run_one(dir.path(), &want, p, "css", Base::Small(4), args) {
-                    failures.push(format!(
-                        "{}, input {}, p = {p}: {msg}",
-                        args.join(" "),
-                        case.name
-                    ));
-                }
+            runs += 1;
+            if let Err(msg) = run_one(dir.path(), &want, p, "css", Base::Small(4), args) {
+                failures.push(format!(
+                    "{}, input {}, p = {p}: {msg}",
+                    args.join(" "),
+                    case.name
+                ));
             }
         }
     }
     assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+}
+
+// One test per variant, so that the variants run side by side.
+#[test]
+fn css_sorts_in_2_rounds_to_the_end() {
+    css_sorts_in_rounds(&[
+        "--sort-rounds",
+        "2",
+        "--no-css-predict",
+        "--css-handover",
+        "2",
+    ]);
+}
+
+#[test]
+fn css_sorts_in_7_rounds() {
+    css_sorts_in_rounds(&["--sort-rounds", "7"]);
+}
+
+#[test]
+fn css_sorts_in_3_rounds_unpredicted() {
+    css_sorts_in_rounds(&["--sort-rounds", "3", "--no-css-predict"]);
+}
+
+#[test]
+fn css_sorts_in_64_rounds_to_the_end() {
+    css_sorts_in_rounds(&[
+        "--sort-rounds",
+        "64",
+        "--no-css-predict",
+        "--css-handover",
+        "2",
+    ]);
 }
 
 /// Into a regular file the build writes the suffix array itself as it becomes final (level 0's
