@@ -51,7 +51,7 @@ done
 [[ -x "$PSA" ]] || die "--psa BIN: an executable psa is required"
 [[ ${#INPUTS[@]} -gt 0 ]] || die "no INPUT given"
 if [[ -n "$PEERS" ]]; then
-  [[ -x "$PEERS/run-peers.sh" || -f "$PEERS/run-peers.sh" ]] || die "no run-peers.sh in '$PEERS'"
+  [[ -f "$PEERS/run-peers.sh" ]] || die "no run-peers.sh in '$PEERS'"
 fi
 for input in "${INPUTS[@]}"; do [[ -r "$input" ]] || die "cannot read '$input'"; done
 [[ ${#PLANS[@]} -gt 0 ]] || PLANS=(
