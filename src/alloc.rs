@@ -105,8 +105,15 @@ fn own_mapping(p: *mut u8) -> bool {
     unsafe { p.cast::<usize>().sub(1).read() & IS_MMAPPED != 0 }
 }
 
-/// Asks the kernel for huge pages on the whole 2 MiB pages inside `[p, p + size)` when `size`
-/// is at least [`HUGE_FROM`]: one system call, a hint (its failure changes nothing).
+/// Asks the kernel for huge pages on a block of `size` bytes at `p` when `size` is at least
+/// [`HUGE_FROM`]: one system call, a hint (its failure changes nothing). A block that is a
+/// mapping of its own is advised whole, from the mapping's start to its end (its unused head
+/// included), so that the mapping stays one kernel area: advising only the whole 2 MiB pages
+/// inside it would split it into areas of different flags, on which the kernel refuses to grow a
+/// mapping in place or move it (`mremap` fails with EFAULT), and every `realloc` that grows the
+/// block would then copy it into a fresh mapping (a vector extended round after round copied and
+/// faulted in all it held each time). Any other block (from the C library's heap) is advised on
+/// the whole 2 MiB pages inside it.
 #[inline]
 fn advise_huge(p: *mut u8, size: usize) {
     if size < HUGE_FROM.load(Ordering::Relaxed) || p.is_null() {
@@ -114,14 +121,47 @@ fn advise_huge(p: *mut u8, size: usize) {
     }
     #[cfg(target_os = "linux")]
     {
-        let start = (p as usize).next_multiple_of(HUGE_PAGE);
-        let end = (p as usize + size) / HUGE_PAGE * HUGE_PAGE;
+        let (start, end) = match own_mapping_bounds(p) {
+            Some(bounds) => bounds,
+            None => (
+                (p as usize).next_multiple_of(HUGE_PAGE),
+                (p as usize + size) / HUGE_PAGE * HUGE_PAGE,
+            ),
+        };
         if end > start {
-            // SAFETY: the range lies inside a block the allocator just gave us; MADV_HUGEPAGE
-            // changes how its pages are backed, never their contents.
+            // SAFETY: the range is the block's own mapping or lies inside the block the
+            // allocator just gave us; MADV_HUGEPAGE changes how its pages are backed, never
+            // their contents.
             unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
         }
     }
+}
+
+/// The mapping that the C library's block at `p` is, as (start, end), when it is a mapping of
+/// its own ([`own_mapping`]): glibc keeps such a chunk's offset from its mapping's start in the
+/// word two before the block and the chunk's size (low bits flags) in the word before it; the
+/// mapping is page-aligned and ends with the chunk.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[inline]
+fn own_mapping_bounds(p: *mut u8) -> Option<(usize, usize)> {
+    if !own_mapping(p) {
+        return None;
+    }
+    // SAFETY: p came from glibc's allocator and is a mapped chunk: its header (offset, size)
+    // is the two words before it.
+    let (offset, size) = unsafe {
+        let header = p.cast::<usize>().sub(2);
+        (header.read(), header.add(1).read() & !7)
+    };
+    let chunk = p as usize - 2 * std::mem::size_of::<usize>();
+    let start = chunk.checked_sub(offset)?;
+    (start % 4096 == 0 && (offset + size) % 4096 == 0).then_some((start, chunk + size))
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+#[inline]
+fn own_mapping_bounds(_p: *mut u8) -> Option<(usize, usize)> {
+    None
 }
 
 /// Names the phase that allocations now belong to (done by [`crate::Ctx::phase`]).
@@ -318,6 +358,47 @@ mod tests {
             let q = a.alloc(big);
             assert!(own_mapping(q), "a large block is a mapping of its own");
             a.dealloc(q, big);
+        }
+    }
+
+    /// A large block, advised for huge pages, stays one kernel area from its mapping's start to
+    /// its end (so that `realloc` can grow it with `mremap` instead of copying it), and so does
+    /// the block that growing it gives.
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn large_blocks_stay_one_kernel_area() {
+        map_blocks_from(1 << 20, true);
+        let a = AbortOnOom;
+        // The (start, end) of the kernel area (a line of /proc/self/maps) that holds `x`.
+        let area_of = |x: usize| -> (usize, usize) {
+            let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
+            maps.lines()
+                .filter_map(|l| {
+                    let (lo, hi) = l.split_whitespace().next()?.split_once('-')?;
+                    Some((
+                        usize::from_str_radix(lo, 16).ok()?,
+                        usize::from_str_radix(hi, 16).ok()?,
+                    ))
+                })
+                .find(|&(lo, hi)| lo <= x && x < hi)
+                .expect("an area holds the block")
+        };
+        // SAFETY: a size below isize::MAX and an alignment that is a power of two; every block
+        // is freed with its own layout.
+        unsafe {
+            let layout = Layout::from_size_align_unchecked(7 << 20, 8);
+            let p = a.alloc(layout);
+            std::ptr::write_bytes(p, 1, layout.size());
+            let (start, end) = own_mapping_bounds(p).expect("a mapping of its own");
+            let (lo, hi) = area_of(p as usize);
+            assert!(lo <= start && end <= hi, "one area holds the whole mapping");
+            let q = a.realloc(p, layout, 13 << 20);
+            let (start, end) = own_mapping_bounds(q).expect("still a mapping of its own");
+            let (lo, hi) = area_of(q as usize);
+            assert!(lo <= start && end <= hi, "one area holds the grown mapping");
+            let s = std::slice::from_raw_parts(q, 7 << 20);
+            assert!(s.iter().all(|&b| b == 1), "grown keeps");
+            a.dealloc(q, Layout::from_size_align_unchecked(13 << 20, 8));
         }
     }
 }
