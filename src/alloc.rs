@@ -105,15 +105,8 @@ fn own_mapping(p: *mut u8) -> bool {
     unsafe { p.cast::<usize>().sub(1).read() & IS_MMAPPED != 0 }
 }
 
-/// Asks the kernel for huge pages on a block of `size` bytes at `p` when `size` is at least
-/// [`HUGE_FROM`]: one system call, a hint (its failure changes nothing). A block that is a
-/// mapping of its own is advised whole, from the mapping's start to its end (its unused head
-/// included), so that the mapping stays one kernel area: advising only the whole 2 MiB pages
-/// inside it would split it into areas of different flags, on which the kernel refuses to grow a
-/// mapping in place or move it (`mremap` fails with EFAULT), and every `realloc` that grows the
-/// block would then copy it into a fresh mapping (a vector extended round after round copied and
-/// faulted in all it held each time). Any other block (from the C library's heap) is advised on
-/// the whole 2 MiB pages inside it.
+/// Asks the kernel for huge pages on the whole 2 MiB pages inside `[p, p + size)` when `size`
+/// is at least [`HUGE_FROM`]: one system call, a hint (its failure changes nothing).
 #[inline]
 fn advise_huge(p: *mut u8, size: usize) {
     if size < HUGE_FROM.load(Ordering::Relaxed) || p.is_null() {
@@ -121,17 +114,11 @@ fn advise_huge(p: *mut u8, size: usize) {
     }
     #[cfg(target_os = "linux")]
     {
-        let (start, end) = match own_mapping_bounds(p) {
-            Some(bounds) => bounds,
-            None => (
-                (p as usize).next_multiple_of(HUGE_PAGE),
-                (p as usize + size) / HUGE_PAGE * HUGE_PAGE,
-            ),
-        };
+        let start = (p as usize).next_multiple_of(HUGE_PAGE);
+        let end = (p as usize + size) / HUGE_PAGE * HUGE_PAGE;
         if end > start {
-            // SAFETY: the range is the block's own mapping or lies inside the block the
-            // allocator just gave us; MADV_HUGEPAGE changes how its pages are backed, never
-            // their contents.
+            // SAFETY: the range lies inside a block the allocator just gave us; MADV_HUGEPAGE
+            // changes how its pages are backed, never their contents.
             unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
         }
     }
@@ -162,6 +149,28 @@ fn own_mapping_bounds(p: *mut u8) -> Option<(usize, usize)> {
 #[inline]
 fn own_mapping_bounds(_p: *mut u8) -> Option<(usize, usize)> {
     None
+}
+
+/// Before a block of `size` bytes at `p` grows: a block advised for huge pages ([`advise_huge`])
+/// that is a mapping of its own is advised whole, from the mapping's start to its end (its
+/// unused head included), so that the mapping is one kernel area again. Advising only its whole
+/// 2 MiB pages split it into areas of different flags, on which the kernel refuses to grow or
+/// move a mapping (`mremap` fails with EFAULT), and the C library's `realloc` then copied the
+/// block into a fresh mapping: a vector extended round after round was copied and faulted in
+/// whole each time, and held twice while it was. Blocks that never grow keep the advice on their
+/// whole 2 MiB pages alone (advised whole, two neighbouring mappings would join into one area
+/// whose huge pages may straddle them).
+#[inline]
+fn join_mapping(p: *mut u8, size: usize) {
+    if size < HUGE_FROM.load(Ordering::Relaxed) || p.is_null() {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    if let Some((start, end)) = own_mapping_bounds(p) {
+        // SAFETY: the range is the block's own mapping (glibc's header says so); MADV_HUGEPAGE
+        // changes how its pages are backed, never their contents.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
 }
 
 /// Names the phase that allocations now belong to (done by [`crate::Ctx::phase`]).
@@ -290,6 +299,9 @@ unsafe impl GlobalAlloc for AbortOnOom {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if new_size > layout.size() {
+            join_mapping(ptr, layout.size());
+        }
         let p = System.realloc(ptr, layout, new_size);
         if p.is_null() {
             out_of_memory(new_size);
@@ -361,12 +373,13 @@ mod tests {
         }
     }
 
-    /// A large block, advised for huge pages, stays one kernel area from its mapping's start to
-    /// its end (so that `realloc` can grow it with `mremap` instead of copying it), and so does
-    /// the block that growing it gives.
+    /// A large block advised for huge pages grows as one kernel area, from its mapping's start
+    /// to its end ([`join_mapping`]: `realloc` grows it with `mremap`; a copy into a fresh
+    /// mapping would be advised on its whole 2 MiB pages alone, in three areas), and keeps its
+    /// contents.
     #[test]
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    fn large_blocks_stay_one_kernel_area() {
+    fn a_large_block_grows_as_one_kernel_area() {
         map_blocks_from(1 << 20, true);
         let a = AbortOnOom;
         // The (start, end) of the kernel area (a line of /proc/self/maps) that holds `x`.
@@ -389,9 +402,7 @@ mod tests {
             let layout = Layout::from_size_align_unchecked(7 << 20, 8);
             let p = a.alloc(layout);
             std::ptr::write_bytes(p, 1, layout.size());
-            let (start, end) = own_mapping_bounds(p).expect("a mapping of its own");
-            let (lo, hi) = area_of(p as usize);
-            assert!(lo <= start && end <= hi, "one area holds the whole mapping");
+            assert!(own_mapping(p), "a mapping of its own");
             let q = a.realloc(p, layout, 13 << 20);
             let (start, end) = own_mapping_bounds(q).expect("still a mapping of its own");
             let (lo, hi) = area_of(q as usize);

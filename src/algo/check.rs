@@ -26,9 +26,9 @@ use crate::Ctx;
 /// Memory per pe beside the text: the inverse (4–8 bytes per character) and one piece of
 /// (SA index, position) pairs in the inverse's width (a sixteenth of the pe's positions, at most
 /// 2^22 entries, fewer with `--exchange-round-bytes`), then a byte per position and one step of
-/// keys with their places (one word each where they fit, else two) and keys (at most 255
-/// steps). Communication: two all-to-alls of the n
-/// pairs, in pieces; the suffix array is read once.
+/// keys with their places (one word each where they fit, else two), made once with their
+/// destinations (a word more each), and keys (at most 255 steps). Communication: two
+/// all-to-alls of the n pairs, in pieces; the suffix array is read once.
 pub fn check<'a>(
     ctx: &Ctx,
     text: &[u8],
@@ -162,7 +162,10 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
             PieceExchange::<u64>::default(),
             PieceExchange::<[u64; 2]>::default(),
         );
-        let (mut keys, mut js): (Vec<u64>, Vec<usize>) = (Vec::new(), Vec::new());
+        // This step's records with their destinations, made once per position (the count and
+        // the placing of the exchange then read them, not the inverse again).
+        let (mut made_one, mut made_two) = (Vec::<(usize, u64)>::new(), Vec::new());
+        let mut keys: Vec<u64> = Vec::new();
         for s in 0..steps {
             let start = piece(me, s);
             keys.clear();
@@ -175,21 +178,24 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
                 let q = layout.owner(x);
                 (q, (x - starts[q]) as u64)
             };
-            with_step_into(&step, s as u8, |j| j, &mut js);
             if piece_bits + 8 + rank_bits <= 64 && !ctx.tune.force_wide {
                 let shift = 8 + rank_bits;
-                one.send(comm, js.iter(), |&j| {
+                let make = |j: usize| {
                     let (q, at) = to(j);
                     (q, at << shift | key(j, rank_bits))
-                });
+                };
+                with_step_into(&step, s as u8, make, &mut made_one);
+                one.send(comm, made_one.iter(), |&(q, x)| (q, x));
                 scatter(&one.recv, &mut keys[..], |&x| {
                     ((x >> shift) as usize, x & ((1 << shift) - 1))
                 });
             } else {
-                two.send(comm, js.iter(), |&j| {
+                let make = |j: usize| {
                     let (q, at) = to(j);
                     (q, [at, key(j, 56)])
-                });
+                };
+                with_step_into(&step, s as u8, make, &mut made_two);
+                two.send(comm, made_two.iter(), |&(q, x)| (q, x));
                 scatter(&two.recv, &mut keys[..], |x| (x[0] as usize, x[1]));
             }
             if first_key.is_none() {

@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use crate::dist::each_equal;
+use crate::dist::{count_equal, each_equal};
 
 /// `make(j)` for every j with `step[j] == s`, in increasing order ([`each_equal`]: 64 steps
 /// compared at once, the matching ones taken from the mask's bits), on the pe's threads in
@@ -27,7 +27,7 @@ pub(crate) fn with_step_into<T: Send>(
         each_equal(bytes, s, |j| out.push(make(at + j)));
     };
     if rayon::current_num_threads() == 1 {
-        out.reserve(step.iter().filter(|&&t| t == s).count());
+        out.reserve(count_equal(step, s));
         scan(0, step, out);
         return;
     }

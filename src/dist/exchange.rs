@@ -345,6 +345,17 @@ pub fn each_equal(bytes: &[u8], this: u8, mut f: impl FnMut(usize)) {
     }
 }
 
+/// How many bytes of `bytes` equal `this`: the masks of [`each_equal`], counted. Local.
+#[inline]
+pub fn count_equal(bytes: &[u8], this: u8) -> usize {
+    let (blocks, rest) = bytes.as_chunks::<64>();
+    let whole: usize = blocks
+        .iter()
+        .map(|block| equal_bytes(block, this).count_ones() as usize)
+        .sum();
+    whole + rest.iter().filter(|&&r| r == this).count()
+}
+
 /// Bit j set where `block[j] == this`: four 16-byte compares on x86-64 (SSE2, always there).
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -951,6 +962,21 @@ mod tests {
             assert_eq!(counts.iter().sum::<usize>(), data.len());
             let back = pool.install(|| placement.gather(data, &send, dest));
             assert_eq!(back, data);
+        }
+    }
+
+    /// `count_equal` counts as a plain filter does, for every byte value (the high-bit ones
+    /// included), with and without a tail shorter than a block.
+    #[test]
+    fn count_equal_counts_every_value() {
+        let bytes: Vec<u8> = (0..1000u64)
+            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 57) as u8 | ((i % 3) as u8) << 7)
+            .collect();
+        for len in [0, 63, 64, 129, 1000] {
+            for v in 0..=255u8 {
+                let want = bytes[..len].iter().filter(|&&b| b == v).count();
+                assert_eq!(count_equal(&bytes[..len], v), want, "value {v}, {len} bytes");
+            }
         }
     }
 

@@ -10,7 +10,7 @@ pub mod sample_sort;
 pub mod shift;
 
 pub use exchange::{
-    build_by_kind, collect_kept, each_equal, exchange, exchange_by, fetch, rebalance,
+    build_by_kind, collect_kept, count_equal, each_equal, exchange, exchange_by, fetch, rebalance,
     rebalance_into, scatter, send_to_owners, send_to_owners_in_pieces, PieceExchange, Select,
     Slots,
 };
