@@ -975,7 +975,11 @@ mod tests {
         for len in [0, 63, 64, 129, 1000] {
             for v in 0..=255u8 {
                 let want = bytes[..len].iter().filter(|&&b| b == v).count();
-                assert_eq!(count_equal(&bytes[..len], v), want, "value {v}, {len} bytes");
+                assert_eq!(
+                    count_equal(&bytes[..len], v),
+                    want,
+                    "value {v}, {len} bytes"
+                );
             }
         }
     }
