@@ -80,8 +80,8 @@ pub mod internals {
     pub use crate::algo::seq::{sa_bytes, sa_ints};
     pub use crate::config::json_str;
     pub use crate::dist::{
-        exchange, exchange_by, fetch, last_of_left, name_round, name_sorted, rank_round, rebalance,
-        right_halo, sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds, Layout,
-        OwnerCursor, Ranges, Round, SortEnv, SortKey,
+        exchange, exchange_by, exchange_tail, fetch, last_of_left, name_round, name_sorted,
+        rank_round, rebalance, right_halo, sample_sort, send_to_owners, send_to_owners_in_pieces,
+        sort_in_rounds, Layout, OwnerCursor, Ranges, Round, SortEnv, SortKey,
     };
 }

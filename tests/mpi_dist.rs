@@ -9,9 +9,9 @@ use common::Rng;
 use mpi::topology::SimpleCommunicator;
 use psa::comm::Comm;
 use psa::internals::{
-    exchange, exchange_by, fetch, last_of_left, name_round, name_sorted, rank_round, rebalance,
-    right_halo, sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds, Layout,
-    OwnerCursor, Ranges, SortKey,
+    exchange, exchange_by, exchange_tail, fetch, last_of_left, name_round, name_sorted, rank_round,
+    rebalance, right_halo, sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds,
+    Layout, OwnerCursor, Ranges, SortKey,
 };
 use psa::{Algo, Ctx};
 
@@ -290,9 +290,19 @@ fn send_to_owners_max_count_7() {
     mpi_test(|_| check_send_to_owners(&with_max_count(7)));
 }
 
+#[test]
+fn send_to_owners_in_exchange_rounds() {
+    mpi_test(|_| {
+        let comm = with_max_count(i32::MAX as usize);
+        comm.set_round_bytes(24);
+        check_send_to_owners(&comm)
+    });
+}
+
 /// `exchange` in rounds (a small round volume, as under a memory budget; also with chunked MPI
 /// calls inside the rounds) delivers what `exchange_by` delivers, in the same order: by source,
-/// within a source in the original order.
+/// within a source in the original order; so does `exchange_tail` for the tail it takes, in
+/// rounds and in one, leaving the records before it.
 #[test]
 fn exchange_in_rounds_equals_one_round() {
     mpi_test(|world| {
@@ -313,11 +323,23 @@ fn exchange_in_rounds_equals_one_round() {
                     .collect();
                 let dest = |x: &u64| (*x as usize * 31) % p;
                 let want = exchange_by(world, &local, dest);
+                // The tail from a third of the records (none, or all of them, on short pes).
+                let from = local.len() / 3;
+                let (records, want_rest) = (local.clone(), local[..from].to_vec());
+                let want_tail = exchange_by(world, &local[from..], dest);
                 let got = exchange(&comm, local, dest);
                 assert_eq!(
                     got, want,
                     "{name}: rounds of {bytes} bytes, max count {max_count}"
                 );
+                for (label, c) in [("rounds", &comm), ("one round", world)] {
+                    let mut rest = records.clone();
+                    let got = exchange_tail(c, &mut rest, from, dest);
+                    assert!(
+                        got == want_tail && rest == want_rest,
+                        "{name}: exchange_tail in {label} of {bytes} bytes, max count {max_count}"
+                    );
+                }
             }
         }
     });

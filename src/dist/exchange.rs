@@ -643,11 +643,47 @@ pub fn send_to_owners_in_pieces<T, U, F>(
 {
     let pieces = pieces.max(1);
     let piece = records.len().div_ceil(pieces);
+    let lo = layout.start(comm.rank());
     for _ in 0..pieces {
-        let tail = records.split_off(records.len().saturating_sub(piece));
-        records.shrink_to_fit();
-        send_to_owners(comm, layout, tail, &mut *out, &at);
+        let from = records.len().saturating_sub(piece);
+        let got = exchange_tail(comm, &mut records, from, |x| layout.owner(at(x).0));
+        scatter(&got, &mut *out, |x| {
+            let (i, v) = at(x);
+            (i - lo, v)
+        });
     }
+}
+
+/// [`exchange`] of the records `records[from..]`, which leave `records` (truncated to `from`,
+/// its spare capacity given back) before the all-to-all. Collective.
+///
+/// Entry and exit as [`exchange`] for the tail. Memory: the tail is bucketed straight from
+/// `records` into the send buffer, so a step holds the records not yet sent, one send buffer and
+/// the received records, never a copy of the tail beside them (with exchange rounds or at p = 1
+/// the tail is split off first, as [`exchange`] consumes it).
+#[must_use]
+pub fn exchange_tail<T, F>(comm: &Comm, records: &mut Vec<T>, from: usize, dest: F) -> Vec<T>
+where
+    T: Pod + Send + Sync,
+    F: Fn(&T) -> usize + Sync,
+{
+    let p = comm.size();
+    if p == 1 {
+        let tail = records.split_off(from);
+        records.shrink_to_fit();
+        return tail;
+    }
+    let rounds = comm.rounds_for(std::mem::size_of_val(&records[from..]));
+    if rounds > 1 {
+        let tail = records.split_off(from);
+        records.shrink_to_fit();
+        let (send, counts) = bucket_rounds(tail, p, rounds, dest);
+        return comm.all_to_all_rounds(send, &counts, rounds);
+    }
+    let (send, counts) = bucket(&records[from..], p, dest);
+    records.truncate(from);
+    records.shrink_to_fit();
+    comm.all_to_all_v(&send, &counts)
 }
 
 /// Where [`send_to_owners`] stores its values: one slice, or two slices written together.
