@@ -649,13 +649,14 @@ fn sample_ranks<C: Cover, I: Index>(
         let hand = |first: u64, sa: &[u64]| {
             ctx.shallower(|| {
                 ctx.phase("ranks to text", || {
-                    let ranked: Vec<[I; 2]> = sa
-                        .iter()
-                        .enumerate()
-                        .map(|(k, &q)| (first + k as u64 + 1, smp.text_pos(q as usize)))
-                        .filter(|&(_, i)| i < n)
-                        .map(|(r, i)| <[I; 2]>::pack(r - shift, C::sample_index(i) as u64))
-                        .collect();
+                    // Sized once (at most the dummy is left out): no block grown and copied.
+                    let mut ranked: Vec<[I; 2]> = Vec::with_capacity(sa.len());
+                    ranked.extend(
+                        (sa.iter().enumerate())
+                            .map(|(k, &q)| (first + k as u64 + 1, smp.text_pos(q as usize)))
+                            .filter(|&(_, i)| i < n)
+                            .map(|(r, i)| <[I; 2]>::pack(r - shift, C::sample_index(i) as u64)),
+                    );
                     send(ranked);
                 })
             })
