@@ -519,26 +519,12 @@ where
 /// peak is two copies (input + send buffer, then send buffer + received records) plus one `u32`
 /// per record. The order within a source is kept, but callers should not rely on it.
 #[must_use]
-pub fn exchange<T, F>(comm: &Comm, data: Vec<T>, dest: F) -> Vec<T>
+pub fn exchange<T, F>(comm: &Comm, mut data: Vec<T>, dest: F) -> Vec<T>
 where
     T: Pod + Send + Sync,
     F: Fn(&T) -> usize + Sync,
 {
-    let p = comm.size();
-    if p == 1 {
-        return data;
-    }
-    let rounds = comm.rounds_for(std::mem::size_of_val(&data[..]));
-    if rounds > 1 {
-        let (send, counts) = bucket_rounds(data, p, rounds, dest);
-        return comm.all_to_all_rounds(send, &counts, rounds);
-    }
-    // Bucket into a send buffer and free the input before the all-to-all: the peak is two
-    // copies either way (input + send, then send + received), and a scatter with p sequential
-    // write streams is much faster than an in-place cycle-chasing permutation.
-    let (send, counts) = bucket(&data, p, dest);
-    drop(data);
-    comm.all_to_all_v(&send, &counts)
+    exchange_tail(comm, &mut data, 0, dest)
 }
 
 /// The first record of round `r` of `rounds` among `c` records (rounds split evenly).
@@ -660,26 +646,34 @@ pub fn send_to_owners_in_pieces<T, U, F>(
 /// Entry and exit as [`exchange`] for the tail. Memory: the tail is bucketed straight from
 /// `records` into the send buffer, so a step holds the records not yet sent, one send buffer and
 /// the received records, never a copy of the tail beside them (with exchange rounds or at p = 1
-/// the tail is split off first, as [`exchange`] consumes it).
+/// a tail after `from` > 0 is split off first). [`exchange`] is the whole vector's case.
 #[must_use]
 pub fn exchange_tail<T, F>(comm: &Comm, records: &mut Vec<T>, from: usize, dest: F) -> Vec<T>
 where
     T: Pod + Send + Sync,
     F: Fn(&T) -> usize + Sync,
 {
-    let p = comm.size();
-    if p == 1 {
+    // The tail as a vector of its own (the whole vector itself from 0, no copy).
+    let take = |records: &mut Vec<T>| {
+        if from == 0 {
+            return std::mem::take(records);
+        }
         let tail = records.split_off(from);
         records.shrink_to_fit();
-        return tail;
+        tail
+    };
+    let p = comm.size();
+    if p == 1 {
+        return take(records);
     }
     let rounds = comm.rounds_for(std::mem::size_of_val(&records[from..]));
     if rounds > 1 {
-        let tail = records.split_off(from);
-        records.shrink_to_fit();
-        let (send, counts) = bucket_rounds(tail, p, rounds, dest);
+        let (send, counts) = bucket_rounds(take(records), p, rounds, dest);
         return comm.all_to_all_rounds(send, &counts, rounds);
     }
+    // Bucket into a send buffer and give the tail's memory back before the all-to-all: the peak
+    // is two copies either way (tail + send, then send + received), and a scatter with p
+    // sequential write streams is much faster than an in-place cycle-chasing permutation.
     let (send, counts) = bucket(&records[from..], p, dest);
     records.truncate(from);
     records.shrink_to_fit();
