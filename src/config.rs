@@ -158,12 +158,13 @@ pub struct Tunables {
     /// `plan::css_costs`); 0 (the default): one, unless the memory plan needs more
     /// (`--sort-rounds N`).
     pub sort_rounds: usize,
-    /// Key ranges that the difference covers (pDC3, DC7) sort their samples and merge in at
-    /// every level, one after the other (a range's sample keys are made from the text, sorted,
-    /// named and freed before the next; then a range's merge records are made, exchanged,
-    /// sorted, merged and freed; its suffix array part goes straight to its place); 0 (the
-    /// default): one, unless the memory plan needs more; at most 256 are used
-    /// (`--merge-rounds N`).
+    /// Key ranges that the difference covers (pDC3, DC7) sort their samples and merge in, one
+    /// after the other (a range's sample keys are made from the text, sorted, named and freed
+    /// before the next; then a range's merge records are made, exchanged, sorted, merged and
+    /// freed; its suffix array part goes straight to its place): this many at DC7's top level,
+    /// three quarters at pDC3's, a recursion level's merge in proportion to its size and its
+    /// naming in half its merge's (`ctx::merge_ranges`, `ctx::name_ranges`); 0 (the default):
+    /// one, unless the memory plan needs more; at most 256 are used (`--merge-rounds N`).
     pub merge_rounds: usize,
     /// Characters of every suffix the LCP construction compares exactly before it searches with
     /// fingerprints (at most 16, default 16; see `algo::lcp`); 0 and 1 send almost every pair

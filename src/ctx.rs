@@ -109,21 +109,19 @@ impl Ctx {
         self.top[1].store(block, Ordering::Relaxed);
     }
 
-    /// The key ranges a difference cover's level of `n` characters names its samples and merges
-    /// in: `merge_rounds` (at most [`crate::dist::MAX_RANGES`]) at the build's whole text, and at
-    /// a recursion level in proportion to its characters, each range two thirds of a top range
-    /// (rounded up, at most `merge_rounds`): a deeper level works beside the texts and rank
-    /// arrays of the levels above it, so its ranges are smaller, but with the top's count at
-    /// every level the small levels would pay a range's passes and collectives for little
-    /// memory. Local (the same on every pe).
-    pub(crate) fn merge_rounds_at(&self, n: usize) -> usize {
-        let rounds = self.tune.merge_rounds.clamp(1, crate::dist::MAX_RANGES);
+    /// The key ranges a difference cover's level of `n` characters merges in
+    /// ([`merge_ranges`]; `bare_top`: the instance's top level holds nothing beneath its merge
+    /// but its text and ranks, as pDC3's does). Local (the same on every pe).
+    pub(crate) fn merge_rounds_at(&self, n: usize, bare_top: bool) -> usize {
         let top = self.top[0].load(Ordering::Relaxed);
-        if top == 0 || n >= top {
-            return rounds;
-        }
-        let share = (3 * rounds as u128 * n as u128).div_ceil(2 * top as u128) as usize;
-        share.clamp(1, rounds)
+        merge_ranges(self.tune.merge_rounds, n, top, bare_top)
+    }
+
+    /// The key ranges a difference cover's level of `n` characters names its samples in
+    /// ([`name_ranges`]). Local (the same on every pe).
+    pub(crate) fn name_rounds_at(&self, n: usize) -> usize {
+        let top = self.top[0].load(Ordering::Relaxed);
+        name_ranges(self.tune.merge_rounds, n, top)
     }
 
     /// Whether a (sub)problem of `n` characters is gathered and solved on pe 0: at most
@@ -283,5 +281,86 @@ impl SortEnv for Ctx {
 
     fn note_imbalance(&self, local: usize, total: usize) {
         Ctx::note_imbalance(self, local, total)
+    }
+}
+
+/// The key ranges a difference cover's level of `n` characters (of a build of `top`; 0: none
+/// started) merges in, for `merge_rounds` (at most [`crate::dist::MAX_RANGES`]):
+/// - at the whole text `merge_rounds`, or with `bare_top` three quarters of them (rounded up):
+///   beneath pDC3's top merge lie only the text and its ranks, while a recursion level's merge
+///   works beside the texts and rank arrays of every level above it (measured at eight ranges:
+///   the top merge peaks 1.6 bytes/char below the first recursion level's on English, 0.9 on
+///   chrX), so its ranges can be larger at the same peak; DC7 finishing pCSS holds pCSS' names;
+/// - at a recursion level in proportion to its characters, each range two thirds of a top
+///   range of `merge_rounds` (rounded up, at most `merge_rounds`): a deeper level's ranges are
+///   smaller, but with the top's count at every level the small levels would pay a range's
+///   passes and collectives for little memory.
+pub(crate) fn merge_ranges(merge_rounds: usize, n: usize, top: usize, bare_top: bool) -> usize {
+    let rounds = merge_rounds.clamp(1, crate::dist::MAX_RANGES);
+    if top == 0 || n >= top {
+        return if bare_top {
+            (3 * rounds).div_ceil(4)
+        } else {
+            rounds
+        };
+    }
+    let share = (3 * rounds as u128 * n as u128).div_ceil(2 * top as u128) as usize;
+    share.clamp(1, rounds)
+}
+
+/// The key ranges a difference cover's level of `n` characters (of a build of `top`) names its
+/// samples in: at the whole text those of a top merge ([`merge_ranges`] without `bare_top`); at
+/// a recursion level half its merge's, rounded up, but never fewer than four (or the merge's,
+/// if fewer): a level's sample keys are fewer than its merge records, and its naming holds none
+/// of the deeper levels' texts and ranks (measured at eight ranges: naming in four peaks 2.2
+/// bytes/char below the merges on English, 1.8 on chrX).
+pub(crate) fn name_ranges(merge_rounds: usize, n: usize, top: usize) -> usize {
+    let merge = merge_ranges(merge_rounds, n, top, false);
+    if top == 0 || n >= top {
+        return merge;
+    }
+    merge.div_ceil(2).max(merge.min(4))
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::*;
+
+    /// The ranges of the levels of a DC3 build (each level two thirds of the one above) for the
+    /// lean plan's eight, and the edge cases.
+    #[test]
+    fn ranges_per_level() {
+        let top = 9_000_000;
+        let levels = [top, top * 2 / 3, top * 4 / 9, top * 8 / 27, top * 16 / 81];
+        let merge: Vec<usize> = levels
+            .iter()
+            .map(|&n| merge_ranges(8, n, top, true))
+            .collect();
+        assert_eq!(merge, [6, 8, 6, 4, 3]);
+        let dc7: Vec<usize> = levels
+            .iter()
+            .map(|&n| merge_ranges(8, n, top, false))
+            .collect();
+        assert_eq!(dc7, [8, 8, 6, 4, 3]);
+        let name: Vec<usize> = levels.iter().map(|&n| name_ranges(8, n, top)).collect();
+        assert_eq!(name, [8, 4, 4, 4, 3]);
+        assert_eq!(name_ranges(16, top * 2 / 3, top), 8);
+        for r in [0, 1, 2, 3] {
+            assert_eq!(merge_ranges(r, top, top, true), r.max(1), "few ranges stay");
+            assert_eq!(
+                name_ranges(r, top / 2, top),
+                merge_ranges(r, top / 2, top, false)
+            );
+        }
+        assert_eq!(
+            merge_ranges(1000, top, top, true),
+            192,
+            "at most MAX_RANGES, then 3/4"
+        );
+        assert_eq!(
+            merge_ranges(8, 5, 0, true),
+            6,
+            "no build started: a top level"
+        );
     }
 }

@@ -400,8 +400,10 @@ fn index_widths_on_hard_inputs() {
 /// makes it run) on the hard inputs: 2 ranges in 32-bit records and 7 in 40-bit ones through
 /// pDC3, DC7 from the text, and pCSS handing over to DC7 (from the text when predicted, from the
 /// prefix names after its first sort), with base case 4 (the recursion levels merge in ranges
-/// too, in proportion to their size, `Ctx::merge_rounds_at`: with 7 ranges down to the sixth
-/// level; `internals::dc7`, which starts no text, at the top's count); 64 ranges (more than
+/// too, in proportion to their size, and name their samples in half as many, at least 4:
+/// `ctx::merge_ranges`, `ctx::name_ranges`; pDC3's top level merges in three quarters of them;
+/// with 7 ranges down to the sixth level; `internals::dc7`, which starts no text, at the top's
+/// count); 64 ranges (more than
 /// records at most levels: empty rounds and
 /// pes) in 64-bit records through pDC3 and DC7 from the text, with base case 300 (fewer levels:
 /// every round costs a few collectives, slow on oversubscribed pes). Every pe compares its slice

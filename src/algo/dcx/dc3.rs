@@ -53,6 +53,7 @@ const PHASES: Phases = Phases {
     sort_samples: "sort triples",
     name_samples: "name",
     sort_groups: "sort mod-0",
+    bare_top: true,
 };
 
 /// Builds the suffix array with pDC3. Collective. Entry: each pe holds its slice of the text as

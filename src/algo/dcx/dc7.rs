@@ -47,6 +47,7 @@ const PHASES: Phases = Phases {
     sort_samples: "sort samples",
     name_samples: "name samples",
     sort_groups: "sort others",
+    bare_top: false,
 };
 
 /// The period.

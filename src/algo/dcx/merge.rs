@@ -325,11 +325,13 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 /// `head(i)` gives the head of position i of this pe; `sort_group` sorts one pe's records of a
 /// group of non-sample residues (the instance's local sort). Both are dropped once the last
 /// round's records are built. Exit: this pe's range of the suffix array and its first index:
-/// with one round (`merge_rounds` ≤ 1) about n/p entries, not rebalanced; with several, exactly
+/// with one round about n/p entries, not rebalanced; with several, exactly
 /// this pe's part of `layout` ([`SortedPart::placed`]). With a `sink` that writes (level 0 into
 /// the output file) every pe writes each round's part at its SA index instead and gets None.
 ///
-/// In `merge_rounds` key ranges of the final order ([`RoundBounds`], from a sample of all
+/// In the level's key ranges ([`Ctx::merge_rounds_at`], fewer at the top level of an instance
+/// whose top holds nothing else, [`Phases::bare_top`]) of the final order
+/// ([`RoundBounds`], from a sample of all
 /// records, each bound moved to a nearby sample record where there is one; a sample position's
 /// round and pe follow from its rank against the bounds that are samples), one after the other:
 /// a round builds only its records (from the ranks and heads again), sends each to the pe of its
@@ -359,7 +361,7 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
-    let mut rounds = ctx.merge_rounds_at(n);
+    let mut rounds = ctx.merge_rounds_at(n, phases.bare_top);
     // The sample positions among the X − 1 after this pe's slice: at most S.
     let halo = ctx.phase("merge records", || right_halo(comm, &rank, C::S));
     let (lo, hi) = (layout.start(me), layout.end(me));

@@ -298,7 +298,8 @@ impl<C: Cover> Samples<C> {
     }
 }
 
-/// The names an instance gives its phases (kept stable for the phase tables and benchmarks).
+/// The names an instance gives its phases (kept stable for the phase tables and benchmarks), and
+/// what its top level holds beneath its merge.
 struct Phases {
     /// Making the sample keys from the text.
     sample_keys: &'static str,
@@ -308,6 +309,10 @@ struct Phases {
     name_samples: &'static str,
     /// Sending and sorting the groups of non-sample records in the merge.
     sort_groups: &'static str,
+    /// Whether the instance's top level holds nothing beneath its merge but the text and its
+    /// ranks (pDC3's; not DC7's, which finishes pCSS beside pCSS' names): it merges in fewer
+    /// key ranges ([`Ctx::merge_rounds_at`]).
+    bare_top: bool,
 }
 
 /// A sample's sort record: its first X characters and its position, in some packing (`bi`: the
@@ -402,7 +407,7 @@ impl<I: Index> Named<I> {
 }
 
 /// Step 1 for sample keys: sorts them and names them, in the key ranges of a level of `n`
-/// characters ([`Ctx::merge_rounds_at`]) one after the other ([`sort_in_rounds`]: the round of
+/// characters ([`Ctx::name_rounds_at`]) one after the other ([`sort_in_rounds`]: the round of
 /// every sample is found once, then each range's keys are made from the text again, sorted,
 /// named and freed; a window whose samples straddle two ranges keeps one name, [`name_round`]).
 /// Where a level may discard ([`Tunables::discard_share`](crate::Tunables) at most 1, and
@@ -421,7 +426,7 @@ fn name_samples<C: Cover, K: SampleKey, I: Index>(
     phases: &Phases,
 ) -> Named<I> {
     let comm = &ctx.comm;
-    let rounds = ctx.merge_rounds_at(n);
+    let rounds = ctx.name_rounds_at(n);
     let ranked = ctx.tune.discard_share <= 1.0 && 2 * smp.m as u64 + 3 <= I::MAX;
     let round_of = std::cell::RefCell::new((Vec::new(), None));
     let mut pairs: Vec<[I; 2]> = Vec::new();
