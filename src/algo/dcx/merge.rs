@@ -325,15 +325,15 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 /// `head(i)` gives the head of position i of this pe; `sort_group` sorts one pe's records of a
 /// group of non-sample residues (the instance's local sort). Both are dropped once the last
 /// round's records are built. Exit: this pe's range of the suffix array and its first index:
-/// with one round about n/p entries, not rebalanced; with several, exactly
-/// this pe's part of `layout` ([`SortedPart::placed`]). With a `sink` that writes (level 0 into
-/// the output file) every pe writes each round's part at its SA index instead and gets None.
+/// with one round about n/p entries, not rebalanced; with several, exactly this pe's part of
+/// `layout` ([`SortedPart::placed`]). With a `sink` that writes (level 0 into the output file)
+/// every pe writes each round's part at its SA index instead and gets None.
 ///
 /// In the level's key ranges ([`Ctx::merge_rounds_at`], fewer at the top level of an instance
-/// whose top holds nothing else, [`Phases::bare_top`]) of the final order
-/// ([`RoundBounds`], from a sample of all
-/// records, each bound moved to a nearby sample record where there is one; a sample position's
-/// round and pe follow from its rank against the bounds that are samples), one after the other:
+/// whose top holds nothing else, [`Phases::bare_top`]) of the final order ([`RoundBounds`],
+/// from a sample of all records, each bound moved to a nearby sample record where there is one;
+/// a sample position's round and pe follow from its rank against the bounds that are samples),
+/// one after the other:
 /// a round builds only its records (from the ranks and heads again), sends each to the pe of its
 /// sub-range, places the samples by rank, sorts each group, merges, and sends the round's part
 /// of the suffix array to its place in `layout` (or, into a sink's file, writes it at
