@@ -11,8 +11,8 @@
 use super::sink::SaSource;
 use rayon::prelude::*;
 
-use super::steps::{with_step_into, Pieces};
-use crate::dist::{right_halo, scatter, Layout, PieceExchange};
+use super::steps::Pieces;
+use crate::dist::{bucket_step_into, right_halo, scatter, Layout, PieceExchange};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexWidth, U40};
 use crate::Ctx;
@@ -24,11 +24,12 @@ use crate::Ctx;
 /// ([`Ctx::install`]).
 ///
 /// Memory per pe beside the text: the inverse (4–8 bytes per character) and one piece of
-/// (SA index, position) pairs in the inverse's width (a sixteenth of the pe's positions, at most
-/// 2^22 entries, fewer with `--exchange-round-bytes`), then a byte per position and one step of
-/// keys with their places (one word each where they fit, else two), made once with their
-/// destinations (a word more each), and keys (at most 255 steps). Communication: two
-/// all-to-alls of the n pairs, in pieces; the suffix array is read once.
+/// (SA index, position) pairs in the inverse's width (as many as take 3.5 bytes per position with
+/// the entries read back: a ninth of the pe's positions in 32 bits; at most 2^22 entries, fewer
+/// with `--exchange-round-bytes`), then a byte per position and one step of
+/// keys with their places (one word each where they fit, else two; sent and received) and keys
+/// (at most 255 steps). Communication: two all-to-alls of the n pairs, in pieces; the suffix
+/// array is read once.
 pub fn check<'a>(
     ctx: &Ctx,
     text: &[u8],
@@ -69,7 +70,7 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
 
     // Pieces of at most `piece` records per pe, so that the exchanged records stay small beside
     // the inverse.
-    let piece = piece_records(hi - lo, comm.round_bytes());
+    let piece = piece_records(hi - lo, comm.round_bytes(), inverse_record_bytes::<I>());
     let pieces = comm.all_reduce_max((hi - lo).div_ceil(piece) as u64) as usize;
     let range = |k: usize| (k * piece).min(hi - lo)..((k + 1) * piece).min(hi - lo);
 
@@ -135,36 +136,54 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
         };
         (text[j] as u64) << shift | nr
     };
-    let steps = key_steps(layout, comm.size(), comm.round_bytes());
-    let piece = |q: usize, s: usize| layout.start(q) + layout.local_len(q) * s / steps;
+    // A key and its place in the receiver's piece fit one word when n and the pieces are small
+    // enough (below about 2^28 characters at p = 16), else (or with `--force-wide`) they travel
+    // as two, in twice the steps (a step's buffers then take no more memory).
+    let p = comm.size();
+    let rank_bits = 64 - (n as u64).leading_zeros();
+    let one_word = {
+        let steps = key_steps(layout, p, comm.round_bytes(), ORDER_RECORD_BYTES[0]);
+        let piece_bits = (0..p)
+            .flat_map(|q| (0..steps).map(move |s| (q, s)))
+            .map(|(q, s)| {
+                let len = piece_start(layout, steps, q, s + 1) - piece_start(layout, steps, q, s);
+                64 - (len as u64).leading_zeros()
+            })
+            .max()
+            .unwrap_or(0);
+        piece_bits + 8 + rank_bits <= 64 && !ctx.tune.force_wide
+    };
+    let record_bytes = ORDER_RECORD_BYTES[usize::from(!one_word)];
+    let steps = key_steps(layout, p, comm.round_bytes(), record_bytes);
+    let piece = |q: usize, s: usize| piece_start(layout, steps, q, s);
     let cuts = Pieces::new(
         n,
         (0..comm.size()).flat_map(|q| (0..steps).map(move |s| piece(q, s))),
         steps,
     );
-    let step: Vec<u8> = ctx.phase("· steps", || {
-        isa.par_iter()
-            .map(|r| cuts.step_of(r.to_u64() as usize))
+    // Per position its step, and per chunk of positions (one a thread) how many of each step's
+    // keys go to each pe: a step's keys then go straight into the send buffer from one pass
+    // over the positions of the step ([`bucket_step_into`]), with no list of them made first.
+    let chunk = (hi - lo).div_ceil(rayon::current_num_threads()).max(1);
+    let mut step = vec![0u8; hi - lo];
+    let per_chunk: Vec<Vec<usize>> = ctx.phase("· steps", || {
+        (step.par_chunks_mut(chunk).zip(isa.par_chunks(chunk)))
+            .map(|(step, isa)| {
+                let mut count = vec![0usize; steps * p];
+                for (b, r) in step.iter_mut().zip(isa) {
+                    let i = cuts.piece_of(r.to_u64() as usize);
+                    let (q, s) = (i / steps, i % steps);
+                    *b = s as u8;
+                    count[s * p + q] += 1;
+                }
+                count
+            })
             .collect()
     });
-    // A key and its place in the receiver's piece fit one word when n and the pieces are small
-    // enough (below about 2^28 characters at p = 16), else (or with `--force-wide`) they travel
-    // as two.
-    let rank_bits = 64 - (n as u64).leading_zeros();
-    let piece_bits = (0..comm.size())
-        .flat_map(|q| (0..steps).map(move |s| (q, s)))
-        .map(|(q, s)| 64 - ((piece(q, s + 1) - piece(q, s)) as u64).leading_zeros())
-        .max()
-        .unwrap_or(0);
     let (mut prev, mut first_key, mut bad) = (None::<u64>, None::<u64>, None);
     ctx.phase("· order", || {
-        let (mut one, mut two) = (
-            PieceExchange::<u64>::default(),
-            PieceExchange::<[u64; 2]>::default(),
-        );
-        // This step's records with their destinations, made once per position (the count and
-        // the placing of the exchange then read them, not the inverse again).
-        let (mut made_one, mut made_two) = (Vec::<(usize, u64)>::new(), Vec::new());
+        let (mut send_one, mut recv_one) = (Vec::<u64>::new(), Vec::new());
+        let (mut send_two, mut recv_two) = (Vec::<[u64; 2]>::new(), Vec::new());
         let mut keys: Vec<u64> = Vec::new();
         for s in 0..steps {
             let start = piece(me, s);
@@ -172,21 +191,24 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
             keys.resize(piece(me, s + 1) - start, 0);
             // The destination of position j and its place there: the piece s of the owner of
             // its SA index.
-            let starts: Vec<usize> = (0..comm.size()).map(|q| piece(q, s)).collect();
+            let starts: Vec<usize> = (0..p).map(|q| piece(q, s)).collect();
             let to = |j: usize| {
                 let x = isa[j].to_u64() as usize;
                 let q = layout.owner(x);
                 (q, (x - starts[q]) as u64)
             };
-            if piece_bits + 8 + rank_bits <= 64 && !ctx.tune.force_wide {
+            let counts: Vec<&[usize]> =
+                (per_chunk.iter()).map(|c| &c[s * p..(s + 1) * p]).collect();
+            let counted = (chunk, &counts[..]);
+            if one_word {
                 let shift = 8 + rank_bits;
                 let make = |j: usize| {
                     let (q, at) = to(j);
                     (q, at << shift | key(j, rank_bits))
                 };
-                with_step_into(&step, s as u8, make, &mut made_one);
-                one.send(comm, made_one.iter(), |&(q, x)| (q, x));
-                scatter(&one.recv, &mut keys[..], |&x| {
+                let sent = bucket_step_into(&step, s as u8, counted, p, make, &mut send_one);
+                comm.all_to_all_v_into(&send_one, &sent, &mut recv_one);
+                scatter(&recv_one, &mut keys[..], |&x| {
                     ((x >> shift) as usize, x & ((1 << shift) - 1))
                 });
             } else {
@@ -194,9 +216,9 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
                     let (q, at) = to(j);
                     (q, [at, key(j, 56)])
                 };
-                with_step_into(&step, s as u8, make, &mut made_two);
-                two.send(comm, made_two.iter(), |&(q, x)| (q, x));
-                scatter(&two.recv, &mut keys[..], |x| (x[0] as usize, x[1]));
+                let sent = bucket_step_into(&step, s as u8, counted, p, make, &mut send_two);
+                comm.all_to_all_v_into(&send_two, &sent, &mut recv_two);
+                scatter(&recv_two, &mut keys[..], |x| (x[0] as usize, x[1]));
             }
             if first_key.is_none() {
                 first_key = keys.first().copied();
@@ -228,23 +250,44 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
 }
 
 /// Steps of the order check (2): as many as the fullest pe's slice takes pieces of
-/// [`piece_records`], at most 255 (a step is a byte per position). The same on every pe. Local.
-fn key_steps(layout: &Layout, p: usize, round_bytes: usize) -> usize {
+/// [`piece_records`] for records of `record_bytes`, at most 255 (a step is a byte per
+/// position). The same on every pe. Local.
+fn key_steps(layout: &Layout, p: usize, round_bytes: usize, record_bytes: usize) -> usize {
     (0..p)
         .map(|q| {
             let len = layout.local_len(q);
-            len.div_ceil(piece_records(len, round_bytes))
+            len.div_ceil(piece_records(len, round_bytes, record_bytes))
         })
         .max()
         .unwrap_or(1)
         .clamp(1, 255)
 }
 
-/// Records per pe in one piece of the check: a sixteenth of the pe's `len` positions, at least
-/// 2^16 and at most 2^22 (64 MiB of exchanged pairs), fewer when the exchanges are limited to
-/// `round_bytes` per pe (so a small `--exchange-round-bytes` forces many pieces on a small input).
-fn piece_records(len: usize, round_bytes: usize) -> usize {
-    (len / 16)
+/// The first SA index of step s of pe q's slice, in `steps` steps.
+fn piece_start(layout: &Layout, steps: usize, q: usize, s: usize) -> usize {
+    layout.start(q) + layout.local_len(q) * s / steps
+}
+
+/// Bytes per record that a step of the order check (2) holds: its keys with their places sent
+/// and received (one word each, or two) and the keys placed.
+const ORDER_RECORD_BYTES: [usize; 2] = [3 * 8, 5 * 8];
+
+/// Bytes per record that a piece of the inverse (1) holds in the index width `I`: the suffix
+/// array's entries read back (8 bytes each, and the file's at most 8 before them) and the
+/// (position, rank) pairs sent and received.
+fn inverse_record_bytes<I: Index>() -> usize {
+    2 * 8 + 4 * std::mem::size_of::<I>()
+}
+
+/// Records per pe in one piece of the check, for records of which a piece holds `record_bytes`
+/// each: as many as take 3.5 bytes per position of the pe's `len` (so the check stays within the
+/// memory plan's 6 bytes per position beside the inverse), at least 2^16 and at most 2^22,
+/// fewer when the exchanges are limited to `round_bytes` per pe (so a small
+/// `--exchange-round-bytes` forces many pieces on a small input). Every piece touches the
+/// inverse all over (its positions, or its SA indices, lie anywhere in the pe's slice), so the
+/// pieces' number is the number of passes over the inverse's memory: as few as the memory allows.
+fn piece_records(len: usize, round_bytes: usize, record_bytes: usize) -> usize {
+    (len * 7 / (2 * record_bytes))
         .clamp(1 << 16, 1 << 22)
         .min(round_bytes / 16)
         .max(1)

@@ -80,11 +80,17 @@ impl Pieces {
 
     /// The step of SA index x < n: s of the piece s of its owner's slice that holds it.
     pub(crate) fn step_of(&self, x: usize) -> u8 {
+        self.step[self.piece_of(x)]
+    }
+
+    /// The piece that holds SA index x < n: with pieces listed pe by pe, `steps` each (as the
+    /// checker lists them), piece q · steps + s is step s of pe q.
+    pub(crate) fn piece_of(&self, x: usize) -> usize {
         let mut i = self.cell[x >> self.shift] as usize;
         while self.starts[i + 1] <= x {
             i += 1;
         }
-        self.step[i]
+        i
     }
 }
 

@@ -96,6 +96,86 @@ impl Placement {
     }
 }
 
+/// The records of one step ([`each_equal`]: the positions j with `step[j] == s`), bucketed by
+/// destination straight into `send` (its old contents replaced; no list of the step's records
+/// made first): `counts[c]` holds, per destination pe, how many positions of chunk c (positions
+/// `c * chunk ..`) of this step go there (from an earlier pass), and `make(j)` gives the
+/// destination (below `p`) and the record of position j (it must agree with the counts: a
+/// disagreement panics). Returns the count per destination. On the pe's threads, a chunk each.
+/// Local.
+///
+/// Memory: the send buffer (exactly the step's records, written once, never zeroed).
+pub fn bucket_step_into<T, F>(
+    step: &[u8],
+    s: u8,
+    (chunk, counts): (usize, &[&[usize]]),
+    p: usize,
+    make: F,
+    send: &mut Vec<T>,
+) -> Vec<usize>
+where
+    T: Pod + Send + Sync,
+    F: Fn(usize) -> (usize, T) + Sync,
+{
+    let chunk = chunk.max(1);
+    assert_eq!(
+        counts.len(),
+        step.len().div_ceil(chunk),
+        "one count per chunk"
+    );
+    assert!(counts.iter().all(|c| c.len() == p), "one count per pe");
+    let mut total = vec![0usize; p];
+    for c in counts {
+        for (t, &x) in total.iter_mut().zip(*c) {
+            *t += x;
+        }
+    }
+    // Start of (chunk c, destination d): d's records of earlier chunks come first.
+    let mut next = exclusive_prefix(&total);
+    let starts: Vec<Vec<usize>> = (counts.iter())
+        .map(|c| {
+            let at = next.clone();
+            for (x, &k) in next.iter_mut().zip(*c) {
+                *x += k;
+            }
+            at
+        })
+        .collect();
+    let len: usize = total.iter().sum();
+    send.clear();
+    send.reserve(len);
+    let out = SyncPtr(send.as_mut_ptr());
+    let fill = |c: usize, bytes: &[u8]| {
+        let (mut at, count) = (starts[c].clone(), counts[c]);
+        each_equal(bytes, s, |j| {
+            let (d, r) = make(c * chunk + j);
+            assert!(
+                at[d] < starts[c][d] + count[d],
+                "more records for pe {d} than counted"
+            );
+            // SAFETY: at[d] lies in (chunk c, destination d)'s own slots (checked above), which
+            // no other chunk writes, and below len.
+            unsafe { out.write(at[d], r) };
+            at[d] += 1;
+        });
+        let written = (at.iter().zip(&starts[c])).map(|(a, b)| a - b);
+        assert!(
+            written.eq(count.iter().copied()),
+            "fewer records than counted"
+        );
+    };
+    if rayon::current_num_threads() == 1 || counts.len() == 1 {
+        for (c, bytes) in step.chunks(chunk).enumerate() {
+            fill(c, bytes);
+        }
+    } else {
+        (step.par_chunks(chunk).enumerate()).for_each(|(c, bytes)| fill(c, bytes));
+    }
+    // SAFETY: every chunk wrote exactly its counted slots (checked), and they cover 0..len.
+    unsafe { send.set_len(len) };
+    total
+}
+
 /// [`bucket`] that can also return where it put the records ([`Placement`]).
 fn bucket_impl<T, F>(
     data: &[T],
@@ -972,6 +1052,72 @@ impl<I: Index> PieceExchange<[I; 2]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A step's records bucketed straight from counted positions: grouped by destination, in
+    /// position order within one, the counts returned, on 1 and 3 threads, in one chunk and in
+    /// several; a count that disagrees with the records panics.
+    #[test]
+    fn bucket_step_groups_a_steps_records() {
+        let (p, steps, len) = (5, 3u8, 20_000);
+        let step: Vec<u8> = (0..len as u64)
+            .map(|j| (j.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60) as u8 % steps)
+            .collect();
+        let dest = |j: usize| (j * 7 + j / 3) % p;
+        for threads in [1, 3] {
+            for chunk in [len, 4096, 999] {
+                let counts: Vec<Vec<usize>> = (step.chunks(chunk).enumerate())
+                    .map(|(c, bytes)| {
+                        let mut h = vec![0usize; steps as usize * p];
+                        for (j, &s) in bytes.iter().enumerate() {
+                            h[s as usize * p + dest(c * chunk + j)] += 1;
+                        }
+                        h
+                    })
+                    .collect();
+                for s in 0..steps {
+                    let of_step: Vec<&[usize]> = (counts.iter())
+                        .map(|h| &h[s as usize * p..(s as usize + 1) * p])
+                        .collect();
+                    let mut send = vec![7u64; 3];
+                    let got = crate::dist::test_pool(threads).install(|| {
+                        bucket_step_into(
+                            &step,
+                            s,
+                            (chunk, &of_step),
+                            p,
+                            |j| (dest(j), j as u64),
+                            &mut send,
+                        )
+                    });
+                    let mut want: Vec<u64> = Vec::new();
+                    let mut want_counts = Vec::new();
+                    for d in 0..p {
+                        let mine = (0..len).filter(|&j| step[j] == s && dest(j) == d);
+                        want_counts.push(mine.clone().count());
+                        want.extend(mine.map(|j| j as u64));
+                    }
+                    assert_eq!(
+                        got, want_counts,
+                        "step {s}, {threads} threads, chunk {chunk}"
+                    );
+                    assert_eq!(send, want, "step {s}, {threads} threads, chunk {chunk}");
+                }
+            }
+        }
+        let wrong: Vec<usize> = vec![0; p];
+        let result = std::panic::catch_unwind(|| {
+            let mut send: Vec<u64> = Vec::new();
+            bucket_step_into(
+                &step,
+                0,
+                (len, &[&wrong[..]]),
+                p,
+                |j| (dest(j), 0u64),
+                &mut send,
+            )
+        });
+        assert!(result.is_err(), "records beyond the counts are refused");
+    }
 
     /// Bucketing over several chunks and threads (and in one piece): grouped by destination,
     /// stable within one, and the placement leads from each record to its place.

@@ -10,9 +10,9 @@ pub mod sample_sort;
 pub mod shift;
 
 pub use exchange::{
-    build_by_kind, collect_kept, count_equal, each_equal, exchange, exchange_by, exchange_tail,
-    fetch, rebalance, rebalance_into, scatter, send_to_owners, send_to_owners_in_pieces,
-    PieceExchange, Select, Slots,
+    bucket_step_into, build_by_kind, collect_kept, count_equal, each_equal, exchange, exchange_by,
+    exchange_tail, fetch, rebalance, rebalance_into, scatter, send_to_owners,
+    send_to_owners_in_pieces, PieceExchange, Select, Slots,
 };
 pub use layout::{Layout, OwnerCursor};
 pub use naming::{name_round, name_sorted, rank_round};
