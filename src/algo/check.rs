@@ -26,10 +26,10 @@ use crate::Ctx;
 /// Memory per pe beside the text: the inverse (4–8 bytes per character) and one piece of
 /// (SA index, position) pairs in the inverse's width (as many as take 3.5 bytes per position with
 /// the entries read back: a ninth of the pe's positions in 32 bits; at most 2^22 entries, fewer
-/// with `--exchange-round-bytes`), then a byte per position and one step of
-/// keys with their places (one word each where they fit, else two; sent and received) and keys
-/// (at most 255 steps). Communication: two all-to-alls of the n pairs, in pieces; the suffix
-/// array is read once.
+/// with `--exchange-round-bytes`), then a byte per position and one step of keys with their
+/// places (one word each where they fit, else two; sent and received) and keys (at most 255
+/// steps). Communication: two all-to-alls of the n pairs, in pieces; the suffix array is read
+/// once.
 pub fn check<'a>(
     ctx: &Ctx,
     text: &[u8],
