@@ -154,9 +154,11 @@ fn dc3_costs(shape: &Shape, knobs: &Knobs) -> Costs {
 }
 
 /// The distributed checker (after the build, which has released everything else): the text,
-/// the inverse (w bytes) and a piece of at most a sixteenth of the block of exchanged pairs and
-/// fetched keys. Measured 7.4–8.6 bytes per character of the fullest pe's block at 32 bits and
-/// 8.9 at 40 (p = 16, DNA, English, Django, source), before its pairs took the inverse's width.
+/// the inverse (w bytes), a step byte per character and pieces of at most 3.5 bytes per
+/// character of the block (the exchanged pairs with the entries read back, or the keys sent,
+/// received and placed). Measured 9.5 bytes per character of the fullest pe's block at 32 bits
+/// (p = 16, English; 7.4–8.6 on DNA, English, Django and the source with pieces of a sixteenth of
+/// the block, 8.9 at 40 bits).
 fn check_bytes_per_char(shape: &Shape) -> f64 {
     let w = IndexWidth::choose(shape.n as u64, None).bits() as f64 / 8.0;
     6.0 + w
