@@ -26,10 +26,11 @@ use crate::Ctx;
 /// Memory per pe beside the text: the inverse (4–8 bytes per character) and one piece of
 /// (SA index, position) pairs in the inverse's width (as many as take 3.5 bytes per position with
 /// the entries read back: a ninth of the pe's positions in 32 bits; at most 2^22 entries, fewer
-/// with `--exchange-round-bytes`), then a byte per position and one step of keys with their
-/// places (one word each where they fit, else two; sent and received) and keys (at most 255
-/// steps). Communication: two all-to-alls of the n pairs, in pieces; the suffix array is read
-/// once.
+/// with `--exchange-round-bytes`), then a byte per position, a count per step and pe for each
+/// thread's chunk of positions (fewer chunks where that would pass a byte per position), and one
+/// step of keys with their places (one word each where they fit, else two; sent and received)
+/// and keys (at most 255 steps). Communication: two all-to-alls of the n pairs, in pieces; the
+/// suffix array is read once.
 pub fn check<'a>(
     ctx: &Ctx,
     text: &[u8],
@@ -164,7 +165,9 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     // Per position its step, and per chunk of positions (one a thread) how many of each step's
     // keys go to each pe: a step's keys then go straight into the send buffer from one pass
     // over the positions of the step ([`bucket_step_into`]), with no list of them made first.
-    let chunk = (hi - lo).div_ceil(rayon::current_num_threads()).max(1);
+    // Fewer chunks where their counts (steps × p words each) would pass a byte per position.
+    let chunks = (rayon::current_num_threads()).min(((hi - lo) / (8 * steps * p)).max(1));
+    let chunk = (hi - lo).div_ceil(chunks).max(1);
     let mut step = vec![0u8; hi - lo];
     let per_chunk: Vec<Vec<usize>> = ctx.phase("· steps", || {
         (step.par_chunks_mut(chunk).zip(isa.par_chunks(chunk)))
