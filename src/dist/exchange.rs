@@ -124,23 +124,7 @@ where
         "one count per chunk"
     );
     assert!(counts.iter().all(|c| c.len() == p), "one count per pe");
-    let mut total = vec![0usize; p];
-    for c in counts {
-        for (t, &x) in total.iter_mut().zip(*c) {
-            *t += x;
-        }
-    }
-    // Start of (chunk c, destination d): d's records of earlier chunks come first.
-    let mut next = exclusive_prefix(&total);
-    let starts: Vec<Vec<usize>> = (counts.iter())
-        .map(|c| {
-            let at = next.clone();
-            for (x, &k) in next.iter_mut().zip(*c) {
-                *x += k;
-            }
-            at
-        })
-        .collect();
+    let (total, starts) = chunk_starts(counts.iter().copied(), p);
     let len: usize = total.iter().sum();
     send.clear();
     send.reserve(len);
@@ -174,6 +158,32 @@ where
     // SAFETY: every chunk wrote exactly its counted slots (checked), and they cover 0..len.
     unsafe { send.set_len(len) };
     total
+}
+
+/// From per-chunk counts per destination (`hists`, chunk by chunk, p counts each): the total
+/// per destination and where each (chunk, destination) starts in a send buffer grouped by
+/// destination, all of a destination's records of earlier chunks first. Local.
+fn chunk_starts<'a>(
+    hists: impl Iterator<Item = &'a [usize]> + Clone,
+    p: usize,
+) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let mut total = vec![0usize; p];
+    for h in hists.clone() {
+        for (t, &x) in total.iter_mut().zip(h) {
+            *t += x;
+        }
+    }
+    let mut next = exclusive_prefix(&total);
+    let starts = hists
+        .map(|h| {
+            let at = next.clone();
+            for (x, &k) in next.iter_mut().zip(h) {
+                *x += k;
+            }
+            at
+        })
+        .collect();
+    (total, starts)
 }
 
 /// [`bucket`] that can also return where it put the records ([`Placement`]).
@@ -224,24 +234,7 @@ where
             h
         })
         .collect();
-    let mut counts = vec![0usize; p];
-    for h in &hists {
-        for (c, &x) in counts.iter_mut().zip(h) {
-            *c += x;
-        }
-    }
-    // Start of (chunk k, destination d): all of d's records in earlier chunks come first.
-    let mut next = exclusive_prefix(&counts);
-    let starts: Vec<Vec<usize>> = hists
-        .iter()
-        .map(|h| {
-            let s = next.clone();
-            for (x, &c) in next.iter_mut().zip(h) {
-                *x += c;
-            }
-            s
-        })
-        .collect();
+    let (counts, starts) = chunk_starts(hists.iter().map(|h| &h[..]), p);
     drop(hists);
     let placement = Placement {
         chunk: CHUNK,
