@@ -231,12 +231,8 @@ impl Window {
 
 impl Head for Window {
     #[inline]
-    fn cmp_prefix(&self, o: &Self, l: usize) -> std::cmp::Ordering {
-        self.prefix(l).cmp(&o.prefix(l))
-    }
-    #[inline]
-    fn prefix_key(&self, l: usize) -> u64 {
-        self.prefix(l)
+    fn prefix(&self, l: usize) -> u128 {
+        Window::prefix(*self, l) as u128
     }
     #[inline]
     fn lead(&self) -> u128 {

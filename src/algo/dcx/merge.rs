@@ -23,11 +23,10 @@ use crate::Ctx;
 
 /// The first characters of a suffix in a merge record, or a name that stands for them.
 pub(super) trait Head: Pod + Send + Sync {
-    /// Compares the first l characters (l < X) of two suffixes.
-    fn cmp_prefix(&self, o: &Self, l: usize) -> Ordering;
-    /// The first l characters as one number that orders as [`Head::cmp_prefix`] does, for the
-    /// offsets l of the cover's groups of non-sample residues ([`Cover::group_key`]).
-    fn prefix_key(&self, l: usize) -> u64;
+    /// The first l characters (l < X) as one number: of two suffixes' heads, the smaller number
+    /// has the smaller first l characters, and equal numbers equal ones (a name: itself, for
+    /// every l). It fits 64 bits at the offsets of the cover's groups ([`Rec::group_key`]).
+    fn prefix(&self, l: usize) -> u128;
     /// All the head holds as one number: of two suffixes, the one with the smaller lead is the
     /// smaller (characters past the end are 0, so a suffix that ends inside the head never leads
     /// one that goes on); equal leads mean equal heads, whose first l characters agree for every
@@ -44,12 +43,8 @@ pub(super) struct Name<I>(pub(super) I);
 
 impl<I: Index> Head for Name<I> {
     #[inline]
-    fn cmp_prefix(&self, o: &Self, _l: usize) -> Ordering {
-        self.0.cmp(&o.0)
-    }
-    #[inline]
-    fn prefix_key(&self, _l: usize) -> u64 {
-        self.0.to_u64()
+    fn prefix(&self, _l: usize) -> u128 {
+        self.0.to_u64() as u128
     }
     #[inline]
     fn lead(&self) -> u128 {
@@ -59,23 +54,11 @@ impl<I: Index> Head for Name<I> {
 
 /// A head of two characters t[i], t[i+1] (0 past the end).
 impl<I: Index> Head for [I; 2] {
+    /// l ≤ 2: the lead without its last 2 − l characters (none: 0).
     #[inline]
-    fn cmp_prefix(&self, o: &Self, l: usize) -> Ordering {
-        match l {
-            0 => Ordering::Equal,
-            1 => self[0].cmp(&o[0]),
-            _ => self.cmp(o),
-        }
-    }
-    /// l ≤ 1 (DC3's only group has offset 1).
-    #[inline]
-    fn prefix_key(&self, l: usize) -> u64 {
-        debug_assert!(l <= 1);
-        if l == 0 {
-            0
-        } else {
-            self[0].to_u64()
-        }
+    fn prefix(&self, l: usize) -> u128 {
+        debug_assert!(l <= 2);
+        self.lead().checked_shr(64 * (2 - l as u32)).unwrap_or(0)
     }
     #[inline]
     fn lead(&self) -> u128 {
@@ -101,31 +84,15 @@ impl<I: Index> Packed2<I> {
         debug_assert!(c0 >> Self::HALF == 0 && c1 >> Self::HALF == 0);
         Packed2(I::from_u64(c0 << Self::HALF | c1))
     }
-
-    #[inline]
-    fn first(&self) -> u64 {
-        self.0.to_u64() >> Self::HALF
-    }
 }
 
 impl<I: Index> Head for Packed2<I> {
+    /// l ≤ 2: the packed characters without the last 2 − l (none: 0, a shift by all of `I`'s
+    /// bits, within a u128's).
     #[inline]
-    fn cmp_prefix(&self, o: &Self, l: usize) -> Ordering {
-        match l {
-            0 => Ordering::Equal,
-            1 => self.first().cmp(&o.first()),
-            _ => self.0.cmp(&o.0),
-        }
-    }
-    /// l ≤ 1 (DC3's only group has offset 1).
-    #[inline]
-    fn prefix_key(&self, l: usize) -> u64 {
-        debug_assert!(l <= 1);
-        if l == 0 {
-            0
-        } else {
-            self.first()
-        }
+    fn prefix(&self, l: usize) -> u128 {
+        debug_assert!(l <= 2);
+        (self.0.to_u64() as u128) >> (Self::HALF * (2 - l as u32))
     }
     #[inline]
     fn lead(&self) -> u128 {
@@ -185,7 +152,7 @@ impl<C: Cover, H: Head, I: Index> Rec<C, H, I> {
     #[inline]
     pub(super) fn group_key(&self, rank_bits: u32) -> u64 {
         let (l, s) = C::ONE_GROUP.unwrap_or_else(|| C::group_key(self.residue()));
-        let (h, r) = (self.head.prefix_key(l), self.rank(s));
+        let (h, r) = (self.head.prefix(l) as u64, self.rank(s));
         if rank_bits >= 64 {
             r
         } else {
@@ -233,18 +200,33 @@ impl<C: Cover, H: Head, I: Index> std::fmt::Debug for Rec<C, H, I> {
     }
 }
 
-/// The DCX comparison of two suffixes by their records (see the module doc); the position breaks
-/// ties (there are none between different suffixes: one of two equal heads ends first).
+/// What two records are compared by (see the module doc): (first l characters, rank of the
+/// sample position l on, position) of each, for (l, s, t) = [`Cover::decide`] of their residues.
+/// The position breaks ties (there are none between different suffixes: one of two equal heads
+/// ends first).
+#[inline]
+fn keys<C: Cover, H: Head, I: Index>(x: &Rec<C, H, I>, y: &Rec<C, H, I>) -> [(u128, u64, u64); 2] {
+    let (l, s, t) = C::decide(x.residue(), y.residue());
+    [
+        (x.head.prefix(l), x.rank(s), x.pos()),
+        (y.head.prefix(l), y.rank(t), y.pos()),
+    ]
+}
+
+/// The DCX comparison of two suffixes by their records ([`keys`]).
 #[inline]
 pub(super) fn compare<C: Cover, H: Head, I: Index>(x: &Rec<C, H, I>, y: &Rec<C, H, I>) -> Ordering {
-    let (l, s, t) = C::decide(x.residue(), y.residue());
-    match x.head.cmp_prefix(&y.head, l) {
-        Ordering::Equal => match x.rank(s).cmp(&y.rank(t)) {
-            Ordering::Equal => x.pos().cmp(&y.pos()),
-            unequal => unequal,
-        },
-        unequal => unequal,
-    }
+    let [a, b] = keys(x, y);
+    a.cmp(&b)
+}
+
+/// Whether x orders before y ([`compare`]), computed without a branch: a merge takes from one
+/// list or the other about at random, and a branch per comparison would be mispredicted about
+/// every other time.
+#[inline]
+fn less<C: Cover, H: Head, I: Index>(x: &Rec<C, H, I>, y: &Rec<C, H, I>) -> bool {
+    let [(h, r, p), (g, q, o)] = keys(x, y);
+    (h < g) | ((h == g) & ((r < q) | ((r == q) & (p < o))))
 }
 
 /// A merge record radix-sorted by its [`Rec::group_key`] with `I::BITS` bits for the rank, which
@@ -661,52 +643,45 @@ fn merge_lists<C: Cover, H: Head, I: Index>(
     out
 }
 
-/// Appends the positions of two sorted lists to `out` in merged order.
+/// Appends the positions of two sorted lists to `out` in merged order (the list to take from
+/// chosen without a branch, [`less`]).
 fn merge_two<C: Cover, H: Head, I: Index>(
     out: &mut Vec<u64>,
     a: &[Rec<C, H, I>],
     b: &[Rec<C, H, I>],
 ) {
+    out.reserve(a.len() + b.len());
     let (mut x, mut y) = (0, 0);
     while x < a.len() && y < b.len() {
-        if a[x] < b[y] {
-            out.push(a[x].pos());
-            x += 1;
-        } else {
-            out.push(b[y].pos());
-            y += 1;
-        }
+        let (ra, rb) = (&a[x], &b[y]);
+        let take_a = less(ra, rb);
+        out.push(if take_a { ra.pos() } else { rb.pos() });
+        x += usize::from(take_a);
+        y += usize::from(!take_a);
     }
     out.extend(a[x..].iter().map(Rec::pos));
     out.extend(b[y..].iter().map(Rec::pos));
 }
 
 /// Appends the positions of three sorted lists to `out` in merged order: three-way while all
-/// three have records, then two-way.
+/// three have records (the smaller of a and b against c, chosen without a branch), then two-way.
 fn merge_three<C: Cover, H: Head, I: Index>(
     out: &mut Vec<u64>,
     a: &[Rec<C, H, I>],
     b: &[Rec<C, H, I>],
     c: &[Rec<C, H, I>],
 ) {
+    out.reserve(a.len() + b.len() + c.len());
     let (mut x, mut y, mut z) = (0, 0, 0);
     while x < a.len() && y < b.len() && z < c.len() {
         let (ra, rb, rc) = (&a[x], &b[y], &c[z]);
-        if ra < rb {
-            if ra < rc {
-                out.push(ra.pos());
-                x += 1;
-            } else {
-                out.push(rc.pos());
-                z += 1;
-            }
-        } else if rb < rc {
-            out.push(rb.pos());
-            y += 1;
-        } else {
-            out.push(rc.pos());
-            z += 1;
-        }
+        let a_first = less(ra, rb);
+        let w = if a_first { ra } else { rb };
+        let w_first = less(w, rc);
+        out.push(if w_first { w.pos() } else { rc.pos() });
+        x += usize::from(a_first & w_first);
+        y += usize::from(!a_first & w_first);
+        z += usize::from(!w_first);
     }
     if x == a.len() {
         merge_two(out, &b[y..], &c[z..]);
@@ -775,5 +750,45 @@ pub(super) fn radix_sort_local<T: voracious_radix_sort::Radixable<u64> + Copy + 
         v.voracious_mt_sort(threads);
     } else {
         v.voracious_sort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::dcx::cover::{Dc3, Dc7};
+    use crate::index::U40;
+
+    /// [`less`] says what [`compare`] says for every pair of records of every residue, with
+    /// heads that agree in none, some or all of their characters (three characters) and ranks
+    /// that often tie.
+    fn less_is_compare<C: Cover, H: Head, I: Index>(head: impl Fn(u64, u64) -> H) {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(11);
+        let records: Vec<Rec<C, H, I>> = (0..150u64)
+            .map(|i| {
+                let (c0, c1) = (rng.next() % 3, rng.next() % 3);
+                let ranks: Vec<u64> = (0..C::S).map(|_| rng.next() % 4).collect();
+                Rec::new(i, head(c0, c1), |s| ranks[s])
+            })
+            .collect();
+        for x in &records {
+            for y in &records {
+                assert_eq!(less(x, y), compare(x, y) == Ordering::Less, "{x:?} {y:?}");
+            }
+        }
+    }
+
+    fn less_is_compare_in<I: Index>() {
+        less_is_compare::<Dc3, Packed2<I>, I>(Packed2::new);
+        less_is_compare::<Dc3, [I; 2], I>(|a, b| [I::from_u64(a), I::from_u64(b)]);
+        less_is_compare::<Dc3, Name<I>, I>(|a, b| Name(I::from_u64(3 * a + b)));
+        less_is_compare::<Dc7, Name<I>, I>(|a, b| Name(I::from_u64(3 * a + b)));
+    }
+
+    #[test]
+    fn branch_free_comparison_agrees_in_every_width() {
+        less_is_compare_in::<u32>();
+        less_is_compare_in::<U40>();
+        less_is_compare_in::<u64>();
     }
 }
