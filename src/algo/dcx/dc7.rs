@@ -222,21 +222,16 @@ impl Window {
     fn at(chars: &Chars<u8>, i: usize) -> Self {
         Window((0..X - 1).fold(0u64, |acc, j| (acc << CB) | chars.at(i + j)))
     }
-
-    #[inline]
-    fn prefix(self, l: usize) -> u64 {
-        self.0 >> (CB as usize * (X - 1 - l))
-    }
 }
 
 impl Head for Window {
     #[inline]
     fn prefix(&self, l: usize) -> u128 {
-        Window::prefix(*self, l) as u128
+        (self.0 >> (CB as usize * (X - 1 - l))) as u128
     }
     #[inline]
     fn lead(&self) -> u128 {
-        self.prefix(X - 1) as u128
+        self.prefix(X - 1)
     }
 }
 
