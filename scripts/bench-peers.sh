@@ -3,13 +3,17 @@
 # same node, interleaved, with time and memory of every run.
 #
 #   scripts/bench-peers.sh --psa BIN --peers DIR [--p 16] [--reps 3] [--peer-reps 1]
-#                          [--tools "psac dcx_dc39"] [--plan NAME=ARGS]... [--out DIR] INPUT...
+#                          [--tools "psac dcx_dc39"] [--plan NAME=ARGS]... [--libsais BIN]
+#                          [--out DIR] INPUT...
 #
 # For every input and repetition it runs each psa plan (`mpirun -n P --bind-to core BIN --stats …
 # ARGS -o OUT INPUT`, the suffix array written to a file beside the input and removed after), then,
 # in the first --peer-reps repetitions, each peer of --tools through DIR/run-peers.sh (psac,
 # dcx_dc39: `algo_s` their own construction time, `wall_s` the whole mpirun, `rss_sum_kb` every
 # rank's peak summed). The plans' outputs of the first repetition are compared byte for byte.
+# With --libsais BIN (examples/sais-baseline, `cargo build --release --example sais-baseline`),
+# libsais also runs in those repetitions with all the node's cores (`--threads $(nproc)`, its own
+# construction time and its process's peak), the shared-memory baseline beside the peers.
 #
 # Default plans (--plan replaces them; ARGS are psa's switches):
 #   css-lean  --algo css --check --sort-rounds 8 --merge-rounds 8
@@ -20,8 +24,10 @@
 # P ranks of psa hold with nothing to do (measured once: psa on a one-byte input at P pes) — MPI's
 # and the process's fixed cost, which a larger text per pe makes negligible.
 #
-# Writes DIR/peers-runs.jsonl (one line per run) and DIR/peers.md (medians, and psa's median time
-# over each peer's median `algo_s` and wall over wall); --out defaults to bench-results/peers.
+# Writes DIR/peers-runs.jsonl (one line per run), DIR/peers.md (medians, and psa's median time
+# over each peer's median `algo_s` and wall over wall) and DIR/stats/INPUT-PLAN-REP.json (each psa
+# run's --stats report: time, bytes sent and peak memory of every phase); --out defaults to
+# bench-results/peers.
 # psa's time is its own (--stats total: reading, building, checking, writing the output).
 #
 # Needs: mpirun (Open MPI), python3 (stdlib), the peers' folder (run-peers.sh, bin/).
@@ -31,7 +37,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 die() { echo "bench-peers.sh: error: $*" >&2; exit 2; }
 
-PSA="" PEERS="" P=16 REPS=3 PEER_REPS=1 OUTDIR=$(dirname "$HERE")/bench-results/peers
+PSA="" PEERS="" LIBSAIS="" P=16 REPS=3 PEER_REPS=1 OUTDIR=$(dirname "$HERE")/bench-results/peers
 TOOLS="psac dcx_dc39" PLANS=() INPUTS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -42,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     --peer-reps) PEER_REPS=$2; shift 2 ;;
     --plan) PLANS+=("$2"); shift 2 ;;
     --tools) TOOLS=$2; shift 2 ;;
+    --libsais) LIBSAIS=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) die "unknown option '$1' (--help)" ;;
@@ -53,13 +60,14 @@ done
 if [[ -n "$PEERS" ]]; then
   [[ -f "$PEERS/run-peers.sh" ]] || die "no run-peers.sh in '$PEERS'"
 fi
+[[ -z "$LIBSAIS" || -x "$LIBSAIS" ]] || die "--libsais BIN: '$LIBSAIS' is not an executable"
 for input in "${INPUTS[@]}"; do [[ -r "$input" ]] || die "cannot read '$input'"; done
 [[ ${#PLANS[@]} -gt 0 ]] || PLANS=(
   "css-lean=--algo css --check --sort-rounds 8 --merge-rounds 8"
   "dc3-lean=--algo dc3 --check --merge-rounds 8"
   "css=--algo css"
 )
-mkdir -p "$OUTDIR"
+mkdir -p "$OUTDIR/stats"
 RUNS=$OUTDIR/peers-runs.jsonl
 : >"$RUNS"
 work=$(mktemp -d)
@@ -101,6 +109,7 @@ print(f"secs={s['total_secs']:.4f} bytes_per_char={s['bytes_per_char'] or 0:.3f}
 EOF
     # shellcheck disable=SC2046
     record input="$input" n="$(stat -L -c %s "$input")" config="psa $name" rep="$rep" $(cat "$work/kv")
+    cp "$work/s.json" "$OUTDIR/stats/$(basename "${input%.*}")-$name-$rep.json"
   else
     record input="$input" config="psa $name" rep="$rep" status=fail
     tail -n 5 "$work/err" >&2
@@ -140,6 +149,17 @@ for input in "${INPUTS[@]}"; do
         fi
       done
     fi
+    if [[ -n "$LIBSAIS" && $r -le $PEER_REPS ]]; then
+      if OMP_WAIT_POLICY=passive "$LIBSAIS" --threads "$(nproc)" "$input" >"$work/sais" 2>"$work/err"; then
+        # shellcheck disable=SC2046  # key=value words
+        record input="$input" config="libsais" rep="$r" status=ok $(python3 -c "
+import json, sys; s = json.load(open(sys.argv[1]))
+print(f\"algo_s={s['secs']:.4f} read_s={s['read_secs']:.4f} threads={s['threads']} bytes_per_char={s['bytes_per_char']:.3f}\")" "$work/sais")
+      else
+        record input="$input" config="libsais" rep="$r" status=fail
+        tail -n 5 "$work/err" >&2
+      fi
+    fi
   done
   echo "bench-peers.sh: $input done" >&2
 done
@@ -178,6 +198,9 @@ for inp, cfgs in by.items():
             b = med(r["bytes_per_char"] for r in ok)
             vs = [f"{s / peer[t][0]:.2f}× ({w / peer[t][1]:.2f}×)" if t in peer else "–" for t in ("psac", "dcx_dc39")]
             print(f"| {inp} | {n} | {cfg} | {len(ok)} | {s:.3f} | {w:.3f} | {b:.1f} | {b - idle / n:.1f} | {vs[0]} | {vs[1]} |")
+        elif cfg == "libsais":
+            s, b = med(r["algo_s"] for r in ok), med(r["bytes_per_char"] for r in ok)
+            print(f"| {inp} | {n} | libsais, {ok[0]['threads']} threads | {len(ok)} | {s:.3f} | – | {b:.1f} | – | | |")
         else:
             s, w = med(r["algo_s"] for r in ok), med(r["wall_s"] for r in ok)
             b = med(r["rss_sum_kb"] * 1024 / r["n"] for r in ok)
