@@ -121,7 +121,7 @@ EOF
     fi
     [[ -f "$work/first.sa" ]] || { [[ -f "$out" ]] && mv "$out" "$work/first.sa"; }
   fi
-  rm -f "$out"
+  rm -f "$out" "$out.meta" "$out.records.tsv"
 }
 
 # What P idle ranks hold: psa on a one-byte input.
