@@ -128,6 +128,18 @@ pub(crate) fn reset_peak_rss() -> u64 {
     before
 }
 
+/// Resident memory of this process now in bytes (the second field of /proc/self/statm, in
+/// pages), 0 if unknown.
+pub fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf reads a constant of the system.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
 /// Peak resident memory of this process in bytes (VmHWM from /proc/self/status), 0 if unknown.
 pub fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")

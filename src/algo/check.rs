@@ -70,9 +70,18 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     comm.agree(local)?;
 
     // Pieces of at most `piece` records per pe, so that the exchanged records stay small beside
-    // the inverse.
-    let piece = piece_records(hi - lo, comm.round_bytes(), inverse_record_bytes::<I>());
+    // the inverse, and where they can within what the build left below its peak: the fewest
+    // pe's room less the inverse (and the order's step bytes), the same sizes on every pe.
+    let room = room_below_peak(ctx).saturating_sub(((hi - lo) * size_of::<I>()) as u64);
+    let room = comm.all_reduce_min(room) as usize;
+    let piece = piece_records(
+        hi - lo,
+        comm.round_bytes(),
+        inverse_record_bytes::<I>(),
+        room,
+    );
     let pieces = comm.all_reduce_max((hi - lo).div_ceil(piece) as u64) as usize;
+    log::debug!("check: {room} bytes of room below the peak, {pieces} pieces of the inverse");
     let range = |k: usize| (k * piece).min(hi - lo)..((k + 1) * piece).min(hi - lo);
 
     // (1) Permutation: send (position, rank) to the owner of the position, piece by piece.
@@ -141,9 +150,15 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     // enough (below about 2^28 characters at p = 16), else (or with `--force-wide`) they travel
     // as two, in twice the steps (a step's buffers then take no more memory).
     let p = comm.size();
+    let order_room = room.saturating_sub((0..p).map(|q| layout.local_len(q)).max().unwrap_or(0));
     let rank_bits = 64 - (n as u64).leading_zeros();
     let one_word = {
-        let steps = key_steps(layout, p, comm.round_bytes(), ORDER_RECORD_BYTES[0]);
+        let steps = key_steps(
+            layout,
+            comm.round_bytes(),
+            ORDER_RECORD_BYTES[0],
+            order_room,
+        );
         let piece_bits = (0..p)
             .flat_map(|q| (0..steps).map(move |s| (q, s)))
             .map(|(q, s)| {
@@ -155,7 +170,8 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
         piece_bits + 8 + rank_bits <= 64 && !ctx.tune.force_wide
     };
     let record_bytes = ORDER_RECORD_BYTES[usize::from(!one_word)];
-    let steps = key_steps(layout, p, comm.round_bytes(), record_bytes);
+    let steps = key_steps(layout, comm.round_bytes(), record_bytes, order_room);
+    log::debug!("check: {steps} steps of the order");
     let piece = |q: usize, s: usize| piece_start(layout, steps, q, s);
     let cuts = Pieces::new(
         n,
@@ -253,13 +269,13 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
 }
 
 /// Steps of the order check (2): as many as the fullest pe's slice takes pieces of
-/// [`piece_records`] for records of `record_bytes`, at most 255 (a step is a byte per
-/// position). The same on every pe. Local.
-fn key_steps(layout: &Layout, p: usize, round_bytes: usize, record_bytes: usize) -> usize {
-    (0..p)
+/// [`piece_records`] for records of `record_bytes` in `room` bytes, at most 255 (a step is a
+/// byte per position). The same on every pe. Local.
+fn key_steps(layout: &Layout, round_bytes: usize, record_bytes: usize, room: usize) -> usize {
+    (0..layout.pes())
         .map(|q| {
             let len = layout.local_len(q);
-            len.div_ceil(piece_records(len, round_bytes, record_bytes))
+            len.div_ceil(piece_records(len, round_bytes, record_bytes, room))
         })
         .max()
         .unwrap_or(1)
@@ -284,14 +300,44 @@ fn inverse_record_bytes<I: Index>() -> usize {
 
 /// Records per pe in one piece of the check, for records of which a piece holds `record_bytes`
 /// each: as many as take 3.5 bytes per position of the pe's `len` (so the check stays within the
-/// memory plan's 6 bytes per position beside the inverse), at least 2^16 and at most 2^22,
-/// fewer when the exchanges are limited to `round_bytes` per pe (so a small
-/// `--exchange-round-bytes` forces many pieces on a small input). Every piece touches the
-/// inverse all over (its positions, or its SA indices, lie anywhere in the pe's slice), so the
-/// pieces' number is the number of passes over the inverse's memory: as few as the memory allows.
-fn piece_records(len: usize, round_bytes: usize, record_bytes: usize) -> usize {
+/// memory plan's 6 bytes per position beside the inverse), or as fit `room` bytes (what the build
+/// left below its peak) if fewer, but at least a sixteenth of `len`; at least 2^16 and at most
+/// 2^22; fewer when the exchanges are limited to `round_bytes` per pe (so a small
+/// `--exchange-round-bytes` forces many pieces on a small input). Every piece touches the inverse
+/// all over (its positions, or its SA indices, lie anywhere in the pe's slice), so the pieces'
+/// number is the number of passes over the inverse's memory: as few as the memory allows.
+fn piece_records(len: usize, round_bytes: usize, record_bytes: usize, room: usize) -> usize {
     (len * 7 / (2 * record_bytes))
+        .min((room / record_bytes).max(len.div_ceil(16)))
         .clamp(1 << 16, 1 << 22)
         .min(round_bytes / 16)
         .max(1)
+}
+
+/// Bytes this pe may hold beyond what it holds now without passing the most it has held in this
+/// run (the build's peak, when the check follows a build). Local.
+fn room_below_peak(ctx: &Ctx) -> u64 {
+    ctx.log
+        .run_peak_rss()
+        .saturating_sub(crate::stats::rss_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A piece takes 3.5 bytes per position where the room allows, what the room holds where it
+    /// holds less, never less than a sixteenth of the slice nor than 2^16 records, and what a
+    /// small exchange round allows.
+    #[test]
+    fn pieces_fit_the_room_down_to_a_sixteenth() {
+        let (len, rb, round) = (8 << 20, 32, usize::MAX);
+        let by_rule = len * 7 / (2 * rb);
+        assert_eq!(piece_records(len, round, rb, usize::MAX), by_rule);
+        assert_eq!(piece_records(len, round, rb, 700_000 * rb), 700_000);
+        assert_eq!(piece_records(len, round, rb, 0), len / 16);
+        assert_eq!(piece_records(1000, round, rb, 0), 1 << 16);
+        assert_eq!(piece_records(len, 16 * 100, rb, usize::MAX), 100);
+        assert_eq!(piece_records(len, 8, rb, 0), 1);
+    }
 }
