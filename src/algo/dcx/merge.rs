@@ -650,7 +650,6 @@ fn merge_two<C: Cover, H: Head, I: Index>(
     a: &[Rec<C, H, I>],
     b: &[Rec<C, H, I>],
 ) {
-    out.reserve(a.len() + b.len());
     let (mut x, mut y) = (0, 0);
     while x < a.len() && y < b.len() {
         let (ra, rb) = (&a[x], &b[y]);
@@ -671,7 +670,6 @@ fn merge_three<C: Cover, H: Head, I: Index>(
     b: &[Rec<C, H, I>],
     c: &[Rec<C, H, I>],
 ) {
-    out.reserve(a.len() + b.len() + c.len());
     let (mut x, mut y, mut z) = (0, 0, 0);
     while x < a.len() && y < b.len() && z < c.len() {
         let (ra, rb, rc) = (&a[x], &b[y], &c[z]);
