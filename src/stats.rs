@@ -128,24 +128,22 @@ pub(crate) fn reset_peak_rss() -> u64 {
     before
 }
 
-/// Resident memory of this process now in bytes (the second field of /proc/self/statm, in
-/// pages), 0 if unknown.
+/// Resident memory of this process now in bytes (VmRSS from /proc/self/status), 0 if unknown.
 pub fn rss_bytes() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf reads a constant of the system.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * u64::try_from(page).unwrap_or(4096)
+    status_bytes("VmRSS:")
 }
 
 /// Peak resident memory of this process in bytes (VmHWM from /proc/self/status), 0 if unknown.
 pub fn peak_rss_bytes() -> u64 {
+    status_bytes("VmHWM:")
+}
+
+/// A size in kB of /proc/self/status (its line starting with `field`), in bytes; 0 if unknown.
+fn status_bytes(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+            s.lines().find(|l| l.starts_with(field)).and_then(|l| {
                 l.split_whitespace()
                     .nth(1)
                     .and_then(|kb| kb.parse::<u64>().ok())
