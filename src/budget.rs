@@ -84,6 +84,9 @@ pub fn node_memory_per_pe(root: &Path, local_pes: usize) -> Option<Budget> {
 mod tests {
     use super::*;
 
+    /// What these tests return: a missing budget or a failed setup fails them.
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
     fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let vars: Vec<(String, String)> = vars
             .iter()
@@ -93,7 +96,7 @@ mod tests {
     }
 
     #[test]
-    fn slurm_per_cpu_times_cpus_per_task() {
+    fn slurm_per_cpu_times_cpus_per_task() -> TestResult {
         let b = default_budget(
             &env(&[
                 ("SLURM_MEM_PER_CPU", "2000"),
@@ -102,16 +105,17 @@ mod tests {
             ]),
             3,
         )
-        .unwrap();
+        .ok_or("no budget")?;
         assert_eq!(b.0, 8000 << 20);
         assert!(b.1.contains("SLURM_MEM_PER_CPU"), "{}", b.1);
-        let b = default_budget(&env(&[("SLURM_MEM_PER_CPU", "2000")]), 3).unwrap();
+        let b = default_budget(&env(&[("SLURM_MEM_PER_CPU", "2000")]), 3).ok_or("no budget")?;
         assert_eq!(b.0, 2000 << 20);
+        Ok(())
     }
 
     #[test]
-    fn slurm_per_node_over_the_pes_on_it() {
-        let b = default_budget(&env(&[("SLURM_MEM_PER_NODE", "12000")]), 3).unwrap();
+    fn slurm_per_node_over_the_pes_on_it() -> TestResult {
+        let b = default_budget(&env(&[("SLURM_MEM_PER_NODE", "12000")]), 3).ok_or("no budget")?;
         assert_eq!(
             b,
             (
@@ -119,29 +123,30 @@ mod tests {
                 "SLURM_MEM_PER_NODE / 3 pe(s) on the node".into()
             )
         );
+        Ok(())
     }
 
     #[test]
-    fn the_node_without_slurm_or_with_the_whole_node() {
+    fn the_node_without_slurm_or_with_the_whole_node() -> TestResult {
         let root = std::env::temp_dir().join(format!("psa-budget-{}", std::process::id()));
-        std::fs::create_dir_all(root.join("proc")).unwrap();
-        std::fs::create_dir_all(root.join("sys/fs/cgroup")).unwrap();
+        std::fs::create_dir_all(root.join("proc"))?;
+        std::fs::create_dir_all(root.join("sys/fs/cgroup"))?;
         std::fs::write(
             root.join("proc/meminfo"),
             "MemTotal: 99999 kB\nMemAvailable:    8000000 kB\n",
-        )
-        .unwrap();
-        std::fs::write(root.join("sys/fs/cgroup/memory.max"), "max\n").unwrap();
-        let no_limit = node_memory_per_pe(&root, 4).unwrap();
-        std::fs::write(root.join("sys/fs/cgroup/memory.max"), "4000000000\n").unwrap();
-        let limited = node_memory_per_pe(&root, 4).unwrap();
+        )?;
+        std::fs::write(root.join("sys/fs/cgroup/memory.max"), "max\n")?;
+        let no_limit = node_memory_per_pe(&root, 4).ok_or("no budget")?;
+        std::fs::write(root.join("sys/fs/cgroup/memory.max"), "4000000000\n")?;
+        let limited = node_memory_per_pe(&root, 4).ok_or("no budget")?;
         if psa::stats::address_space_limit().is_none() {
             assert_eq!(no_limit.0, 8_192_000_000 / 4);
             assert!(no_limit.1.starts_with("MemAvailable / 4"), "{}", no_limit.1);
             assert_eq!(limited.0, 1_000_000_000);
             assert!(limited.1.contains("cgroup"), "{}", limited.1);
         }
-        std::fs::remove_dir_all(&root).unwrap();
+        std::fs::remove_dir_all(&root)?;
         assert!(node_memory_per_pe(&root, 4).is_none());
+        Ok(())
     }
 }

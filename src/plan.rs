@@ -500,6 +500,9 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
 mod tests {
     use super::*;
 
+    /// What a test that plans returns: a refused plan fails it.
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
     fn shape(n: usize, pes: usize) -> Shape {
         Shape {
             n,
@@ -539,21 +542,23 @@ mod tests {
     }
 
     #[test]
-    fn no_budget_keeps_the_configured_knobs() {
-        let p = choose(&config(None), &shape(1 << 30, 4), "").unwrap();
+    fn no_budget_keeps_the_configured_knobs() -> TestResult {
+        let p = choose(&config(None), &shape(1 << 30, 4), "")?;
         assert_eq!(p.knobs.round_bytes, None);
         assert_eq!(p.knobs.algo, Algo::Css);
         assert!(p.peak > p.leanest);
+        Ok(())
     }
 
     #[test]
-    fn a_large_budget_needs_no_rounds() {
-        let p = choose(&config(Some(1 << 40)), &shape(1 << 20, 2), "").unwrap();
+    fn a_large_budget_needs_no_rounds() -> TestResult {
+        let p = choose(&config(Some(1 << 40)), &shape(1 << 20, 2), "")?;
         assert_eq!((p.knobs.round_bytes, p.rounds), (None, 1));
+        Ok(())
     }
 
     #[test]
-    fn tighter_budgets_give_smaller_rounds_down_to_the_leanest() {
+    fn tighter_budgets_give_smaller_rounds_down_to_the_leanest() -> TestResult {
         // pCSS in one key range: only the exchange rounds are left to choose.
         let config = |budget| {
             let mut c = config(budget);
@@ -561,7 +566,7 @@ mod tests {
             c
         };
         let s = shape(1 << 20, 2);
-        let one = choose(&config(None), &s, "").unwrap();
+        let one = choose(&config(None), &s, "")?;
         let mut last = usize::MAX;
         for budget in [
             one.peak - 1,
@@ -569,9 +574,9 @@ mod tests {
             one.leanest + 8192,
             one.leanest,
         ] {
-            let p = choose(&config(Some(budget)), &s, "").unwrap();
+            let p = choose(&config(Some(budget)), &s, "")?;
             assert!(p.peak <= budget, "{p:?}");
-            let r = p.knobs.round_bytes.expect("rounds");
+            let r = p.knobs.round_bytes.ok_or("no rounds")?;
             assert!(r <= last && r.is_multiple_of(MIN_ROUND_BYTES), "{p:?}");
             last = r;
         }
@@ -584,10 +589,11 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("(the test)") && m.contains("more pes"), "{m}");
+        Ok(())
     }
 
     #[test]
-    fn the_other_algorithm_when_free_to_choose() {
+    fn the_other_algorithm_when_free_to_choose() -> TestResult {
         // The algorithm whose leanest plan needs more cannot fit a budget just below it; free to
         // choose, the plan takes the other one (in key ranges).
         let s = shape(1 << 24, 4);
@@ -600,10 +606,9 @@ mod tests {
                 &s,
                 "",
             )
-            .unwrap()
-            .leanest
+            .map(|p| p.leanest)
         };
-        let (css, dc3) = (leanest(Algo::Css), leanest(Algo::Dc3));
+        let (css, dc3) = (leanest(Algo::Css)?, leanest(Algo::Dc3)?);
         assert_ne!(css, dc3);
         let (fat, lean) = match css > dc3 {
             true => (Algo::Css, Algo::Dc3),
@@ -619,16 +624,17 @@ mod tests {
             plan_algo: true,
             ..fixed
         };
-        let p = choose(&free, &s, "").unwrap();
+        let p = choose(&free, &s, "")?;
         assert_eq!(p.knobs.algo, lean);
         assert!(p.knobs.merge_rounds > 1 || p.knobs.sort_rounds > 1, "{p:?}");
         assert!(p.peak <= budget);
+        Ok(())
     }
 
     #[test]
-    fn pcss_sorts_in_more_key_ranges_under_a_tight_budget() {
+    fn pcss_sorts_in_more_key_ranges_under_a_tight_budget() -> TestResult {
         let s = shape(1 << 26, 4);
-        let free = choose(&config(None), &s, "").unwrap();
+        let free = choose(&config(None), &s, "")?;
         assert_eq!(free.knobs.sort_rounds, 0, "auto without a budget");
         let fixed = |rounds, budget| Config {
             tune: crate::Tunables {
@@ -638,20 +644,18 @@ mod tests {
             ..config(budget)
         };
         // Below what 4 ranges need even with the smallest exchange rounds.
-        let four = choose(&fixed(4, None), &s, "").unwrap().leanest;
-        let tight = choose(&config(Some(four - 1)), &s, "").unwrap();
+        let four = choose(&fixed(4, None), &s, "")?.leanest;
+        let tight = choose(&config(Some(four - 1)), &s, "")?;
         assert!(tight.knobs.sort_rounds >= 8, "{tight:?}");
         assert!(tight.peak < four);
         // A configured number of ranges is kept.
-        assert_eq!(
-            choose(&fixed(2, None), &s, "").unwrap().knobs.sort_rounds,
-            2
-        );
+        assert_eq!(choose(&fixed(2, None), &s, "")?.knobs.sort_rounds, 2);
         assert!(choose(&fixed(4, Some(four - 1)), &s, "").is_err());
+        Ok(())
     }
 
     #[test]
-    fn pdc3_merges_in_key_ranges_under_a_tight_budget() {
+    fn pdc3_merges_in_key_ranges_under_a_tight_budget() -> TestResult {
         let s = shape(1 << 26, 4);
         let dc3 = |rounds, budget| Config {
             algo: Algo::Dc3,
@@ -661,20 +665,21 @@ mod tests {
             },
             ..config(budget)
         };
-        let free = choose(&dc3(0, None), &s, "").unwrap();
+        let free = choose(&dc3(0, None), &s, "")?;
         assert_eq!(free.knobs.merge_rounds, 0, "one range without a budget");
         // Below one range's need: key ranges before any exchange rounds.
-        let tight = choose(&dc3(0, Some(free.peak - 1)), &s, "").unwrap();
+        let tight = choose(&dc3(0, Some(free.peak - 1)), &s, "")?;
         assert!(tight.knobs.merge_rounds >= 4, "{tight:?}");
         assert_eq!(tight.knobs.round_bytes, None, "{tight:?}");
         assert!(tight.summary().contains("merging in"), "{tight:?}");
         // The leanest plan merges in 64 ranges.
-        let leanest = choose(&dc3(0, Some(free.leanest)), &s, "").unwrap();
+        let leanest = choose(&dc3(0, Some(free.leanest)), &s, "")?;
         assert_eq!(leanest.knobs.merge_rounds, 64, "{leanest:?}");
         // A configured number of ranges is kept.
-        let fixed = choose(&dc3(2, None), &s, "").unwrap();
+        let fixed = choose(&dc3(2, None), &s, "")?;
         assert_eq!(fixed.knobs.merge_rounds, 2);
         assert!(fixed.peak < free.peak);
+        Ok(())
     }
 
     /// The model against peaks measured on the fullest pe (`-v`, `--stats`; local runs at

@@ -755,11 +755,14 @@ mod tests {
 
     use super::*;
 
-    fn scratch(tag: &str) -> PathBuf {
+    /// What a test that sets up files returns: any setup error fails it.
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    fn scratch(tag: &str) -> std::io::Result<PathBuf> {
         let d = std::env::temp_dir().join(format!("psa-output-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+        std::fs::create_dir_all(&d)?;
+        Ok(d)
     }
 
     #[test]
@@ -774,12 +777,12 @@ mod tests {
     }
 
     #[test]
-    fn plan_refuses_what_is_not_ours() {
-        let d = scratch("plan");
+    fn plan_refuses_what_is_not_ours() -> TestResult {
+        let d = scratch("plan")?;
         let input = d.join("in.txt");
-        std::fs::write(&input, b"abc").unwrap();
+        std::fs::write(&input, b"abc")?;
         let link = d.join("link");
-        std::os::unix::fs::symlink(&input, &link).unwrap();
+        std::os::unix::fs::symlink(&input, &link)?;
         for out in [input.clone(), link.clone(), d.join(".").join("in.txt")] {
             let e = plan(&out, &[&input], false, "output", 1).unwrap_err();
             assert!(matches!(e, Error::Usage(_)), "{out:?}: {e}");
@@ -787,16 +790,16 @@ mod tests {
         }
         // A hard link is the same file too.
         let hard = d.join("hard");
-        std::fs::hard_link(&input, &hard).unwrap();
+        std::fs::hard_link(&input, &hard)?;
         assert!(plan(&input, &[&hard], false, "output", 1).is_err());
         let e = plan(&d, &[&input], false, "output", 1).unwrap_err();
         assert!(e.to_string().contains("directory"), "{e}");
         // A read-only file is kept unless forced.
         let ro = d.join("ro.sa");
-        std::fs::write(&ro, b"old").unwrap();
-        let mut perm = std::fs::metadata(&ro).unwrap().permissions();
+        std::fs::write(&ro, b"old")?;
+        let mut perm = std::fs::metadata(&ro)?.permissions();
         std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o444);
-        std::fs::set_permissions(&ro, perm).unwrap();
+        std::fs::set_permissions(&ro, perm)?;
         let e = plan(&ro, &[&input], false, "output", 1).unwrap_err();
         assert!(e.to_string().contains("read-only"), "{e}");
         assert!(matches!(
@@ -805,34 +808,35 @@ mod tests {
         ));
         // Devices and FIFOs are written through.
         assert_eq!(
-            plan(Path::new("/dev/null"), &[&input], false, "output", 1).unwrap(),
+            plan(Path::new("/dev/null"), &[&input], false, "output", 1)?,
             Dest::Through {
                 target: PathBuf::from("/dev/null")
             }
         );
         // A link to a new file's place is followed: the temporary file goes beside the target.
         let fresh = d.join("sub");
-        std::fs::create_dir(&fresh).unwrap();
+        std::fs::create_dir(&fresh)?;
         let target = fresh.join("real.sa");
-        std::fs::write(&target, b"old").unwrap();
+        std::fs::write(&target, b"old")?;
         let l2 = d.join("l2");
-        std::os::unix::fs::symlink(&target, &l2).unwrap();
-        match plan(&l2, &[&input], false, "output", 7).unwrap() {
+        std::os::unix::fs::symlink(&target, &l2)?;
+        match plan(&l2, &[&input], false, "output", 7)? {
             Dest::Staged { tmp, target: t } => {
-                assert_eq!(t, std::fs::canonicalize(&target).unwrap());
+                assert_eq!(t, std::fs::canonicalize(&target)?);
                 assert_eq!(tmp.parent(), t.parent());
             }
             other => panic!("{other:?}"),
         }
         let _ = std::fs::remove_dir_all(&d);
+        Ok(())
     }
 
     #[test]
-    fn exclusive_create_and_stale_cleanup() {
-        let d = scratch("stale");
+    fn exclusive_create_and_stale_cleanup() -> TestResult {
+        let d = scratch("stale")?;
         let target = d.join("out.sa");
-        let dest = plan(&target, &[], false, "output", 42).unwrap();
-        let s = Staged::create(dest.clone(), 10, "output").unwrap();
+        let dest = plan(&target, &[], false, "output", 42)?;
+        let s = Staged::create(dest.clone(), 10, "output")?;
         // The same name again (two runs with one tag) is refused, not shared.
         assert!(Staged::create(dest.clone(), 10, "output").is_err());
         // A live run's file is locked and stays; an old unlocked one goes.
@@ -840,25 +844,21 @@ mod tests {
             panic!()
         };
         let old = SystemTime::now() - Duration::from_secs(3600);
-        File::options()
-            .write(true)
-            .open(tmp)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        File::options().write(true).open(tmp)?.set_modified(old)?;
         remove_stale_partials(&target);
         assert!(tmp.exists(), "a locked (living) partial file was removed");
         let dead = d.join(partial_name(std::ffi::OsStr::new("out.sa"), 7));
-        let f = File::create(&dead).unwrap();
-        f.set_modified(old).unwrap();
+        let f = File::create(&dead)?;
+        f.set_modified(old)?;
         drop(f);
         let other = d.join(partial_name(std::ffi::OsStr::new("other.sa"), 7));
-        File::create(&other).unwrap().set_modified(old).unwrap();
+        File::create(&other)?.set_modified(old)?;
         remove_stale_partials(&target);
         assert!(!dead.exists(), "a dead run's partial file stayed");
         assert!(other.exists(), "another output's partial file was removed");
         drop(s);
         assert!(!tmp.exists(), "drop left the temporary file");
         let _ = std::fs::remove_dir_all(&d);
+        Ok(())
     }
 }
