@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# scripts/device-bench.sh — psa's scaling benchmark on the 16-core GPU host.
+# scripts/device-bench.sh — psa's scaling benchmark on a GPU compute node (16 cores here).
 #
-# That host has no Rust, no network and no Python packages; it gets the working tree plus at
-# most 64 MiB of carried, git-ignored files. So, here first:
+# Such a node may have no Rust, no network and no Python packages, so build on a machine that
+# has them first:
 #
 #   scripts/device-pack.sh --clean-build        # -> corpora/device/ (stripped binaries, xz slices)
 #
-# then copy the repository with corpora/device/ to the GPU node and run there, from its root:
+# then copy the repository with corpora/device/ (at most 64 MiB) to the GPU node and run there,
+# from its root:
 #
 #   bash scripts/device-bench.sh                                  # dna-32MB + worst cases
 #   bash scripts/device-bench.sh --worst-mb 0 english-32MB
-#   (also in the pack: source-32MB django-64MB). One corpus per command keeps each run within
-#   about 10 minutes: psa runs 2 algorithms × 5 process counts × 3 repetitions on each.
+#   (also in the pack: source-32MB django-64MB). One corpus per command keeps each command
+#   within about 10 minutes: psa runs 2 algorithms × 5 process counts × 3 repetitions on each.
 #
 # It unpacks the slices (checking their sha256), generates the worst-case inputs with python3,
 # checks that the binaries load and that mpirun works (falling back to settings that work in
 # containers), then runs scripts/bench.sh --no-build: libsais with 1 and all (16) threads, psa
 # dc3 and css at p = 1 2 4 8 16 with p × threads = cores, medians of 3, byte-for-byte comparison
-# with libsais, and the worst cases at p = 16. Results go to $OUT (or bench-results/device/):
-# the same .csv/.md/-runs.jsonl/.svg as bench.sh, plus logs/ and the environment it found.
-# Stops starting runs after --budget-s seconds (default 480) so the command ends within its
-# 10 minutes; what was not run is listed in the report.
+# with libsais, and the worst cases at p = 16. Results go to the folder named by the environment
+# variable OUT (default bench-results/device/): the same .csv/.md/-runs.jsonl/.svg as bench.sh,
+# plus logs/ and the environment it found. Stops starting runs after --budget-s seconds (default
+# 480), so that a command fits a job's time limit; what was not run is listed in the report.
 #
 # Options (anything else is passed to scripts/bench.sh, e.g. --reps 5, --algos "dc3 css dc3+gpu"):
 #   --pack DIR        what device-pack.sh made [corpora/device]

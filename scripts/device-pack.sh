@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/device-pack.sh — prepare what scripts/device-bench.sh needs on the GPU host, which has
-# no Rust and no network; the pack stays within 64 MiB so that it is quick to copy there.
+# scripts/device-pack.sh — prepare what scripts/device-bench.sh needs on a GPU compute node
+# without Rust or network access; the pack stays within 64 MiB so that it is quick to copy there.
 #
 #   scripts/device-pack.sh [--clean-build | --no-build] [--features gpu] [--out DIR] [CORPUS...]
 #
@@ -67,7 +67,11 @@ esac
 BASELINE=$BIN/examples/sais-baseline
 [[ -x $BIN/psa && -x $BASELINE ]] || die "no binaries in $BIN (psa, examples/sais-baseline)"
 
-rm -rf "$OUTDIR"
+# Only a pack of this script's own (its BUILD_INFO) is replaced; any other folder must be empty.
+if [[ -e "$OUTDIR" && ! -f "$OUTDIR/BUILD_INFO" && -n "$(ls -A "$OUTDIR" 2>/dev/null)" ]]; then
+  die "--out $OUTDIR exists and is not a pack of this script's (no BUILD_INFO): choose an empty or new folder"
+fi
+[[ ! -e "$OUTDIR/BUILD_INFO" ]] || rm -rf "$OUTDIR/bin" "$OUTDIR/lib" "$OUTDIR/corpora" "$OUTDIR/BUILD_INFO"
 mkdir -p "$OUTDIR/bin" "$OUTDIR/lib" "$OUTDIR/corpora"
 strip -o "$OUTDIR/bin/psa" "$BIN/psa"
 strip -o "$OUTDIR/bin/sais-baseline" "$BASELINE"

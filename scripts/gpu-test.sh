@@ -4,14 +4,14 @@
 # The GPU machine (CUDA driver + NVRTC, Open MPI, no Rust) gets prebuilt binaries. This script
 #   1. builds `psa` and the example `gpu-sort-bench` with --features gpu, and the GPU test
 #      binary (tests/gpu.rs) without running it;
-#   2. copies stripped binaries into .gpu-carry/ (ignored by git through .git/info/exclude),
-#      small enough to carry (the debug info makes the unstripped ones ~50 MB each);
+#   2. copies stripped binaries into .gpu-carry/ (ignored by git, see .gitignore), small
+#      enough to copy quickly (the debug info makes the unstripped ones ~50 MB each);
 #   3. prints the commands to run on the GPU machine.
 #
 # Usage: scripts/gpu-test.sh            build and print the run commands
 #        scripts/gpu-test.sh --run      also run them here (on a machine that has a GPU)
 #
-# On the GPU machine, from the repository root (with .gpu-carry/ copied along):
+# On the GPU machine, from the repository root (with .gpu-carry/ copied there):
 #   .gpu-carry/gpu-tests --test-threads=1          GPU == CPU for every size/pattern; each test
 #                                                  prints "skipped: no GPU" if there is none
 #   .gpu-carry/gpu-sort-bench --sizes 1e8,1e9      GPU sort vs voracious_mt_sort (16 threads)
@@ -34,10 +34,6 @@ if [[ -z "$test_exe" ]]; then
 fi
 
 mkdir -p .gpu-carry
-# The exclude file of this checkout (a worktree's .git is a file naming its git directory).
-exclude=$(git rev-parse --git-path info/exclude 2>/dev/null || echo .git/info/exclude)
-mkdir -p "$(dirname "$exclude")"
-grep -qx '/.gpu-carry/' "$exclude" 2>/dev/null || echo '/.gpu-carry/' >>"$exclude"
 strip -o .gpu-carry/psa target/release/psa
 strip -o .gpu-carry/gpu-sort-bench target/release/examples/gpu-sort-bench
 strip -o .gpu-carry/gpu-tests "$test_exe"
@@ -46,7 +42,7 @@ ls -l .gpu-carry
 
 cat <<'EOF'
 
-On the GPU machine (repository root, .gpu-carry/ carried along):
+On the GPU machine (repository root, .gpu-carry/ copied there):
   .gpu-carry/gpu-tests --test-threads=1
   .gpu-carry/gpu-sort-bench --sizes 1e8,1e9 --threads 16
   mpirun --allow-run-as-root -n 2 .gpu-carry/psa --gpu --check -o gpu.sa INPUT

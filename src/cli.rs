@@ -59,7 +59,8 @@ renamed when complete, so OUTPUT never holds a partial result. A device or FIFO 
 written through. psa refuses to overwrite its input, a directory or special file, and (without
 --force) a read-only file. Exit status: 0 on success, 1 on any error (reported once, by the
 lowest pe that failed), 2 for bad arguments, refused outputs and memory budgets too small for
-the leanest plan (all found before the input is read).
+the leanest plan (all found before the input is read), 101 for an internal error (a bug: the
+message says \"internal error\"; please report it).
 Test and tuning switches (--force-wide, --index-bits, --css-*, --no-gpu-pool, --mpi-max-count, --gpu-*, …) are
 not listed here (see README, Tests); --stats and -v show every setting of a run.
 Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phases).";
@@ -117,7 +118,7 @@ pub struct Cli {
     #[arg(long)]
     pub force: bool,
     /// Use the GPU (pe r uses device r mod device count; build with --features gpu): a text that
-    /// fits pe 0's device (about free memory / 63 characters) is built whole there, at p > 1
+    /// fits pe 0's device (about free memory / 19 characters) is built whole there, at p > 1
     /// streamed through pe 0 and back; larger texts run the distributed algorithm with local sorts,
     /// base cases and recursion levels that fit on the GPU
     #[arg(long)]

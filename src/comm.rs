@@ -32,6 +32,13 @@ pub fn abort_world(code: i32) -> ! {
     SimpleCommunicator::world().abort(code)
 }
 
+/// This process's rank in the world communicator while MPI runs (initialised and not yet
+/// finalised), else None. Local; safe from a panic hook on any thread.
+pub fn world_rank_if_running() -> Option<usize> {
+    let running = mpi::environment::is_initialized() && !mpi::environment::is_finalized();
+    running.then(|| SimpleCommunicator::world().rank() as usize)
+}
+
 /// A communicator with byte accounting. All methods are collective unless said otherwise:
 /// every pe of the communicator must call them in the same order.
 pub struct Comm {

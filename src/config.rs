@@ -276,9 +276,9 @@ impl Default for GpuOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PinMethod {
     /// An anonymous mapping asked for transparent huge pages, touched by the rayon pool, then
-    /// `cuMemHostRegister`ed (the default: 0.095 s per 1.6 GB).
+    /// `cuMemHostRegister`ed (the default: huge pages, touched in parallel, pin faster).
     Register,
-    /// `cuMemHostAlloc`: the driver maps, zeroes and pins 4 KiB pages, on one thread (0.71 s).
+    /// `cuMemHostAlloc`: the driver maps, zeroes and pins 4 KiB pages, on one thread.
     Alloc,
 }
 

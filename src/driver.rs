@@ -203,7 +203,7 @@ impl EarlyFiles {
     fn create(ctx: &Ctx, job: &Job, inputs: &[&Path], sequence: bool) -> Result<EarlyFiles> {
         let comm = &ctx.comm;
         let clash = match comm.rank() {
-            0 => same_files(job),
+            0 => same_files(job, sequence),
             _ => None,
         };
         if comm.any(clash.is_some()) {
@@ -244,12 +244,19 @@ impl EarlyFiles {
     }
 }
 
-/// The files a job writes, by what messages call them: the SA (unless `--no-sa`), `--stats`,
-/// the BWT and its primary index file, the LCP array.
-fn job_files(job: &Job) -> Vec<(String, PathBuf)> {
+/// The files a job writes, by what messages call them: the SA (unless `--no-sa`) and the index
+/// files beside it (T's own only for `sequence` input), `--stats`, the BWT and its primary index
+/// file, the LCP array.
+fn job_files(job: &Job, sequence: bool) -> Vec<(String, PathBuf)> {
     let mut v = Vec::new();
     if job.write_sa {
-        v.push(("the output".to_string(), job.output.clone()));
+        let out = &job.output;
+        v.push(("the output".to_string(), out.clone()));
+        v.push(("its records table".into(), side_path(out, ".records.tsv")));
+        v.push(("its index file".into(), side_path(out, ".meta")));
+        if sequence {
+            v.push(("its text file".into(), side_path(out, ".text")));
+        }
     }
     if let Some(p) = &job.stats {
         v.push(("--stats".into(), p.clone()));
@@ -268,8 +275,8 @@ fn job_files(job: &Job) -> Vec<(String, PathBuf)> {
 }
 
 /// Two of the job's files that end up at one file, as a message (local; pe 0 asks).
-fn same_files(job: &Job) -> Option<String> {
-    let files = job_files(job);
+fn same_files(job: &Job, sequence: bool) -> Option<String> {
+    let files = job_files(job, sequence);
     for (i, (what_a, a)) in files.iter().enumerate() {
         for (what_b, b) in &files[i + 1..] {
             if crate::io::output::same_destination(a, b) {

@@ -150,13 +150,10 @@ pub fn backend_for(ctx: &Ctx) -> Result<Box<dyn LocalSort>> {
 /// usual). Replaces the panic hook of the process; the `psa` binary installs it at start-up.
 pub fn abort_on_panic() {
     std::panic::set_hook(Box::new(|info| {
-        use mpi::traits::Communicator;
-        let running = mpi::environment::is_initialized() && !mpi::environment::is_finalized();
-        if !running {
+        let Some(rank) = comm::world_rank_if_running() else {
             eprintln!("psa: internal error: {info}");
             return;
-        }
-        let rank = mpi::topology::SimpleCommunicator::world().rank();
+        };
         eprintln!("psa: internal error on pe {rank}: {info}");
         io::remove_partial_now();
         // No collective here: the other pes may be anywhere.

@@ -159,11 +159,20 @@ fn main() -> ExitCode {
     let size = world.size() as usize;
     let mut ctx = Ctx::new(world, config);
     if ctx.config.mem_per_pe.is_none() {
-        // Collective: every pe asks for the pes on its node.
+        // Collective: every pe asks for the pes on its node, then all take the smallest default
+        // (nodes differ, and so may their pes' counts and available memory): every pe must plan
+        // with the same budget, or their plans, and so their collectives, would differ.
         let local_pes = ctx.comm.local_size();
-        if let Some((bytes, from)) = budget::default_budget(&|v| std::env::var(v).ok(), local_pes) {
-            ctx.config.mem_per_pe = Some(bytes);
-            ctx.config.mem_per_pe_from = from;
+        let own = budget::default_budget(&|v| std::env::var(v).ok(), local_pes);
+        let least = ctx
+            .comm
+            .all_reduce_min(own.as_ref().map_or(u64::MAX, |b| b.0));
+        if least != u64::MAX {
+            ctx.config.mem_per_pe = Some(least);
+            ctx.config.mem_per_pe_from = match own {
+                Some((bytes, from)) if bytes == least => from,
+                _ => "the smallest default over the pes".into(),
+            };
         }
     }
     // The library's parallel work runs on the calling thread when its pool has the context's

@@ -24,7 +24,7 @@ enum Base {
     /// `--base-case N`: with a small N the distributed recursion runs down to tiny levels (with
     /// fewer characters than pes, empty pes, …). These runs also pass `--check`.
     Small(usize),
-    /// The default (2^20): every input in this table is gathered and solved on pe 0 at once.
+    /// The default (2^22): every input in this table is gathered and solved on pe 0 at once.
     Default,
 }
 
@@ -347,8 +347,10 @@ fn chunked_all_to_all() {
 
 /// `--exchange-round-bytes 4096` runs every exchange in rounds of at most 4 KiB per pe (the
 /// memory-lean path that a large input under a budget takes: the send buffer in round-major
-/// order, consumed from its end), on every input of the table at every p, down to tiny recursion
-/// levels; once also with `--mpi-max-count 7` inside the rounds. Results must stay exact. One
+/// order, consumed from its end), and sends records in steps of at most a round (up to 8 steps:
+/// the ranks handed up from a recursion, pCSS' names), on every input of the table at every p,
+/// down to tiny recursion levels; once also with `--mpi-max-count 7` inside the rounds. Results
+/// must stay exact. One
 /// test per algorithm, so that both run side by side.
 fn exchanges_in_rounds(algo: &str) {
     let mut failures = Vec::new();
@@ -643,7 +645,7 @@ fn css_finishes_without_prediction() {
         let want = oracle(text);
         let dir = TempDir::new(name);
         dir.write("input", text);
-        for p in [1usize, 2, 3, 7] {
+        for p in [1usize, 2, 3, 4, 7] {
             for extra in switches {
                 runs += 1;
                 if let Err(msg) = run_one(dir.path(), &want, p, "css", Base::Small(4), extra) {

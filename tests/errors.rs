@@ -727,10 +727,21 @@ fn output_that_is_the_input_is_refused() {
             );
         }
     }
-    // The same file for --stats and the output.
-    let o = run_psa(2, ["--stats", "x.sa", "-o", "./x.sa", "in.txt"], dir.path());
-    assert_eq!(o.code, Some(2), "{}", o.describe());
-    assert!(o.stderr.contains("same file"), "{}", o.describe());
+    // The same file for --stats and the output, or an index file beside it.
+    for stats in ["x.sa", "x.sa.meta", "x.sa.records.tsv"] {
+        let o = run_psa(2, ["--stats", stats, "-o", "./x.sa", "in.txt"], dir.path());
+        assert_eq!(o.code, Some(2), "--stats {stats}: {}", o.describe());
+        assert!(
+            o.stderr.contains("same file"),
+            "--stats {stats}: {}",
+            o.describe()
+        );
+        assert!(
+            partial_files(dir.path()).is_empty() && !dir.join("x.sa").exists(),
+            "--stats {stats}: {:?}",
+            dir.entries()
+        );
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::OnceLock;
 
 use psa::local::cpu::CpuSort;
-use psa::local::gpu::{GpuSort, MIN_GPU_KEYS};
+use psa::local::gpu::{GpuError, GpuSort, MIN_GPU_KEYS};
 use psa::local::{HostBuf, LocalSort};
 use psa::GpuOptions;
 
@@ -18,11 +18,17 @@ fn say(msg: &str) {
     let _ = writeln!(std::io::stderr(), "{msg}");
 }
 
-/// The shared GPU backend, or None (after saying why) when this machine has none.
+/// The shared GPU backend, or None (after saying why) when this machine has none: no CUDA
+/// driver, or a driver that sees no device. Any other failure to open one (NVRTC missing, an old
+/// device, a driver error) fails the test.
 fn gpu(test: &str) -> Option<&'static GpuSort> {
     static GPU: OnceLock<Result<GpuSort, String>> = OnceLock::new();
-    match GPU.get_or_init(|| GpuSort::open(0, 4, GpuOptions::default()).map_err(|e| e.to_string()))
-    {
+    let open = || match GpuSort::open(0, 4, GpuOptions::default()) {
+        Ok(g) => Ok(g),
+        Err(e @ (GpuError::NoDriver | GpuError::NoDevice)) => Err(e.to_string()),
+        Err(e) => panic!("{test}: a CUDA driver and device are present but cannot be used: {e}"),
+    };
+    match GPU.get_or_init(open) {
         Ok(g) => {
             // A GPU is there: the kernels must compile (a failure here is a real failure).
             g.prepare()

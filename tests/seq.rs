@@ -296,3 +296,43 @@ fn bad_input_names_file_and_line() {
         o.stderr
     );
 }
+
+/// A raw input whose name is not UTF-8 is found again by `psa query`; a damaged index (an SA
+/// entry not below n) is reported as damaged, with exit status 1, not as an internal error.
+#[test]
+fn query_reopens_any_name_and_reports_damage() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = TempDir::new("query_damage");
+    let t = b"abracadabra-abracadabra".to_vec();
+    let name = std::ffi::OsStr::from_bytes(b"t\xff.txt");
+    std::fs::write(dir.path().join(name), &t).unwrap();
+    let mut c = common::mpirun(1, PSA);
+    c.args(["-o", "t.sa"]).arg(name).current_dir(dir.path());
+    let built = c.output().unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let (ok, out, err) = query(dir.path(), &["t.sa", "abra"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out,
+        format!("abra\t{}\n", naive_find(&t, b"abra").len()),
+        "{err}"
+    );
+
+    // Every entry n (not below n): the search reads one at once.
+    let sa = dir.join("t.sa");
+    let width = std::fs::metadata(&sa).unwrap().len() as usize / t.len();
+    let n = (t.len() as u64).to_le_bytes();
+    let damaged: Vec<u8> = (0..t.len()).flat_map(|_| n[..width].to_vec()).collect();
+    std::fs::write(&sa, damaged).unwrap();
+    let o = Command::new(PSA)
+        .args(["query", "t.sa", "abra"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("damaged") && !err.contains("internal"),
+        "{err}"
+    );
+}

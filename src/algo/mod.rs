@@ -21,9 +21,12 @@ const PIECE_BYTES: usize = 1 << 20;
 
 /// Steps for sending `bytes` of records on this pe: 8 (each step an eighth of the records, two
 /// copies of it while it travels, beside the records not sent yet), fewer when a step would be
-/// below [`PIECE_BYTES`] on every pe. Collective (one reduction).
+/// below [`PIECE_BYTES`] on every pe — or below the exchange round (`--exchange-round-bytes`,
+/// [`crate::Comm::round_bytes`]) where that is smaller: a lean plan's small rounds, and the tests'
+/// tiny ones, which so reach the steps on small inputs. Collective (one reduction).
 pub(crate) fn pieces(ctx: &crate::Ctx, bytes: usize) -> usize {
-    let most = ctx.comm.all_reduce_max(bytes.div_ceil(PIECE_BYTES) as u64);
+    let piece = PIECE_BYTES.min(ctx.comm.round_bytes()).max(1);
+    let most = ctx.comm.all_reduce_max(bytes.div_ceil(piece) as u64);
     (most as usize).clamp(1, 8)
 }
 

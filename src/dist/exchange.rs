@@ -12,7 +12,7 @@ const CHUNK: usize = 1 << 16;
 
 /// Whether a loop over `len` records should run on the calling thread: with one thread per pe
 /// (the usual one pe per core) or little data, handing the loop to rayon's pool costs more than
-/// it saves (measured: about 15 % slower exchanges at p = 16 × 1 thread).
+/// it saves (its tasks and their joins, on a pool of one thread, only slow the loop).
 fn serial(len: usize) -> bool {
     len < CHUNK || rayon::current_num_threads() == 1
 }

@@ -62,8 +62,8 @@ impl SortKey for u128 {
 }
 
 /// Samples per pe (on average) used to choose splitters: with random sampling the expected excess
-/// of the fullest pe shrinks like 1/sqrt(samples per pe) (256 gave 1.13–1.17× at p = 16, and the
-/// fullest pe sets the pace). At most 2^18 samples in all, so the gathered sample stays small.
+/// of the fullest pe shrinks like 1/sqrt(samples per pe), and the fullest pe sets the pace. At
+/// most 2^18 samples in all, so the gathered sample stays small.
 fn samples_per_pe(p: usize) -> usize {
     ((1usize << 18) / p).clamp(64, 1024)
 }

@@ -202,6 +202,13 @@ impl Index {
             )));
         }
         let meta = IndexMeta::read(&meta_path)?;
+        if !(1..=8).contains(&meta.width) {
+            return Err(Error::Invalid(format!(
+                "'{}' gives {}-byte entries (1 to 8 are possible): it is damaged; build the index again",
+                meta_path.display(),
+                meta.width
+            )));
+        }
         let sa = map(out)?;
         let sa_len = sa.as_ref().map_or(0, |m| m.len()) as u64;
         if sa_len != meta.n * meta.width as u64 {
@@ -218,10 +225,11 @@ impl Index {
                 .inputs
                 .iter()
                 .map(|i| {
-                    let p = PathBuf::from(std::ffi::OsString::from(
-                        String::from_utf8_lossy(&i.absolute).into_owned(),
-                    ));
-                    (p, i.size)
+                    // The path's bytes as they were, whether or not they are UTF-8.
+                    let p = <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(
+                        i.absolute.clone(),
+                    );
+                    (PathBuf::from(p), i.size)
                 })
                 .collect(),
         };
@@ -246,13 +254,20 @@ impl Index {
         })
     }
 
-    /// SA[k].
-    fn sa(&self, k: usize) -> u64 {
+    /// SA[k], or an error where it is not below n (a damaged file).
+    fn sa(&self, k: usize) -> Result<u64> {
         let w = self.meta.width as usize;
         let sa = self.sa.as_deref().unwrap_or(&[]);
         let mut b = [0u8; 8];
         b[..w].copy_from_slice(&sa[k * w..(k + 1) * w]);
-        u64::from_le_bytes(b)
+        let v = u64::from_le_bytes(b);
+        if v >= self.meta.n {
+            return Err(Error::Invalid(format!(
+                "entry {k} of the suffix array is {v}, not below n = {}: the file is damaged; build the index again",
+                self.meta.n
+            )));
+        }
+        Ok(v)
     }
 
     /// A pattern as the build's case rule has it (upper-cased for sequence input without
@@ -265,24 +280,35 @@ impl Index {
     }
 
     /// The SA interval `[lo, hi)` of the suffixes that start with `pat` (already folded).
-    pub fn range(&self, pat: &[u8]) -> (usize, usize) {
+    /// Errors where an entry it reads is not below n (a damaged file).
+    pub fn range(&self, pat: &[u8]) -> Result<(usize, usize)> {
         let n = self.meta.n as usize;
-        let lo = partition(n, |k| self.text.cmp_at(self.sa(k), pat) == Ordering::Less);
-        let hi = lo
-            + partition(n - lo, |k| {
-                self.text.cmp_at(self.sa(lo + k), pat) != Ordering::Greater
-            });
-        (lo, hi)
+        let damaged = std::cell::Cell::new(None);
+        let cmp = |k: usize| match self.sa(k) {
+            Ok(pos) => self.text.cmp_at(pos, pat),
+            Err(e) => {
+                damaged.set(Some(e));
+                Ordering::Equal
+            }
+        };
+        let lo = partition(n, |k| cmp(k) == Ordering::Less);
+        let hi = lo + partition(n - lo, |k| cmp(lo + k) != Ordering::Greater);
+        match damaged.into_inner() {
+            Some(e) => Err(e),
+            None => Ok((lo, hi)),
+        }
     }
 
-    /// Where the suffixes `SA[lo..hi)` start, at most `max` of them, in text order.
-    pub fn locate(&self, (lo, hi): (usize, usize), max: usize) -> Vec<Hit> {
+    /// Where the suffixes `SA[lo..hi)` start, at most `max` of them, in text order. Errors where
+    /// an entry is not below n (a damaged file).
+    pub fn locate(&self, (lo, hi): (usize, usize), max: usize) -> Result<Vec<Hit>> {
         let mut pos: Vec<u64> = (lo..hi.min(lo.saturating_add(max)))
             .map(|k| self.sa(k))
-            .collect();
+            .collect::<Result<_>>()?;
         pos.sort_unstable();
         let recs = &self.meta.records;
-        pos.into_iter()
+        Ok(pos
+            .into_iter()
             .map(|p| {
                 let r = recs.partition_point(|r| r.start <= p).saturating_sub(1);
                 let offset = recs.get(r).map_or(p, |rec| p - rec.start.min(p));
@@ -292,7 +318,7 @@ impl Index {
                     text_offset: p,
                 }
             })
-            .collect()
+            .collect())
     }
 }
 

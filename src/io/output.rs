@@ -15,6 +15,8 @@ use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering as AtomicOrdering};
 use std::time::{Duration, SystemTime};
 
 use rayon::prelude::*;
@@ -253,19 +255,24 @@ fn reserve(f: &File, bytes: u64, dir: &Path) -> Result<()> {
 // ------------------------------------------------------------------------------------------------
 // Removal on SIGTERM / SIGINT / panic
 
-/// Temporary files a signal or a panic should remove (pe 0's; a few slots, set once each, so
-/// that the signal handler reads them without locks).
-/// (The SA, `--stats`, the index's text, records table and metadata, the BWT, its primary index
-/// and the LCP array: 8; 12 leave room.)
-static PARTIALS: [std::sync::OnceLock<std::ffi::CString>; 12] =
-    [const { std::sync::OnceLock::new() }; 12];
+/// Temporary files a signal or a panic should remove (pe 0's), each a NUL-terminated path in a
+/// slot that the signal handler reads without locks. A slot is taken when the file is created
+/// and given back when it is committed or removed (its path is then left allocated, never freed:
+/// a handler on another thread may be reading it). A job has at most 8 at once (the SA,
+/// `--stats`, the index's text, records table and metadata, the BWT, its primary index and the
+/// LCP array); a library caller that runs jobs one after another reuses the slots.
+static PARTIALS: [AtomicPtr<libc::c_char>; 16] = [const { AtomicPtr::new(ptr::null_mut()) }; 16];
 
 /// Removes every registered temporary file now (for the panic and out-of-memory handlers, which
 /// end the job with MPI_Abort before any destructor runs). Async-signal-safe.
 pub fn remove_partial_now() {
-    for p in PARTIALS.iter().filter_map(|s| s.get()) {
-        // SAFETY: p is a valid NUL-terminated path; unlink is async-signal-safe.
-        unsafe { libc::unlink(p.as_ptr()) };
+    for slot in &PARTIALS {
+        let p = slot.load(AtomicOrdering::SeqCst);
+        if !p.is_null() {
+            // SAFETY: p is a valid NUL-terminated path that is never freed; unlink is
+            // async-signal-safe.
+            unsafe { libc::unlink(p) };
+        }
     }
 }
 
@@ -279,18 +286,33 @@ extern "C" fn remove_partial_and_die(sig: libc::c_int) {
 }
 
 /// Makes SIGTERM and SIGINT (what mpirun, srun and scancel send) remove `tmp` before the process
-/// dies. Installs process-wide signal handlers on first use.
-fn remove_on_signal(tmp: &Path) {
-    let Ok(c) = std::ffi::CString::new(tmp.as_os_str().as_bytes()) else {
-        return;
+/// dies. Installs process-wide signal handlers on first use. Returns the slot taken (None when
+/// all are taken, or the path holds a NUL): give it back with [`forget_partial`].
+fn remove_on_signal(tmp: &Path) -> Option<usize> {
+    let c = std::ffi::CString::new(tmp.as_os_str().as_bytes()).ok()?;
+    let p = c.into_raw();
+    let free = |slot: &AtomicPtr<libc::c_char>| {
+        let (null, order) = (ptr::null_mut(), AtomicOrdering::SeqCst);
+        slot.compare_exchange(null, p, order, order).is_ok()
     };
-    if PARTIALS.iter().any(|s| s.set(c.clone()).is_ok()) {
-        let handler = remove_partial_and_die as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SAFETY: installing a handler that only makes async-signal-safe calls.
-        unsafe {
-            libc::signal(libc::SIGTERM, handler);
-            libc::signal(libc::SIGINT, handler);
-        }
+    let Some(taken) = PARTIALS.iter().position(free) else {
+        // SAFETY: p came from into_raw above and was stored nowhere.
+        drop(unsafe { std::ffi::CString::from_raw(p) });
+        return None;
+    };
+    let handler = remove_partial_and_die as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: installing a handler that only makes async-signal-safe calls.
+    unsafe {
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGINT, handler);
+    }
+    Some(taken)
+}
+
+/// Gives back a slot of [`remove_on_signal`]: its file was committed or removed.
+fn forget_partial(slot: Option<usize>) {
+    if let Some(k) = slot {
+        PARTIALS[k].store(ptr::null_mut(), AtomicOrdering::SeqCst);
     }
 }
 
@@ -303,6 +325,8 @@ pub struct Staged {
     dest: Dest,
     file: File,
     committed: bool,
+    /// Its slot among the files a signal removes ([`remove_on_signal`]).
+    slot: Option<usize>,
 }
 
 impl Staged {
@@ -327,11 +351,11 @@ impl Staged {
                             dir.display()
                         ))
                     })?;
-                remove_on_signal(tmp);
                 let staged = Staged {
                     dest: dest.clone(),
                     file: f,
                     committed: false,
+                    slot: remove_on_signal(tmp),
                 };
                 // SAFETY: flock on a file descriptor we own. Held until the file is closed.
                 unsafe { libc::flock(fd(&staged.file), libc::LOCK_EX | libc::LOCK_NB) };
@@ -366,6 +390,7 @@ impl Staged {
             dest,
             file,
             committed: false,
+            slot: None,
         })
     }
 
@@ -389,6 +414,7 @@ impl Staged {
                 .sync_all()
                 .map_err(|e| Error::io("write", tmp, e))?;
             std::fs::rename(tmp, target).map_err(|e| Error::io("rename output to", target, e))?;
+            forget_partial(self.slot.take());
             if let Some(d) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
                 // The rename itself made durable; not all file systems allow it (no error then).
                 let _ = File::open(d).and_then(|d| d.sync_all());
@@ -404,6 +430,7 @@ impl Drop for Staged {
         if let (false, Dest::Staged { tmp, .. }) = (self.committed, &self.dest) {
             let _ = std::fs::remove_file(tmp);
         }
+        forget_partial(self.slot.take());
     }
 }
 
@@ -763,6 +790,29 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d)?;
         Ok(d)
+    }
+
+    /// Files created one after another, each committed or dropped, each get a slot among the
+    /// files a signal removes (more files than slots), and give it back.
+    #[test]
+    fn signal_slots_are_given_back() -> TestResult {
+        let d = scratch("slots")?;
+        for k in 0..3 * PARTIALS.len() {
+            let target = d.join(format!("f{k}"));
+            let dest = plan(&target, &[], false, "test file", k as u64)?;
+            let mut f = Staged::create(dest, 0, "test file")?;
+            assert!(f.slot.is_some(), "file {k} got no slot");
+            f.write_all(b"x")?;
+            if k % 2 == 0 {
+                f.commit()?;
+                assert!(target.exists(), "file {k} not in place");
+            } else {
+                drop(f);
+                assert!(!target.exists(), "file {k} left behind");
+            }
+        }
+        std::fs::remove_dir_all(&d)?;
+        Ok(())
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub fn run(q: &Query, out: &mut impl Write) -> Result<QueryReport> {
         let answers: Vec<(String, u64)> = batch
             .par_iter()
             .map(|pat| answer(&index, pat, q.locate, max, q.json))
-            .collect();
+            .collect::<Result<_>>()?;
         for (text, count) in answers {
             matches += count;
             out.write_all(text.as_bytes()).map_err(write_err)?;
@@ -113,14 +113,20 @@ pub fn run(q: &Query, out: &mut impl Write) -> Result<QueryReport> {
     })
 }
 
-/// The lines answering one pattern, and its count.
-fn answer(index: &Index, pat: &[u8], locate: bool, max: usize, json: bool) -> (String, u64) {
+/// The lines answering one pattern, and its count. Errors where the index is damaged.
+fn answer(
+    index: &Index,
+    pat: &[u8],
+    locate: bool,
+    max: usize,
+    json: bool,
+) -> Result<(String, u64)> {
     let folded = index.fold(pat);
-    let range = index.range(&folded);
+    let range = index.range(&folded)?;
     let count = (range.1 - range.0) as u64;
     let shown = String::from_utf8_lossy(pat);
     let hits = match locate {
-        true => index.locate(range, max),
+        true => index.locate(range, max)?,
         false => Vec::new(),
     };
     let name = |r: usize| {
@@ -158,5 +164,5 @@ fn answer(index: &Index, pat: &[u8], locate: bool, max: usize, json: bool) -> (S
             s.push_str(&format!("{shown}\t{}\t{}\n", name(h.record), h.offset));
         }
     }
-    (s, count)
+    Ok((s, count))
 }

@@ -186,9 +186,8 @@ pub fn mpirun_exporting(p: usize, export: &[&str], exe: &OsStr) -> Command {
         .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
         // Quiet Open MPI's "help message aggregation" chatter and keep runs short on a busy box.
         .env("OMPI_MCA_orte_base_help_aggregate", "0")
-        // Shared memory through ob1 at once: letting Open MPI probe UCX first doubled the start
-        // of every job (0.2 → 0.4 s for a small one at p = 7 on 2 cores; the algorithm table
-        // took a quarter less time with ob1).
+        // Shared memory through ob1 at once: letting Open MPI probe UCX first doubles the start
+        // of every small job, and the tests start thousands.
         .env("OMPI_MCA_pml", "ob1")
         .env_remove("RUST_LOG")
         .arg("-n")

@@ -307,9 +307,9 @@ impl Staging {
 }
 
 /// Copies `src` into `dst` (same length) with the rayon pool, in tasks of `piece` bytes (at least
-/// 4096). 1 MiB, the default ([`GpuOptions::copy_piece`]), beat one share per thread (4 MiB of a
-/// 64 MiB staging buffer) and 16 MiB on the H100 host (2026-11-23,
-/// `bench-results/2026-11-23-h100-sort-copy-piece.md`): larger pieces balance worse.
+/// 4096). 1 MiB, the default ([`GpuOptions::copy_piece`]), is small enough that the threads'
+/// shares stay balanced (larger pieces, up to one share per thread, balance worse; see
+/// `bench-results/2026-11-23-h100-sort-copy-piece.md`).
 fn par_copy(dst: &mut [u8], src: &[u8], piece: usize) {
     let piece = piece.max(4096);
     dst.par_chunks_mut(piece)
