@@ -55,16 +55,7 @@ pub fn node_memory_per_pe(root: &Path, local_pes: usize) -> Option<Budget> {
             .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
             .map(|kb| (kb * 1024, "MemAvailable"))
     });
-    // cgroup v2, then v1; "max" or an absurd number means no limit.
-    let cgroup = [
-        "sys/fs/cgroup/memory.max",
-        "sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .filter_map(|p| read(p))
-    .filter_map(|s| s.trim().parse::<u64>().ok())
-    .find(|&b| b < 1 << 60)
-    .map(|b| (b, "the cgroup's memory limit"));
+    let cgroup = cgroup_limit(root).map(|b| (b, "the cgroup's memory limit"));
     let (node, what) = match (available, cgroup) {
         (Some(a), Some(c)) => Some(if c.0 < a.0 { c } else { a }),
         (a, c) => a.or(c),
@@ -78,6 +69,45 @@ pub fn node_memory_per_pe(root: &Path, local_pes: usize) -> Option<Budget> {
         Some(l) if l < per_pe.0 => (l, "ulimit -v".into()),
         _ => per_pe,
     })
+}
+
+/// The smallest memory limit over this process's cgroups (`proc/self/cgroup` under `root`): its
+/// own group's and every group's above it up to the hierarchy's root, in cgroup v2
+/// (`memory.max`) and v1 (`memory.limit_in_bytes` of the memory controller); without that file
+/// the roots' own. "max" or an absurd number means no limit. None when no group has one.
+fn cgroup_limit(root: &Path) -> Option<u64> {
+    let own = std::fs::read_to_string(root.join("proc/self/cgroup")).unwrap_or_default();
+    let mut files = vec![
+        root.join("sys/fs/cgroup/memory.max"),
+        root.join("sys/fs/cgroup/memory/memory.limit_in_bytes"),
+    ];
+    for line in own.lines() {
+        // "hierarchy-ID:controllers:path"; v2's controllers are empty.
+        let mut f = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let (base, file) = match controllers {
+            "" => (root.join("sys/fs/cgroup"), "memory.max"),
+            c if c.split(',').any(|c| c == "memory") => {
+                (root.join("sys/fs/cgroup/memory"), "memory.limit_in_bytes")
+            }
+            _ => continue,
+        };
+        let mut dir = base.join(path.trim_start_matches('/'));
+        while dir.starts_with(&base) && dir != base {
+            files.push(dir.join(file));
+            if !dir.pop() {
+                break;
+            }
+        }
+    }
+    files
+        .into_iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter_map(|s| s.trim().parse::<u64>().ok())
+        .filter(|&b| b < 1 << 60)
+        .min()
 }
 
 #[cfg(test)]
@@ -147,6 +177,43 @@ mod tests {
         }
         std::fs::remove_dir_all(&root)?;
         assert!(node_memory_per_pe(&root, 4).is_none());
+        Ok(())
+    }
+
+    /// The process's own cgroup and those above it count (a job's step inside a job's group),
+    /// in v2 and v1; the smallest limit binds, "max" is none.
+    #[test]
+    fn the_process_own_cgroups_limit_it() -> TestResult {
+        let root = std::env::temp_dir().join(format!("psa-cgroup-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("proc/self"))?;
+        std::fs::create_dir_all(root.join("sys/fs/cgroup/job/step"))?;
+        std::fs::write(root.join("proc/self/cgroup"), "0::/job/step\n")?;
+        std::fs::write(root.join("sys/fs/cgroup/job/step/memory.max"), "max\n")?;
+        std::fs::write(root.join("sys/fs/cgroup/job/memory.max"), "3000000000\n")?;
+        assert_eq!(cgroup_limit(&root), Some(3_000_000_000));
+        std::fs::write(
+            root.join("sys/fs/cgroup/job/step/memory.max"),
+            "2000000000\n",
+        )?;
+        assert_eq!(cgroup_limit(&root), Some(2_000_000_000));
+        // v1: the memory controller's hierarchy; other controllers' lines are not memory's.
+        std::fs::create_dir_all(root.join("sys/fs/cgroup/memory/slurm/uid_0"))?;
+        std::fs::write(
+            root.join("proc/self/cgroup"),
+            "5:cpu,cpuacct:/other\n4:memory:/slurm/uid_0\n",
+        )?;
+        std::fs::write(
+            root.join("sys/fs/cgroup/memory/slurm/memory.limit_in_bytes"),
+            "9223372036854771712\n",
+        )?;
+        std::fs::write(
+            root.join("sys/fs/cgroup/memory/slurm/uid_0/memory.limit_in_bytes"),
+            "1500000000\n",
+        )?;
+        assert_eq!(cgroup_limit(&root), Some(1_500_000_000));
+        std::fs::remove_dir_all(&root)?;
+        assert_eq!(cgroup_limit(&root), None);
         Ok(())
     }
 }

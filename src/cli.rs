@@ -59,7 +59,8 @@ renamed when complete, so OUTPUT never holds a partial result. A device or FIFO 
 written through. psa refuses to overwrite its input, a directory or special file, and (without
 --force) a read-only file. Exit status: 0 on success, 1 on any error (reported once, by the
 lowest pe that failed), 2 for bad arguments, refused outputs and memory budgets too small for
-the leanest plan (all found before the input is read), 101 for an internal error (a bug: the
+the leanest plan (found before the input is read; the budget's verdict on FASTA/FASTQ after a
+first scan that counts its characters), 101 for an internal error (a bug: the
 message says \"internal error\"; please report it).
 Test and tuning switches (--force-wide, --index-bits, --css-*, --no-gpu-pool, --mpi-max-count, --gpu-*, …) are
 not listed here (see README, Tests); --stats and -v show every setting of a run.
@@ -128,7 +129,7 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub kernel_cache: Option<PathBuf>,
     /// Memory each pe may use (e.g. 3G, 512M, 1.5G, 1024K, bytes): psa plans its work to stay
-    /// inside it and refuses, before reading the input, a run whose leanest plan cannot fit
+    /// inside it and refuses, before reading the input (FASTA/FASTQ: after counting it), a run whose leanest plan cannot fit
     /// [default: Slurm's SLURM_MEM_PER_CPU × SLURM_CPUS_PER_TASK or SLURM_MEM_PER_NODE / pes on the
     /// node, else the node's available memory / pes on the node]
     #[arg(long, value_name = "SIZE", value_parser = mem_size)]
@@ -424,7 +425,7 @@ pub struct QueryCli {
     /// Also report where each pattern occurs
     #[arg(long)]
     pub locate: bool,
-    /// Report at most K occurrences per pattern (with --locate) [default: all]
+    /// Report at most K occurrences per pattern (with --locate; K of them, not the first K in the text, listed in text order) [default: all]
     #[arg(long, value_name = "K")]
     pub max_hits: Option<usize>,
     /// One JSON object per pattern and line instead of TSV

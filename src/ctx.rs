@@ -52,10 +52,14 @@ pub struct Ctx {
 /// ~24 bytes a character there are small beside the fixed cost of a pe).
 pub const MIN_GATHER: usize = 1 << 16;
 
-/// Threads per pe by default: the cores this process may use over the pes on its node, at least 1.
+/// Threads per pe by default: the node's cores over the pes on it, at most the cores this process
+/// may run on (a pe bound to fewer, e.g. `--map-by slot:PE=4 --bind-to core`, gets those), at
+/// least 1.
 fn default_threads(local_pes: usize) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    (cores / local_pes.max(1)).max(1)
+    let mine = std::thread::available_parallelism().map_or(1, |c| c.get());
+    // SAFETY: sysconf only reads a system setting.
+    let node = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    (node / local_pes.max(1)).clamp(1, mine.max(1))
 }
 
 /// A value that may cross to another thread although its type says not: see [`Ctx::install`].

@@ -209,6 +209,20 @@ impl EarlyFiles {
         if comm.any(clash.is_some()) {
             return comm.agree(Err(Error::Usage(clash.unwrap_or_default())));
         }
+        // The outputs' paths judged now, before any input is parsed (their files are made once
+        // n is known): the input itself, a directory, a read-only file are refused at once.
+        let outputs = [
+            job.write_sa.then_some((&job.output, "output")),
+            job.bwt.as_ref().map(|p| (p, "BWT output")),
+            job.lcp.as_ref().map(|p| (p, "LCP output")),
+        ];
+        for (path, what) in outputs.into_iter().flatten() {
+            let planned = match comm.rank() {
+                0 => crate::io::output::plan(path, inputs, job.force, what, 0).map(|_| ()),
+                _ => Ok(()),
+            };
+            comm.agree(planned)?;
+        }
         let stats = match &job.stats {
             Some(p) => Some(SideFile::create(comm, p, inputs, job.force, "stats file")?),
             None => None,

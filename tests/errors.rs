@@ -727,6 +727,27 @@ fn output_that_is_the_input_is_refused() {
             );
         }
     }
+    // A FASTA input (parsed in a pass of its own before the text is built): its output paths
+    // are judged before that pass, the BWT's and the LCP array's too.
+    let fasta = dir.write("in.fa", b">r\nACGTACGTTGCA\n>s\nGGGACGT\n");
+    for p in [1, 3] {
+        for args in [
+            ["-o", "in.fa", "in.fa"],
+            ["--bwt", "in.fa", "in.fa"],
+            ["--lcp", "./in.fa", "in.fa"],
+        ] {
+            let o = run_psa(p, args, dir.path());
+            let ctx = format!("{args:?}, p = {p}");
+            assert_eq!(o.code, Some(2), "{ctx}: {}", o.describe());
+            assert!(o.stderr.contains("is the input"), "{ctx}: {}", o.describe());
+            assert!(!o.stderr.contains("scan done"), "{ctx}: {}", o.describe());
+            assert_eq!(
+                fs::read(&fasta).unwrap(),
+                b">r\nACGTACGTTGCA\n>s\nGGGACGT\n",
+                "{ctx}: the input changed"
+            );
+        }
+    }
     // The same file for --stats and the output, or an index file beside it.
     for stats in ["x.sa", "x.sa.meta", "x.sa.records.tsv"] {
         let o = run_psa(2, ["--stats", stats, "-o", "./x.sa", "in.txt"], dir.path());

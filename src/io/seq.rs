@@ -150,6 +150,14 @@ impl InputFile {
             let size = super::agreed_input_len(comm, p)?;
             let f = comm.agree(InputFile::open(p, opts.format))?;
             debug_assert_eq!(f.size, size as u64);
+            // Every pe must read it the same way (a gzip is streamed by pe 0, plain text parsed
+            // by all): copies that differ between nodes are refused.
+            if comm.all_reduce_min(u64::from(f.gzip)) != comm.all_reduce_max(u64::from(f.gzip)) {
+                return comm.agree(Err(Error::Invalid(format!(
+                    "{}: some pes see a gzip file and others do not: the input differs between nodes",
+                    p.display()
+                ))));
+            }
             files.push(f);
         }
         let raw = files.iter().any(|f| f.format == Format::Raw);
@@ -744,17 +752,26 @@ fn scan_gzip(comm: &Comm, file: &InputFile, keep_case: bool, piece: usize) -> Re
 }
 
 /// Pass 2: pe 0 decompresses the file again and every piece's characters go to their owners in
-/// `target` (the file's first character is T's `first`). Collective. Returns this pe's share.
+/// `target` (the file's characters are T's `span`, as pass 1 counted them). Collective. Returns
+/// this pe's share; an error on every pe where the file no longer gives `span`'s length (it
+/// changed between the passes).
 fn place_gzip(
     comm: &Comm,
     file: &InputFile,
     keep_case: bool,
     piece: usize,
-    first: u64,
+    span: std::ops::Range<u64>,
     target: &Layout,
 ) -> Result<Vec<u8>> {
     let mut mine = Vec::new();
-    let mut at = first as usize;
+    let mut at = span.start as usize;
+    let changed = || {
+        Error::Invalid(format!(
+            "input '{}' changed while being read (its first reading gave {} characters)",
+            file.path.display(),
+            span.end - span.start
+        ))
+    };
     // One round per piece: pe 0 says whether a piece follows (1), the stream ended (0) or failed
     // (2), then the piece is placed. The other pes follow pe 0's word.
     let round = |comm: &Comm, kept: &[u8], at: &mut usize, mine: &mut Vec<u8>| {
@@ -767,14 +784,18 @@ fn place_gzip(
     };
     if comm.rank() == 0 {
         let r = stream_gzip(file, keep_case, piece, |kept| {
+            if (at + kept.len()) as u64 > span.end {
+                return Err(changed());
+            }
             round(comm, kept, &mut at, &mut mine);
             Ok(())
         });
+        let r = r.and_then(|_| match at as u64 == span.end {
+            true => Ok(()),
+            false => Err(changed()),
+        });
         let mut go = if r.is_ok() { 0u64 } else { 2 };
         comm.broadcast(&mut go, 0);
-        let r = r.map(|part| {
-            debug_assert_eq!(first + part.total, at as u64);
-        });
         comm.agree(r)?;
     } else {
         loop {
@@ -1013,7 +1034,11 @@ fn place_all(
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let mut text = Vec::with_capacity(layout.local_len(me));
-    for (f, (first, how)) in files.iter().zip(pending) {
+    // Where each file's characters end in T: where the next one's start (the last's at base).
+    let ends: Vec<u64> = (pending.iter().skip(1).map(|&(first, _)| first))
+        .chain([base])
+        .collect();
+    for ((f, (first, how)), end) in files.iter().zip(pending).zip(ends) {
         let first = first as usize;
         match how {
             Pending::Raw => {
@@ -1044,7 +1069,8 @@ fn place_all(
                 text.extend(place(comm, at, &kept, &layout));
             }
             Pending::Gzip => {
-                let got = place_gzip(comm, f, opts.keep_case, piece, first as u64, &layout)?;
+                let span = first as u64..end;
+                let got = place_gzip(comm, f, opts.keep_case, piece, span, &layout)?;
                 text.extend(got);
             }
         }
