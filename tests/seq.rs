@@ -336,3 +336,36 @@ fn query_reopens_any_name_and_reports_damage() {
         "{err}"
     );
 }
+
+/// Patterns that are empty match nowhere useful: an empty one on the command line is refused
+/// (exit 2), empty reads of a patterns file and blank lines before its first record are skipped,
+/// and on a sequence index spaces and tabs around a pattern are no part of it.
+#[test]
+fn query_skips_empty_and_padded_patterns() {
+    let dir = TempDir::new("query_empty");
+    dir.write("g.fa", b">a\nACGTACGTTT\n>b\nGGACGT\n");
+    let mut c = common::mpirun(1, PSA);
+    c.args(["-o", "g.sa", "g.fa"]).current_dir(dir.path());
+    let built = c.output().unwrap();
+    assert!(built.status.success(), "{built:?}");
+
+    let o = Command::new(PSA)
+        .args(["query", "g.sa", ""])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("empty pattern"), "{err}");
+
+    // Two blank lines, an empty read, a read: only the read is answered.
+    dir.write("r.fq", b"\n\n@e\n\n+\n\n@r\nACGT\n+\nIIII\n");
+    let (ok, out, err) = query(dir.path(), &["g.sa", "--patterns", "r.fq"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "ACGT\t3\n", "{err}");
+
+    dir.write("p.txt", b"ACGT \n\tGGA\n \n");
+    let (ok, out, err) = query(dir.path(), &["g.sa", "--patterns", "p.txt"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "ACGT\t3\nGGA\t1\n", "{err}");
+}

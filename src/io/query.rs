@@ -46,8 +46,9 @@ pub struct QueryReport {
 /// Patterns per batch: answered in parallel, written in order.
 const BATCH: usize = 1 << 14;
 
-/// Reads a patterns file: a FASTA or FASTQ file's sequences (by its first byte, `>` or `@`),
-/// else one pattern a line (empty lines skipped, a `\r` before the line break dropped).
+/// Reads a patterns file: a FASTA or FASTQ file's sequences (by its first byte that is not
+/// whitespace, `>` or `@`; empty records skipped), else one pattern a line (empty lines skipped, a
+/// `\r` before the line break dropped).
 pub fn read_patterns(path: &Path) -> Result<Vec<Vec<u8>>> {
     let mut bytes = std::fs::read(path).map_err(|e| Error::io("read patterns", path, e))?;
     if bytes.starts_with(&[0x1f, 0x8b]) {
@@ -59,8 +60,8 @@ pub fn read_patterns(path: &Path) -> Result<Vec<Vec<u8>>> {
             })?;
         bytes = plain;
     }
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
-    let format = match first {
+    let lead = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    let format = match bytes.get(lead).copied() {
         Some(b'>') => Format::Fasta,
         Some(b'@') => Format::Fastq,
         _ => {
@@ -76,10 +77,14 @@ pub fn read_patterns(path: &Path) -> Result<Vec<Vec<u8>>> {
         keep_case: true,
         ..SeqOptions::default()
     };
+    // Blank lines before the first record are no part of it (FASTQ's parser wants a record at
+    // once); its line numbers then count from the first record.
+    bytes.drain(..lead);
     let (t, records) = text_of(&[(bytes, format)], &opts)
         .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
     Ok(records
         .iter()
+        .filter(|r| r.len > 0)
         .map(|r| t[r.start as usize..(r.start + r.len) as usize].to_vec())
         .collect())
 }
@@ -88,9 +93,26 @@ pub fn read_patterns(path: &Path) -> Result<Vec<Vec<u8>>> {
 pub fn run(q: &Query, out: &mut impl Write) -> Result<QueryReport> {
     let t0 = std::time::Instant::now();
     let index = Index::open(&q.index)?;
+    if q.patterns.iter().any(|p| p.is_empty()) {
+        return Err(Error::Usage(
+            "an empty pattern occurs at every position: give patterns of at least one character"
+                .into(),
+        ));
+    }
     let mut patterns = q.patterns.clone();
     if let Some(f) = &q.patterns_file {
         patterns.extend(read_patterns(f)?);
+    }
+    if index.meta.sequence {
+        // A sequence text holds no whitespace: a pattern's surrounding spaces and tabs are no part
+        // of it (and one left with nothing is no pattern).
+        for p in &mut patterns {
+            let t = p.trim_ascii();
+            if t.len() != p.len() {
+                *p = t.to_vec();
+            }
+        }
+        patterns.retain(|p| !p.is_empty());
     }
     let max = q.max_hits.unwrap_or(usize::MAX);
     let mut matches = 0u64;
