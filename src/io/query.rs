@@ -144,12 +144,7 @@ fn answer(
     json: bool,
 ) -> Result<(String, u64)> {
     let folded = index.fold(pat);
-    // In a sequence index `$` ends every record: a pattern holding one would match across the
-    // end of a record, so it occurs in none.
-    let range = match index.meta.sequence && folded.contains(&b'$') {
-        true => (0, 0),
-        false => index.range(&folded)?,
-    };
+    let range = index.range(&folded)?;
     let count = (range.1 - range.0) as u64;
     let shown = String::from_utf8_lossy(pat);
     let hits = match locate {
