@@ -117,7 +117,8 @@ fn single_files_match_the_reference() {
 }
 
 /// Corner files: empty, only a header, only blank lines, one record without a line break,
-/// headers with no name, one-byte lines, a name and a read each longer than a pe's range.
+/// headers with no name, one-byte lines, a name and a read each longer than a pe's range, FASTQ
+/// files that end in blank lines (after an empty read; over several pes' ranges).
 #[test]
 fn corner_files() {
     mpi_test(|comm| {
@@ -132,6 +133,9 @@ fn corner_files() {
             ("o.fa", b">r\nA\nc\nG\nt\nN\n"),
             ("q.fq", b"@\n\n+\n\n"),
             ("q2.fq", b"@r\nA\n+\n!"),
+            ("t.fq", b"@r\nAC\n+\nII\n\n \r\n\n"),
+            ("t2.fq", b"@\n\n+\n\n\n\n"),
+            ("t3.fq", b"\n \n\n"),
         ];
         // Names and reads longer than a pe's range: a name and a FASTQ record over several pes.
         let long_fa = format!(">{} d\nACGT\n>{}\nGG\n", "n".repeat(200), "m".repeat(150));
@@ -143,6 +147,11 @@ fn corner_files() {
         let mut cases: Vec<(&str, Vec<u8>)> = cases.iter().map(|(n, b)| (*n, b.to_vec())).collect();
         cases.push(("long.fa", long_fa.into_bytes()));
         cases.push(("long.fq", long_fq.into_bytes()));
+        // Blank lines that fill whole pes' ranges after the last record.
+        cases.push((
+            "tail.fq",
+            format!("@r\nAC\n+\nII\n{}", "\n".repeat(300)).into_bytes(),
+        ));
         for (k, (name, bytes)) in cases.iter().enumerate() {
             for piece in [1, 3] {
                 let case = one(name, bytes.to_vec(), SeqOptions::default(), piece);

@@ -261,6 +261,17 @@ fn bad_input_names_file_and_line() {
             .into_bytes(),
             "long.fq: line 8: the quality line has 299 characters but the sequence has 300",
         ),
+        (
+            "blank.fq",
+            b"@a\nACGT\n+\nIIII\n\n@b\nA\n+\nI\n".to_vec(),
+            "blank.fq: line 5: blank line or whitespace where a FASTQ record ('@') should start",
+        ),
+        (
+            // The blank lines fill pes' ranges at p = 7; the record after them lies on the last.
+            "blanks.fq",
+            format!("@a\nAC\n+\nII\n{}@b\nA\n+\nI\n", "\n".repeat(200)).into_bytes(),
+            "blanks.fq: line 5: blank line or whitespace where a FASTQ record ('@') should start",
+        ),
     ];
     for (name, bytes, msg) in &cases {
         std::fs::write(dir.join(name), bytes).unwrap();

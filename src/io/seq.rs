@@ -200,6 +200,9 @@ struct State {
     qual: u64,
     /// FASTQ: the current record began before this piece (its counts are pieces).
     partial: bool,
+    /// FASTQ: a blank line came where a record should start, at this line; from there on only
+    /// whitespace may follow (a file may end in blank lines, a record may not follow one).
+    trailing: Option<u64>,
 }
 
 /// A piece of a record's name: the start of a record, or the rest of a header cut by a pe
@@ -285,7 +288,23 @@ impl Parser {
     fn feed(&mut self, bytes: &[u8], out: &mut Parsed) -> Parse<()> {
         let mut i = 0;
         while i < bytes.len() {
+            if let Some(line) = self.st.trailing {
+                return match bytes[i..].iter().all(|&b| is_space(b)) {
+                    true => Ok(()),
+                    false => Err(LineError {
+                        line,
+                        msg: TRAILING.into(),
+                    }),
+                };
+            }
             if self.st.at_line_start {
+                if self.format == Format::Fastq
+                    && self.st.line.is_multiple_of(4)
+                    && is_space(bytes[i])
+                {
+                    self.st.trailing = Some(self.st.line);
+                    continue;
+                }
                 i += self.start_line(bytes[i], out)?;
             }
             let end = bytes[i..]
@@ -321,7 +340,6 @@ impl Parser {
                     self.begin_record(out);
                     Ok(1)
                 }
-                (0, b'\n') => self.error("empty line where a FASTQ record ('@') should start"),
                 (0, _) => self.error(format!(
                     "a FASTQ record starts with '@', not {} (is this a FASTQ file?)",
                     shown(b)
@@ -489,6 +507,10 @@ impl Parser {
     }
 }
 
+/// A FASTQ file's blank line followed by more records.
+const TRAILING: &str =
+    "blank line or whitespace where a FASTQ record ('@') should start (only blank lines may end the file)";
+
 fn quality_mismatch(seq: u64, qual: u64) -> String {
     format!("the quality line has {qual} characters but the sequence has {seq}")
 }
@@ -530,6 +552,39 @@ fn line_starts_summary(halo: Option<u8>, bytes: &[u8], first: u64) -> (u64, u64,
     (newlines, last, header)
 }
 
+/// Where a plain FASTQ file's records end (a byte offset): after the line break that ends the
+/// record holding the file's last line with a byte that is not whitespace, when the file has that
+/// line break; else (an incomplete record, left to the parser's errors) at its end. Only blank
+/// lines may follow (a file may end in some); the pes parse up to there. Collective: `bytes` is
+/// this pe's range of the file from offset `a`.
+fn fastq_end(comm: &Comm, bytes: &[u8], a: usize) -> usize {
+    let newlines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    let before = comm.exscan_sum(newlines);
+    // 1 + the line of this pe's last byte that is not whitespace (0: none).
+    let last = bytes.iter().rposition(|&b| !is_space(b)).map_or(0, |k| {
+        before + bytes[..k].iter().filter(|&&b| b == b'\n').count() as u64 + 1
+    });
+    let last = comm.all_reduce_max(last);
+    // The records' lines: up to the end of the record of that line (none: an empty text).
+    let lines = last.div_ceil(4) * 4;
+    // The line break that ends line `lines` - 1: the lines-th of the file.
+    let cut = match lines.checked_sub(before) {
+        Some(k) if k > 0 && k <= newlines => bytes
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| b == b'\n')
+            .nth(k as usize - 1)
+            .map(|(j, _)| a + j + 1),
+        _ => None,
+    };
+    let cut = comm.all_reduce_max(cut.map_or(0, |c| c as u64 + 1));
+    match (lines, cut) {
+        (0, _) => 0,
+        (_, 0) => usize::MAX,
+        (_, c) => c as usize - 1,
+    }
+}
+
 /// Parses a plain FASTA or FASTQ file, every pe its own byte range. Collective.
 fn parse_plain(comm: &Comm, file: &InputFile, keep_case: bool) -> Result<Part> {
     let p = comm.size();
@@ -539,12 +594,19 @@ fn parse_plain(comm: &Comm, file: &InputFile, keep_case: bool) -> Result<Part> {
     let read = super::read_range(&file.path, a.saturating_sub(1), b);
     let mut buf = comm.agree(read)?;
     let halo = (a > 0).then(|| buf[0]);
-    let bytes = &buf[(a > 0) as usize..];
+    let mut bytes = &buf[(a > 0) as usize..];
+    let mut at_line_start = halo.is_none_or(|b| b == b'\n');
+    if file.format == Format::Fastq {
+        let cut = fastq_end(comm, bytes, a);
+        if a >= cut {
+            at_line_start = true;
+        }
+        bytes = &bytes[..cut.clamp(a, b) - a];
+    }
     let (newlines, last, header) = line_starts_summary(halo, bytes, a as u64);
     let line = comm.exscan_sum(newlines);
     let last_before = comm.exscan_max(last);
     let seen = comm.exscan_max(header as u64) > 0;
-    let at_line_start = halo.is_none_or(|b| b == b'\n');
     let in_header = !at_line_start
         && match file.format {
             Format::Fasta => last_before & 1 == 1,
@@ -569,9 +631,15 @@ fn parse_plain(comm: &Comm, file: &InputFile, keep_case: bool) -> Result<Part> {
     let mut parser = Parser::new(file.format, keep_case, st);
     let mut r = parser.feed(bytes, &mut out);
     if r.is_ok() {
-        r = match me + 1 == p {
-            true => parser.finish(&mut out),
-            false => {
+        r = match (me + 1 == p, parser.st.trailing) {
+            (true, _) => parser.finish(&mut out),
+            // Blank lines that end this pe's piece, with a byte that is not whitespace after
+            // them (the piece ends before the file's last such byte).
+            (false, Some(line)) => Err(LineError {
+                line,
+                msg: TRAILING.into(),
+            }),
+            (false, None) => {
                 parser.end_piece(&mut out);
                 Ok(())
             }

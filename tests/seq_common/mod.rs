@@ -61,7 +61,12 @@ pub fn records_of(bytes: &[u8], kind: Kind, keep_case: bool) -> Vec<(String, Vec
                 .map(|(n, ls)| (n, seq_of(&ls, keep_case)))
                 .collect()
         }
-        Kind::Fastq => lines
+        // Blank lines after the record of the last line that is not blank end the file.
+        Kind::Fastq => lines[..lines
+            .iter()
+            .rposition(|l| !l.iter().all(|b| b.is_ascii_whitespace()))
+            .map_or(0, |k| (k / 4 + 1) * 4)
+            .min(lines.len())]
             .chunks(4)
             .map(|r| (name_of(r[0]), seq_of(&r[1..2], keep_case)))
             .collect(),
@@ -198,7 +203,8 @@ pub fn fasta(seed: u64, records: usize, max_len: usize) -> Vec<u8> {
     f
 }
 
-/// A FASTQ file: names, qualities that hold '@' and '+', empty reads, CRLF sometimes.
+/// A FASTQ file: names, qualities that hold '@' and '+', empty reads, CRLF sometimes, blank
+/// lines at the end sometimes.
 pub fn fastq(seed: u64, records: usize, max_len: usize) -> Vec<u8> {
     let mut rng = Rng::new(seed);
     let crlf = rng.chance(30);
@@ -223,6 +229,9 @@ pub fn fastq(seed: u64, records: usize, max_len: usize) -> Vec<u8> {
         while f.last().is_some_and(|b| b.is_ascii_whitespace()) {
             f.pop();
         }
+    }
+    if rng.chance(4) {
+        f.extend_from_slice(b"\n\n \t\r\n");
     }
     f
 }
