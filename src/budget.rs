@@ -45,8 +45,10 @@ pub fn default_budget(var: &dyn Fn(&str) -> Option<String>, local_pes: usize) ->
 
 /// Memory a pe of this node may count on: the node's available memory (MemAvailable) or its
 /// cgroup's limit, whichever is smaller, shared by the `local_pes` pes on the node, and at most
-/// this process's address-space limit (`ulimit -v`). `root` is where `/proc` and `/sys` are
-/// (tests point it elsewhere). None when unknown.
+/// what this process's address-space limit (`ulimit -v`) leaves it: the limit less the address
+/// space it holds without using it (thread stacks, the C library's arenas; a budget counts
+/// resident memory). `root` is where `/proc` and `/sys` are (tests point it elsewhere). None when
+/// unknown.
 pub fn node_memory_per_pe(root: &Path, local_pes: usize) -> Option<Budget> {
     let read = |p: &str| std::fs::read_to_string(root.join(p)).ok();
     let available = read("proc/meminfo").and_then(|s| {
@@ -65,8 +67,15 @@ pub fn node_memory_per_pe(root: &Path, local_pes: usize) -> Option<Budget> {
         node / pes as u64,
         format!("{what} / {pes} pe(s) on the node"),
     );
+    let reserved = psa::stats::address_space_bytes().saturating_sub(psa::stats::rss_bytes());
     Some(match psa::stats::address_space_limit() {
-        Some(l) if l < per_pe.0 => (l, "ulimit -v".into()),
+        Some(l) if l.saturating_sub(reserved) < per_pe.0 => (
+            l.saturating_sub(reserved),
+            format!(
+                "ulimit -v less {} of address space held but not resident",
+                psa::plan::size_text(reserved)
+            ),
+        ),
         _ => per_pe,
     })
 }

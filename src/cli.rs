@@ -102,7 +102,7 @@ pub struct Cli {
     /// dc3 when only dc3 fits --mem-per-pe]
     #[arg(long, value_enum)]
     pub algo: Option<AlgoArg>,
-    /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5), 4, 5 or 8
+    /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5, 8 past 40 bits), 4, 5 or 8
     #[arg(long, default_value = "auto", value_parser = Width::parse)]
     pub width: Width,
     /// Threads per pe [default: cores of the node / pes on the node; at most the cores the pe
@@ -167,8 +167,9 @@ pub struct Tuning {
     /// Largest volume a pe sends in one exchange round (tests: small values, many rounds)
     #[arg(long, hide = true, value_name = "BYTES", value_parser = at_least(1))]
     pub exchange_round_bytes: Option<usize>,
-    /// Decompressed bytes of a gzip input read at a time (tests: small values, many pieces)
-    #[arg(long, hide = true, value_name = "BYTES", value_parser = at_least(1))]
+    /// Decompressed bytes of a gzip input read at a time, at most 1 GiB (tests: small values,
+    /// many pieces)
+    #[arg(long, hide = true, value_name = "BYTES", value_parser = between(1, 1 << 30))]
     pub read_piece: Option<usize>,
     /// Wide-record paths on any input
     #[arg(long, hide = true)]
@@ -215,8 +216,9 @@ pub struct Tuning {
     /// values, many rounds)
     #[arg(long, hide = true, value_name = "N", value_parser = at_least(1))]
     pub request_piece: Option<usize>,
-    /// The sample step of the LCP search's first level (0: automatic; tests: 1, 2, 4)
-    #[arg(long, hide = true, value_name = "N")]
+    /// The sample step of the LCP search's first level, at most 2^32 (0: automatic; tests: 1,
+    /// 2, 4)
+    #[arg(long, hide = true, value_name = "N", value_parser = at_most(1 << 32))]
     pub lcp_sample: Option<usize>,
     /// Pinned staging buffers of GPU transfers: N buffers (at least 2) of M MiB
     #[arg(long, hide = true, value_name = "NxM", value_parser = stage_shape)]
@@ -266,6 +268,18 @@ fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send
     move |s| match s.parse::<usize>() {
         Ok(v) if v >= min => Ok(v),
         Ok(v) => Err(format!("must be at least {min}, not {v}")),
+        Err(e) => Err(format!("'{s}' is not a whole number: {e}")),
+    }
+}
+
+/// A parser of integers from `min` to `max`.
+fn between(
+    min: usize,
+    max: usize,
+) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |s| match s.parse::<usize>() {
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("must be from {min} to {max}, not {v}")),
         Err(e) => Err(format!("'{s}' is not a whole number: {e}")),
     }
 }

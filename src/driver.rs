@@ -693,7 +693,13 @@ fn config_json(ctx: &Ctx) -> String {
     config.to_json()
 }
 
-/// The report as JSON (for `--stats`), with every setting under `"config"`.
+/// A path as JSON: a string, or null for none.
+fn path_json(p: Option<&PathBuf>) -> String {
+    p.map_or("null".into(), |p| json_str(&p.display().to_string()))
+}
+
+/// The report as JSON (for `--stats`), with every setting under `"config"` and the job's own
+/// (inputs and their formats, outputs, the width asked for) at the top.
 pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
     let list = |v: &[u64]| {
         v.iter()
@@ -720,7 +726,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         })
         .collect();
     format!(
-        "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"bwt_primary\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"formats\": [{}],\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"output\": {},\n  \"bwt\": {},\n  \"lcp\": {},\n  \"width_asked\": {},\n  \"force\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"bwt_primary\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
         json_str(&job.inputs.first().map(|p| p.display().to_string()).unwrap_or_default()),
         job.inputs
             .iter()
@@ -728,8 +734,21 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
             .collect::<Vec<_>>()
             .join(", "),
         job.seq.format.map_or("null".into(), |f| json_str(f.name())),
+        job.inputs
+            .iter()
+            .map(|p| json_str(job.seq.format.unwrap_or_else(|| Format::from_name(p)).name()))
+            .collect::<Vec<_>>()
+            .join(", "),
         job.seq.keep_case,
         job.seq.revcomp,
+        path_json(job.write_sa.then_some(&job.output)),
+        path_json(job.bwt.as_ref()),
+        path_json(job.lcp.as_ref()),
+        json_str(&match job.width {
+            Width::Auto => "auto".to_string(),
+            Width::Fixed(w) => w.to_string(),
+        }),
+        job.force,
         config_json(ctx),
         r.n,
         ctx.comm.size(),

@@ -25,8 +25,9 @@ fn init_logging(cli: &Cli, rank: usize) {
         (false, 1) => "info",
         _ => "debug",
     };
-    // Only pe 0 reports progress; the others speak up for warnings (or everything with -vv).
-    let level = if rank != 0 && cli.verbose < 2 {
+    // Only pe 0 reports progress; the others speak up for warnings (or everything with -vv), and
+    // with -q only for errors, as pe 0.
+    let level = if rank != 0 && cli.verbose < 2 && !cli.quiet {
         "warn"
     } else {
         level
@@ -158,6 +159,22 @@ fn main() -> ExitCode {
     config.threads = threads_per_pe(cli.threads, rank).unwrap_or(0);
     let size = world.size() as usize;
     let mut ctx = Ctx::new(world, config);
+    // The library's parallel work runs on the calling thread when its pool has the context's
+    // thread count (Ctx::install): size the global pool so, and MPI stays on this thread. First,
+    // so that the default budget sees the address space its threads hold. A pe that cannot
+    // start its threads ends the job (agreed: no pe goes on to a collective alone).
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(ctx.config.threads)
+        .build_global()
+        .map_err(|e| {
+            Error::OutOfMemory(format!(
+                "could not start {} threads on this pe ({e}); a limit on processes or address space (ulimit -u, ulimit -v) may stop them: try --threads 1",
+                ctx.config.threads
+            ))
+        });
+    if let Err(e) = ctx.comm.agree(pool) {
+        return exit_with(e, size, rank);
+    }
     if ctx.config.mem_per_pe.is_none() {
         // Collective: every pe asks for the pes on its node, then all take the smallest default
         // (nodes differ, and so may their pes' counts and available memory): every pe must plan
@@ -174,14 +191,6 @@ fn main() -> ExitCode {
                 _ => "the smallest default over the pes".into(),
             };
         }
-    }
-    // The library's parallel work runs on the calling thread when its pool has the context's
-    // thread count (Ctx::install): size the global pool so, and MPI stays on this thread.
-    if let Err(e) = rayon::ThreadPoolBuilder::new()
-        .num_threads(ctx.config.threads)
-        .build_global()
-    {
-        log::warn!("could not size the thread pool: {e}");
     }
     if rank == 0 && cli.verbose >= 1 {
         log::info!("settings: {}", ctx.config.summary());
@@ -233,18 +242,22 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        // The failing pe printed the message.
-        Err(e @ Error::Remote { .. }) => ExitCode::from(e.exit_code()),
-        Err(e) => {
-            // Where it failed matters when pes run on several nodes (a path that one node lacks).
-            match size {
-                1 => eprintln!("psa: error: {e}"),
-                _ => eprintln!(
-                    "psa: error on pe {rank} (host {}): {e}",
-                    psa::io::host_name()
-                ),
-            }
-            ExitCode::from(e.exit_code())
+        Err(e) => exit_with(e, size, rank),
+    }
+}
+
+/// The exit of a pe whose run failed with `e` (agreed over the pes): the failing pe prints the
+/// message, the others leave with its status.
+fn exit_with(e: Error, size: usize, rank: usize) -> ExitCode {
+    if !matches!(e, Error::Remote { .. }) {
+        // Where it failed matters when pes run on several nodes (a path that one node lacks).
+        match size {
+            1 => eprintln!("psa: error: {e}"),
+            _ => eprintln!(
+                "psa: error on pe {rank} (host {}): {e}",
+                psa::io::host_name()
+            ),
         }
     }
+    ExitCode::from(e.exit_code())
 }

@@ -402,13 +402,16 @@ fn refusal(
 ) -> String {
     let (need, k) = leanest;
     let mut msg = format!(
-        "memory budget too small: {} needs at least {need} bytes ({}) per pe on {} pes ({} with exchanges in rounds of {}), but the budget is {budget} bytes ({}) per pe ({source})",
+        "memory budget too small: {} needs at least {need} bytes ({}) per pe on {} ({} with exchanges in rounds of {}), but the budget is {budget} bytes ({}) per pe ({source})",
         match shape.n {
-            1 => "1 byte of input".to_string(),
-            n => format!("{n} bytes of input"),
+            1 => "a text of 1 character".to_string(),
+            n => format!("a text of {n} characters"),
         },
         size_text(need),
-        shape.pes,
+        match shape.pes {
+            1 => "1 pe".to_string(),
+            p => format!("{p} pes"),
+        },
         algo_name(k.algo),
         size_text(MIN_ROUND_BYTES as u64),
         size_text(budget),
@@ -444,6 +447,14 @@ fn refusal(
     };
     while !fits(pes) && pes < 1 << 24 {
         pes *= 2;
+    }
+    if !fits(pes) {
+        // What a pe holds beside its share of the text leaves no room for any share.
+        msg.push_str(&format!(
+            "; a pe needs {} before it holds any text, too close to the budget for more pes to help: raise --mem-per-pe",
+            size_text(base)
+        ));
+        return msg;
     }
     msg.push_str(&format!(
         "; use more pes (about {pes} at this budget) or more memory per pe (--mem-per-pe {}, on nodes that have it)",

@@ -153,6 +153,12 @@ fn status_bytes(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// This process's address space now in bytes (VmSize from /proc/self/status: what it has mapped,
+/// resident or not), 0 if unknown.
+pub fn address_space_bytes() -> u64 {
+    status_bytes("VmSize:")
+}
+
 /// This process's address-space limit (RLIMIT_AS) in bytes, None when unlimited.
 pub fn address_space_limit() -> Option<u64> {
     let mut r = libc::rlimit {

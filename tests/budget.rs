@@ -59,8 +59,11 @@ fn a_budget_too_small_is_refused_before_the_input_is_read() {
         assert_eq!(o.code, Some(2), "p = {p}: {}", o.describe());
         for needle in [
             "memory budget too small",
-            "1099511627776 bytes of input",
-            &format!("on {p} pes"),
+            "a text of 1099511627776 characters",
+            &match p {
+                1 => "on 1 pe (".to_string(),
+                _ => format!("on {p} pes ("),
+            },
             "the budget is 1073741824 bytes (1.0 GiB) per pe (--mem-per-pe)",
             "use more pes (about ",
             "--mem-per-pe ",

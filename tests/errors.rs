@@ -254,6 +254,62 @@ fn output_is_a_directory() {
     }
 }
 
+/// A path ending in '/' names a directory even where none exists: refused before the build for
+/// every output, with the other outputs' old files left as they were (an LCP output's failure at
+/// its rename used to come after the SA and BWT had been replaced).
+#[test]
+fn output_ending_in_a_slash_is_refused_first() {
+    let dir = TempDir::new("out_slash");
+    dir.write("input", &gen::dna(9, 3000));
+    for p in [1, 3] {
+        for (flag, other) in [("--lcp", "--bwt"), ("--stats", "--bwt"), ("--bwt", "--lcp")] {
+            dir.write("o.sa", SENTINEL);
+            dir.write("other", SENTINEL);
+            let args = ["-o", "o.sa", other, "other", flag, "nosub/", "input"];
+            let o = run_psa(p, args, dir.path());
+            let ctx = format!("{flag} nosub/ at p = {p}");
+            assert_eq!(o.code, Some(2), "{ctx}: {}", o.describe());
+            assert!(
+                o.stderr.contains("'nosub/' ends in '/'"),
+                "{ctx}: {}",
+                o.describe()
+            );
+            assert!(failed_before_reading(&o), "{ctx}: {}", o.describe());
+            for f in ["o.sa", "other"] {
+                assert_eq!(
+                    fs::read(dir.join(f)).unwrap(),
+                    SENTINEL,
+                    "{ctx}: {f} replaced"
+                );
+            }
+            assert!(
+                partial_files(dir.path()).is_empty(),
+                "{ctx}: {:?}",
+                dir.entries()
+            );
+        }
+    }
+}
+
+/// `-o /dev/stdout` (a link the kernel resolves to the job's standard output, a pipe here)
+/// writes the suffix array through: it names no path that could be resolved by name.
+#[test]
+fn output_through_dev_stdout() {
+    let dir = TempDir::new("out_stdout");
+    // Entries below 128: each 4-byte entry is valid UTF-8, as the captured output must be.
+    let text = gen::dna(4, 100);
+    dir.write("input", &text);
+    for p in [1, 3] {
+        let o = run_psa(p, ["-q", "-o", "/dev/stdout", "input"], dir.path());
+        assert!(o.success(), "p = {p}: {}", o.describe());
+        let want: Vec<u8> = oracle(&text)
+            .iter()
+            .flat_map(|&x| (x as u32).to_le_bytes())
+            .collect();
+        assert!(o.stdout.as_bytes() == want, "p = {p}: {}", o.describe());
+    }
+}
+
 #[test]
 fn bad_width_is_a_usage_error() {
     let dir = TempDir::new("width3");
@@ -409,6 +465,10 @@ fn stats_file_is_json_with_the_run() {
             &format!("\"algo\": \"{algo}\""),
             "\"phases\"",
             "\"peak_rss_bytes_per_pe\"",
+            "\"formats\": [\"raw\"]",
+            "\"output\": \"out.sa\"",
+            "\"bwt\": null",
+            "\"width_asked\": \"auto\"",
         ] {
             assert!(s.contains(key), "stats JSON for {algo} lacks {key}:\n{s}");
         }

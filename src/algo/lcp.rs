@@ -540,7 +540,7 @@ fn search<W: Word>(
     loop {
         // The positions of this level: the open multiples of t (the multiples of 2t are known
         // from the levels before), and on the first level also the slice's last position.
-        let span = per_piece * t;
+        let span = per_piece.saturating_mul(t);
         let pieces = comm.all_reduce_max(len.div_ceil(span) as u64) as usize;
         for r in 0..pieces {
             let (x, y) = ((r * span).min(len), ((r + 1) * span).min(len));

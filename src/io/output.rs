@@ -93,8 +93,23 @@ fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
 /// `what` names the file in messages ("output", "stats file"). Local; reads metadata only.
 pub fn plan(requested: &Path, inputs: &[&Path], force: bool, what: &str, tag: u64) -> Result<Dest> {
     let shown = requested.display();
+    // "dir/" names a directory whether or not it exists (Path::file_name would take "dir" for
+    // the file): refused here, not at the rename after the build.
+    if requested.as_os_str().as_bytes().ends_with(b"/") {
+        return Err(Error::Usage(format!(
+            "{what} '{shown}' ends in '/': it names a directory, not a file"
+        )));
+    }
     // A symbolic link is followed: the user means the file it names (as a shell's `>` does).
     let is_link = std::fs::symlink_metadata(requested).is_ok_and(|m| m.file_type().is_symlink());
+    // A link to a pipe or device (`/dev/stdout`, `/proc/self/fd/N`, a shell's `>(…)`) names no
+    // path to resolve, but the kernel opens it: written through as it is.
+    let followed = std::fs::metadata(requested).map(|m| m.file_type());
+    if is_link && followed.is_ok_and(|t| t.is_char_device() || t.is_fifo()) {
+        return Ok(Dest::Through {
+            target: requested.to_path_buf(),
+        });
+    }
     let target = if is_link {
         std::fs::canonicalize(requested).map_err(|_| {
             Error::Usage(format!(
