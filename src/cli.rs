@@ -79,7 +79,8 @@ pub struct Cli {
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Also write the BWT to PATH (libsais' convention: the BWT of T$ without the $, n bytes) and
-    /// its primary index to PATH.primary (a decimal number; also in --stats and the log)
+    /// its primary index to PATH.primary (a decimal number; also in --stats and the log, which
+    /// alone hold it when PATH is a device or FIFO)
     #[arg(long, value_name = "PATH")]
     pub bwt: Option<PathBuf>,
     /// Also write the LCP array to PATH: LCP[0] = 0, LCP[i] = longest common prefix of the
@@ -109,7 +110,8 @@ pub struct Cli {
     /// may run on]
     #[arg(long, value_parser = at_least(1))]
     pub threads: Option<usize>,
-    /// Verify the result with the distributed checker before putting the output in place
+    /// Verify the suffix array with the distributed checker before putting the outputs in place
+    /// (the BWT and LCP array are built from the checked SA; their values are not checked again)
     #[arg(long)]
     pub check: bool,
     /// Write per-phase times, bytes sent, peak memory per pe and every setting as JSON to FILE
