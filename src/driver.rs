@@ -449,24 +449,23 @@ fn run_here(
     }
     drop(sa);
     drop(text);
-    if let Some(out) = out {
-        out.commit(comm)?;
+    // Every file is written and made durable first, then all are put in place: a failure on the
+    // way (a full disk, an I/O error) replaces none of the requested files, so an output is
+    // never left beside another run's index files or stats.
+    let mut primary = match (primary, bwt_primary) {
+        (Some(mut f), Some(p)) => {
+            f.write(comm, format!("{p}\n").as_bytes())?;
+            Some(f)
+        }
+        _ => None,
+    };
+    for f in [&out, &bwt_out, &lcp_out, &text_file].into_iter().flatten() {
+        f.sync(comm)?;
     }
-    if let Some(f) = bwt_out {
-        f.commit(comm)?;
-    }
-    if let (Some(f), Some(primary)) = (primary, bwt_primary) {
-        f.finish(comm, format!("{primary}\n").as_bytes())?;
-    }
-    if let Some(f) = lcp_out {
-        f.commit(comm)?;
-    }
-    if let Some(t) = text_file {
-        t.commit(comm)?;
-    }
-    if let Some(side) = side {
+    let mut side = side;
+    if let Some(side) = &mut side {
         let meta = index_meta(comm, files, job, n, width, sequence, &records);
-        side.finish(comm, &records, meta)?;
+        side.write(comm, &records, meta)?;
     }
     let total_secs = comm_max_f64(ctx, t0.elapsed().as_secs_f64());
     let phases = summarise(comm, &ctx.log);
@@ -487,8 +486,18 @@ fn run_here(
         plan,
         bwt_primary,
     };
-    if let Some(f) = stats_file {
-        f.finish(comm, report_json(&report, ctx, job).as_bytes())?;
+    let mut stats_file = stats_file;
+    if let Some(f) = &mut stats_file {
+        f.write(comm, report_json(&report, ctx, job).as_bytes())?;
+    }
+    for f in [out, bwt_out, lcp_out, text_file].into_iter().flatten() {
+        f.commit(comm)?;
+    }
+    for f in [primary.take(), stats_file].into_iter().flatten() {
+        f.commit(comm)?;
+    }
+    if let Some(side) = side {
+        side.commit(comm)?;
     }
     Ok(report)
 }
@@ -562,12 +571,17 @@ impl IndexFiles {
         Ok(Some(IndexFiles { records, meta }))
     }
 
-    /// Writes and puts in place the records table and then the metadata (pe 0's). Collective.
-    fn finish(self, comm: &Comm, records: &[Record], meta: Option<IndexMeta>) -> Result<()> {
-        self.records
-            .finish(comm, &IndexMeta::records_tsv(records))?;
+    /// Writes the records table and the metadata (pe 0's), not yet in place. Collective.
+    fn write(&mut self, comm: &Comm, records: &[Record], meta: Option<IndexMeta>) -> Result<()> {
+        self.records.write(comm, &IndexMeta::records_tsv(records))?;
         let bytes = meta.map_or_else(Vec::new, |m| m.encode());
-        self.meta.finish(comm, &bytes)
+        self.meta.write(comm, &bytes)
+    }
+
+    /// Puts the records table and then the metadata in place. Collective.
+    fn commit(self, comm: &Comm) -> Result<()> {
+        self.records.commit(comm)?;
+        self.meta.commit(comm)
     }
 }
 

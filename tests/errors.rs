@@ -291,6 +291,57 @@ fn output_ending_in_a_slash_is_refused_first() {
     }
 }
 
+/// A failure after the build (the stats file on a full device) replaces none of the outputs: all
+/// are written and made durable before any is put in place.
+#[test]
+fn a_late_failure_replaces_no_output() {
+    if !Path::new("/dev/full").exists() {
+        eprintln!("a_late_failure_replaces_no_output: skipped: no /dev/full");
+        return;
+    }
+    let dir = TempDir::new("late_failure");
+    dir.write("input", &gen::dna(2, 5000));
+    for p in [1, 3] {
+        let olds = [
+            "o.sa",
+            "o.sa.meta",
+            "o.sa.records.tsv",
+            "b",
+            "b.primary",
+            "l",
+        ];
+        for f in olds {
+            dir.write(f, SENTINEL);
+        }
+        let args = [
+            "-o",
+            "o.sa",
+            "--bwt",
+            "b",
+            "--lcp",
+            "l",
+            "--stats",
+            "/dev/full",
+            "input",
+        ];
+        let o = run_psa(p, args, dir.path());
+        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
+        assert!(o.stderr.contains("/dev/full"), "p = {p}: {}", o.describe());
+        for f in olds {
+            assert_eq!(
+                fs::read(dir.join(f)).unwrap(),
+                SENTINEL,
+                "p = {p}: {f} replaced"
+            );
+        }
+        assert!(
+            partial_files(dir.path()).is_empty(),
+            "p = {p}: {:?}",
+            dir.entries()
+        );
+    }
+}
+
 /// `-o /dev/stdout` (a link the kernel resolves to the job's standard output, a pipe here)
 /// writes the suffix array through: it names no path that could be resolved by name.
 #[test]

@@ -422,12 +422,20 @@ impl Staged {
             .map_err(|e| Error::io("write", target, e))
     }
 
+    /// Makes the file durable (its temporary file; nothing for a written-through target).
+    pub fn sync(&self) -> Result<()> {
+        match &self.dest {
+            Dest::Staged { tmp, .. } => {
+                self.file.sync_all().map_err(|e| Error::io("write", tmp, e))
+            }
+            Dest::Through { .. } => Ok(()),
+        }
+    }
+
     /// Makes the file durable and puts it in place (renames a temporary file onto its target).
     pub fn commit(mut self) -> Result<()> {
+        self.sync()?;
         if let Dest::Staged { tmp, target } = &self.dest {
-            self.file
-                .sync_all()
-                .map_err(|e| Error::io("write", tmp, e))?;
             std::fs::rename(tmp, target).map_err(|e| Error::io("rename output to", target, e))?;
             forget_partial(self.slot.take());
             if let Some(d) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -478,13 +486,19 @@ impl SideFile {
         })
     }
 
-    /// Writes `content` (pe 0's is used) and puts the file in place. Collective.
-    pub fn finish(self, comm: &Comm, content: &[u8]) -> Result<()> {
-        let r = match self.staged {
-            Some(mut s) => s.write_all(content).and_then(|()| s.commit()),
+    /// Writes `content` (pe 0's is used) and makes it durable, not yet in place
+    /// ([`Self::commit`]). Collective.
+    pub fn write(&mut self, comm: &Comm, content: &[u8]) -> Result<()> {
+        let r = match &mut self.staged {
+            Some(s) => s.write_all(content).and_then(|()| s.sync()),
             None => Ok(()),
         };
         comm.agree(r)
+    }
+
+    /// Puts the written file in place (renames it to the requested name). Collective.
+    pub fn commit(self, comm: &Comm) -> Result<()> {
+        comm.agree(self.staged.map_or(Ok(()), |s| s.commit()))
     }
 }
 
@@ -704,6 +718,11 @@ impl OutputFile {
             (Some(f), Some(tmp)) => f.sync_data().map_err(|e| Error::io("write output", tmp, e)),
             _ => Ok(()),
         }
+    }
+
+    /// Makes the file durable, not yet in place ([`Self::commit`]). Collective.
+    pub fn sync(&self, comm: &Comm) -> Result<()> {
+        comm.agree(self.root.as_ref().map_or(Ok(()), |s| s.sync()))
     }
 
     /// Puts the finished file in place (renames it to the requested name). Collective.
