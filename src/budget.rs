@@ -9,17 +9,26 @@ pub type Budget = (u64, String);
 /// The default budget per pe, for `local_pes` pes on this node; `var` reads an environment
 /// variable. Slurm's grant when present: `SLURM_MEM_PER_CPU` × `SLURM_CPUS_PER_TASK` (default
 /// 1), else `SLURM_MEM_PER_NODE` / `local_pes` (megabytes; 0 means the whole node: not a grant).
-/// Otherwise [`node_memory_per_pe`]. None when nothing is known.
-pub fn default_budget(var: &dyn Fn(&str) -> Option<String>, local_pes: usize) -> Option<Budget> {
+/// Otherwise [`node_memory_per_pe`]. None when nothing is known. With `warn`, a variable that is
+/// not a size is reported (it is ignored).
+pub fn default_budget(
+    var: &dyn Fn(&str) -> Option<String>,
+    local_pes: usize,
+    warn: bool,
+) -> Option<Budget> {
     let mb = |name: &str| -> Option<u64> {
         let v = var(name)?;
         let v = v.trim();
         // Slurm writes megabytes; a unit is allowed too ("4G").
-        v.parse::<u64>()
+        let bytes = v
+            .parse::<u64>()
             .ok()
             .and_then(|m| m.checked_mul(1 << 20))
-            .or_else(|| psa::plan::parse_size(v).ok())
-            .filter(|&b| b > 0)
+            .or_else(|| psa::plan::parse_size(v).ok());
+        if bytes.is_none() && warn {
+            log::warn!("{name}='{v}' is not a memory size: ignored for the default --mem-per-pe");
+        }
+        bytes.filter(|&b| b > 0)
     };
     if let Some(per_cpu) = mb("SLURM_MEM_PER_CPU") {
         let cpus = var("SLURM_CPUS_PER_TASK")
@@ -143,18 +152,21 @@ mod tests {
                 ("SLURM_MEM_PER_NODE", "1"),
             ]),
             3,
+            false,
         )
         .ok_or("no budget")?;
         assert_eq!(b.0, 8000 << 20);
         assert!(b.1.contains("SLURM_MEM_PER_CPU"), "{}", b.1);
-        let b = default_budget(&env(&[("SLURM_MEM_PER_CPU", "2000")]), 3).ok_or("no budget")?;
+        let b =
+            default_budget(&env(&[("SLURM_MEM_PER_CPU", "2000")]), 3, false).ok_or("no budget")?;
         assert_eq!(b.0, 2000 << 20);
         Ok(())
     }
 
     #[test]
     fn slurm_per_node_over_the_pes_on_it() -> TestResult {
-        let b = default_budget(&env(&[("SLURM_MEM_PER_NODE", "12000")]), 3).ok_or("no budget")?;
+        let b = default_budget(&env(&[("SLURM_MEM_PER_NODE", "12000")]), 3, false)
+            .ok_or("no budget")?;
         assert_eq!(
             b,
             (

@@ -180,7 +180,7 @@ fn main() -> ExitCode {
         // (nodes differ, and so may their pes' counts and available memory): every pe must plan
         // with the same budget, or their plans, and so their collectives, would differ.
         let local_pes = ctx.comm.local_size();
-        let own = budget::default_budget(&|v| std::env::var(v).ok(), local_pes);
+        let own = budget::default_budget(&|v| std::env::var(v).ok(), local_pes, rank == 0);
         let least = ctx
             .comm
             .all_reduce_min(own.as_ref().map_or(u64::MAX, |b| b.0));
@@ -219,9 +219,18 @@ fn main() -> ExitCode {
             if cli.verbose >= 1 {
                 log::info!("phases (max and mean over pes):\n{}", report_table(&report));
             } else {
+                // The BWT's primary index file is written beside a regular file only.
+                let primary = (job.bwt.as_ref())
+                    .filter(|b| std::fs::metadata(b).is_ok_and(|m| m.is_file()))
+                    .map(|b| {
+                        let mut s = b.clone().into_os_string();
+                        s.push(".primary");
+                        PathBuf::from(s)
+                    });
                 let written: Vec<String> = [
                     job.write_sa.then_some(&job.output),
                     job.bwt.as_ref(),
+                    primary.as_ref(),
                     job.lcp.as_ref(),
                 ]
                 .into_iter()

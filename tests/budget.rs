@@ -268,6 +268,16 @@ fn the_default_budget_comes_from_slurm() {
         "\"SLURM_MEM_PER_NODE / 2 pe(s) on the node\"",
         "{st}"
     );
+    // A value that is not a size is ignored, with one warning (pe 0's), for the node's memory.
+    let o = run(2, &[("SLURM_MEM_PER_NODE", "abc")]);
+    assert!(o.success(), "{}", o.describe());
+    let warning = "SLURM_MEM_PER_NODE='abc' is not a memory size";
+    assert_eq!(o.stderr.matches(warning).count(), 1, "{}", o.describe());
+    let st = fs::read_to_string(dir.join("st.json")).unwrap();
+    assert!(
+        !json_value(&st, "mem_per_pe_from").contains("SLURM"),
+        "{st}"
+    );
     // --mem-per-pe overrides Slurm; 0 (the whole node) falls back to the node's memory.
     let o = run(1, &[("SLURM_MEM_PER_NODE", "0")]);
     assert!(o.success(), "{}", o.describe());
