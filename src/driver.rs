@@ -452,7 +452,7 @@ fn run_here(
     // Every file is written and made durable first, then all are put in place: a failure on the
     // way (a full disk, an I/O error) replaces none of the requested files, so an output is
     // never left beside another run's index files or stats.
-    let mut primary = match (primary, bwt_primary) {
+    let primary = match (primary, bwt_primary) {
         (Some(mut f), Some(p)) => {
             f.write(comm, format!("{p}\n").as_bytes())?;
             Some(f)
@@ -493,7 +493,7 @@ fn run_here(
     for f in [out, bwt_out, lcp_out, text_file].into_iter().flatten() {
         f.commit(comm)?;
     }
-    for f in [primary.take(), stats_file].into_iter().flatten() {
+    for f in [primary, stats_file].into_iter().flatten() {
         f.commit(comm)?;
     }
     if let Some(side) = side {

@@ -558,12 +558,15 @@ fn line_starts_summary(halo: Option<u8>, bytes: &[u8], first: u64) -> (u64, u64,
 /// lines may follow (a file may end in some); the pes parse up to there. Collective: `bytes` is
 /// this pe's range of the file from offset `a`.
 fn fastq_end(comm: &Comm, bytes: &[u8], a: usize) -> usize {
-    let newlines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    let count = |s: &[u8]| s.iter().filter(|&&b| b == b'\n').count() as u64;
+    // This pe's last byte that is not whitespace, and the line breaks before it (one pass).
+    let last_byte = bytes.iter().rposition(|&b| !is_space(b));
+    let (head, tail) = bytes.split_at(last_byte.unwrap_or(0));
+    let upto = count(head);
+    let newlines = upto + count(tail);
     let before = comm.exscan_sum(newlines);
-    // 1 + the line of this pe's last byte that is not whitespace (0: none).
-    let last = bytes.iter().rposition(|&b| !is_space(b)).map_or(0, |k| {
-        before + bytes[..k].iter().filter(|&&b| b == b'\n').count() as u64 + 1
-    });
+    // 1 + the line of that byte (0: none).
+    let last = last_byte.map_or(0, |_| before + upto + 1);
     let last = comm.all_reduce_max(last);
     // The records' lines: up to the end of the record of that line (none: an empty text).
     let lines = last.div_ceil(4) * 4;
