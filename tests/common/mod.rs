@@ -175,9 +175,7 @@ pub fn mpirun(p: usize, exe: &str) -> Command {
 /// [`mpirun`] that also hands the processes the variables `export` names (`-x NAME`: set them
 /// on the command; launches on other nodes do not inherit mpirun's environment).
 pub fn mpirun_exporting(p: usize, export: &[&str], exe: &OsStr) -> Command {
-    let session = std::env::temp_dir()
-        .join(format!("psa-tests-ompi-{}", std::process::id()))
-        .join(COUNTER.fetch_add(1, Ordering::SeqCst).to_string());
+    let session = session_base().join(COUNTER.fetch_add(1, Ordering::SeqCst).to_string());
     fs::create_dir_all(&session).expect("create an Open MPI session directory base");
     let mut c = Command::new("mpirun");
     c.env("OMPI_MCA_orte_tmpdir_base", &session)
@@ -199,6 +197,25 @@ pub fn mpirun_exporting(p: usize, export: &[&str], exe: &OsStr) -> Command {
     }
     c.arg(exe);
     c
+}
+
+/// The folder under which this test process's mpirun calls keep their session directories,
+/// removed with everything in it when the process exits (Open MPI empties each session directory
+/// but leaves the base it was given).
+fn session_base() -> PathBuf {
+    fn base() -> PathBuf {
+        std::env::temp_dir().join(format!("psa-tests-ompi-{}", std::process::id()))
+    }
+    extern "C" fn remove_base() {
+        let _ = fs::remove_dir_all(base());
+    }
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: registers a function that takes no arguments and does not unwind (every
+        // error of the removal is ignored).
+        unsafe { libc::atexit(remove_base) };
+    });
+    base()
 }
 
 /// Runs `cmd` with stdout and stderr captured to files in `dir` and a wall-clock limit. On timeout
