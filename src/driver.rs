@@ -288,10 +288,15 @@ fn job_files(job: &Job, sequence: bool) -> Vec<(String, PathBuf)> {
     v
 }
 
-/// Two of the job's files that end up at one file, as a message (local; pe 0 asks).
+/// Two of the job's files that end up at one file, as a message (local; pe 0 asks). A
+/// character device (`/dev/null`) may take several: each is written through, none replaced.
 fn same_files(job: &Job, sequence: bool) -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
     let files = job_files(job, sequence);
     for (i, (what_a, a)) in files.iter().enumerate() {
+        if std::fs::metadata(a).is_ok_and(|m| m.file_type().is_char_device()) {
+            continue;
+        }
         for (what_b, b) in &files[i + 1..] {
             if crate::io::output::same_destination(a, b) {
                 return Some(format!(

@@ -191,6 +191,17 @@ fn output_directory_missing() {
             !out.exists() && !dir.join("no-such-dir").exists(),
             "p = {p}: something was created"
         );
+        // A file where the output's directory should be: named as such, and left alone.
+        let o = run_psa(p, ["-o", "input/out.sa", "input"], dir.path());
+        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
+        assert!(
+            o.stderr
+                .contains("its directory 'input' is not a directory"),
+            "p = {p}: {}",
+            o.describe()
+        );
+        assert_eq!(fs::read(dir.join("input")).unwrap(), b"mississippi");
+        assert_eq!(dir.entries(), vec!["input".to_string()], "p = {p}");
     }
 }
 

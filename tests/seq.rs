@@ -207,6 +207,23 @@ fn raw_inputs_build_and_answer() {
         assert_eq!(records_tsv(&dir.join(&out)), recs);
         check_queries(dir.path(), &out, &t, &recs, false, p as u64);
     }
+    // --keep-case means nothing to raw input: one warning (not one a pe), the same SA.
+    let o = run_psa(
+        3,
+        ["a.txt", "c.txt", "--keep-case", "-o", "kept.sa"],
+        dir.path(),
+    );
+    assert!(o.success(), "{}", o.describe());
+    assert_eq!(
+        o.stderr.matches("--keep-case has no effect").count(),
+        1,
+        "{}",
+        o.describe()
+    );
+    assert_eq!(
+        read_sa(&dir.join("kept.sa"), 4),
+        oracle(&[a.clone(), c.clone()].concat())
+    );
     // One raw file: offsets are text offsets; the index survives a move of the working directory.
     let o = run_psa(2, ["c.txt", "-q"], dir.path());
     assert!(o.success(), "{}", o.describe());

@@ -11,7 +11,7 @@
 //! and a read-only file (without `force`) are refused before anything is read.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -156,7 +156,24 @@ pub fn plan(requested: &Path, inputs: &[&Path], force: bool, what: &str, tag: u6
                 )));
             }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        // A new file: its directory must be there (named here, not by the first side file that
+        // fails to be made in it).
+        Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::NotADirectory => {
+            let why = match std::fs::metadata(&dir) {
+                Ok(d) if d.is_dir() => {
+                    return Ok(Dest::Staged {
+                        tmp: dir.join(partial_name(&name, tag)),
+                        target,
+                    })
+                }
+                Ok(_) => " is not a directory".to_string(),
+                Err(e) => format!(": {e}"),
+            };
+            return Err(Error::Invalid(format!(
+                "cannot write {what} '{shown}': its directory '{}'{why}",
+                dir.display()
+            )));
+        }
         Err(e) => return Err(Error::io("look at", &target, e)),
     }
     let tmp = dir.join(partial_name(&name, tag));

@@ -167,6 +167,11 @@ impl InputFile {
                     .into(),
             )));
         }
+        if opts.keep_case && !files.iter().any(|f| f.format != Format::Raw) && comm.rank() == 0 {
+            log::warn!(
+                "--keep-case has no effect here: a raw input's bytes are kept as they are (only FASTA and FASTQ are upper-cased)"
+            );
+        }
         Ok(files)
     }
 
