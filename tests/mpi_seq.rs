@@ -198,3 +198,52 @@ fn several_inputs_and_revcomp() {
         }
     });
 }
+
+/// An input that changes between the scan, which counts T, and the placing, which reads it
+/// again (gzip decompressed a second time, raw files read then): one error on every pe, naming
+/// the file, whether it grew or shrank.
+#[test]
+fn an_input_changed_between_the_passes_is_an_error_on_every_pe() {
+    mpi_test(|comm| {
+        let reads = fasta(11, 6, 120);
+        let cases: [(&str, Vec<u8>, Vec<u8>); 4] = [
+            (
+                "grew.fa.gz",
+                gzip(&reads, 1),
+                gzip(&[&reads[..], b"\n>x\nACGT\n"].concat(), 2),
+            ),
+            (
+                "shrank.fa.gz",
+                gzip(&reads, 2),
+                gzip(&reads[..reads.len() / 2], 1),
+            ),
+            ("grew.txt", b"abcabc".repeat(50), b"abcabc".repeat(51)),
+            ("shrank.txt", b"abcabc".repeat(50), b"abc".repeat(7)),
+        ];
+        for (name, before, after) in cases {
+            let path = PathBuf::from(format!("changed-{name}"));
+            if comm.rank() == 0 {
+                std::fs::write(&path, &before).unwrap();
+            }
+            comm.barrier();
+            let opts = SeqOptions::default();
+            let files = InputFile::open_all(comm, &[path.clone()], &opts).unwrap();
+            let scanned = psa::io::seq::scan(comm, &files, &opts, 64).unwrap();
+            comm.barrier();
+            if comm.rank() == 0 {
+                std::fs::write(&path, &after).unwrap();
+            }
+            comm.barrier();
+            let err = match scanned.place(comm) {
+                Ok(_) => panic!("{name}: a changed input was placed"),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                err.contains("changed while being read") && err.contains(name)
+                    || err.starts_with("pe "),
+                "{name}: {err}"
+            );
+            comm.barrier();
+        }
+    });
+}
