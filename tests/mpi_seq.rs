@@ -227,7 +227,7 @@ fn an_input_changed_between_the_passes_is_an_error_on_every_pe() {
             }
             comm.barrier();
             let opts = SeqOptions::default();
-            let files = InputFile::open_all(comm, &[path.clone()], &opts).unwrap();
+            let files = InputFile::open_all(comm, std::slice::from_ref(&path), &opts).unwrap();
             let scanned = psa::io::seq::scan(comm, &files, &opts, 64).unwrap();
             comm.barrier();
             if comm.rank() == 0 {
