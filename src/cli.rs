@@ -21,6 +21,17 @@ pub enum FormatArg {
     Fastq,
 }
 
+/// `psa query --patterns-format`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PatternsFormatArg {
+    /// one pattern a line (blank lines skipped)
+    Lines,
+    /// the reads of a FASTA file
+    Fasta,
+    /// the reads of a FASTQ file
+    Fastq,
+}
+
 /// `--algo`: [`Algo`].
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum AlgoArg {
@@ -435,9 +446,14 @@ pub struct QueryCli {
     pub index: PathBuf,
     /// Patterns (upper-cased for sequence input built without --keep-case)
     pub pattern: Vec<std::ffi::OsString>,
-    /// Read patterns from FILE: one a line, or the reads of a FASTA/FASTQ file (gzip too)
+    /// Read patterns from FILE ('-': standard input): the reads of a FASTA/FASTQ file (by its
+    /// name, as the build's inputs: .fa .fq …, optionally .gz), else one pattern a line; gzip
+    /// too
     #[arg(long, value_name = "FILE")]
     pub patterns: Option<PathBuf>,
+    /// Read --patterns as this format, whatever its name
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "patterns")]
+    pub patterns_format: Option<PatternsFormatArg>,
     /// Also report where each pattern occurs
     #[arg(long)]
     pub locate: bool,
@@ -455,8 +471,10 @@ pub struct QueryCli {
 const QUERY_AFTER_HELP: &str = "\
 Output (TSV), for each pattern in order: pattern<TAB>count; with --locate, then one line per
 reported occurrence: pattern<TAB>record<TAB>offset (the offset in the record of the records
-table; for raw input the record is the input file). With --json: {\"pattern\", \"count\",
-\"hits\": [{\"record\", \"offset\", \"text_offset\"}]} per line.
+table; for raw input the record is the input file). With --json: {\"pattern\", \"count\"} per
+line, with --locate also \"hits\": [{\"record\", \"offset\", \"text_offset\"}].
+Offsets count from 0. A hit in a reverse complement (--revcomp: record NAME/rc, offset o) is the
+pattern's reverse complement on NAME's forward strand at len(NAME) - o - len(pattern).
 Examples:
   psa query chrX.sa ACGTTGCA GATTACA
   psa query chrX.sa --patterns reads.fq.gz --locate --max-hits 10 > hits.tsv";
@@ -469,6 +487,11 @@ impl QueryCli {
             index: self.index.clone(),
             patterns: self.pattern.iter().map(|p| p.as_bytes().to_vec()).collect(),
             patterns_file: self.patterns.clone(),
+            patterns_format: self.patterns_format.map(|f| match f {
+                PatternsFormatArg::Lines => Format::Raw,
+                PatternsFormatArg::Fasta => Format::Fasta,
+                PatternsFormatArg::Fastq => Format::Fastq,
+            }),
             locate: self.locate,
             max_hits: self.max_hits,
             json: self.json,

@@ -111,7 +111,12 @@ fn query_main() -> ExitCode {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
     match psa::io::query::run(&cli.query(), &mut out) {
-        Ok(_) => ExitCode::SUCCESS,
+        Ok(report) => {
+            for w in &report.warnings {
+                eprintln!("psa query: warning: {w}");
+            }
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("psa query: error: {e}");
             ExitCode::from(e.exit_code())

@@ -363,6 +363,62 @@ fn query_reopens_any_name_and_reports_damage() {
         err.contains("damaged") && !err.contains("internal"),
         "{err}"
     );
+
+    // The metadata itself damaged: a byte changed (n no longer the inputs' sizes, the SA grown
+    // to match), cut short, or followed by more: "damaged", exit 1, never a panic.
+    let build = |extra: &[&str]| {
+        let mut c = common::mpirun(1, PSA);
+        c.args(["-q", "-o", "a.sa", "a.txt"])
+            .args(extra)
+            .current_dir(dir.path());
+        let built = c.output().unwrap();
+        assert!(built.status.success(), "{built:?}");
+        String::from_utf8_lossy(&built.stderr).into_owned()
+    };
+    std::fs::write(dir.join("a.txt"), b"abc").unwrap();
+    let meta = dir.join("a.sa.meta");
+    let good = {
+        build(&[]);
+        std::fs::read(&meta).unwrap()
+    };
+    let mut grown = good.clone();
+    grown[9] = 4; // n, just after the magic and the version
+    let damage: [(&str, Vec<u8>); 3] = [
+        ("n changed", grown),
+        ("cut short", good[..good.len() - 3].to_vec()),
+        ("more after it", [&good[..], b"x"].concat()),
+    ];
+    for (what, bytes) in damage {
+        std::fs::write(&meta, &bytes).unwrap();
+        if what == "n changed" {
+            let mut sa = std::fs::read(dir.join("a.sa")).unwrap();
+            sa.extend(3u32.to_le_bytes());
+            std::fs::write(dir.join("a.sa"), sa).unwrap();
+        }
+        let (ok, _, err) = query(dir.path(), &["a.sa", "zz"]);
+        assert!(
+            !ok && err.contains("is damaged") && !err.contains("panicked"),
+            "{what}: {err}"
+        );
+        build(&[]);
+    }
+
+    // A raw input edited in place to the same size: answered, with a warning that it changed.
+    let (ok, _, err) = query(dir.path(), &["a.sa", "b"]);
+    assert!(ok && !err.contains("warning"), "{err}");
+    std::fs::write(dir.join("a.txt"), b"xyz").unwrap();
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join("a.txt"))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let (ok, _, err) = query(dir.path(), &["a.sa", "b"]);
+    assert!(
+        ok && err.contains("was modified after the index was built"),
+        "{err}"
+    );
 }
 
 /// Patterns that are empty match nowhere useful: an empty one on the command line is refused
@@ -396,4 +452,71 @@ fn query_skips_empty_and_padded_patterns() {
     let (ok, out, err) = query(dir.path(), &["g.sa", "--patterns", "p.txt"]);
     assert!(ok, "{err}");
     assert_eq!(out, "ACGT\t3\nGGA\t1\n", "{err}");
+
+    // Only whitespace on the command line is as empty as "" on a sequence index.
+    let (ok, _, err) = query(dir.path(), &["g.sa", "ACGT", " \t"]);
+    assert!(!ok && err.contains("empty pattern"), "{err}");
+
+    // A file's format is its name's (as the build's inputs), or --patterns-format's: a file of
+    // lines that starts with '>' is lines; '-' reads standard input.
+    dir.write("gt.txt", b">b\nGGA\n");
+    let (ok, out, err) = query(dir.path(), &["g.sa", "--patterns", "gt.txt"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, ">b\t0\nGGA\t1\n", "{err}");
+    let (ok, out, err) = query(
+        dir.path(),
+        &["g.sa", "--patterns", "gt.txt", "--patterns-format", "fasta"],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "GGA\t1\n", "{err}");
+    let mut c = Command::new(PSA);
+    c.args(["query", "g.sa", "--patterns", "-"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"GGA\nACGT\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "GGA\t1\nACGT\t3\n");
+
+    // --max-hits means nothing without --locate: refused.
+    let o = Command::new(PSA)
+        .args(["query", "g.sa", "ACGT", "--max-hits", "1"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give --locate"));
+
+    // A reader that leaves early (| head -1) ends the answers quietly.
+    dir.write("many.txt", &b"ACGT\n".repeat(200_000));
+    let o = Command::new("bash")
+        .args([
+            "-c",
+            &format!("set -o pipefail; '{PSA}' query g.sa --patterns many.txt | head -1"),
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ACGT\t3\n");
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "", "{o:?}");
+
+    // Records that share a name: the build warns once.
+    dir.write("d.fa", b">a\nACGT\n>b\nG\n>a\nGG\n>a\nT\n");
+    let mut c = common::mpirun(3, PSA);
+    c.args(["-o", "d.sa", "d.fa"]).current_dir(dir.path());
+    let built = c.output().unwrap();
+    let err = String::from_utf8_lossy(&built.stderr);
+    assert!(built.status.success(), "{err}");
+    assert_eq!(
+        err.matches("have the name of an earlier one").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("2 record(s)") && err.contains("'a', record 3"),
+        "{err}"
+    );
 }

@@ -18,7 +18,10 @@ use crate::error::{Error, Result};
 /// The first bytes of `OUT.meta`.
 pub const MAGIC: &[u8; 8] = b"PSAINDEX";
 /// The version of [`IndexMeta`]'s encoding this build writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+
+/// A modification time: seconds and nanoseconds since the epoch.
+pub type Mtime = (i64, u32);
 
 /// One input file of an index.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
@@ -29,6 +32,9 @@ pub struct InputMeta {
     pub absolute: Vec<u8>,
     /// Bytes on disk at build time.
     pub size: u64,
+    /// Its modification time at build time (seconds and nanoseconds since the epoch; None where
+    /// the file system keeps none): a raw input edited in place keeps its size, not its time.
+    pub modified: Option<Mtime>,
     /// "raw", "fasta" or "fastq".
     pub format: String,
     /// gzip-compressed.
@@ -96,14 +102,35 @@ impl IndexMeta {
         let body = bytes
             .strip_prefix(MAGIC)
             .ok_or_else(|| bad("no psa magic"))?;
-        let (meta, _): (IndexMeta, usize) =
-            bincode::decode_from_slice(body, bincode::config::standard())
-                .map_err(|e| bad(&e.to_string()))?;
-        if meta.version != VERSION {
+        // The version first: an index of another version is named as such, not as damaged.
+        let version: Option<(u32, usize)> =
+            bincode::decode_from_slice(body, bincode::config::standard()).ok();
+        if let Some((v, _)) = version.filter(|&(v, _)| v != VERSION) {
             return Err(bad(&format!(
-                "format version {}, this psa reads {VERSION}",
-                meta.version
+                "format version {v}, this psa reads {VERSION}: build the index again"
             )));
+        }
+        let damaged = || {
+            Error::Invalid(format!(
+                "'{}' is damaged (cut short or changed): build the index again",
+                path.display()
+            ))
+        };
+        let (meta, used): (IndexMeta, usize) =
+            bincode::decode_from_slice(body, bincode::config::standard()).map_err(|_| damaged())?;
+        let records_in_order = meta.records.windows(2).all(|w| w[0].start <= w[1].start)
+            && meta
+                .records
+                .iter()
+                .all(|r| r.start.checked_add(r.len).is_some_and(|e| e <= meta.n));
+        let raw_sum = meta
+            .inputs
+            .iter()
+            .map(|i| i.size)
+            .try_fold(0u64, u64::checked_add);
+        let sizes_agree = meta.sequence || raw_sum == Some(meta.n);
+        if used != body.len() || !records_in_order || !sizes_agree {
+            return Err(damaged());
         }
         Ok(meta)
     }
@@ -116,6 +143,14 @@ impl IndexMeta {
         }
         s.into_bytes()
     }
+}
+
+/// `path`'s modification time (seconds and nanoseconds since the epoch), where the file system
+/// keeps one. Local.
+pub fn modified_time(path: &Path) -> Option<Mtime> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.mtime(), u32::try_from(m.mtime_nsec()).ok()?))
 }
 
 /// A read-only memory map of a file (none for an empty file, which cannot be mapped).
@@ -174,6 +209,9 @@ impl Text {
 pub struct Index {
     /// The index's metadata (`OUT.meta`).
     pub meta: IndexMeta,
+    /// What the opening found doubtful but not wrong: a raw input modified since the build
+    /// (same size, another time), as messages.
+    pub warnings: Vec<String>,
     sa: Option<memmap2::Mmap>,
     text: Text,
 }
@@ -219,8 +257,9 @@ impl Index {
                 meta.width
             )));
         }
-        let files: Vec<(PathBuf, u64)> = match meta.sequence {
-            true => vec![(side_path(out, ".text"), meta.n)],
+        // Each file of T: its path, size and (a raw input's) modification time at the build.
+        let files: Vec<(PathBuf, u64, Option<Mtime>)> = match meta.sequence {
+            true => vec![(side_path(out, ".text"), meta.n, None)],
             false => meta
                 .inputs
                 .iter()
@@ -229,13 +268,20 @@ impl Index {
                     let p = <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(
                         i.absolute.clone(),
                     );
-                    (PathBuf::from(p), i.size)
+                    (PathBuf::from(p), i.size, i.modified)
                 })
                 .collect(),
         };
         let mut parts = Vec::new();
         let mut starts = vec![0u64];
-        for (p, size) in files {
+        let mut warnings = Vec::new();
+        for (p, size, modified) in files {
+            if modified.is_some_and(|t| modified_time(&p) != Some(t)) {
+                warnings.push(format!(
+                    "'{}' was modified after the index was built (its size is the same): if its bytes changed, the answers are wrong; build the index again",
+                    p.display()
+                ));
+            }
             let m = map(&p)?;
             let len = m.as_ref().map_or(0, |m| m.len()) as u64;
             if len != size {
@@ -249,6 +295,7 @@ impl Index {
         }
         Ok(Index {
             meta,
+            warnings,
             sa,
             text: Text { parts, starts },
         })

@@ -22,8 +22,12 @@ pub struct Query {
     pub index: PathBuf,
     /// Patterns from the command line.
     pub patterns: Vec<Vec<u8>>,
-    /// A file of patterns: one a line, or the reads of a FASTA/FASTQ file (gzip too).
+    /// A file of patterns (`-`: standard input): one a line, or the reads of a FASTA/FASTQ
+    /// file (gzip too).
     pub patterns_file: Option<PathBuf>,
+    /// The patterns file's format ([`Format::Raw`]: one pattern a line); None: by its name, as
+    /// the build's inputs ([`Format::from_name`]).
+    pub patterns_format: Option<Format>,
     /// Report where the matches are, not only how many (`--locate`).
     pub locate: bool,
     /// At most this many matches reported per pattern (None: all).
@@ -33,8 +37,10 @@ pub struct Query {
 }
 
 /// What a query run did (for the log).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct QueryReport {
+    /// What the index's opening found doubtful ([`Index::warnings`]), for the user to see.
+    pub warnings: Vec<String>,
     /// Patterns answered.
     pub patterns: usize,
     /// Matches counted over all patterns.
@@ -46,11 +52,22 @@ pub struct QueryReport {
 /// Patterns per batch: answered in parallel, written in order.
 const BATCH: usize = 1 << 14;
 
-/// Reads a patterns file: a FASTA or FASTQ file's sequences (by its first byte that is not
-/// whitespace, `>` or `@`; empty records skipped), else one pattern a line (empty lines skipped, a
-/// `\r` before the line break dropped).
-pub fn read_patterns(path: &Path) -> Result<Vec<Vec<u8>>> {
-    let mut bytes = std::fs::read(path).map_err(|e| Error::io("read patterns", path, e))?;
+/// Reads a patterns file (`-`: standard input) in `format` (None: by the file's name,
+/// [`Format::from_name`]): a FASTA or FASTQ file's sequences (empty records skipped), else one
+/// pattern a line (empty lines skipped, a `\r` before the line break dropped). gzip is
+/// recognised by its first bytes.
+pub fn read_patterns(path: &Path, format: Option<Format>) -> Result<Vec<Vec<u8>>> {
+    let stdin = path == Path::new("-");
+    let mut bytes = match stdin {
+        true => {
+            let mut v = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut v)
+                .map_err(|e| Error::io("read patterns", "standard input", e))?;
+            v
+        }
+        false => std::fs::read(path).map_err(|e| Error::io("read patterns", path, e))?,
+    };
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut plain = Vec::new();
         flate2::read::MultiGzDecoder::new(&bytes[..])
@@ -60,19 +77,20 @@ pub fn read_patterns(path: &Path) -> Result<Vec<Vec<u8>>> {
             })?;
         bytes = plain;
     }
-    let lead = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
-    let format = match bytes.get(lead).copied() {
-        Some(b'>') => Format::Fasta,
-        Some(b'@') => Format::Fastq,
-        _ => {
-            return Ok(bytes
-                .split(|&b| b == b'\n')
-                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-                .filter(|l| !l.is_empty())
-                .map(|l| l.to_vec())
-                .collect())
-        }
+    let format = match (format, stdin) {
+        (Some(f), _) => f,
+        (None, true) => Format::Raw,
+        (None, false) => Format::from_name(path),
     };
+    if format == Format::Raw {
+        return Ok(bytes
+            .split(|&b| b == b'\n')
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+            .filter(|l| !l.is_empty())
+            .map(|l| l.to_vec())
+            .collect());
+    }
+    let lead = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
     let opts = SeqOptions {
         keep_case: true,
         ..SeqOptions::default()
@@ -92,43 +110,56 @@ pub fn read_patterns(path: &Path) -> Result<Vec<Vec<u8>>> {
 /// Answers `q` into `out`. Runs on the current rayon pool.
 pub fn run(q: &Query, out: &mut impl Write) -> Result<QueryReport> {
     let t0 = std::time::Instant::now();
-    let index = Index::open(&q.index)?;
-    if q.patterns.iter().any(|p| p.is_empty()) {
+    if q.max_hits.is_some() && !q.locate {
         return Err(Error::Usage(
-            "an empty pattern occurs at every position: give patterns of at least one character"
-                .into(),
+            "--max-hits limits the occurrences --locate reports: give --locate too".into(),
         ));
     }
-    let mut patterns = q.patterns.clone();
-    if let Some(f) = &q.patterns_file {
-        patterns.extend(read_patterns(f)?);
-    }
-    if index.meta.sequence {
-        // A sequence text holds no whitespace: a pattern's surrounding spaces and tabs are no part
-        // of it (and one left with nothing is no pattern).
-        for p in &mut patterns {
-            let t = p.trim_ascii();
-            if t.len() != p.len() {
-                *p = t.to_vec();
-            }
+    let index = Index::open(&q.index)?;
+    // A sequence text holds no whitespace: the whitespace around a pattern is no part of it.
+    let trim = |p: &mut Vec<u8>| {
+        let t = p.trim_ascii();
+        if index.meta.sequence && t.len() != p.len() {
+            *p = t.to_vec();
         }
-        patterns.retain(|p| !p.is_empty());
+    };
+    let mut patterns = q.patterns.clone();
+    patterns.iter_mut().for_each(trim);
+    if patterns.iter().any(|p| p.is_empty()) {
+        return Err(Error::Usage(match index.meta.sequence {
+            true => "an empty pattern (or only whitespace, which a sequence index drops) occurs at every position: give patterns of at least one character",
+            false => "an empty pattern occurs at every position: give patterns of at least one character",
+        }.into()));
+    }
+    if let Some(f) = &q.patterns_file {
+        // Empty ones in a file (blank lines, empty reads) are skipped.
+        let mut read = read_patterns(f, q.patterns_format)?;
+        read.iter_mut().for_each(trim);
+        patterns.extend(read.into_iter().filter(|p| !p.is_empty()));
     }
     let max = q.max_hits.unwrap_or(usize::MAX);
     let mut matches = 0u64;
     let write_err = |e| Error::io("write", "standard output", e);
-    for batch in patterns.chunks(BATCH) {
+    // A reader that stops reading (`| head`) ends the answers: no error.
+    let written = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        r => r.map(|()| true).map_err(write_err),
+    };
+    'batches: for batch in patterns.chunks(BATCH) {
         let answers: Vec<(String, u64)> = batch
             .par_iter()
             .map(|pat| answer(&index, pat, q.locate, max, q.json))
             .collect::<Result<_>>()?;
         for (text, count) in answers {
             matches += count;
-            out.write_all(text.as_bytes()).map_err(write_err)?;
+            if !written(out.write_all(text.as_bytes()))? {
+                break 'batches;
+            }
         }
     }
-    out.flush().map_err(write_err)?;
+    written(out.flush())?;
     Ok(QueryReport {
+        warnings: index.warnings.clone(),
         patterns: patterns.len(),
         matches,
         secs: t0.elapsed().as_secs_f64(),
