@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+[ -f "${HOME:-/nonexistent}/.cargo/env" ] && . "${HOME:-/nonexistent}/.cargo/env"
 cargo build --release --bin psa --example sais-baseline
 # Open MPI refuses root and more pes than cores without these (harmless otherwise).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

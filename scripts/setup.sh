@@ -61,9 +61,9 @@ if [ ${#need[@]} -gt 0 ]; then
         exit 1
     fi
 fi
-if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
+if ! command -v cargo >/dev/null 2>&1 && [ -f "${HOME:-/nonexistent}/.cargo/env" ]; then
     # shellcheck disable=SC1091
-    . "$HOME/.cargo/env"
+    . "${HOME:-/nonexistent}/.cargo/env"
 fi
 command -v cargo >/dev/null 2>&1 || { echo "setup.sh: cargo not found: install Rust from https://rustup.rs" >&2; exit 1; }
 echo "setup.sh: ready ($(cargo --version); $(mpirun --version | head -n 1))"

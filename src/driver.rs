@@ -6,7 +6,7 @@ use std::time::Instant;
 use crate::comm::Comm;
 use crate::config::json_str;
 use crate::error::{Error, Result};
-use crate::io::index::{modified_time, side_path, IndexMeta, InputMeta, RecordMeta, VERSION};
+use crate::io::index::{side_path, IndexMeta, InputMeta, RecordMeta, VERSION};
 use crate::io::seq::{self, Format, InputFile, Record, SeqOptions};
 use crate::io::{OutputFile, SideFile, Width};
 use crate::plan::{self, Plan, Shape};
@@ -288,13 +288,18 @@ fn job_files(job: &Job, sequence: bool) -> Vec<(String, PathBuf)> {
     v
 }
 
-/// Two of the job's files that end up at one file, as a message (local; pe 0 asks). A
-/// character device (`/dev/null`) may take several: each is written through, none replaced.
+/// Two of the job's files that end up at one file, as a message (local; pe 0 asks). The null
+/// device may take several (each discarded); any other device or FIFO would carry them one
+/// after another in one stream (a pe's stdout is a terminal device under mpirun).
 fn same_files(job: &Job, sequence: bool) -> Option<String> {
-    use std::os::unix::fs::FileTypeExt;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let null = std::fs::metadata("/dev/null").ok().map(|m| m.rdev());
+    let is_null = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.file_type().is_char_device() && Some(m.rdev()) == null)
+    };
     let files = job_files(job, sequence);
     for (i, (what_a, a)) in files.iter().enumerate() {
-        if std::fs::metadata(a).is_ok_and(|m| m.file_type().is_char_device()) {
+        if is_null(a) {
             continue;
         }
         for (what_b, b) in &files[i + 1..] {
@@ -610,7 +615,6 @@ fn write_text(
     Ok(file)
 }
 
-/// The index metadata (pe 0; None elsewhere).
 /// Warns when records share a name (paired reads, one file given twice): `psa query --locate`
 /// names their hits alike. Local; by 64-bit hashes of the names, sorted (16 bytes a record).
 fn warn_repeated_names(records: &[Record]) {
@@ -626,7 +630,7 @@ fn warn_repeated_names(records: &[Record]) {
         .collect();
     if let Some(&first) = repeated.iter().min() {
         log::warn!(
-            "{} record(s) have the name of an earlier one (the first: '{}', record {}): psa query --locate names their hits alike (the records table's start column tells them apart)",
+            "{} record(s) have the name of an earlier one (the first: '{}', record {}): psa query --locate names their hits alike (its --json output's text_offset tells them apart)",
             repeated.len(),
             records[first].name,
             first + 1
@@ -634,6 +638,7 @@ fn warn_repeated_names(records: &[Record]) {
     }
 }
 
+/// The index metadata (pe 0; None elsewhere).
 fn index_meta(
     comm: &Comm,
     files: &[InputFile],
@@ -646,7 +651,12 @@ fn index_meta(
     if comm.rank() != 0 {
         return None;
     }
-    warn_repeated_names(records);
+    // With --revcomp the second half of the records are the first half's twins.
+    let forward = match job.seq.revcomp {
+        true => &records[..records.len() / 2],
+        false => records,
+    };
+    warn_repeated_names(forward);
     use std::os::unix::ffi::OsStrExt;
     let inputs = files
         .iter()
@@ -658,7 +668,7 @@ fn index_meta(
                 .as_bytes()
                 .to_vec(),
             size: f.size,
-            modified: modified_time(&f.path),
+            modified: f.modified,
             format: f.format.name().into(),
             gzip: f.gzip,
         })

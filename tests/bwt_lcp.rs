@@ -528,9 +528,24 @@ fn devices_are_written_through() {
             ],
             dir.path(),
         );
-        // Both at one character device: each written through, as either would be alone.
+        // Both at the null device: each discarded, as either would be alone.
         assert!(o.success(), "p = {p}: {}", o.describe());
         assert!(o.stderr.contains("BWT primary index"), "{}", o.describe());
+        // Both at another device: they would follow one another in one stream, refused.
+        let o = run_psa(
+            p,
+            [
+                "--no-sa",
+                "--bwt",
+                "/dev/zero",
+                "--lcp",
+                "/dev/zero",
+                "in.txt",
+            ],
+            dir.path(),
+        );
+        assert_eq!(o.code, Some(2), "p = {p}: {}", o.describe());
+        assert!(o.stderr.contains("same file"), "{}", o.describe());
         let o = run_psa(
             p,
             ["--no-sa", "--bwt", "/dev/null", "--lcp", "o.lcp", "in.txt"],

@@ -457,10 +457,16 @@ fn query_skips_empty_and_padded_patterns() {
     let (ok, _, err) = query(dir.path(), &["g.sa", "ACGT", " \t"]);
     assert!(!ok && err.contains("empty pattern"), "{err}");
 
-    // A file's format is its name's (as the build's inputs), or --patterns-format's: a file of
-    // lines that starts with '>' is lines; '-' reads standard input.
+    // A file's format is its name's (as the build's inputs), or --patterns-format's: a file
+    // named as lines that starts with '>' is refused on a sequence index unless it says how to
+    // read it; '-' reads standard input.
     dir.write("gt.txt", b">b\nGGA\n");
-    let (ok, out, err) = query(dir.path(), &["g.sa", "--patterns", "gt.txt"]);
+    let (ok, _, err) = query(dir.path(), &["g.sa", "--patterns", "gt.txt"]);
+    assert!(!ok && err.contains("--patterns-format"), "{err}");
+    let (ok, out, err) = query(
+        dir.path(),
+        &["g.sa", "--patterns", "gt.txt", "--patterns-format", "lines"],
+    );
     assert!(ok, "{err}");
     assert_eq!(out, ">b\t0\nGGA\t1\n", "{err}");
     let (ok, out, err) = query(
@@ -479,6 +485,25 @@ fn query_skips_empty_and_padded_patterns() {
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success());
     assert_eq!(String::from_utf8_lossy(&o.stdout), "GGA\t1\nACGT\t3\n");
+
+    // Reads on standard input without --patterns-format: refused (read as lines they would
+    // all miss), and a file of lines named as FASTA is told how to be read as lines.
+    let mut c = Command::new(PSA);
+    c.args(["query", "g.sa", "--patterns", "-"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"@r\nGGA\n+\nIII\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--patterns-format"),
+        "{o:?}"
+    );
+    dir.write("lines.fa", b"GGA\nACGT\n");
+    let (ok, _, err) = query(dir.path(), &["g.sa", "--patterns", "lines.fa"]);
+    assert!(!ok && err.contains("--patterns-format lines"), "{err}");
 
     // --max-hits means nothing without --locate: refused.
     let o = Command::new(PSA)

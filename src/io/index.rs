@@ -73,6 +73,45 @@ pub struct IndexMeta {
     pub records: Vec<RecordMeta>,
 }
 
+/// [`IndexMeta`] as format version 1 wrote it: the inputs without their modification times
+/// (given, absolute, size, format, gzip).
+#[derive(Decode)]
+struct IndexMetaV1 {
+    version: u32,
+    n: u64,
+    width: u32,
+    sequence: bool,
+    keep_case: bool,
+    revcomp: bool,
+    inputs: Vec<(String, Vec<u8>, u64, String, bool)>,
+    records: Vec<RecordMeta>,
+}
+
+impl From<IndexMetaV1> for IndexMeta {
+    fn from(m: IndexMetaV1) -> IndexMeta {
+        let inputs = (m.inputs.into_iter())
+            .map(|(given, absolute, size, format, gzip)| InputMeta {
+                given,
+                absolute,
+                size,
+                modified: None,
+                format,
+                gzip,
+            })
+            .collect();
+        IndexMeta {
+            version: m.version,
+            n: m.n,
+            width: m.width,
+            sequence: m.sequence,
+            keep_case: m.keep_case,
+            revcomp: m.revcomp,
+            inputs,
+            records: m.records,
+        }
+    }
+}
+
 /// `OUT` with `suffix` appended to its name (`OUT.text`, `OUT.meta`, `OUT.records.tsv`).
 pub fn side_path(out: &Path, suffix: &str) -> PathBuf {
     let mut s = out.as_os_str().to_os_string();
@@ -102,22 +141,27 @@ impl IndexMeta {
         let body = bytes
             .strip_prefix(MAGIC)
             .ok_or_else(|| bad("no psa magic"))?;
-        // The version first: an index of another version is named as such, not as damaged.
-        let version: Option<(u32, usize)> =
-            bincode::decode_from_slice(body, bincode::config::standard()).ok();
-        if let Some((v, _)) = version.filter(|&(v, _)| v != VERSION) {
-            return Err(bad(&format!(
-                "format version {v}, this psa reads {VERSION}: build the index again"
-            )));
-        }
         let damaged = || {
             Error::Invalid(format!(
                 "'{}' is damaged (cut short or changed): build the index again",
                 path.display()
             ))
         };
-        let (meta, used): (IndexMeta, usize) =
-            bincode::decode_from_slice(body, bincode::config::standard()).map_err(|_| damaged())?;
+        // The version first: an index of another version is named as such, not as damaged.
+        let config = bincode::config::standard();
+        let version = bincode::decode_from_slice::<u32, _>(body, config).map(|(v, _)| v);
+        let (meta, used): (IndexMeta, usize) = match version {
+            Ok(VERSION) => bincode::decode_from_slice(body, config).map_err(|_| damaged())?,
+            Ok(1) => bincode::decode_from_slice::<IndexMetaV1, _>(body, config)
+                .map(|(m, used)| (m.into(), used))
+                .map_err(|_| damaged())?,
+            Ok(v) if v > VERSION => {
+                return Err(bad(&format!(
+                    "format version {v}, written by a newer psa; this one reads 1 to {VERSION}"
+                )))
+            }
+            _ => return Err(damaged()),
+        };
         let records_in_order = meta.records.windows(2).all(|w| w[0].start <= w[1].start)
             && meta
                 .records

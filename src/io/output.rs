@@ -158,23 +158,27 @@ pub fn plan(requested: &Path, inputs: &[&Path], force: bool, what: &str, tag: u6
         }
         // A new file: its directory must be there (named here, not by the first side file that
         // fails to be made in it).
-        Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::NotADirectory => {
-            let why = match std::fs::metadata(&dir) {
-                Ok(d) if d.is_dir() => {
-                    return Ok(Dest::Staged {
-                        tmp: dir.join(partial_name(&name, tag)),
-                        target,
-                    })
-                }
-                Ok(_) => " is not a directory".to_string(),
-                Err(e) => format!(": {e}"),
-            };
-            return Err(Error::Invalid(format!(
-                "cannot write {what} '{shown}': its directory '{}'{why}",
-                dir.display()
-            )));
-        }
+        Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::NotADirectory => {}
         Err(e) => return Err(Error::io("look at", &target, e)),
+    }
+    // The file is made beside the target under a temporary name: its directory must be there
+    // and writable (named here, not by the first side file that fails to be made in it).
+    let why = match std::fs::metadata(&dir) {
+        Ok(d) if !d.is_dir() => Some(" is not a directory".to_string()),
+        Ok(_) => {
+            let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok();
+            // SAFETY: c is a valid NUL-terminated path.
+            let ok = c
+                .is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0);
+            (!ok).then(|| format!(": {}", std::io::Error::last_os_error()))
+        }
+        Err(e) => Some(format!(": {e}")),
+    };
+    if let Some(why) = why {
+        return Err(Error::Invalid(format!(
+            "cannot write {what} '{shown}': its directory '{}'{why}",
+            dir.display()
+        )));
     }
     let tmp = dir.join(partial_name(&name, tag));
     Ok(Dest::Staged { tmp, target })

@@ -55,9 +55,12 @@ const BATCH: usize = 1 << 14;
 /// Reads a patterns file (`-`: standard input) in `format` (None: by the file's name,
 /// [`Format::from_name`]): a FASTA or FASTQ file's sequences (empty records skipped), else one
 /// pattern a line (empty lines skipped, a `\r` before the line break dropped). gzip is
-/// recognised by its first bytes.
-pub fn read_patterns(path: &Path, format: Option<Format>) -> Result<Vec<Vec<u8>>> {
+/// recognised by its first bytes. For a `sequence` index, whose text holds no `>` or `@`, a
+/// file read as lines by its name that starts like FASTA or FASTQ is refused (say
+/// `--patterns-format`).
+pub fn read_patterns(path: &Path, format: Option<Format>, sequence: bool) -> Result<Vec<Vec<u8>>> {
     let stdin = path == Path::new("-");
+    let asked = format.is_some();
     let mut bytes = match stdin {
         true => {
             let mut v = Vec::new();
@@ -82,6 +85,19 @@ pub fn read_patterns(path: &Path, format: Option<Format>) -> Result<Vec<Vec<u8>>
         (None, true) => Format::Raw,
         (None, false) => Format::from_name(path),
     };
+    let lead = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    let looks_like_reads = matches!(bytes.get(lead), Some(b'>' | b'@'));
+    if format == Format::Raw && !asked && sequence && looks_like_reads {
+        return Err(Error::Usage(format!(
+            "{}: read as one pattern a line (no --patterns-format), but it starts with '{}' like a {} file, and no sequence text holds that byte: give --patterns-format fasta, fastq or lines",
+            match stdin {
+                true => "standard input".into(),
+                false => path.display().to_string(),
+            },
+            bytes[lead] as char,
+            if bytes[lead] == b'>' { "FASTA" } else { "FASTQ" },
+        )));
+    }
     if format == Format::Raw {
         return Ok(bytes
             .split(|&b| b == b'\n')
@@ -90,7 +106,6 @@ pub fn read_patterns(path: &Path, format: Option<Format>) -> Result<Vec<Vec<u8>>
             .map(|l| l.to_vec())
             .collect());
     }
-    let lead = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
     let opts = SeqOptions {
         keep_case: true,
         ..SeqOptions::default()
@@ -98,8 +113,13 @@ pub fn read_patterns(path: &Path, format: Option<Format>) -> Result<Vec<Vec<u8>>
     // Blank lines before the first record are no part of it (FASTQ's parser wants a record at
     // once); its line numbers then count from the first record.
     bytes.drain(..lead);
-    let (t, records) = text_of(&[(bytes, format)], &opts)
-        .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+    let (t, records) = text_of(&[(bytes, format)], &opts).map_err(|e| {
+        Error::Invalid(format!(
+            "{}: {e} (read as {}; --patterns-format lines reads one pattern a line)",
+            path.display(),
+            format.name().to_uppercase()
+        ))
+    })?;
     Ok(records
         .iter()
         .filter(|r| r.len > 0)
@@ -133,7 +153,7 @@ pub fn run(q: &Query, out: &mut impl Write) -> Result<QueryReport> {
     }
     if let Some(f) = &q.patterns_file {
         // Empty ones in a file (blank lines, empty reads) are skipped.
-        let mut read = read_patterns(f, q.patterns_format)?;
+        let mut read = read_patterns(f, q.patterns_format, index.meta.sequence)?;
         read.iter_mut().for_each(trim);
         patterns.extend(read.into_iter().filter(|p| !p.is_empty()));
     }

@@ -95,6 +95,9 @@ pub struct InputFile {
     pub gzip: bool,
     /// Bytes on disk.
     pub size: u64,
+    /// Its modification time when opened ([`crate::io::index::modified_time`]), kept in the
+    /// index: a raw input edited in place later keeps its size, not its time.
+    pub modified: Option<crate::io::index::Mtime>,
 }
 
 /// One record of T: a FASTA/FASTQ record or a raw file.
@@ -127,6 +130,7 @@ impl InputFile {
     /// Looks at `path` (its size and first bytes) and decides its format. Local.
     pub fn open(path: &Path, forced: Option<Format>) -> Result<InputFile> {
         let size = super::input_len(path)? as u64;
+        let modified = crate::io::index::modified_time(path);
         let format = forced.unwrap_or_else(|| Format::from_name(path));
         let mut magic = [0u8; 2];
         let gzip = format != Format::Raw
@@ -140,6 +144,7 @@ impl InputFile {
             format,
             gzip,
             size,
+            modified,
         })
     }
 
