@@ -44,6 +44,21 @@ fn query(dir: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `psa query ARGS` with `input` on its standard input.
+fn query_stdin(dir: &Path, args: &[&str], input: &[u8]) -> std::process::Output {
+    let mut child = Command::new(PSA)
+        .arg("query")
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Patterns of T: substrings (some lower-cased, some across a `$`), and absent ones.
 fn patterns(t: &[u8], seed: u64) -> Vec<String> {
     let mut rng = Rng::new(seed);
@@ -475,27 +490,17 @@ fn query_skips_empty_and_padded_patterns() {
     );
     assert!(ok, "{err}");
     assert_eq!(out, "GGA\t1\n", "{err}");
-    let mut c = Command::new(PSA);
-    c.args(["query", "g.sa", "--patterns", "-"])
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"GGA\nACGT\n").unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = query_stdin(dir.path(), &["g.sa", "--patterns", "-"], b"GGA\nACGT\n");
     assert!(o.status.success());
     assert_eq!(String::from_utf8_lossy(&o.stdout), "GGA\t1\nACGT\t3\n");
 
     // Reads on standard input without --patterns-format: refused (read as lines they would
     // all miss), and a file of lines named as FASTA is told how to be read as lines.
-    let mut c = Command::new(PSA);
-    c.args(["query", "g.sa", "--patterns", "-"])
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"@r\nGGA\n+\nIII\n").unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = query_stdin(
+        dir.path(),
+        &["g.sa", "--patterns", "-"],
+        b"@r\nGGA\n+\nIII\n",
+    );
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("--patterns-format"),

@@ -156,8 +156,6 @@ pub fn plan(requested: &Path, inputs: &[&Path], force: bool, what: &str, tag: u6
                 )));
             }
         }
-        // A new file: its directory must be there (named here, not by the first side file that
-        // fails to be made in it).
         Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::NotADirectory => {}
         Err(e) => return Err(Error::io("look at", &target, e)),
     }
@@ -165,13 +163,8 @@ pub fn plan(requested: &Path, inputs: &[&Path], force: bool, what: &str, tag: u6
     // and writable (named here, not by the first side file that fails to be made in it).
     let why = match std::fs::metadata(&dir) {
         Ok(d) if !d.is_dir() => Some(" is not a directory".to_string()),
-        Ok(_) => {
-            let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok();
-            // SAFETY: c is a valid NUL-terminated path.
-            let ok = c
-                .is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0);
-            (!ok).then(|| format!(": {}", std::io::Error::last_os_error()))
-        }
+        Ok(_) => (!may(&dir, libc::W_OK | libc::X_OK))
+            .then(|| format!(": {}", std::io::Error::last_os_error())),
         Err(e) => Some(format!(": {e}")),
     };
     if let Some(why) = why {
@@ -206,14 +199,17 @@ pub fn same_destination(a: &Path, b: &Path) -> bool {
 /// Whether the user may write `path` (root may write anything, but a file nobody may write is
 /// read-only to us too: it says "keep me").
 fn writable(path: &Path, m: &std::fs::Metadata) -> bool {
-    if m.mode() & 0o222 == 0 {
-        return false;
-    }
+    m.mode() & 0o222 != 0 && may(path, libc::W_OK)
+}
+
+/// Whether the user may do `mode` (`libc::W_OK`, …) to `path` (access(2); on false, the reason
+/// is in `errno`).
+fn may(path: &Path, mode: libc::c_int) -> bool {
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
         return false;
     };
     // SAFETY: c is a valid NUL-terminated path.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    unsafe { libc::access(c.as_ptr(), mode) == 0 }
 }
 
 /// Removes the partial files of `target` that dead runs left behind: ours by name, not locked by
