@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what psa needs to build and run on Debian/Ubuntu: Open MPI and libclang (rsmpi
-# generates its MPI bindings with bindgen). Rust comes from rustup (https://rustup.rs), which
+# generates its MPI bindings with bindgen); elsewhere it finds them where they are (pkg-config,
+# mpicc, llvm-config) or names what to install. Rust comes from rustup (https://rustup.rs), which
 # this script does not install. Safe to run again: it installs only what is missing, and nothing
 # (no apt-get, no sudo) when everything is there. A user who is not root and has no password-less
 # sudo is told which packages to install.
@@ -15,21 +16,46 @@ exists() {
     return 1
 }
 
+# Open MPI's headers, where rsmpi's build finds them: Debian's multiarch directories, else what
+# pkg-config or the MPI compiler wrapper reports (modules, RHEL, a source build).
+mpi_headers() {
+    exists '/usr/lib/*/openmpi/include/mpi.h' '/usr/include/*/openmpi/mpi.h' && return 0
+    { command -v pkg-config >/dev/null 2>&1 && { pkg-config --exists ompi || pkg-config --exists mpich; }; } ||
+        mpicc -show >/dev/null 2>&1 || mpicc --showme >/dev/null 2>&1
+}
+
+# bindgen loads libclang.so* or libclang-<version>.so* (libclang-cpp, installed by other packages,
+# is not it; LIBCLANG_PATH points it elsewhere) and needs clang's own headers.
+libclang() {
+    local llvm=/nonexistent
+    command -v llvm-config >/dev/null 2>&1 && llvm=$(llvm-config --libdir 2>/dev/null || echo /nonexistent)
+    exists "${LIBCLANG_PATH:-/nonexistent}/libclang*.so*" "$llvm/libclang.so*" "$llvm/libclang-[0-9]*.so*" \
+        '/usr/lib/*/libclang.so*' '/usr/lib/*/libclang-[0-9]*.so*' '/usr/lib64/libclang.so*' \
+        '/usr/lib/llvm-*/lib/libclang.so*' '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*'
+}
+clang_headers() {
+    local llvm=/nonexistent
+    command -v llvm-config >/dev/null 2>&1 && llvm=$(llvm-config --libdir 2>/dev/null || echo /nonexistent)
+    exists "$llvm/clang/*/include/stddef.h" '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' \
+        '/usr/lib/clang/*/include/stddef.h' '/usr/lib64/clang/*/include/stddef.h'
+}
+
 missing() {
     need=()
     command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
-    # rsmpi's build compiles against Open MPI's headers (Debian's multiarch directories).
-    exists '/usr/lib/*/openmpi/include/mpi.h' '/usr/include/*/openmpi/mpi.h' || need+=(libopenmpi-dev)
-    # bindgen loads libclang.so* or libclang-<version>.so* (libclang-cpp, installed by other
-    # packages, is not it; LIBCLANG_PATH points it elsewhere) and needs clang's own headers.
-    exists "${LIBCLANG_PATH:-/nonexistent}/libclang*.so*" '/usr/lib/*/libclang.so*' '/usr/lib/*/libclang-[0-9]*.so*' \
-        '/usr/lib/llvm-*/lib/libclang.so*' '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*' || need+=(libclang1-14)
-    exists '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' '/usr/lib/clang/*/include/stddef.h' \
-        || need+=(libclang-common-14-dev)
+    mpi_headers || need+=(libopenmpi-dev)
+    libclang || need+=(libclang1-14)
+    clang_headers || need+=(libclang-common-14-dev)
 }
 
 missing
 if [ ${#need[@]} -gt 0 ]; then
+    command -v apt-get >/dev/null 2>&1 || {
+        echo "setup.sh: error: missing ${need[*]} (Debian/Ubuntu package names) and there is no apt-get:" \
+            "install Open MPI (mpirun, mpicc and its headers) and libclang with this system's packages" \
+            "or modules (for example: module load openmpi llvm), then run this script again" >&2
+        exit 1
+    }
     sudo=()
     if [ "$(id -u)" -ne 0 ]; then
         # Only a sudo that works without asking: this script may run where nobody can type a password.
@@ -43,11 +69,6 @@ if [ ${#need[@]} -gt 0 ]; then
             exit 1
         fi
     fi
-    command -v apt-get >/dev/null 2>&1 || {
-        echo "setup.sh: error: missing ${need[*]} (Debian/Ubuntu package names) and there is no apt-get:" \
-            "install Open MPI (with its headers and mpicc) and libclang by hand" >&2
-        exit 1
-    }
     echo "setup.sh: installing ${need[*]}"
     install() {
         "${sudo[@]+"${sudo[@]}"}" apt-get update &&

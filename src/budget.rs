@@ -7,11 +7,31 @@ use std::path::Path;
 pub type Budget = (u64, String);
 
 /// The default budget per pe, for `local_pes` pes on this node; `var` reads an environment
-/// variable. Slurm's grant when present: `SLURM_MEM_PER_CPU` × `SLURM_CPUS_PER_TASK` (default
-/// 1), else `SLURM_MEM_PER_NODE` / `local_pes` (megabytes; 0 means the whole node: not a grant).
-/// Otherwise [`node_memory_per_pe`]. None when nothing is known. With `warn`, a variable that is
-/// not a size is reported (it is ignored).
+/// variable, `root` is where `/proc` and `/sys` are (tests point it elsewhere). Slurm's grant when
+/// present: `SLURM_MEM_PER_CPU` × `SLURM_CPUS_PER_TASK` (default 1), else `SLURM_MEM_PER_NODE` /
+/// `local_pes` (megabytes; 0 means the whole node: not a grant), but no more than
+/// [`node_memory_per_pe`]: a grant is per Slurm task, and `mpirun -n 4` inside a job of one task
+/// starts four pes in that task's cgroup. Without Slurm [`node_memory_per_pe`]. None when nothing
+/// is known. With `warn`, a variable that is not a size is reported (it is ignored).
 pub fn default_budget(
+    var: &dyn Fn(&str) -> Option<String>,
+    root: &Path,
+    local_pes: usize,
+    warn: bool,
+) -> Option<Budget> {
+    let node = node_memory_per_pe(root, local_pes);
+    let slurm = slurm_grant(var, local_pes, warn);
+    match (slurm, node) {
+        (Some(s), Some(n)) if n.0 < s.0 => Some((
+            n.0,
+            format!("{}, below {}'s {}", n.1, s.1, psa::plan::size_text(s.0)),
+        )),
+        (s, n) => s.or(n),
+    }
+}
+
+/// Slurm's grant per pe (see [`default_budget`]). None without one.
+fn slurm_grant(
     var: &dyn Fn(&str) -> Option<String>,
     local_pes: usize,
     warn: bool,
@@ -42,14 +62,12 @@ pub fn default_budget(
             None => (per_cpu, "SLURM_MEM_PER_CPU".into()),
         });
     }
-    if let Some(node) = mb("SLURM_MEM_PER_NODE") {
-        let pes = local_pes.max(1);
-        return Some((
-            node / pes as u64,
-            format!("SLURM_MEM_PER_NODE / {pes} pe(s) on the node"),
-        ));
-    }
-    node_memory_per_pe(Path::new("/"), local_pes)
+    let node = mb("SLURM_MEM_PER_NODE")?;
+    let pes = local_pes.max(1);
+    Some((
+        node / pes as u64,
+        format!("SLURM_MEM_PER_NODE / {pes} pe(s) on the node"),
+    ))
 }
 
 /// Memory a pe of this node may count on: the node's available memory (MemAvailable) or its
@@ -143,6 +161,46 @@ mod tests {
         move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
     }
 
+    /// A root without `/proc` or `/sys`: nothing known of the node.
+    fn nowhere() -> std::path::PathBuf {
+        std::env::temp_dir().join("psa-budget-nowhere")
+    }
+
+    /// A grant per Slurm task shared by more pes than tasks (`mpirun -n 3` in a job of one task)
+    /// is bounded by the node: the cgroup's limit over the pes on it.
+    #[test]
+    fn slurm_grant_no_more_than_the_node() -> TestResult {
+        let root = std::env::temp_dir().join(format!("psa-budget-slurm-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("proc"))?;
+        std::fs::create_dir_all(root.join("sys/fs/cgroup"))?;
+        std::fs::write(root.join("proc/meminfo"), "MemAvailable:    8000000 kB\n")?;
+        std::fs::write(root.join("sys/fs/cgroup/memory.max"), "3000000000\n")?;
+        let grant = env(&[("SLURM_MEM_PER_CPU", "2000")]);
+        let b = default_budget(&grant, &root, 3, false).ok_or("no budget")?;
+        let small = default_budget(&grant, &root, 100, false).ok_or("no budget")?;
+        std::fs::remove_dir_all(&root)?;
+        if psa::stats::address_space_limit().is_none() {
+            assert_eq!(b.0, 1_000_000_000);
+            assert!(
+                b.1.starts_with(
+                    "the cgroup's memory limit / 3 pe(s) on the node, below SLURM_MEM_PER_CPU's"
+                ),
+                "{}",
+                b.1
+            );
+            assert_eq!(small.0, 30_000_000);
+        }
+        // One pe in the task: the grant (below the cgroup's 3 GB) stands.
+        std::fs::create_dir_all(root.join("proc"))?;
+        std::fs::write(root.join("proc/meminfo"), "MemAvailable:    8000000 kB\n")?;
+        let one = default_budget(&grant, &root, 1, false).ok_or("no budget")?;
+        std::fs::remove_dir_all(&root)?;
+        if psa::stats::address_space_limit().is_none() {
+            assert_eq!(one, (2000 << 20, "SLURM_MEM_PER_CPU".into()));
+        }
+        Ok(())
+    }
+
     #[test]
     fn slurm_per_cpu_times_cpus_per_task() -> TestResult {
         let b = default_budget(
@@ -151,22 +209,28 @@ mod tests {
                 ("SLURM_CPUS_PER_TASK", "4"),
                 ("SLURM_MEM_PER_NODE", "1"),
             ]),
+            &nowhere(),
             3,
             false,
         )
         .ok_or("no budget")?;
         assert_eq!(b.0, 8000 << 20);
         assert!(b.1.contains("SLURM_MEM_PER_CPU"), "{}", b.1);
-        let b =
-            default_budget(&env(&[("SLURM_MEM_PER_CPU", "2000")]), 3, false).ok_or("no budget")?;
+        let b = default_budget(&env(&[("SLURM_MEM_PER_CPU", "2000")]), &nowhere(), 3, false)
+            .ok_or("no budget")?;
         assert_eq!(b.0, 2000 << 20);
         Ok(())
     }
 
     #[test]
     fn slurm_per_node_over_the_pes_on_it() -> TestResult {
-        let b = default_budget(&env(&[("SLURM_MEM_PER_NODE", "12000")]), 3, false)
-            .ok_or("no budget")?;
+        let b = default_budget(
+            &env(&[("SLURM_MEM_PER_NODE", "12000")]),
+            &nowhere(),
+            3,
+            false,
+        )
+        .ok_or("no budget")?;
         assert_eq!(
             b,
             (

@@ -143,8 +143,8 @@ pub struct Cli {
     pub kernel_cache: Option<PathBuf>,
     /// Memory each pe may use (e.g. 3G, 512M, 1.5G, 1024K, bytes): psa plans its work to stay
     /// inside it and refuses, before reading the input (FASTA/FASTQ: after counting it), a run whose leanest plan cannot fit
-    /// [default: Slurm's SLURM_MEM_PER_CPU × SLURM_CPUS_PER_TASK or SLURM_MEM_PER_NODE / pes on the
-    /// node, else the node's available memory / pes on the node]
+    /// [default: the node's available memory (or its cgroup's limit) / pes on the node, or Slurm's
+    /// SLURM_MEM_PER_CPU × SLURM_CPUS_PER_TASK or SLURM_MEM_PER_NODE / pes on the node if smaller]
     #[arg(long, value_name = "SIZE", value_parser = mem_size)]
     pub mem_per_pe: Option<u64>,
     /// Heap blocks of at least SIZE (at most 32M) are mapped from the kernel and returned to it

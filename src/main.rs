@@ -110,13 +110,9 @@ fn query_main() -> ExitCode {
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    match psa::io::query::run(&cli.query(), &mut out) {
-        Ok(report) => {
-            for w in &report.warnings {
-                eprintln!("psa query: warning: {w}");
-            }
-            ExitCode::SUCCESS
-        }
+    let warn = |w: &str| eprintln!("psa query: warning: {w}");
+    match psa::io::query::run(&cli.query(), &mut out, warn) {
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("psa query: error: {e}");
             ExitCode::from(e.exit_code())
@@ -185,7 +181,12 @@ fn main() -> ExitCode {
         // (nodes differ, and so may their pes' counts and available memory): every pe must plan
         // with the same budget, or their plans, and so their collectives, would differ.
         let local_pes = ctx.comm.local_size();
-        let own = budget::default_budget(&|v| std::env::var(v).ok(), local_pes, rank == 0);
+        let own = budget::default_budget(
+            &|v| std::env::var(v).ok(),
+            std::path::Path::new("/"),
+            local_pes,
+            rank == 0,
+        );
         let least = ctx
             .comm
             .all_reduce_min(own.as_ref().map_or(u64::MAX, |b| b.0));

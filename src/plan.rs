@@ -419,8 +419,9 @@ fn refusal(
     let base = peak_per_pe(&Shape { n: 0, ..*shape }, &k);
     if base > budget {
         msg.push_str(&format!(
-            "; a pe needs {} before it holds any text: raise --mem-per-pe",
-            size_text(base)
+            "; a pe needs {} before it holds any text: raise --mem-per-pe{}",
+            size_text(base),
+            slurm_hint(source)
         ));
         return msg;
     }
@@ -451,16 +452,27 @@ fn refusal(
     if !fits(pes) {
         // What a pe holds beside its share of the text leaves no room for any share.
         msg.push_str(&format!(
-            "; a pe needs {} before it holds any text, too close to the budget for more pes to help: raise --mem-per-pe",
-            size_text(base)
+            "; a pe needs {} before it holds any text, too close to the budget for more pes to help: raise --mem-per-pe{}",
+            size_text(base),
+            slurm_hint(source)
         ));
         return msg;
     }
     msg.push_str(&format!(
-        "; use more pes (about {pes} at this budget) or more memory per pe (--mem-per-pe {}, on nodes that have it)",
-        size_arg(need)
+        "; use more pes (about {pes} at this budget) or more memory per pe (--mem-per-pe {}, on nodes that have it{})",
+        size_arg(need),
+        slurm_hint(source)
     ));
     msg
+}
+
+/// Where a budget came from Slurm's grant, how to ask Slurm for more.
+fn slurm_hint(source: &str) -> &'static str {
+    if source.contains("SLURM_") {
+        "; or ask Slurm for more: sbatch --mem-per-cpu or --mem"
+    } else {
+        ""
+    }
 }
 
 /// A size as `--mem-per-pe` takes it, rounded up to whole MiB ("1234M").

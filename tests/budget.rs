@@ -238,7 +238,7 @@ fn the_default_budget_comes_from_slurm() {
     assert!(
         o.stderr.contains(
             "the budget is 41943040 bytes (40.0 MiB) per pe (SLURM_MEM_PER_CPU × SLURM_CPUS_PER_TASK = 1)"
-        ),
+        ) && o.stderr.contains("or ask Slurm for more: sbatch --mem-per-cpu or --mem"),
         "{}",
         o.describe()
     );

@@ -549,4 +549,20 @@ fn query_skips_empty_and_padded_patterns() {
         err.contains("2 record(s)") && err.contains("'a', record 3"),
         "{err}"
     );
+
+    // A raw input whose name holds a tab, a pattern holding a backslash: the TSV escapes both
+    // (here and in the records table), each line keeps its fields.
+    dir.write("a\tb.txt", b"x\\y x\\y");
+    let mut c = common::mpirun(2, PSA);
+    c.args(["-o", "t.sa", "a\tb.txt"]).current_dir(dir.path());
+    let built = c.output().unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let (ok, out, err) = query(dir.path(), &["t.sa", "--locate", "x\\y"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out, "x\\\\y\t2\nx\\\\y\ta\\tb.txt\t0\nx\\\\y\ta\\tb.txt\t4\n",
+        "{err}"
+    );
+    let table = std::fs::read_to_string(dir.join("t.sa.records.tsv")).unwrap();
+    assert_eq!(table, "name\tstart\tlength\na\\tb.txt\t0\t7\n");
 }

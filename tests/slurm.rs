@@ -240,6 +240,43 @@ fn psa_sbatch_passes_options_after_the_input_through() {
     );
 }
 
+/// `PSA=psa` names a binary on PATH; without srun (not in a Slurm job) the script stops with a
+/// hint before starting anything.
+#[test]
+fn psa_sbatch_finds_psa_by_name_and_needs_srun() {
+    let job = Job::new("sbatch_by_name");
+    job.dir.write("in.txt", &text());
+    std::os::unix::fs::symlink(PSA, job.bin.join("psa")).unwrap();
+    let o = job.run(&["in.txt"], &[("PSA", "psa")]);
+    assert!(o.success(), "{}", o.describe());
+    let by_name = job.bin.join("psa").display().to_string();
+    assert!(
+        job.calls().iter().any(|c| c.contains(&by_name)),
+        "srun did not start {by_name}: {:?}",
+        job.calls()
+    );
+    assert!(job.dir.join("in.txt.sa").exists(), "{}", o.describe());
+
+    fs::remove_file(job.bin.join("srun")).unwrap();
+    fs::remove_file(job.dir.join("in.txt.sa")).unwrap();
+    if Command::new("sh")
+        .args(["-c", "command -v srun"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        return; // a real srun on this machine's PATH: the rest needs a machine without one
+    }
+    let o = job.run(&["in.txt"], &[]);
+    assert_eq!(o.code, Some(1), "{}", o.describe());
+    assert!(
+        o.stderr
+            .contains("srun not found: submit this script with sbatch"),
+        "{}",
+        o.describe()
+    );
+    assert!(!job.dir.join("in.txt.sa").exists(), "{}", o.describe());
+}
+
 #[test]
 fn psa_sbatch_honours_output_threads_and_option_values() {
     let job = Job::new("sbatch_values");
@@ -510,6 +547,22 @@ fn setup_without_root_names_what_to_install() {
     if non_root {
         non_root_cases(&s);
     }
+    // No apt-get (another distribution, modules): what is missing is named, nothing is run.
+    let no_apt = s.dir.join("no-apt");
+    fs::create_dir(&no_apt).unwrap();
+    for e in fs::read_dir(&s.no_mpi).unwrap().flatten() {
+        if e.file_name() != "apt-get" {
+            std::os::unix::fs::symlink(e.path(), no_apt.join(e.file_name())).unwrap();
+        }
+    }
+    let o = s.run(false, &no_apt, false, &[]);
+    assert_eq!(o.code, Some(1), "{}", o.describe());
+    assert!(
+        o.stderr.contains("openmpi-bin") && o.stderr.contains("there is no apt-get"),
+        "{}",
+        o.describe()
+    );
+    assert!(s.calls().is_empty(), "calls: {}", s.calls());
     // Root: apt-get directly, no sudo.
     if euid() == 0 {
         let o = s.run(false, &s.no_mpi, false, &[("FAKE_APT_OK", "1")]);

@@ -183,10 +183,29 @@ impl IndexMeta {
     pub fn records_tsv(records: &[Record]) -> Vec<u8> {
         let mut s = String::from("name\tstart\tlength\n");
         for r in records {
-            s.push_str(&format!("{}\t{}\t{}\n", r.name, r.start, r.len));
+            s.push_str(&format!("{}\t{}\t{}\n", tsv_field(&r.name), r.start, r.len));
         }
         s.into_bytes()
     }
+}
+
+/// A field of a tab-separated line: a backslash, tab, newline or carriage return in it (a raw
+/// input's path may hold them) written as `\\`, `\t`, `\n`, `\r`, so every line keeps its fields.
+pub fn tsv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains(['\\', '\t', '\n', '\r']) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out.into()
 }
 
 /// `path`'s modification time (seconds and nanoseconds since the epoch), where the file system
@@ -425,4 +444,114 @@ fn partition(n: usize, pred: impl Fn(usize) -> bool) -> usize {
         }
     }
     lo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `OUT.meta` as version 1 wrote it: the magic, then the fields in order (bincode's standard
+    /// encoding of a struct is its fields one after another), the inputs without times.
+    fn v1_bytes(version: u32, inputs_size: u64) -> Vec<u8> {
+        let fields = (
+            version,
+            100u64,
+            4u32,
+            false,
+            false,
+            false,
+            vec![(
+                "in.txt".to_string(),
+                b"/data/in.txt".to_vec(),
+                inputs_size,
+                "raw".to_string(),
+                false,
+            )],
+            vec![RecordMeta {
+                name: "in.txt".into(),
+                start: 0,
+                len: 100,
+            }],
+        );
+        let mut v = MAGIC.to_vec();
+        v.extend(bincode::encode_to_vec(fields, bincode::config::standard()).unwrap());
+        v
+    }
+
+    fn read_bytes(tag: &str, bytes: &[u8]) -> Result<IndexMeta> {
+        let path = std::env::temp_dir().join(format!("psa-meta-{}-{tag}", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        let meta = IndexMeta::read(&path);
+        std::fs::remove_file(&path).unwrap();
+        meta
+    }
+
+    #[test]
+    fn tsv_fields_keep_their_lines() {
+        assert_eq!(tsv_field("chr1"), "chr1");
+        assert_eq!(tsv_field("a\tb\nc\\d\r"), "a\\tb\\nc\\\\d\\r");
+        let tsv = IndexMeta::records_tsv(&[Record {
+            name: "dir\tx/in\n.txt".into(),
+            start: 0,
+            len: 3,
+        }]);
+        assert_eq!(tsv, b"name\tstart\tlength\ndir\\tx/in\\n.txt\t0\t3\n");
+    }
+
+    #[test]
+    fn version_1_is_read_without_times() {
+        let meta = read_bytes("v1", &v1_bytes(1, 100)).unwrap();
+        assert_eq!((meta.version, meta.n, meta.width), (1, 100, 4));
+        assert_eq!(meta.inputs.len(), 1);
+        let input = &meta.inputs[0];
+        assert_eq!(
+            (
+                &input.given[..],
+                &input.absolute[..],
+                input.size,
+                input.modified
+            ),
+            ("in.txt", &b"/data/in.txt"[..], 100, None)
+        );
+        assert_eq!(meta.records[0].len, 100);
+        // Its sizes are checked as version 2's are: a raw input of another size is damage.
+        let e = read_bytes("v1-bad", &v1_bytes(1, 99)).unwrap_err();
+        assert!(e.to_string().contains("is damaged"), "{e}");
+        // Cut short.
+        let whole = v1_bytes(1, 100);
+        let e = read_bytes("v1-short", &whole[..whole.len() - 3]).unwrap_err();
+        assert!(e.to_string().contains("is damaged"), "{e}");
+    }
+
+    #[test]
+    fn the_current_version_round_trips_and_a_newer_one_is_named() {
+        let meta = IndexMeta {
+            version: VERSION,
+            n: 10,
+            width: 5,
+            sequence: true,
+            keep_case: true,
+            revcomp: false,
+            inputs: vec![InputMeta {
+                given: "r.fa".into(),
+                absolute: b"/x/r.fa".to_vec(),
+                size: 20,
+                modified: Some((1_700_000_000, 5)),
+                format: "fasta".into(),
+                gzip: false,
+            }],
+            records: vec![RecordMeta {
+                name: "r".into(),
+                start: 0,
+                len: 10,
+            }],
+        };
+        assert_eq!(read_bytes("v2", &meta.encode()).unwrap(), meta);
+        let e = read_bytes("v9", &v1_bytes(9, 100)).unwrap_err();
+        let newer =
+            format!("format version 9, written by a newer psa; this one reads 1 to {VERSION}");
+        assert!(e.to_string().contains(&newer), "{e}");
+        let e = read_bytes("nomagic", b"PSAINDEY").unwrap_err();
+        assert!(e.to_string().contains("no psa magic"), "{e}");
+    }
 }

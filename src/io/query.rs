@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::index::Index;
+use super::index::{tsv_field, Index};
 use super::seq::{text_of, Format, SeqOptions};
 use crate::config::json_str;
 use crate::error::{Error, Result};
@@ -39,8 +39,6 @@ pub struct Query {
 /// What a query run did (for the log).
 #[derive(Clone, Debug, Default)]
 pub struct QueryReport {
-    /// What the index's opening found doubtful ([`Index::warnings`]), for the user to see.
-    pub warnings: Vec<String>,
     /// Patterns answered.
     pub patterns: usize,
     /// Matches counted over all patterns.
@@ -127,8 +125,9 @@ pub fn read_patterns(path: &Path, format: Option<Format>, sequence: bool) -> Res
         .collect())
 }
 
-/// Answers `q` into `out`. Runs on the current rayon pool.
-pub fn run(q: &Query, out: &mut impl Write) -> Result<QueryReport> {
+/// Answers `q` into `out`, after handing `warn` what the index's opening found doubtful
+/// ([`Index::warnings`]), so a user sees it before the answers. Runs on the current rayon pool.
+pub fn run(q: &Query, out: &mut impl Write, warn: impl Fn(&str)) -> Result<QueryReport> {
     let t0 = std::time::Instant::now();
     if q.max_hits.is_some() && !q.locate {
         return Err(Error::Usage(
@@ -136,6 +135,7 @@ pub fn run(q: &Query, out: &mut impl Write) -> Result<QueryReport> {
         ));
     }
     let index = Index::open(&q.index)?;
+    index.warnings.iter().for_each(|w| warn(w));
     // A sequence text holds no whitespace: the whitespace around a pattern is no part of it.
     let trim = |p: &mut Vec<u8>| {
         let t = p.trim_ascii();
@@ -179,7 +179,6 @@ pub fn run(q: &Query, out: &mut impl Write) -> Result<QueryReport> {
     }
     written(out.flush())?;
     Ok(QueryReport {
-        warnings: index.warnings.clone(),
         patterns: patterns.len(),
         matches,
         secs: t0.elapsed().as_secs_f64(),
@@ -232,9 +231,11 @@ fn answer(
         }
         s.push_str("}\n");
     } else {
+        let shown = tsv_field(&shown);
         s.push_str(&format!("{shown}\t{count}\n"));
         for h in &hits {
-            s.push_str(&format!("{shown}\t{}\t{}\n", name(h.record), h.offset));
+            let name = name(h.record);
+            s.push_str(&format!("{shown}\t{}\t{}\n", tsv_field(&name), h.offset));
         }
     }
     Ok((s, count))
