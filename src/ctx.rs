@@ -205,7 +205,7 @@ impl Ctx {
             st.push(0);
         }
         let r = f();
-        let peak_rss = {
+        let (peak_rss, outermost) = {
             let mut st = self.log.peak_stack.borrow_mut();
             let inner = st.pop().unwrap_or(0);
             let peak = stats::peak_rss_bytes().max(inner);
@@ -213,7 +213,7 @@ impl Ctx {
                 *top = (*top).max(peak);
             }
             self.log.note_peak(peak);
-            peak
+            (peak, st.is_empty())
         };
         alloc::restore_phase(outer);
         let rec = PhaseRecord {
@@ -232,8 +232,9 @@ impl Ctx {
             rec.secs,
             rec.bytes
         );
-        if self.comm.rank() == 0 && rec.level == 0 && !rec.name.starts_with('·') {
-            // Progress for long runs: pe 0's view of each top-level phase as it ends.
+        if self.comm.rank() == 0 && rec.level == 0 && outermost && !rec.name.starts_with('·') {
+            // Progress for long runs: pe 0's view of each top-level phase as it ends (not of
+            // the phases inside it, such as the writes of a placing).
             log::info!("{} done ({:.2} s on pe 0)", rec.name, rec.secs);
         }
         self.log.phases.borrow_mut().push(rec);
