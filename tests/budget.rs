@@ -89,13 +89,7 @@ fn a_budget_too_small_is_refused_before_the_input_is_read() {
     // Below what a pe needs before it holds any text.
     dir.write("small.txt", b"banana");
     let o = run_psa(2, ["--mem-per-pe", "20M", "small.txt"], dir.path());
-    assert_eq!(o.code, Some(2), "{}", o.describe());
-    assert!(
-        o.stderr
-            .contains("before it holds any text: raise --mem-per-pe"),
-        "{}",
-        o.describe()
-    );
+    o.assert_error(2, "before it holds any text: raise --mem-per-pe", "");
 }
 
 #[test]
@@ -212,8 +206,7 @@ fn without_algo_the_plan_may_take_the_leaner_algorithm() {
         psa::internals::sa_bytes(&text, 1)
     );
     let o = run_psa(1, [&["--algo", "css"][..], &args].concat(), dir.path());
-    assert_eq!(o.code, Some(2), "--algo css is kept: {}", o.describe());
-    assert!(o.stderr.contains("(css with exchanges"), "{}", o.describe());
+    o.assert_error(2, "(css with exchanges", "--algo css is kept");
 }
 
 #[test]
@@ -315,8 +308,7 @@ fn bad_sizes_are_usage_errors() {
     dir.write("in.txt", b"banana");
     for bad in ["3X", "-1G", "lots", "100K"] {
         let o = run_psa(1, [&format!("--mem-per-pe={bad}"), "in.txt"], dir.path());
-        assert_eq!(o.code, Some(2), "{bad}: {}", o.describe());
-        assert!(o.stderr.contains("--mem-per-pe"), "{bad}: {}", o.describe());
+        o.assert_error(2, "--mem-per-pe", bad);
     }
     assert_eq!(dir.entries(), ["in.txt"]);
 }

@@ -394,8 +394,7 @@ fn argument_errors() {
         ),
     ] {
         let o = run_psa(2, args, dir.path());
-        assert_eq!(o.code, Some(2), "{args:?}: {}", o.describe());
-        assert!(o.stderr.contains(needle), "{args:?}: {}", o.describe());
+        o.assert_error(2, needle, &format!("{args:?}"));
         assert!(failed_before_reading(&o), "{args:?}: {}", o.describe());
     }
     // Two outputs at one file.
@@ -406,8 +405,7 @@ fn argument_errors() {
         &["--bwt", "x", "--lcp", "x.primary", "in.txt"],
     ] {
         let o = run_psa(2, args, dir.path());
-        assert_eq!(o.code, Some(2), "{args:?}: {}", o.describe());
-        assert!(o.stderr.contains("same file"), "{args:?}: {}", o.describe());
+        o.assert_error(2, "same file", &format!("{args:?}"));
         assert!(failed_before_reading(&o), "{args:?}: {}", o.describe());
     }
     assert_eq!(dir.entries(), vec!["in.txt".to_string()]);
@@ -427,8 +425,7 @@ fn input_as_bwt_or_lcp_output_is_refused() {
         ] {
             let o = run_psa(p, args, dir.path());
             let ctx = format!("{args:?}, p = {p}");
-            assert_eq!(o.code, Some(2), "{ctx}: {}", o.describe());
-            assert!(o.stderr.contains("is the input"), "{ctx}: {}", o.describe());
+            o.assert_error(2, "is the input", &ctx.to_string());
             assert!(failed_before_reading(&o), "{ctx}: {}", o.describe());
             assert_eq!(fs::read(&input).unwrap(), text, "{ctx}: the input changed");
             let mut left = dir.entries();
@@ -458,8 +455,7 @@ fn read_only_and_failed_runs_leave_everything_as_it_was() {
             &["--no-sa", "--bwt", "ro.lcp", "in.txt"],
         ] {
             let o = run_psa(p, args, dir.path());
-            assert_eq!(o.code, Some(2), "p = {p} {args:?}: {}", o.describe());
-            assert!(o.stderr.contains("read-only"), "{}", o.describe());
+            o.assert_error(2, "read-only", &format!("p = {p} {args:?}"));
             assert!(failed_before_reading(&o), "{}", o.describe());
             assert_eq!(fs::read(&ro).unwrap(), SENTINEL);
             // Nothing else was left: not the SA, the BWT, its primary file or partial files.
@@ -496,8 +492,7 @@ fn read_only_and_failed_runs_leave_everything_as_it_was() {
             ],
             dir.path(),
         );
-        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
-        assert!(o.stderr.contains("LCP output"), "{}", o.describe());
+        o.assert_error(1, "LCP output", &format!("p = {p}"));
         assert!(failed_before_reading(&o), "{}", o.describe());
         assert_eq!(fs::read(dir.join("o.sa")).unwrap(), SENTINEL);
         assert_eq!(fs::read(dir.join("o.bwt")).unwrap(), SENTINEL);
@@ -544,8 +539,7 @@ fn devices_are_written_through() {
             ],
             dir.path(),
         );
-        assert_eq!(o.code, Some(2), "p = {p}: {}", o.describe());
-        assert!(o.stderr.contains("same file"), "{}", o.describe());
+        o.assert_error(2, "same file", &format!("p = {p}"));
         let o = run_psa(
             p,
             ["--no-sa", "--bwt", "/dev/null", "--lcp", "o.lcp", "in.txt"],

@@ -181,24 +181,17 @@ fn output_directory_missing() {
     for p in [1, 3] {
         let o = run_psa(p, ["-o", "no-such-dir/out.sa", "input"], dir.path());
         assert!(!o.timed_out, "hung: {}", o.describe());
-        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
-        assert!(
-            o.stderr.contains("no-such-dir"),
-            "p = {p}: message does not name the directory: {}",
-            o.describe()
-        );
+        o.assert_error(1, "no-such-dir", &format!("p = {p}"));
         assert!(
             !out.exists() && !dir.join("no-such-dir").exists(),
             "p = {p}: something was created"
         );
         // A file where the output's directory should be: named as such, and left alone.
         let o = run_psa(p, ["-o", "input/out.sa", "input"], dir.path());
-        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
-        assert!(
-            o.stderr
-                .contains("its directory 'input' is not a directory"),
-            "p = {p}: {}",
-            o.describe()
+        o.assert_error(
+            1,
+            "its directory 'input' is not a directory",
+            &format!("p = {p}"),
         );
         assert_eq!(fs::read(dir.join("input")).unwrap(), b"mississippi");
         assert_eq!(dir.entries(), vec!["input".to_string()], "p = {p}");
@@ -223,12 +216,7 @@ fn output_directory_not_writable() {
     for p in [1, 3] {
         let o = run_psa(p, ["-o", "ro/out.sa", "input"], dir.path());
         assert!(!o.timed_out, "hung: {}", o.describe());
-        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
-        assert!(
-            o.stderr.contains("ro"),
-            "p = {p}: message does not name the directory: {}",
-            o.describe()
-        );
+        o.assert_error(1, "ro", &format!("p = {p}"));
         assert!(
             o.stderr.contains("ermission denied"),
             "p = {p}: {}",
@@ -279,12 +267,7 @@ fn output_ending_in_a_slash_is_refused_first() {
             let args = ["-o", "o.sa", other, "other", flag, "nosub/", "input"];
             let o = run_psa(p, args, dir.path());
             let ctx = format!("{flag} nosub/ at p = {p}");
-            assert_eq!(o.code, Some(2), "{ctx}: {}", o.describe());
-            assert!(
-                o.stderr.contains("'nosub/' ends in '/'"),
-                "{ctx}: {}",
-                o.describe()
-            );
+            o.assert_error(2, "'nosub/' ends in '/'", &ctx.to_string());
             assert!(failed_before_reading(&o), "{ctx}: {}", o.describe());
             for f in ["o.sa", "other"] {
                 assert_eq!(
@@ -336,8 +319,7 @@ fn a_late_failure_replaces_no_output() {
             "input",
         ];
         let o = run_psa(p, args, dir.path());
-        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
-        assert!(o.stderr.contains("/dev/full"), "p = {p}: {}", o.describe());
+        o.assert_error(1, "/dev/full", &format!("p = {p}"));
         for f in olds {
             assert_eq!(
                 fs::read(dir.join(f)).unwrap(),
@@ -491,12 +473,7 @@ fn stats_path_unwritable() {
         dir.path(),
     );
     assert!(!o.timed_out, "{}", o.describe());
-    assert_eq!(o.code, Some(1), "{}", o.describe());
-    assert!(
-        o.stderr.contains("no-such-dir/stats.json"),
-        "{}",
-        o.describe()
-    );
+    o.assert_error(1, "no-such-dir/stats.json", "");
 }
 
 #[test]
@@ -838,8 +815,7 @@ fn output_that_is_the_input_is_refused() {
         for (what, args) in cases {
             let o = run_psa(p, args, dir.path());
             let ctx = format!("{what}, p = {p}");
-            assert_eq!(o.code, Some(2), "{ctx}: {}", o.describe());
-            assert!(o.stderr.contains("is the input"), "{ctx}: {}", o.describe());
+            o.assert_error(2, "is the input", &ctx.to_string());
             assert!(failed_before_reading(&o), "{ctx}: {}", o.describe());
             assert_eq!(fs::read(&input).unwrap(), text, "{ctx}: the input changed");
             assert!(
@@ -860,8 +836,7 @@ fn output_that_is_the_input_is_refused() {
         ] {
             let o = run_psa(p, args, dir.path());
             let ctx = format!("{args:?}, p = {p}");
-            assert_eq!(o.code, Some(2), "{ctx}: {}", o.describe());
-            assert!(o.stderr.contains("is the input"), "{ctx}: {}", o.describe());
+            o.assert_error(2, "is the input", &ctx.to_string());
             assert!(!o.stderr.contains("scan done"), "{ctx}: {}", o.describe());
             assert_eq!(
                 fs::read(&fasta).unwrap(),
@@ -873,12 +848,7 @@ fn output_that_is_the_input_is_refused() {
     // The same file for --stats and the output, or an index file beside it.
     for stats in ["x.sa", "x.sa.meta", "x.sa.records.tsv"] {
         let o = run_psa(2, ["--stats", stats, "-o", "./x.sa", "in.txt"], dir.path());
-        assert_eq!(o.code, Some(2), "--stats {stats}: {}", o.describe());
-        assert!(
-            o.stderr.contains("same file"),
-            "--stats {stats}: {}",
-            o.describe()
-        );
+        o.assert_error(2, "same file", &format!("--stats {stats}"));
         assert!(
             partial_files(dir.path()).is_empty() && !dir.join("x.sa").exists(),
             "--stats {stats}: {:?}",
@@ -947,12 +917,7 @@ fn special_and_protected_outputs() {
         );
         // A FIFO nobody reads is an error, not a hang.
         let o = run_psa(p, ["-o", "fifo", "in.txt"], dir.path());
-        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
-        assert!(
-            o.stderr.contains("nobody reads"),
-            "p = {p}: {}",
-            o.describe()
-        );
+        o.assert_error(1, "nobody reads", &format!("p = {p}"));
         assert!(failed_before_reading(&o), "p = {p}: {}", o.describe());
         // A read-only file is kept (exit 2), unless --force.
         let ro = dir.join("ro.sa");
@@ -1021,12 +986,7 @@ fn a_full_file_system_is_found_before_the_build() {
     // 1 Mi characters need 4 MiB of suffix array; the file system has 1 MiB.
     for p in [1, 3] {
         let o = run_psa(p, ["-o", "small/out.sa", "in.txt"], dir.path());
-        assert_eq!(o.code, Some(1), "p = {p}: {}", o.describe());
-        assert!(
-            o.stderr.contains("cannot reserve"),
-            "p = {p}: {}",
-            o.describe()
-        );
+        o.assert_error(1, "cannot reserve", &format!("p = {p}"));
         assert!(
             o.stderr.contains("No space left"),
             "p = {p}: {}",
@@ -1074,8 +1034,7 @@ fn an_output_directory_one_pe_cannot_see_is_found_before_the_build() {
     ))
     .current_dir(dir.path());
     let o = run_with_timeout(c, dir.path(), DEFAULT_TIMEOUT);
-    assert_eq!(o.code, Some(1), "{}", o.describe());
-    assert!(o.stderr.contains("on pe 1 (host "), "{}", o.describe());
+    o.assert_error(1, "on pe 1 (host ", "");
     assert!(o.stderr.contains("every node sees"), "{}", o.describe());
     assert!(failed_before_reading(&o), "{}", o.describe());
     assert!(
@@ -1305,8 +1264,7 @@ fn argument_errors_are_printed_once_and_errors_name_the_pe() {
     assert_eq!(o.code, Some(0), "{}", o.describe());
     assert_eq!(o.stdout.matches("Usage:").count(), 1, "{}", o.describe());
     let o = run_psa(3, ["missing.txt"], dir.path());
-    assert_eq!(o.code, Some(1), "{}", o.describe());
-    assert!(o.stderr.contains("on pe 0 (host "), "{}", o.describe());
+    o.assert_error(1, "on pe 0 (host ", "");
 }
 
 #[test]
@@ -1334,12 +1292,7 @@ fn arguments_are_checked_before_reading() {
     f.set_len((1u64 << 32) + 1).unwrap();
     drop(f);
     let o = run_psa(2, ["--width", "4", "-o", "huge.sa", "huge"], dir.path());
-    assert_eq!(o.code, Some(2), "{}", o.describe());
-    assert!(
-        o.stderr.contains("--width 4 is too small"),
-        "{}",
-        o.describe()
-    );
+    o.assert_error(2, "--width 4 is too small", "");
     assert!(failed_before_reading(&o), "{}", o.describe());
     assert!(o.secs < 20.0, "took {:.1} s", o.secs);
     fs::remove_file(&huge).unwrap();

@@ -267,13 +267,7 @@ fn psa_sbatch_finds_psa_by_name_and_needs_srun() {
         return; // a real srun on this machine's PATH: the rest needs a machine without one
     }
     let o = job.run(&["in.txt"], &[]);
-    assert_eq!(o.code, Some(1), "{}", o.describe());
-    assert!(
-        o.stderr
-            .contains("srun not found: submit this script with sbatch"),
-        "{}",
-        o.describe()
-    );
+    o.assert_error(1, "srun not found: submit this script with sbatch", "");
     assert!(!job.dir.join("in.txt.sa").exists(), "{}", o.describe());
 }
 
@@ -350,23 +344,16 @@ fn psa_sbatch_leaves_memory_and_errors_to_psa() {
     // script) and writes nothing. (Its default from Slurm's grant: `budget`'s tests; this stand-in
     // srun hides the job from mpirun, and so from psa.)
     let o = job.run(&["--mem-per-pe", "1M", "in.txt"], &[]);
-    assert_eq!(o.code, Some(2), "{}", o.describe());
-    assert!(
-        o.stderr.contains("memory budget too small"),
-        "{}",
-        o.describe()
-    );
+    o.assert_error(2, "memory budget too small", "");
     assert!(job.psa_call().is_some(), "psa did not run");
     assert!(!job.dir.join("in.txt.sa").exists(), "an output was written");
     // A missing input: psa says what is wrong.
     let o = job.run(&["--check", "missing.txt", "-q"], &[]);
-    assert_eq!(o.code, Some(1), "{}", o.describe());
-    assert!(o.stderr.contains("missing.txt"), "{}", o.describe());
+    o.assert_error(1, "missing.txt", "");
     assert!(job.psa_call().is_some(), "psa did not run");
     // An option the script does not know is psa's to judge (here: a usage error, status 2).
     let o = job.run(&["--no-such-option", "in.txt"], &[]);
-    assert_eq!(o.code, Some(2), "{}", o.describe());
-    assert!(o.stderr.contains("--no-such-option"), "{}", o.describe());
+    o.assert_error(2, "--no-such-option", "");
     // --help: once, from the script, not once per pe.
     let o = job.run(&["--help"], &[]);
     assert_eq!(o.code, Some(0), "{}", o.describe());
@@ -600,8 +587,7 @@ fn non_root_cases(s: &Setup) {
         false,
         &[("FAKE_SUDO_OK", "1"), ("FAKE_APT_OK", "1")],
     );
-    assert_eq!(o.code, Some(1), "{}", o.describe());
-    assert!(o.stderr.contains("still missing"), "{}", o.describe());
+    o.assert_error(1, "still missing", "");
     let calls = s.calls();
     assert!(
         calls.contains("sudo -n apt-get update")

@@ -132,6 +132,23 @@ impl Outcome {
         )
     }
 
+    /// Asserts that the run exited with `code` and said `message` on stderr; `what` (may be
+    /// empty) names the case in a failure, before the run's description.
+    #[track_caller]
+    pub fn assert_error(&self, code: i32, message: &str, what: &str) {
+        let what = if what.is_empty() {
+            String::new()
+        } else {
+            format!("{what}: ")
+        };
+        assert_eq!(self.code, Some(code), "{what}{}", self.describe());
+        assert!(
+            self.stderr.contains(message),
+            "{what}stderr lacks {message:?}: {}",
+            self.describe()
+        );
+    }
+
     /// A full description for assertion messages.
     pub fn describe(&self) -> String {
         format!(
