@@ -526,6 +526,9 @@ fn shown_inputs(inputs: &[PathBuf]) -> String {
 struct IndexFiles {
     records: SideFile,
     meta: SideFile,
+    /// `OUT.text` of the sequence index a raw one replaces (its `OUT.meta` says it is psa's and
+    /// in use): removed once the new index is in place, since nothing reads it any more. Pe 0's.
+    stale_text: Option<PathBuf>,
 }
 
 impl IndexFiles {
@@ -577,8 +580,18 @@ impl IndexFiles {
             force,
             "records table",
         )?;
+        let stale_text = (comm.rank() == 0 && !sequence)
+            .then(|| side_path(out, ".text"))
+            .filter(|text| {
+                text.is_file()
+                    && IndexMeta::read(&side_path(out, ".meta")).is_ok_and(|m| m.sequence)
+            });
         let meta = SideFile::create(comm, &side_path(out, ".meta"), inputs, force, "index file")?;
-        Ok(Some(IndexFiles { records, meta }))
+        Ok(Some(IndexFiles {
+            records,
+            meta,
+            stale_text,
+        }))
     }
 
     /// Writes the records table and the metadata (pe 0's), not yet in place. Collective.
@@ -591,7 +604,21 @@ impl IndexFiles {
     /// Puts the records table and then the metadata in place. Collective.
     fn commit(self, comm: &Comm) -> Result<()> {
         self.records.commit(comm)?;
-        self.meta.commit(comm)
+        self.meta.commit(comm)?;
+        if let Some(text) = self.stale_text {
+            match std::fs::remove_file(&text) {
+                Ok(()) => log::info!(
+                    "removed '{}', the text of the sequence index this raw one replaced",
+                    text.display()
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => log::warn!(
+                    "could not remove '{}', the text of the sequence index this raw one replaced: {e}",
+                    text.display()
+                ),
+            }
+        }
+        Ok(())
     }
 }
 

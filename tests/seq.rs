@@ -565,4 +565,18 @@ fn query_skips_empty_and_padded_patterns() {
     );
     let table = std::fs::read_to_string(dir.join("t.sa.records.tsv")).unwrap();
     assert_eq!(table, "name\tstart\tlength\na\\tb.txt\t0\t7\n");
+
+    // A raw index built over a sequence index removes the sequence index's text (unused now);
+    // a file of that name beside a raw index (not psa's text) is left alone.
+    assert!(dir.join("g.sa.text").exists());
+    dir.write("raw.txt", b"GGACGT");
+    let o = run_psa(2, ["-o", "g.sa", "--force", "raw.txt"], dir.path());
+    assert!(o.success(), "{}", o.describe());
+    assert!(!dir.join("g.sa.text").exists(), "{}", o.describe());
+    let (ok, out, err) = query(dir.path(), &["g.sa", "GGA"]);
+    assert!(ok && out == "GGA\t1\n", "{out} {err}");
+    dir.write("g.sa.text", b"mine");
+    let o = run_psa(2, ["-o", "g.sa", "--force", "raw.txt"], dir.path());
+    assert!(o.success(), "{}", o.describe());
+    assert_eq!(std::fs::read(dir.join("g.sa.text")).unwrap(), b"mine");
 }
