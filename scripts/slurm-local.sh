@@ -35,8 +35,10 @@ start() {
     install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
     if ! munge -n </dev/null >/dev/null 2>&1; then
         runuser -u munge -- /usr/sbin/munged
-        # Remember that this script started it: stop ends only a munged of ours.
-        touch "$STATE/munged.ours"
+        # Remember which munged this script started: stop ends only that one (a pid from an
+        # earlier boot names another process, or none).
+        for _ in $(seq 50); do [ -s /run/munge/munged.pid ] && break; sleep 0.1; done
+        cp /run/munge/munged.pid "$STATE/munged.ours" 2>/dev/null || true
         for _ in $(seq 50); do munge -n </dev/null >/dev/null 2>&1 && break; sleep 0.1; done
         munge -n </dev/null | unmunge >/dev/null || die "munged does not answer (see /var/log/munge/munged.log)"
     fi
@@ -93,7 +95,8 @@ stop() {
             echo "slurm-local.sh: stopped $d ($pid)"
         fi
     done
-    if [ -e "$STATE/munged.ours" ] && pid=$(cat /run/munge/munged.pid 2>/dev/null) && kill "$pid" 2>/dev/null; then
+    if pid=$(cat /run/munge/munged.pid 2>/dev/null) && [ "$pid" = "$(cat "$STATE/munged.ours" 2>/dev/null)" ] \
+        && kill "$pid" 2>/dev/null; then
         echo "slurm-local.sh: stopped munged ($pid)"
     fi
     rm -f "$STATE/munged.ours"

@@ -526,8 +526,9 @@ fn shown_inputs(inputs: &[PathBuf]) -> String {
 struct IndexFiles {
     records: SideFile,
     meta: SideFile,
-    /// `OUT.text` of the sequence index a raw one replaces (its `OUT.meta` says it is psa's and
-    /// in use): removed once the new index is in place, since nothing reads it any more. Pe 0's.
+    /// `OUT.text` of the sequence index a raw one replaces (its `OUT.meta` says so), when it is a
+    /// regular file and none of the inputs: the new index does not read it, which is said once
+    /// it is in place (it is left alone: something else may read it). Pe 0's.
     stale_text: Option<PathBuf>,
 }
 
@@ -583,7 +584,15 @@ impl IndexFiles {
         let stale_text = (comm.rank() == 0 && !sequence)
             .then(|| side_path(out, ".text"))
             .filter(|text| {
-                text.is_file()
+                use std::os::unix::fs::MetadataExt;
+                let Ok(m) = std::fs::symlink_metadata(text) else {
+                    return false;
+                };
+                let is_input = |i: &&Path| {
+                    std::fs::metadata(i).is_ok_and(|im| (im.dev(), im.ino()) == (m.dev(), m.ino()))
+                };
+                m.is_file()
+                    && !inputs.iter().any(is_input)
                     && IndexMeta::read(&side_path(out, ".meta")).is_ok_and(|m| m.sequence)
             });
         let meta = SideFile::create(comm, &side_path(out, ".meta"), inputs, force, "index file")?;
@@ -606,17 +615,10 @@ impl IndexFiles {
         self.records.commit(comm)?;
         self.meta.commit(comm)?;
         if let Some(text) = self.stale_text {
-            match std::fs::remove_file(&text) {
-                Ok(()) => log::info!(
-                    "removed '{}', the text of the sequence index this raw one replaced",
-                    text.display()
-                ),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => log::warn!(
-                    "could not remove '{}', the text of the sequence index this raw one replaced: {e}",
-                    text.display()
-                ),
-            }
+            log::warn!(
+                "'{}', the text of the sequence index this raw one replaced, is not used by the new index: remove it if nothing else reads it",
+                text.display()
+            );
         }
         Ok(())
     }

@@ -466,9 +466,11 @@ fn refusal(
     msg
 }
 
-/// Where a budget came from Slurm's grant, how to ask Slurm for more.
+/// Where a budget came from Slurm's grant (or a cgroup's limit below it), how to ask Slurm for
+/// more; not where the node's free memory or `ulimit -v` bound it.
 fn slurm_hint(source: &str) -> &'static str {
-    if source.contains("SLURM_") {
+    let cgroup_under_slurm = source.starts_with("the cgroup's") && source.contains("SLURM_");
+    if source.starts_with("SLURM_") || cgroup_under_slurm {
         "; or ask Slurm for more: sbatch --mem-per-cpu or --mem"
     } else {
         ""
@@ -521,6 +523,19 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
+    /// Slurm is named where its grant, or a cgroup's limit below it, bound the budget.
+    #[test]
+    fn slurm_is_advised_only_where_its_grant_binds() {
+        let below = "below SLURM_MEM_PER_CPU's 2.0 GiB";
+        assert!(!slurm_hint("SLURM_MEM_PER_CPU").is_empty());
+        assert!(!slurm_hint("SLURM_MEM_PER_NODE / 2 pe(s) on the node").is_empty());
+        let cgroup = format!("the cgroup's memory limit / 3 pe(s) on the node, {below}");
+        assert!(!slurm_hint(&cgroup).is_empty());
+        let free = format!("MemAvailable / 3 pe(s) on the node, {below}");
+        assert!(slurm_hint(&free).is_empty());
+        assert!(slurm_hint("--mem-per-pe").is_empty());
+    }
+
     use super::*;
 
     /// What a test that plans returns: a refused plan fails it.

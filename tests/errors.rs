@@ -216,7 +216,7 @@ fn output_directory_not_writable() {
     for p in [1, 3] {
         let o = run_psa(p, ["-o", "ro/out.sa", "input"], dir.path());
         assert!(!o.timed_out, "hung: {}", o.describe());
-        o.assert_error(1, "ro", &format!("p = {p}"));
+        o.assert_error(1, "ro/out.sa", &format!("p = {p}"));
         assert!(
             o.stderr.contains("ermission denied"),
             "p = {p}: {}",

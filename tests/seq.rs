@@ -566,17 +566,33 @@ fn query_skips_empty_and_padded_patterns() {
     let table = std::fs::read_to_string(dir.join("t.sa.records.tsv")).unwrap();
     assert_eq!(table, "name\tstart\tlength\na\\tb.txt\t0\t7\n");
 
-    // A raw index built over a sequence index removes the sequence index's text (unused now);
-    // a file of that name beside a raw index (not psa's text) is left alone.
-    assert!(dir.join("g.sa.text").exists());
+    // A raw index built over a sequence index says once that the old text is no longer used,
+    // and leaves it; not when that text is the new index's input (it is used), nor beside a
+    // raw index (not psa's text).
+    let text = std::fs::read(dir.join("g.sa.text")).unwrap();
+    let unused = "the text of the sequence index this raw one replaced, is not used";
     dir.write("raw.txt", b"GGACGT");
-    let o = run_psa(2, ["-o", "g.sa", "--force", "raw.txt"], dir.path());
+    let o = run_psa(2, ["-o", "g.sa", "raw.txt"], dir.path());
     assert!(o.success(), "{}", o.describe());
-    assert!(!dir.join("g.sa.text").exists(), "{}", o.describe());
+    assert_eq!(o.stderr.matches(unused).count(), 1, "{}", o.describe());
+    assert_eq!(std::fs::read(dir.join("g.sa.text")).unwrap(), text);
     let (ok, out, err) = query(dir.path(), &["g.sa", "GGA"]);
     assert!(ok && out == "GGA\t1\n", "{out} {err}");
-    dir.write("g.sa.text", b"mine");
-    let o = run_psa(2, ["-o", "g.sa", "--force", "raw.txt"], dir.path());
-    assert!(o.success(), "{}", o.describe());
-    assert_eq!(std::fs::read(dir.join("g.sa.text")).unwrap(), b"mine");
+    let o = run_psa(2, ["-o", "g.sa", "raw.txt"], dir.path());
+    assert!(
+        o.success() && !o.stderr.contains(unused),
+        "{}",
+        o.describe()
+    );
+    let mut c = common::mpirun(1, PSA);
+    c.args(["-o", "h.sa", "g.fa"]).current_dir(dir.path());
+    assert!(c.output().unwrap().status.success());
+    let o = run_psa(2, ["-o", "h.sa", "h.sa.text"], dir.path());
+    assert!(
+        o.success() && !o.stderr.contains(unused),
+        "{}",
+        o.describe()
+    );
+    let (ok, out, err) = query(dir.path(), &["h.sa", "GGA"]);
+    assert!(ok && out == "GGA\t1\n", "{out} {err}");
 }
