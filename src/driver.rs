@@ -584,12 +584,11 @@ impl IndexFiles {
         let stale_text = (comm.rank() == 0 && !sequence)
             .then(|| side_path(out, ".text"))
             .filter(|text| {
-                use std::os::unix::fs::MetadataExt;
                 let Ok(m) = std::fs::symlink_metadata(text) else {
                     return false;
                 };
                 let is_input = |i: &&Path| {
-                    std::fs::metadata(i).is_ok_and(|im| (im.dev(), im.ino()) == (m.dev(), m.ino()))
+                    std::fs::metadata(i).is_ok_and(|im| crate::io::output::same_file(&m, &im))
                 };
                 m.is_file()
                     && !inputs.iter().any(is_input)

@@ -83,7 +83,8 @@ pub fn random_tag() -> u64 {
     x
 }
 
-fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+/// Two metadata of one file (device and inode). Local.
+pub(crate) fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
     a.dev() == b.dev() && a.ino() == b.ino()
 }
 
