@@ -522,6 +522,7 @@ mod tests {
             "--threads=3",
             "--base-case=99",
             "--mpi-max-count=7",
+            "--exchange-round-bytes=4096",
             "--read-piece=5",
             "--force-wide",
             "--index-bits=40",
@@ -549,7 +550,7 @@ mod tests {
         assert_eq!(
             c.summary(),
             "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 \
-             exchange_round_bytes=null mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
+             exchange_round_bytes=4096 mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
              plan_algo=false read_piece=5 map_threshold=1048576 huge_pages=true force_wide=true index_bits=40 \
              name_by_sort=true discard_share=0.5 css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
              gpu_pool=false pool_piece=3 sort_rounds=5 merge_rounds=6 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \

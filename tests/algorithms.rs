@@ -1,15 +1,26 @@
 //! The algorithm table: every named input × p ∈ {1, 2, 3, 4, 7} × algo ∈ {dc3, css} through the
-//! `psa` binary, compared in full with an independent oracle. Plus random property loops, output
-//! widths and the chunked all-to-all path.
+//! `psa` binary, compared in full with an independent oracle; random texts and output widths
+//! through it too. One test function per input row (so rows run in parallel and fail
+//! separately); each reports every failing (p, algo, base case) of its row at once.
 //!
-//! One test function per input row (so rows run in parallel and fail separately); each reports
-//! every failing (p, algo, base case) of its row at once.
+//! The switches' variants (exchanges and sorts in rounds, the leanest memory budget, wide
+//! records, pCSS' finishes, the suffix array written as it becomes final) run the binary's own
+//! job, `psa::driver::run` (read the input file, plan, build, write the output file, check), on
+//! the same inputs in one MPI job per process count ([`jobs_in_process`]): the launch of a
+//! process, not the build, is most of a small run's time. That each switch sets its setting is
+//! `psa`'s unit test `cli::tests::every_switch_sets_its_field`.
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use common::harness::mpi_test_at;
 use common::*;
+use mpi::topology::SimpleCommunicator;
+use psa::driver::Job;
+use psa::io::seq::SeqOptions;
+use psa::io::Width;
+use psa::{Algo, IndexWidth, Predicted};
 
 /// Process counts of the table.
 const PES: &[usize] = &[1, 2, 3, 4, 7];
@@ -310,39 +321,150 @@ fn output_widths() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+// ------------------------------------------------------------------------------------------------
+// The switches' variants: the binary's job in one MPI job per process count
+
+/// One build of a variant: its label in a failure report, the library's settings (what the
+/// switches set: `--algo` and the rest, `--threads 1`), the entry width (`--width`) and
+/// `--check`.
+struct Build {
+    label: String,
+    config: psa::Config,
+    width: Width,
+    check: bool,
+}
+
+impl Build {
+    /// `--algo algo` with `edit` applied to the other settings; entries of the automatic width,
+    /// no check.
+    fn new(label: impl Into<String>, algo: Algo, edit: impl FnOnce(&mut psa::Config)) -> Build {
+        let mut config = psa::Config {
+            algo,
+            plan_algo: false,
+            threads: 1,
+            ..psa::Config::default()
+        };
+        edit(&mut config);
+        Build {
+            label: label.into(),
+            config,
+            width: Width::Auto,
+            check: false,
+        }
+    }
+
+    /// `--base-case n --check`: the distributed recursion down to tiny levels, then the checker.
+    fn deep(mut self, n: usize) -> Build {
+        self.config.base_case = n;
+        self.check = true;
+        self
+    }
+}
+
+/// Every input through every build `builds(input name, text, p)` gives, in one MPI job at each process
+/// count of `procs` (the harness's `mpi_test_at`): pe 0 writes the input file; every pe runs the
+/// binary's job on it (`psa::driver::run`: read, plan, build, write `out.sa`, check); pe 0 reads
+/// the file back and compares it with the oracle. A failed build (an error, agreed by the pes)
+/// or a wrong suffix array is recorded and the job goes on; at the end pe 0 fails with all of
+/// them. Call it from the `#[test]` itself.
+fn jobs_in_process(
+    procs: &[usize],
+    inputs: &[(&str, Vec<u8>)],
+    builds: impl Fn(&str, &[u8], usize) -> Vec<Build>,
+) {
+    mpi_test_at(procs, |comm| {
+        let (p, me) = (comm.size(), comm.rank());
+        let output = Path::new("out.sa");
+        let mut failures = Vec::new();
+        let mut runs = 0;
+        for (name, text) in inputs {
+            let input = PathBuf::from(format!("{name}.txt"));
+            let want = (me == 0).then(|| {
+                std::fs::write(&input, text).expect("write the input");
+                oracle(text)
+            });
+            comm.barrier();
+            for build in builds(name, text, p) {
+                runs += 1;
+                let job = Job {
+                    inputs: vec![input.clone()],
+                    seq: SeqOptions::default(),
+                    output: output.to_path_buf(),
+                    write_sa: true,
+                    bwt: None,
+                    lcp: None,
+                    width: build.width,
+                    check: build.check,
+                    stats: None,
+                    force: false,
+                    show_plan: false,
+                };
+                let mut ctx = psa::Ctx::new(SimpleCommunicator::world(), build.config);
+                let result = psa::driver::run(&mut ctx, &job);
+                drop(ctx);
+                if let Some(want) = &want {
+                    let label = format!(
+                        "input {name} (n = {}), p = {p}, {}",
+                        text.len(),
+                        build.label
+                    );
+                    match result {
+                        Err(e) => failures.push(format!("{label}: the build failed: {e}")),
+                        Ok(report) => {
+                            let got = read_sa(output, report.width);
+                            if got != *want {
+                                failures.push(format!("{label}: {}", first_diff(&got, want)));
+                            }
+                            std::fs::remove_file(output).expect("remove the output");
+                        }
+                    }
+                }
+                // pe 0 has read and removed the output before the next build creates it.
+                comm.barrier();
+            }
+        }
+        if me == 0 {
+            eprintln!("{} runs at p = {p}, {} failed", runs, failures.len());
+            assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+        }
+    });
+}
+
+/// Every input of the table, generated.
+fn table_inputs() -> Vec<(&'static str, Vec<u8>)> {
+    TABLE.iter().map(|c| (c.name, (c.gen)())).collect()
+}
+
 /// `--mpi-max-count 7` makes every all-to-all run in rounds of at most 7 records per call
 /// (src/comm.rs' chunked path); results must stay exact.
 #[test]
 fn chunked_all_to_all() {
-    let inputs: Vec<(&str, Vec<u8>)> = vec![
+    let inputs = [
         ("random_sigma4_3001", gen::random(12, 3001, 4, b'a')),
         ("a_n_500", gen::a_n(500)),
         ("zero_ff_mix_100", gen::zero_ff(13, 100)),
         ("len3", b"cab".to_vec()),
     ];
-    let mut failures = Vec::new();
-    let mut runs = 0;
-    for (name, text) in &inputs {
-        let want = oracle(text);
-        let dir = TempDir::new(name);
-        dir.write("input", text);
-        for p in [1usize, 2, 3, 4] {
-            for &algo in ALGOS {
-                for base in [Base::Small(4), Base::Default] {
-                    runs += 1;
-                    if let Err(msg) =
-                        run_one(dir.path(), &want, p, algo, base, &["--mpi-max-count", "7"])
-                    {
-                        failures.push(format!(
-                            "--mpi-max-count 7, input {name}, p = {p}, algo = {algo}, {}: {msg}",
-                            base.label()
-                        ));
-                    }
-                }
-            }
+    jobs_in_process(&[1, 2, 3, 4], &inputs, |_, _, _| {
+        let mut builds = Vec::new();
+        for algo in [Algo::Dc3, Algo::Css] {
+            let chunked = |c: &mut psa::Config| c.mpi_max_count = 7;
+            builds.push(
+                Build::new(
+                    format!("{algo:?}, --mpi-max-count 7 --base-case 4 --check"),
+                    algo,
+                    chunked,
+                )
+                .deep(4),
+            );
+            builds.push(Build::new(
+                format!("{algo:?}, --mpi-max-count 7"),
+                algo,
+                chunked,
+            ));
         }
-    }
-    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+        builds
+    });
 }
 
 /// `--exchange-round-bytes 4096` runs every exchange in rounds of at most 4 KiB per pe (the
@@ -350,43 +472,33 @@ fn chunked_all_to_all() {
 /// order, consumed from its end), and sends records in steps of at most a round (up to 8 steps:
 /// the ranks handed up from a recursion, pCSS' names), on every input of the table at every p,
 /// down to tiny recursion levels; once also with `--mpi-max-count 7` inside the rounds. Results
-/// must stay exact. One
-/// test per algorithm, so that both run side by side.
-fn exchanges_in_rounds(algo: &str) {
-    let mut failures = Vec::new();
-    let mut runs = 0;
-    for case in TABLE {
-        let text = (case.gen)();
-        let want = oracle(&text);
-        let dir = TempDir::new(case.name);
-        dir.write("input", &text);
-        let args: &[&str] = if case.name == "dna_20000" {
-            &["--exchange-round-bytes", "4096", "--mpi-max-count", "7"]
+/// must stay exact. One test per algorithm, so that both run side by side.
+fn exchanges_in_rounds(algo: Algo) {
+    jobs_in_process(PES, &table_inputs(), |name, _, _| {
+        let chunked = name == "dna_20000";
+        let label = if chunked {
+            "--exchange-round-bytes 4096 --mpi-max-count 7"
         } else {
-            &["--exchange-round-bytes", "4096"]
+            "--exchange-round-bytes 4096"
         };
-        for &p in PES {
-            runs += 1;
-            if let Err(msg) = run_one(dir.path(), &want, p, algo, Base::Small(4), args) {
-                failures.push(format!(
-                    "{}, input {}, p = {p}, algo = {algo}: {msg}",
-                    args.join(" "),
-                    case.name
-                ));
+        let build = Build::new(format!("{algo:?}, {label}"), algo, |c| {
+            c.round_bytes = Some(4096);
+            if chunked {
+                c.mpi_max_count = 7;
             }
-        }
-    }
-    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+        });
+        vec![build.deep(4)]
+    });
 }
 
 #[test]
 fn exchanges_in_rounds_css() {
-    exchanges_in_rounds("css");
+    exchanges_in_rounds(Algo::Css);
 }
 
 #[test]
 fn exchanges_in_rounds_dc3() {
-    exchanges_in_rounds("dc3");
+    exchanges_in_rounds(Algo::Dc3);
 }
 
 /// `--mem-per-pe` at the leanest budget of each run (its plan: every exchange in rounds of 4 KiB
@@ -394,43 +506,31 @@ fn exchanges_in_rounds_dc3() {
 /// checker; one algorithm per row, in turn (both at once cost twice the time for little more).
 #[test]
 fn leanest_memory_budget() {
-    let mut failures = Vec::new();
-    let mut runs = 0;
-    for (k, case) in TABLE.iter().enumerate() {
-        let text = (case.gen)();
-        let want = oracle(&text);
-        let dir = TempDir::new(case.name);
-        dir.write("input", &text);
-        let (algo, name) = [(psa::Algo::Css, "css"), (psa::Algo::Dc3, "dc3")][k % 2];
-        for &p in PES {
-            runs += 1;
-            let config = psa::Config {
-                algo,
-                plan_algo: false,
-                ..psa::Config::default()
-            };
-            let shape = psa::plan::Shape {
-                n: text.len(),
-                pes: p,
-                width: 4,
-                check: true,
-                bwt: false,
-                lcp: false,
-            };
-            let budget = psa::plan::choose(&config, &shape, "")
-                .expect("no budget")
-                .leanest
-                .to_string();
-            let args = ["--mem-per-pe", &budget];
-            if let Err(msg) = run_one(dir.path(), &want, p, name, Base::Small(4), &args) {
-                failures.push(format!(
-                    "--mem-per-pe {budget}, input {}, p = {p}, algo = {name}: {msg}",
-                    case.name
-                ));
-            }
-        }
-    }
-    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+    jobs_in_process(PES, &table_inputs(), |name, text, p| {
+        let k = TABLE.iter().position(|c| c.name == name).expect("a row");
+        let algo = [Algo::Css, Algo::Dc3][k % 2];
+        let shape = psa::plan::Shape {
+            n: text.len(),
+            pes: p,
+            width: 4,
+            check: true,
+            bwt: false,
+            lcp: false,
+        };
+        let config = psa::Config {
+            algo,
+            plan_algo: false,
+            ..psa::Config::default()
+        };
+        let budget = psa::plan::choose(&config, &shape, "")
+            .expect("no budget")
+            .leanest;
+        let build = Build::new(format!("{algo:?}, --mem-per-pe {budget}"), algo, |c| {
+            c.mem_per_pe = Some(budget);
+            c.mem_per_pe_from = "--mem-per-pe".into();
+        });
+        vec![build.deep(4)]
+    });
 }
 
 /// `--sort-rounds N` makes pCSS sort in N key ranges one after the other (the first sort, its
@@ -444,59 +544,45 @@ fn leanest_memory_budget() {
 /// of making a range's keys run: filtered from all (keys of more characters than ranges: at 2, 3
 /// and 7 ranges) and found by a byte per position (at 64).
 /// Results must stay exact. (One range is the default, which every other pCSS test here runs.)
-fn css_sorts_in_rounds(args: &[&str]) {
-    let mut failures = Vec::new();
-    let mut runs = 0;
-    for case in TABLE {
-        let text = (case.gen)();
-        let want = oracle(&text);
-        let dir = TempDir::new(case.name);
-        dir.write("input", &text);
-        for &p in PES {
-            runs += 1;
-            if let Err(msg) = run_one(dir.path(), &want, p, "css", Base::Small(4), args) {
-                failures.push(format!(
-                    "{}, input {}, p = {p}: {msg}",
-                    args.join(" "),
-                    case.name
-                ));
-            }
-        }
+fn css_sorts_in_rounds(rounds: usize, predict: bool, handover: Option<f64>) {
+    let mut label = format!("css, --sort-rounds {rounds}");
+    if !predict {
+        label.push_str(" --no-css-predict");
     }
-    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+    if let Some(h) = handover {
+        label.push_str(&format!(" --css-handover {h}"));
+    }
+    jobs_in_process(PES, &table_inputs(), |_, _, _| {
+        let build = Build::new(&label, Algo::Css, |c| {
+            c.tune.sort_rounds = rounds;
+            c.tune.css_predict = predict;
+            if let Some(h) = handover {
+                c.tune.css_handover = h;
+            }
+        });
+        vec![build.deep(4)]
+    });
 }
 
 // One test per variant, so that the variants run side by side.
 #[test]
 fn css_sorts_in_2_rounds_to_the_end() {
-    css_sorts_in_rounds(&[
-        "--sort-rounds",
-        "2",
-        "--no-css-predict",
-        "--css-handover",
-        "2",
-    ]);
+    css_sorts_in_rounds(2, false, Some(2.0));
 }
 
 #[test]
 fn css_sorts_in_7_rounds() {
-    css_sorts_in_rounds(&["--sort-rounds", "7"]);
+    css_sorts_in_rounds(7, true, None);
 }
 
 #[test]
 fn css_sorts_in_3_rounds_unpredicted() {
-    css_sorts_in_rounds(&["--sort-rounds", "3", "--no-css-predict"]);
+    css_sorts_in_rounds(3, false, None);
 }
 
 #[test]
 fn css_sorts_in_64_rounds_to_the_end() {
-    css_sorts_in_rounds(&[
-        "--sort-rounds",
-        "64",
-        "--no-css-predict",
-        "--css-handover",
-        "2",
-    ]);
+    css_sorts_in_rounds(64, false, Some(2.0));
 }
 
 /// Into a regular file the build writes the suffix array itself as it becomes final (level 0's
@@ -508,75 +594,59 @@ fn css_sorts_in_64_rounds_to_the_end() {
 /// oracle.
 #[test]
 fn sa_written_as_it_becomes_final() {
-    let mut failures = Vec::new();
-    let mut runs = 0;
-    for name in [
-        "a_n_3001",
-        "fibonacci_4181",
-        "random_sigma4_4999",
-        "dna_20000",
-    ] {
-        let case = TABLE.iter().find(|c| c.name == name).expect("row");
-        let text = (case.gen)();
-        let want = oracle(&text);
-        let dir = TempDir::new(&format!("sink-{name}"));
-        dir.write("input", &text);
-        for &p in PES {
-            for (algo, finish) in [("dc3", None), ("css", None), ("css", Some("dc3"))] {
-                for (width, bits) in [(5usize, "40"), (8, "64")] {
-                    runs += 1;
-                    let mut args: Vec<&str> = vec![
-                        "-q",
-                        "--algo",
-                        algo,
-                        "--check",
-                        "--base-case",
-                        "64",
-                        "--merge-rounds",
-                        "9",
-                        "--sort-rounds",
-                        "5",
-                        "--exchange-round-bytes",
-                        "256",
-                        "--index-bits",
-                        bits,
-                        "--no-css-predict",
-                        "--css-handover",
-                        "0.2",
-                    ];
-                    if let Some(f) = finish {
-                        args.extend(["--css-finish", f]);
-                    }
-                    if bits == "64" {
-                        // pDC3's samples named by their sort on small alphabets too.
-                        args.push("--name-by-sort");
-                    }
-                    let w = width.to_string();
-                    args.extend(["--width", &w, "-o", "out.sa", "input"]);
-                    let label = format!("input {name}, p = {p}, {}", args.join(" "));
-                    let o = run_psa(p, &args, dir.path());
-                    if !o.success() {
-                        failures.push(format!("{label}: run failed: {}", o.brief()));
-                        continue;
-                    }
-                    let got = read_sa(&dir.join("out.sa"), width);
-                    if got != want {
-                        failures.push(format!("{label}: {}", first_diff(&got, &want)));
-                    }
-                }
+    let inputs: Vec<(&str, Vec<u8>)> = table_inputs()
+        .into_iter()
+        .filter(|(name, _)| {
+            [
+                "a_n_3001",
+                "fibonacci_4181",
+                "random_sigma4_4999",
+                "dna_20000",
+            ]
+            .contains(name)
+        })
+        .collect();
+    jobs_in_process(PES, &inputs, |_, _, _| {
+        let mut builds = Vec::new();
+        for (algo, finish_dc3) in [(Algo::Dc3, false), (Algo::Css, false), (Algo::Css, true)] {
+            for (width, bits) in [(5usize, IndexWidth::W40), (8, IndexWidth::W64)] {
+                let wide = bits == IndexWidth::W64;
+                let label = format!(
+                    "{algo:?}{}, --width {width} --index-bits {} --base-case 64 --check \
+                     --merge-rounds 9 --sort-rounds 5 --exchange-round-bytes 256 \
+                     --no-css-predict --css-handover 0.2{}",
+                    if finish_dc3 { " --css-finish dc3" } else { "" },
+                    if wide { 64 } else { 40 },
+                    if wide { " --name-by-sort" } else { "" },
+                );
+                let mut build = Build::new(label, algo, |c| {
+                    c.round_bytes = Some(256);
+                    let t = &mut c.tune;
+                    t.merge_rounds = 9;
+                    t.sort_rounds = 5;
+                    t.index_width = Some(bits);
+                    t.css_predict = false;
+                    t.css_handover = 0.2;
+                    t.css_finish_dc3 = finish_dc3;
+                    // pDC3's samples named by their sort on small alphabets too.
+                    t.name_by_sort = wide;
+                })
+                .deep(64);
+                build.width = Width::Fixed(width);
+                builds.push(build);
             }
         }
-    }
-    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+        builds
+    });
 }
 
 /// `--force-wide` sends both algorithms down their wide-record paths (normally only taken for
 /// n ≥ 2^41 or huge names) on small inputs, and `--index-bits 40` the difference covers and
-/// pCSS down their 40-bit records (n ≥ 2^32); results must stay exact. (Every width on the whole table:
-/// tests/mpi_algo.rs, `index_widths_on_hard_inputs`.)
+/// pCSS down their 40-bit records (n ≥ 2^32); results must stay exact. (Every width on the
+/// whole table, through the library: tests/mpi_algo.rs, `index_widths_on_hard_inputs`.)
 #[test]
 fn wide_record_paths() {
-    let inputs: Vec<(&str, Vec<u8>)> = vec![
+    let inputs = [
         ("random_sigma256_3001", gen::random(14, 3001, 256, 0)),
         ("a_n_700", gen::a_n(700)),
         // Predicted repetitive: pCSS's DC7 finish with 64-bit records.
@@ -587,30 +657,28 @@ fn wide_record_paths() {
         ("dna_5000", gen::dna(15, 5000)),
         ("len5", b"abaab".to_vec()),
     ];
-    let mut failures = Vec::new();
-    let mut runs = 0;
-    for (name, text) in &inputs {
-        let want = oracle(text);
-        let dir = TempDir::new(name);
-        dir.write("input", text);
-        for p in [1usize, 3, 4] {
-            for &algo in ALGOS {
-                for base in [Base::Small(4), Base::Default] {
-                    for switch in [&["--force-wide"][..], &["--index-bits", "40"]] {
-                        runs += 1;
-                        if let Err(msg) = run_one(dir.path(), &want, p, algo, base, switch) {
-                            failures.push(format!(
-                                "{}, input {name}, p = {p}, algo = {algo}, {}: {msg}",
-                                switch.join(" "),
-                                base.label()
-                            ));
-                        }
-                    }
-                }
+    jobs_in_process(&[1, 3, 4], &inputs, |_, _, _| {
+        let mut builds = Vec::new();
+        for algo in [Algo::Dc3, Algo::Css] {
+            for (switch, bits, force_wide) in [
+                ("--force-wide", None, true),
+                ("--index-bits 40", Some(IndexWidth::W40), false),
+            ] {
+                let wide = |c: &mut psa::Config| {
+                    c.tune.index_width = bits;
+                    c.tune.force_wide = force_wide;
+                };
+                let deep = Build::new(
+                    format!("{algo:?}, {switch} --base-case 4 --check"),
+                    algo,
+                    wide,
+                );
+                builds.push(deep.deep(4));
+                builds.push(Build::new(format!("{algo:?}, {switch}"), algo, wide));
             }
         }
-    }
-    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+        builds
+    });
 }
 
 /// pCSS's other ways to finish on repetitive texts, which the sample-based prediction (first sort,
@@ -619,7 +687,7 @@ fn wide_record_paths() {
 /// and DC3 from the start when predicted (`--css-predicted dc3`).
 #[test]
 fn css_finishes_without_prediction() {
-    let inputs: Vec<(&str, Vec<u8>)> = vec![
+    let inputs = [
         ("fibonacci_6000", gen::fibonacci(6000)),
         (
             "repeated_block_41x97",
@@ -633,26 +701,28 @@ fn css_finishes_without_prediction() {
         ("dna_20000", gen::dna(16, 20_000)),
         ("a_n_1000", gen::a_n(1000)),
     ];
-    let switches: [&[&str]; 4] = [
-        &["--no-css-predict"],
-        &["--no-css-predict", "--css-finish", "dc3"],
-        &["--no-css-predict", "--css-handover", "2"],
-        &["--css-predicted", "dc3"],
+    type Edit = fn(&mut psa::Tunables);
+    let switches: [(&str, Edit); 4] = [
+        ("--no-css-predict", |t| t.css_predict = false),
+        ("--no-css-predict --css-finish dc3", |t| {
+            t.css_predict = false;
+            t.css_finish_dc3 = true;
+        }),
+        ("--no-css-predict --css-handover 2", |t| {
+            t.css_predict = false;
+            t.css_handover = 2.0;
+        }),
+        ("--css-predicted dc3", |t| t.css_predicted = Predicted::Dc3),
     ];
-    let mut failures = Vec::new();
-    let mut runs = 0;
-    for (name, text) in &inputs {
-        let want = oracle(text);
-        let dir = TempDir::new(name);
-        dir.write("input", text);
-        for p in [1usize, 2, 3, 4, 7] {
-            for extra in switches {
-                runs += 1;
-                if let Err(msg) = run_one(dir.path(), &want, p, "css", Base::Small(4), extra) {
-                    failures.push(format!("{}, input {name}, p = {p}: {msg}", extra.join(" ")));
-                }
-            }
-        }
-    }
-    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+    jobs_in_process(PES, &inputs, |_, _, _| {
+        let build = |(label, edit): (&str, Edit)| {
+            Build::new(
+                format!("css, {label} --base-case 4 --check"),
+                Algo::Css,
+                |c| edit(&mut c.tune),
+            )
+            .deep(4)
+        };
+        switches.into_iter().map(build).collect()
+    });
 }
