@@ -117,7 +117,10 @@ pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
         Some(s) => s.len() as usize,
         None => InputFile::known_len(&files).unwrap_or(0),
     };
-    let (width, plan) = ctx.install(|ctx| width_and_plan(ctx, job, n))?;
+    // pe 0 holds the records' table to the end of the build: part of its peak at any p.
+    let mut held = scanned.as_ref().map_or(0, |s| s.records_bytes());
+    ctx.comm.broadcast(&mut held, 0);
+    let (width, plan) = ctx.install(|ctx| width_and_plan(ctx, job, n, held))?;
     ctx.config.algo = plan.knobs.algo;
     if let Some(r) = plan.knobs.round_bytes {
         ctx.config.round_bytes = Some(r);
@@ -142,8 +145,9 @@ pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
     })
 }
 
-/// The entry width and the memory plan for n characters. Collective.
-fn width_and_plan(ctx: &Ctx, job: &Job, n: usize) -> Result<(usize, Plan)> {
+/// The entry width and the memory plan for n characters, pe 0 holding `held` bytes of records
+/// besides. Collective.
+fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64) -> Result<(usize, Plan)> {
     let comm = &ctx.comm;
     let width = comm.agree(
         job.width
@@ -157,6 +161,7 @@ fn width_and_plan(ctx: &Ctx, job: &Job, n: usize) -> Result<(usize, Plan)> {
         check: job.check,
         bwt: job.bwt.is_some(),
         lcp: job.lcp.is_some(),
+        held,
     };
     // The same on every pe (the same settings and size): pe 0 reports a refusal, every pe
     // leaves with its status.

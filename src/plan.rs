@@ -46,6 +46,10 @@ pub struct Shape {
     pub bwt: bool,
     /// Whether the LCP array is built (`--lcp`).
     pub lcp: bool,
+    /// Bytes pe 0 holds from before the build to its end besides it: the table of the input's
+    /// records (names and places) of sequence input ([`crate::io::seq::Scanned::records_bytes`]);
+    /// 0 for raw input. More pes do not shrink it.
+    pub held: u64,
 }
 
 impl Shape {
@@ -201,7 +205,11 @@ pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
     let check = after(shape.check, check_bytes_per_char(shape));
     let bwt = after(shape.bwt, BWT_BYTES_PER_CHAR);
     let lcp = after(shape.lcp, LCP_BYTES_PER_CHAR);
-    BASE_BYTES + build.max(check).max(bwt).max(lcp).ceil() as u64
+    // After the build pe 0 writes the records table and the index's metadata from its records:
+    // about twice their bytes again.
+    let index = 2.0 * shape.held as f64;
+    let most = build.max(check).max(bwt).max(lcp).max(index);
+    BASE_BYTES + shape.held + most.ceil() as u64
 }
 
 /// A run's plan: the knobs it sets and what it predicts.
@@ -401,8 +409,17 @@ fn refusal(
     leanest: (u64, Knobs),
 ) -> String {
     let (need, k) = leanest;
+    // pe 0's table of records (sequence input) does not shrink with more pes.
+    let held = match shape.held {
+        0 => String::new(),
+        h => format!(
+            "; pe 0 also holds the table of the input's records, {}, at any p",
+            size_text(h)
+        ),
+    };
+    let who = if shape.held > 0 { "pe 0" } else { "a pe" };
     let mut msg = format!(
-        "memory budget too small: {} needs at least {need} bytes ({}) per pe on {} ({} with exchanges in rounds of {}), but the budget is {budget} bytes ({}) per pe ({source})",
+        "memory budget too small: {} needs at least {need} bytes ({}) per pe on {} ({} with exchanges in rounds of {}{held}), but the budget is {budget} bytes ({}) per pe ({source})",
         match shape.n {
             1 => "a text of 1 character".to_string(),
             n => format!("a text of {n} characters"),
@@ -419,7 +436,7 @@ fn refusal(
     let base = peak_per_pe(&Shape { n: 0, ..*shape }, &k);
     if base > budget {
         msg.push_str(&format!(
-            "; a pe needs {} before it holds any text: raise --mem-per-pe{}",
+            "; {who} needs {} before it holds any text: raise --mem-per-pe{}",
             size_text(base),
             slurm_hint(source)
         ));
@@ -452,7 +469,7 @@ fn refusal(
     if !fits(pes) {
         // What a pe holds beside its share of the text leaves no room for any share.
         msg.push_str(&format!(
-            "; a pe needs {} before it holds any text, too close to the budget for more pes to help: raise --mem-per-pe{}",
+            "; {who} needs {} before it holds any text, too close to the budget for more pes to help: raise --mem-per-pe{}",
             size_text(base),
             slurm_hint(source)
         ));
@@ -549,6 +566,7 @@ mod tests {
             check: false,
             bwt: false,
             lcp: false,
+            held: 0,
         }
     }
 
@@ -585,6 +603,40 @@ mod tests {
         assert_eq!(p.knobs.round_bytes, None);
         assert_eq!(p.knobs.algo, Algo::Css);
         assert!(p.peak > p.leanest);
+        Ok(())
+    }
+
+    /// pe 0's table of a sequence input's records adds to the peak at any p: once through the
+    /// build, three times at its end (the records table and the metadata written from it); a
+    /// refusal names it, and what pe 0 needs before it holds any text.
+    #[test]
+    fn pe_0s_records_table_counts_at_any_p() -> TestResult {
+        const GIB: u64 = 1 << 30;
+        for pes in [1, 16, 1024] {
+            let text = shape(1 << 26, pes);
+            let with = |held| Shape { held, ..text };
+            let plain = choose(&config(None), &text, "")?;
+            let small = choose(&config(None), &with(1 << 20), "")?;
+            // Once through the build, where the build outweighs the end (not at p = 1024).
+            assert!(small.peak >= plain.peak + (1 << 20), "p = {pes}");
+            if pes <= 16 {
+                assert_eq!(small.peak, plain.peak + (1 << 20), "p = {pes}");
+                assert_eq!(small.leanest, plain.leanest + (1 << 20), "p = {pes}");
+            }
+            let empty = Shape { n: 0, ..with(GIB) };
+            assert_eq!(
+                choose(&config(None), &empty, "")?.peak,
+                BASE_BYTES + 3 * GIB
+            );
+            let e = choose(&config(Some(2 * GIB)), &with(GIB), "--mem-per-pe").unwrap_err();
+            let e = e.to_string();
+            for needle in [
+                "pe 0 also holds the table of the input's records, 1.0 GiB, at any p",
+                "pe 0 needs ",
+            ] {
+                assert!(e.contains(needle), "p = {pes}: no '{needle}' in {e}");
+            }
+        }
         Ok(())
     }
 

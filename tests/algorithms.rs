@@ -516,6 +516,7 @@ fn leanest_memory_budget() {
             check: true,
             bwt: false,
             lcp: false,
+            held: 0,
         };
         let config = psa::Config {
             algo,

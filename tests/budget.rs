@@ -27,6 +27,7 @@ fn leanest(n: usize, p: usize, algo: Algo, sort_rounds: usize) -> u64 {
         check: false,
         bwt: false,
         lcp: false,
+        held: 0,
     };
     choose(&config, &shape, "").expect("no budget").leanest
 }
@@ -90,6 +91,69 @@ fn a_budget_too_small_is_refused_before_the_input_is_read() {
     dir.write("small.txt", b"banana");
     let o = run_psa(2, ["--mem-per-pe", "20M", "small.txt"], dir.path());
     o.assert_error(2, "before it holds any text: raise --mem-per-pe", "");
+}
+
+/// pe 0 holds the table of a sequence input's records (names and places) through the build: a
+/// budget that the text alone would fit but not with the table is refused (after the scan that
+/// finds the records, before the build), naming the table; at the need that the message names
+/// the run fits, and its planned peak is within it.
+#[test]
+fn pe_0s_records_table_counts_in_the_plan() {
+    let dir = TempDir::new("budget_records");
+    let mut rng = Rng::new(5);
+    let mut fq = Vec::new();
+    const READS: usize = 200_000;
+    for k in 0..READS {
+        let read: String = (0..8)
+            .map(|_| ['A', 'C', 'G', 'T'][rng.below(4) as usize])
+            .collect();
+        fq.extend_from_slice(format!("@read{k}\n{read}\n+\nIIIIIIII\n").as_bytes());
+    }
+    dir.write("reads.fq", &fq);
+    let (n, p) = (READS * 9, 3);
+    let text_alone = leanest(n, p, Algo::Dc3, 0);
+    let run = |budget: u64| {
+        let budget = budget.to_string();
+        let args = [
+            "--algo",
+            "dc3",
+            "--mem-per-pe",
+            &budget,
+            "--stats",
+            "s.json",
+        ];
+        run_psa(
+            p,
+            [&args[..], &["-o", "out.sa", "reads.fq"]].concat(),
+            dir.path(),
+        )
+    };
+    let o = run(text_alone + (1 << 20));
+    o.assert_error(
+        2,
+        "pe 0 also holds the table of the input's records",
+        "a budget the text alone fits",
+    );
+    assert!(!o.stderr.contains("build"), "{}", o.describe());
+    let need: u64 = o
+        .stderr
+        .split("needs at least ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no need in {}", o.describe()));
+    // 200 000 records: some 70 bytes each (a name, a place, a length), three times at the end.
+    assert!(
+        need > text_alone + 3 * 60 * READS as u64,
+        "need {need}, the text alone {text_alone}"
+    );
+    let o = run(need);
+    assert!(o.success(), "at the need: {}", o.describe());
+    let stats = fs::read_to_string(dir.join("s.json")).expect("stats");
+    let planned: u64 = json_value(&stats, "planned_peak_bytes")
+        .parse()
+        .expect("planned");
+    assert!(planned <= need, "planned {planned}, budget {need}");
 }
 
 #[test]

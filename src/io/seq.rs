@@ -1085,6 +1085,20 @@ impl Scanned<'_> {
         self.forward == 0
     }
 
+    /// Bytes of the records' table on this pe (pe 0; 0 elsewhere) as the build holds it to its
+    /// end: each record and its name's heap block (16-byte granules and a word of the allocator's
+    /// besides), with their reverse complements' twins (names ending in `/rc`) when asked. Local.
+    pub fn records_bytes(&self) -> u64 {
+        let one = |name: usize| (size_of::<Record>() + name.div_ceil(16) * 16 + 16) as u64;
+        let forward: u64 = self.records.iter().map(|r| one(r.name.capacity())).sum();
+        let spare = (self.records.capacity() - self.records.len()) * size_of::<Record>();
+        let twins = match self.opts.revcomp {
+            true => (self.records.iter()).map(|r| one(r.name.len() + 3)).sum(),
+            false => 0,
+        };
+        forward + spare as u64 + twins
+    }
+
     /// The second half of [`load`]: T's characters to their pes in the block layout. Collective.
     pub fn place(self, comm: &Comm) -> Result<Loaded> {
         let Scanned {
