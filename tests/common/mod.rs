@@ -204,10 +204,6 @@ pub fn mpirun_exporting(p: usize, export: &[&str], exe: &OsStr) -> Command {
         // Shared memory through ob1 at once: letting Open MPI probe UCX first doubles the start
         // of every small job, and the tests start thousands.
         .env("OMPI_MCA_pml", "ob1")
-        // A job whose process exits non-zero (every refusal the tests provoke) ends at once:
-        // by default mpirun waits 2 s before it kills the others, whether or not they are gone.
-        // (Stricter too: a pe still cleaning up is killed without a grace second.)
-        .env("OMPI_MCA_odls_base_sigkill_timeout", "0")
         .env_remove("RUST_LOG")
         .arg("-n")
         .arg(p.to_string())
