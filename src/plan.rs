@@ -191,7 +191,8 @@ pub fn costs(shape: &Shape, knobs: &Knobs) -> Costs {
 
 /// The predicted peak resident memory of the fullest pe, bytes: [`BASE_BYTES`] plus the block of
 /// the fullest pe ([`IMBALANCE`] × n/p) times what the algorithm holds per character, plus an
-/// exchange's second copy (one round) or two rounds' staging (rounds).
+/// exchange's second copy (one round) or two rounds' staging (rounds); plus pe 0's records table
+/// ([`Shape::held`]) throughout, and twice it again at the end (the index files written from it).
 pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
     let c = costs(shape, knobs);
     let chars = shape.block() as f64 * IMBALANCE;
@@ -417,7 +418,6 @@ fn refusal(
             size_text(h)
         ),
     };
-    let who = if shape.held > 0 { "pe 0" } else { "a pe" };
     let mut msg = format!(
         "memory budget too small: {} needs at least {need} bytes ({}) per pe on {} ({} with exchanges in rounds of {}{held}), but the budget is {budget} bytes ({}) per pe ({source})",
         match shape.n {
@@ -434,10 +434,18 @@ fn refusal(
         size_text(budget),
     );
     let base = peak_per_pe(&Shape { n: 0, ..*shape }, &k);
+    // What a pe needs without any text: with a records table, pe 0's (the table, and the index
+    // files written from it at the end).
+    let bare = match shape.held {
+        0 => format!("a pe needs {} before it holds any text", size_text(base)),
+        _ => format!(
+            "pe 0 needs {} without any text (its records table, and the index files written from it at the end)",
+            size_text(base)
+        ),
+    };
     if base > budget {
         msg.push_str(&format!(
-            "; {who} needs {} before it holds any text: raise --mem-per-pe{}",
-            size_text(base),
+            "; {bare}: raise --mem-per-pe{}",
             slurm_hint(source)
         ));
         return msg;
@@ -469,8 +477,7 @@ fn refusal(
     if !fits(pes) {
         // What a pe holds beside its share of the text leaves no room for any share.
         msg.push_str(&format!(
-            "; {who} needs {} before it holds any text, too close to the budget for more pes to help: raise --mem-per-pe{}",
-            size_text(base),
+            "; {bare}, too close to the budget for more pes to help: raise --mem-per-pe{}",
             slurm_hint(source)
         ));
         return msg;
@@ -632,7 +639,7 @@ mod tests {
             let e = e.to_string();
             for needle in [
                 "pe 0 also holds the table of the input's records, 1.0 GiB, at any p",
-                "pe 0 needs ",
+                "pe 0 needs 3.0 GiB without any text (its records table, and the index files",
             ] {
                 assert!(e.contains(needle), "p = {pes}: no '{needle}' in {e}");
             }

@@ -3,12 +3,14 @@
 //! through it too. One test function per input row (so rows run in parallel and fail
 //! separately); each reports every failing (p, algo, base case) of its row at once.
 //!
-//! The switches' variants (exchanges and sorts in rounds, the leanest memory budget, wide
-//! records, pCSS' finishes, the suffix array written as it becomes final) run the binary's own
-//! job, `psa::driver::run` (read the input file, plan, build, write the output file, check), on
-//! the same inputs in one MPI job per process count ([`jobs_in_process`]): the launch of a
-//! process, not the build, is most of a small run's time. That each switch sets its setting is
-//! `psa`'s unit test `cli::tests::every_switch_sets_its_field`.
+//! The switches' variants (exchanges and sorts in rounds, all-to-alls in chunks, the leanest
+//! memory budget, wide records, pCSS' finishes, the suffix array written as it becomes final)
+//! run the binary's job, `psa::driver::run` (read the input file, plan, build, write the output
+//! file, check), on the same inputs in one MPI job per process count ([`jobs_in_process`]): the
+//! launch of a process, not the build, is most of a small run's time. That each switch sets its
+//! setting is `psa`'s unit test `cli::tests::every_switch_sets_its_field`; what `main` adds (the
+//! default budget, the threads per pe, the exit) is tested through the binary above and in
+//! tests/errors.rs and tests/budget.rs.
 
 mod common;
 
@@ -325,8 +327,8 @@ fn output_widths() {
 // The switches' variants: the binary's job in one MPI job per process count
 
 /// One build of a variant: its label in a failure report, the library's settings (what the
-/// switches set: `--algo` and the rest, `--threads 1`), the entry width (`--width`) and
-/// `--check`.
+/// switches set: `--algo` and the rest; threads as many as `psa` starts by default), the entry
+/// width (`--width`) and `--check`.
 struct Build {
     label: String,
     config: psa::Config,
@@ -341,7 +343,6 @@ impl Build {
         let mut config = psa::Config {
             algo,
             plan_algo: false,
-            threads: 1,
             ..psa::Config::default()
         };
         edit(&mut config);
@@ -411,9 +412,21 @@ fn jobs_in_process(
                     match result {
                         Err(e) => failures.push(format!("{label}: the build failed: {e}")),
                         Ok(report) => {
-                            let got = read_sa(output, report.width);
-                            if got != *want {
-                                failures.push(format!("{label}: {}", first_diff(&got, want)));
+                            let width = match build.width {
+                                Width::Fixed(w) => w,
+                                Width::Auto => 4,
+                            };
+                            let bytes = std::fs::metadata(output).map_or(0, |m| m.len());
+                            if (report.width, bytes) != (width, (text.len() * width) as u64) {
+                                failures.push(format!(
+                                    "{label}: {} bytes of {}-byte entries, want {width}-byte ones",
+                                    bytes, report.width
+                                ));
+                            } else {
+                                let got = read_sa(output, width);
+                                if got != *want {
+                                    failures.push(format!("{label}: {}", first_diff(&got, want)));
+                                }
                             }
                             std::fs::remove_file(output).expect("remove the output");
                         }

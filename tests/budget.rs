@@ -96,64 +96,72 @@ fn a_budget_too_small_is_refused_before_the_input_is_read() {
 /// pe 0 holds the table of a sequence input's records (names and places) through the build: a
 /// budget that the text alone would fit but not with the table is refused (after the scan that
 /// finds the records, before the build), naming the table; at the need that the message names
-/// the run fits, and its planned peak is within it.
+/// the run fits, and its measured peak stays within the plan. Short names, and long ones with
+/// their reverse complements' twins (`--revcomp`).
 #[test]
 fn pe_0s_records_table_counts_in_the_plan() {
     let dir = TempDir::new("budget_records");
-    let mut rng = Rng::new(5);
-    let mut fq = Vec::new();
-    const READS: usize = 200_000;
-    for k in 0..READS {
-        let read: String = (0..8)
-            .map(|_| ['A', 'C', 'G', 'T'][rng.below(4) as usize])
-            .collect();
-        fq.extend_from_slice(format!("@read{k}\n{read}\n+\nIIIIIIII\n").as_bytes());
+    const READS: usize = 100_000;
+    for (name_len, revcomp) in [(6, false), (99, true)] {
+        let mut rng = Rng::new(5);
+        let mut fq = Vec::new();
+        for k in 0..READS {
+            let read: String = (0..8)
+                .map(|_| ['A', 'C', 'G', 'T'][rng.below(4) as usize])
+                .collect();
+            let name = format!("{k:0name_len$}");
+            fq.extend_from_slice(format!("@{name}\n{read}\n+\nIIIIIIII\n").as_bytes());
+        }
+        dir.write("reads.fq", &fq);
+        let n = READS * 9 * if revcomp { 2 } else { 1 };
+        let p = 3;
+        let text_alone = leanest(n, p, Algo::Dc3, 0);
+        let what = format!("names of {name_len} bytes, revcomp {revcomp}");
+        let run = |budget: u64| {
+            let budget = budget.to_string();
+            let mut args = vec![
+                "--algo",
+                "dc3",
+                "--mem-per-pe",
+                &budget,
+                "--stats",
+                "s.json",
+            ];
+            if revcomp {
+                args.push("--revcomp");
+            }
+            args.extend(["-o", "out.sa", "reads.fq"]);
+            run_psa(p, &args, dir.path())
+        };
+        let o = run(text_alone + (1 << 20));
+        o.assert_error(2, "pe 0 also holds the table of the input's records", &what);
+        assert!(!o.stderr.contains("build"), "{what}: {}", o.describe());
+        let need: u64 = o
+            .stderr
+            .split("needs at least ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{what}: no need in {}", o.describe()));
+        // Some 60 bytes a record besides its name, three times at the end.
+        let records = READS as u64 * if revcomp { 2 } else { 1 };
+        assert!(
+            need > text_alone + 3 * (60 + name_len as u64) * records,
+            "{what}: need {need}, the text alone {text_alone}"
+        );
+        let o = run(need);
+        assert!(o.success(), "{what}, at the need: {}", o.describe());
+        let stats = fs::read_to_string(dir.join("s.json")).expect("stats");
+        let value = |key| -> u64 { json_value(&stats, key).parse().expect(key) };
+        let (planned, measured) = (
+            value("planned_peak_bytes"),
+            value("measured_max_peak_bytes"),
+        );
+        assert!(
+            measured <= planned && planned <= need,
+            "{what}: measured {measured}, planned {planned}, budget {need}"
+        );
     }
-    dir.write("reads.fq", &fq);
-    let (n, p) = (READS * 9, 3);
-    let text_alone = leanest(n, p, Algo::Dc3, 0);
-    let run = |budget: u64| {
-        let budget = budget.to_string();
-        let args = [
-            "--algo",
-            "dc3",
-            "--mem-per-pe",
-            &budget,
-            "--stats",
-            "s.json",
-        ];
-        run_psa(
-            p,
-            [&args[..], &["-o", "out.sa", "reads.fq"]].concat(),
-            dir.path(),
-        )
-    };
-    let o = run(text_alone + (1 << 20));
-    o.assert_error(
-        2,
-        "pe 0 also holds the table of the input's records",
-        "a budget the text alone fits",
-    );
-    assert!(!o.stderr.contains("build"), "{}", o.describe());
-    let need: u64 = o
-        .stderr
-        .split("needs at least ")
-        .nth(1)
-        .and_then(|s| s.split(' ').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no need in {}", o.describe()));
-    // 200 000 records: some 70 bytes each (a name, a place, a length), three times at the end.
-    assert!(
-        need > text_alone + 3 * 60 * READS as u64,
-        "need {need}, the text alone {text_alone}"
-    );
-    let o = run(need);
-    assert!(o.success(), "at the need: {}", o.describe());
-    let stats = fs::read_to_string(dir.join("s.json")).expect("stats");
-    let planned: u64 = json_value(&stats, "planned_peak_bytes")
-        .parse()
-        .expect("planned");
-    assert!(planned <= need, "planned {planned}, budget {need}");
 }
 
 #[test]

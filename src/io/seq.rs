@@ -1180,12 +1180,17 @@ fn place_all(
     }
     let (text, layout) = with_revcomp(comm, text, &layout);
     let fwd = records.len();
+    // Exactly the twins' room and names (what `Scanned::records_bytes` counts).
+    records.reserve_exact(fwd);
     for k in (0..fwd).rev() {
         let r = &records[k];
         // The reverse complement of record k ends where its mirror image in T begins.
         let start = 2 * base - 1 - (r.start + r.len);
+        let mut name = String::with_capacity(r.name.len() + 3);
+        name.push_str(&r.name);
+        name.push_str("/rc");
         records.push(Record {
-            name: format!("{}/rc", r.name),
+            name,
             start,
             len: r.len,
         });
