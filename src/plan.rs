@@ -615,7 +615,7 @@ mod tests {
 
     /// pe 0's table of a sequence input's records adds to the peak at any p: once through the
     /// build, three times at its end (the records table and the metadata written from it); a
-    /// refusal names it, and what pe 0 needs before it holds any text.
+    /// refusal names it, and what pe 0 needs without any text.
     #[test]
     fn pe_0s_records_table_counts_at_any_p() -> TestResult {
         const GIB: u64 = 1 << 30;

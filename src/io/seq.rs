@@ -1085,8 +1085,8 @@ impl Scanned<'_> {
         self.forward == 0
     }
 
-    /// Bytes of the records' table on this pe (pe 0; 0 elsewhere) as the build holds it to its
-    /// end: each record and its name's heap block (16-byte granules and a word of the allocator's
+    /// Bytes of the records' table on this pe as the build holds it to its end (what pe 0 holds:
+    /// the others keep no records, so the caller takes pe 0's): each record and its name's heap block (16-byte granules and a word of the allocator's
     /// besides), with their reverse complements' twins (names ending in `/rc`) when asked. Local.
     pub fn records_bytes(&self) -> u64 {
         let one = |name: usize| (size_of::<Record>() + name.div_ceil(16) * 16 + 16) as u64;
