@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{oracle, read_sa, run_psa, Rng, TempDir, PSA};
-use seq_common::{fasta, fastq, gzip, naive_find, reference, Kind, Rec};
+use seq_common::{bgzf, fasta, fastq, gzip, naive_find, reference, Kind, Rec};
 
 /// Reads `OUT.records.tsv`.
 fn records_tsv(out: &Path) -> Vec<Rec> {
@@ -126,7 +126,7 @@ fn check_queries(dir: &Path, out: &str, t: &[u8], recs: &[Rec], fold: bool, seed
     assert!(json.matches("\"record\"").count() <= 1, "{json}");
 }
 
-/// FASTA (CRLF, lower case, empty records, odd lines), its gzip and FASTQ at p = 1, 2, 3, 4, 7:
+/// FASTA (CRLF, lower case, empty records, odd lines), its gzip and BGZF, and FASTQ at p = 1, 2, 3, 4, 7:
 /// T on disk, the records table, the SA against the oracle, queries against a naive scan.
 #[test]
 fn sequence_input_builds_and_answers() {
@@ -138,12 +138,14 @@ fn sequence_input_builds_and_answers() {
         for (name, bytes, kind, extra) in [
             ("g.fa", fa.clone(), Kind::Fasta, None),
             ("g.fa.gz", fa.clone(), Kind::Fasta, Some("--read-piece=13")),
+            ("g.bgzf.fa.gz", fa.clone(), Kind::Fasta, None),
             ("r.fq", fq.clone(), Kind::Fastq, None),
             ("g2.fa", fa.clone(), Kind::Fasta, Some("--revcomp")),
         ] {
-            let on_disk = match name.ends_with(".gz") {
-                true => gzip(&bytes, 2),
-                false => bytes.clone(),
+            let on_disk = match (name.contains("bgzf"), name.ends_with(".gz")) {
+                (true, _) => bgzf(&bytes, 61, 1),
+                (false, true) => gzip(&bytes, 2),
+                (false, false) => bytes.clone(),
             };
             std::fs::write(dir.join(name), on_disk).unwrap();
             let out = format!("{name}.p{p}.sa");

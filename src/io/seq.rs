@@ -13,8 +13,10 @@
 //!   record in progress) comes from prefix scans over the pes ([`Comm::exscan_sum`] and
 //!   [`Comm::exscan_max`]); a name cut by a pe boundary is put together on pe 0, and a FASTQ
 //!   record cut by one is checked from its pieces on every pe. No pe reads more than its range.
-//! - a gzip file cannot be split: pe 0 decompresses it twice, as a stream, a piece of
-//!   [`crate::Config::read_piece`] bytes at a time (flate2's `MultiGzDecoder`, so bgzip's many
+//! - a BGZF file (bgzip's blocked gzip): every pe decompresses the blocks that start in its byte
+//!   range ([`super::bgzf`]) and parses them as a plain file's range, from the same scans;
+//! - any other gzip file cannot be split: pe 0 decompresses it twice, as a stream, a piece of
+//!   [`crate::Config::read_piece`] bytes at a time (flate2's `MultiGzDecoder`, so files of many
 //!   members read too): once to count T's characters and collect the records (so that T can be
 //!   laid out evenly before any of it moves), once to hand each piece's characters to the pes that
 //!   own them. pe 0 holds one piece at a time, never the whole file; decompressing twice costs
@@ -600,14 +602,33 @@ fn fastq_end(comm: &Comm, bytes: &[u8], a: usize) -> usize {
 
 /// Parses a plain FASTA or FASTQ file, every pe its own byte range. Collective.
 fn parse_plain(comm: &Comm, file: &InputFile, keep_case: bool) -> Result<Part> {
+    let bytes_layout = Layout::block(file.size as usize, comm.size());
+    let (a, b) = (
+        bytes_layout.start(comm.rank()),
+        bytes_layout.end(comm.rank()),
+    );
+    let read = super::read_range(&file.path, a.saturating_sub(1), b);
+    let buf = comm.agree(read)?;
+    let halo = (a > 0).then(|| buf[0]);
+    parse_range(comm, file, keep_case, buf, (a > 0) as usize, a, halo)
+}
+
+/// Parses a FASTA or FASTQ file that every pe holds a range of: `buf[skip..]` is this pe's,
+/// bytes `[a, a + len)` of the (decompressed) file, the ranges in pe order and together the whole
+/// file; `halo` the byte before it (None at the file's start). Collective.
+fn parse_range(
+    comm: &Comm,
+    file: &InputFile,
+    keep_case: bool,
+    mut buf: Vec<u8>,
+    skip: usize,
+    a: usize,
+    halo: Option<u8>,
+) -> Result<Part> {
     let p = comm.size();
     let me = comm.rank();
-    let bytes_layout = Layout::block(file.size as usize, p);
-    let (a, b) = (bytes_layout.start(me), bytes_layout.end(me));
-    let read = super::read_range(&file.path, a.saturating_sub(1), b);
-    let mut buf = comm.agree(read)?;
-    let halo = (a > 0).then(|| buf[0]);
-    let mut bytes = &buf[(a > 0) as usize..];
+    let b = a + buf.len() - skip;
+    let mut bytes = &buf[skip..];
     let mut at_line_start = halo.is_none_or(|b| b == b'\n');
     if file.format == Format::Fastq {
         let cut = fastq_end(comm, bytes, a);
@@ -1048,7 +1069,15 @@ pub fn scan<'a>(
                 let kept = std::mem::take(&mut part.kept);
                 (part, Pending::Plain(kept))
             }
-            (_, true) => (scan_gzip(comm, f, opts.keep_case, piece)?, Pending::Gzip),
+            (_, true) => match super::bgzf::read_part(comm, &f.path, f.size)? {
+                Some(z) => {
+                    let (a, halo) = (z.first as usize, z.before);
+                    let mut part = parse_range(comm, f, opts.keep_case, z.bytes, 0, a, halo)?;
+                    let kept = std::mem::take(&mut part.kept);
+                    (part, Pending::Plain(kept))
+                }
+                None => (scan_gzip(comm, f, opts.keep_case, piece)?, Pending::Gzip),
+            },
         };
         let end = base + part.total;
         // Each record runs to the next one's start, less its `$` (a raw file has none).
