@@ -11,6 +11,7 @@
 #
 # Runs, in this order, each --reps times (the table gives the median of the wall-clock times):
 #   1. mpirun -n P psa FASTA_GZ      (the index: OUT, OUT.text, OUT.records.tsv, OUT.meta)
+#      and mpirun -n P psa FILE for every --also FILE (the same FASTA in another form)
 #   2. mpirun -n P psa CLEANED_TXT
 #   3. psa query OUT --patterns READS            (counts)
 #   4. psa query OUT --patterns READS --locate --max-hits K
@@ -18,6 +19,8 @@
 #
 # Options:
 #   --procs P        pes of the builds [16]
+#   --also FILE      also build FILE, the same FASTA another way (plain, or bgzip's BGZF: read by
+#                    every pe where FASTA_GZ is a plain gzip, streamed by pe 0); repeatable
 #   --threads T      threads per pe of the builds [cores / P, at least 1]
 #   --query-threads Q  threads of psa query [all cores]
 #   --reads N        reads to sample [1000000]
@@ -37,10 +40,11 @@ set -euo pipefail
 PROCS=16 THREADS="" QTHREADS="" READS=1000000 LEN=100 MAXHITS=10 REPS=3
 WORK=bench-seq-work RESULTS=bench-results NAME="" PSA=target/release/psa
 MPIRUN="mpirun --bind-to none"
-args=()
+args=() also=()
 while (($#)); do
   case $1 in
     --procs) PROCS=$2; shift 2 ;;
+    --also) also+=("$(realpath "$2")"); shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --query-threads) QTHREADS=$2; shift 2 ;;
     --reads) READS=$2; shift 2 ;;
@@ -95,6 +99,13 @@ time_runs() {
 echo "bench-seq: building from $FA at p=$PROCS × $THREADS threads" >&2
 t_fa=$(time_runs build-fa $MPIRUN -n "$PROCS" "$PSA" --threads "$THREADS" -q -o "$WORK/fa.sa" \
   --stats "$RESULTS/$NAME-stats/build-fa.json" "$FA")
+t_also=()
+for ((k = 0; k < ${#also[@]}; k++)); do
+  echo "bench-seq: building from ${also[k]}" >&2
+  t_also+=("$(time_runs "build-also$k" $MPIRUN -n "$PROCS" "$PSA" --threads "$THREADS" -q \
+    -o "$WORK/also$k.sa" --stats "$RESULTS/$NAME-stats/build-also$k.json" "${also[k]}")")
+  cmp -s "$WORK/also$k.sa" "$WORK/fa.sa" || { echo "bench-seq: ${also[k]} gave another SA" >&2; exit 1; }
+done
 echo "bench-seq: building from $TXT" >&2
 t_txt=$(time_runs build-txt $MPIRUN -n "$PROCS" "$PSA" --threads "$THREADS" -q -o "$WORK/txt.sa" \
   --stats "$RESULTS/$NAME-stats/build-txt.json" "$TXT")
@@ -123,6 +134,12 @@ t_locate=$(time_runs query-locate "$PSA" query "${QT[@]}" "$WORK/fa.sa" --patter
   --locate --max-hits "$MAXHITS")
 found=$(awk -F'\t' 'NF == 2 && $2 > 0' "$WORK/query-count.out" | wc -l)
 
+# reading: the "scan" and "read" phases' seconds (slowest pe) in a build's --stats
+reading() {
+  python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+print("%.3f" % sum(p["max_secs"] for p in s["phases"] if p["name"] in ("scan", "read")))' "$1"
+}
 rate() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f", a / b}'; }
 mbs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / 1e6 / b}'; }
 {
@@ -131,17 +148,21 @@ mbs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / 1e6 / b}'; }
   echo "Builds at p = $PROCS × $THREADS threads ($MPIRUN), median of $REPS runs (wall clock, launch"
   echo "included); queries with psa query on $([[ -n $QTHREADS ]] && echo "$QTHREADS threads" || echo "all $CORES cores")."
   echo
-  echo "| step | input | characters | seconds | rate |"
-  echo "|---|---|---:|---:|---:|"
-  echo "| build | $(basename "$FA") (gzip FASTA) | $n_fa | $t_fa | $(mbs "$n_fa" "$t_fa") MB/s |"
-  echo "| build | $(basename "$TXT") (cleaned text) | $n_txt | $t_txt | $(mbs "$n_txt" "$t_txt") MB/s |"
-  echo "| query counts | $READS reads × $LEN | | $t_count | $(rate "$READS" "$t_count") patterns/s |"
-  echo "| query --locate --max-hits $MAXHITS | $READS reads × $LEN | | $t_locate | $(rate "$READS" "$t_locate") patterns/s |"
+  echo "| step | input | characters | seconds | rate | reading s (last run) |"
+  echo "|---|---|---:|---:|---:|---:|"
+  echo "| build | $(basename "$FA") (gzip FASTA) | $n_fa | $t_fa | $(mbs "$n_fa" "$t_fa") MB/s | $(reading "$RESULTS/$NAME-stats/build-fa.json") |"
+  for ((k = 0; k < ${#also[@]}; k++)); do
+    echo "| build | $(basename "${also[k]}") (the same FASTA) | $n_fa | ${t_also[k]} | $(mbs "$n_fa" "${t_also[k]}") MB/s | $(reading "$RESULTS/$NAME-stats/build-also$k.json") |"
+  done
+  echo "| build | $(basename "$TXT") (cleaned text) | $n_txt | $t_txt | $(mbs "$n_txt" "$t_txt") MB/s | $(reading "$RESULTS/$NAME-stats/build-txt.json") |"
+  echo "| query counts | $READS reads × $LEN | | $t_count | $(rate "$READS" "$t_count") patterns/s | |"
+  echo "| query --locate --max-hits $MAXHITS | $READS reads × $LEN | | $t_locate | $(rate "$READS" "$t_locate") patterns/s | |"
   echo
   echo "$found of $READS reads found (they are sampled from T, so all should be)."
-  echo "Per-phase times of the builds: $NAME-stats/build-fa.json and build-txt.json (the gzip"
-  echo "build's \"read\" phase is the decompression and parsing)."
+  echo "Per-phase times of the builds: $NAME-stats/build-*.json. Reading is their \"scan\" and"
+  echo "\"read\" phases (decompressing, parsing, placing T), slowest pe; the builds of every form of"
+  echo "the FASTA gave the same SA."
   echo
-  echo "Commands: \`scripts/bench-seq.sh --procs $PROCS --threads $THREADS --reads $READS --len $LEN --max-hits $MAXHITS --reps $REPS $(basename "$FA") $(basename "$TXT")\`"
+  echo "Commands: \`scripts/bench-seq.sh --procs $PROCS --threads $THREADS --reads $READS --len $LEN --max-hits $MAXHITS --reps $REPS$(for f in "${also[@]}"; do printf ' --also %s' "$(basename "$f")"; done) $(basename "$FA") $(basename "$TXT")\`"
 } >"$RESULTS/$NAME.md"
 cat "$RESULTS/$NAME.md"

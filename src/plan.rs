@@ -226,6 +226,8 @@ pub struct Plan {
     pub leanest: u64,
     /// Rounds of the largest exchange (1: one round).
     pub rounds: usize,
+    /// Of `peak`, what pe 0's records table holds throughout ([`Shape::held`]; 0 for raw input).
+    pub records: u64,
 }
 
 impl Plan {
@@ -243,8 +245,12 @@ impl Plan {
             Some(b) => format!("budget {} per pe", size_text(b)),
             None => "no budget".into(),
         };
+        let records = match self.records {
+            0 => String::new(),
+            r => format!(" (on pe 0 with its records table, {})", size_text(r)),
+        };
         format!(
-            "plan: {}{}, {rounds}; predicted peak {} per pe, {budget} (leanest plan: {})",
+            "plan: {}{}, {rounds}; predicted peak {}{records} per pe, {budget} (leanest plan: {})",
             algo_name(self.knobs.algo),
             match (
                 self.knobs.algo,
@@ -264,7 +270,7 @@ impl Plan {
     /// The plan as a JSON object (`--stats`'s "plan").
     pub fn to_json(&self) -> String {
         format!(
-            "{{\"algo\": {}, \"sort_rounds\": {}, \"merge_rounds\": {}, \"exchange_round_bytes\": {}, \"exchange_rounds\": {}, \"predicted_peak_bytes\": {}, \"leanest_peak_bytes\": {}, \"mem_per_pe\": {}}}",
+            "{{\"algo\": {}, \"sort_rounds\": {}, \"merge_rounds\": {}, \"exchange_round_bytes\": {}, \"exchange_rounds\": {}, \"predicted_peak_bytes\": {}, \"leanest_peak_bytes\": {}, \"records_table_bytes\": {}, \"mem_per_pe\": {}}}",
             json_str(algo_name(self.knobs.algo)),
             self.knobs.sort_rounds,
             self.knobs.merge_rounds,
@@ -274,6 +280,7 @@ impl Plan {
             self.rounds,
             self.peak,
             self.leanest,
+            self.records,
             self.budget.map_or("null".into(), |b| b.to_string())
         )
     }
@@ -389,6 +396,7 @@ pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
         budget,
         leanest: leanest.0,
         rounds: rounds(shape, &knobs),
+        records: shape.held,
     };
     let Some(budget) = budget else {
         return Ok(plan(all[0]));

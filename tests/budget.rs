@@ -161,6 +161,12 @@ fn pe_0s_records_table_counts_in_the_plan() {
             measured <= planned && planned <= need,
             "{what}: measured {measured}, planned {planned}, budget {need}"
         );
+        // The plan names the table's part of its peak: at least each record and its name.
+        let table = value("records_table_bytes");
+        assert!(
+            table >= (40 + name_len as u64) * records && table < planned,
+            "{what}: the records table planned at {table} of {planned}"
+        );
     }
 }
 
