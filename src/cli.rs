@@ -62,7 +62,8 @@ Sequence input (FASTA .fa .fasta .fna .ffn .faa .fas, FASTQ .fq .fastq, each opt
 (--keep-case keeps case), followed by '$', records in file order, files in the order given;
 --revcomp appends the reverse complement of T up to its last '$', then '$'. Raw inputs add their
 bytes as they are. Beside OUTPUT: OUTPUT.text (T; sequence input), OUTPUT.records.tsv (name,
-start in T, length) and OUTPUT.meta (what psa query reads).
+start in T, length) and OUTPUT.meta (what psa query reads). A bgzip file (BGZF) is read by every
+pe at once; any other gzip file is decompressed by pe 0 alone (bgzip it once to read it faster).
 
 Output: SA[0..n) as little-endian unsigned integers of --width bytes each (n × width bytes).
 The file is written under a temporary name beside OUTPUT, its space reserved at the start, and
@@ -180,8 +181,8 @@ pub struct Tuning {
     /// Largest volume a pe sends in one exchange round (tests: small values, many rounds)
     #[arg(long, hide = true, value_name = "BYTES", value_parser = at_least(1))]
     pub exchange_round_bytes: Option<usize>,
-    /// Decompressed bytes of a gzip input read at a time, at most 1 GiB (tests: small values,
-    /// many pieces)
+    /// Decompressed bytes of a gzip input (not BGZF) read at a time by pe 0, at most 1 GiB (tests:
+    /// small values, many pieces)
     #[arg(long, hide = true, value_name = "BYTES", value_parser = between(1, 1 << 30))]
     pub read_piece: Option<usize>,
     /// Wide-record paths on any input

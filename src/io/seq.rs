@@ -1014,6 +1014,9 @@ fn with_revcomp(comm: &Comm, text: Vec<u8>, layout: &Layout) -> (Vec<u8>, Layout
 // The driver
 
 /// How a file's characters reach their pes once T's layout is known.
+/// A gzip input of at least this many bytes that pe 0 streams alone at p > 1 is worth a hint.
+const STREAM_HINT_BYTES: u64 = 16 << 20;
+
 enum Pending {
     Raw,
     Plain(Vec<u8>),
@@ -1076,7 +1079,15 @@ pub fn scan<'a>(
                     let kept = std::mem::take(&mut part.kept);
                     (part, Pending::Plain(kept))
                 }
-                None => (scan_gzip(comm, f, opts.keep_case, piece)?, Pending::Gzip),
+                None => {
+                    if comm.rank() == 0 && comm.size() > 1 && f.size >= STREAM_HINT_BYTES {
+                        log::info!(
+                            "{} is a gzip stream, not bgzip's BGZF: pe 0 decompresses it alone, twice (`bgzip` it once, and every pe reads its part)",
+                            f.path.display()
+                        );
+                    }
+                    (scan_gzip(comm, f, opts.keep_case, piece)?, Pending::Gzip)
+                }
             },
         };
         let end = base + part.total;
