@@ -64,8 +64,8 @@ pub struct Config {
     /// The plan may run the other algorithm when the configured one cannot fit the budget (both
     /// give the same output; default true). The `psa` binary clears it when `--algo` is given.
     pub plan_algo: bool,
-    /// Decompressed bytes pe 0 reads from a gzip input at a time (the piece it parses and hands
-    /// out; default 16 MiB); tests set it small to cut records and lines at every place
+    /// Decompressed bytes pe 0 reads at a time from a gzip input it streams (one that is not
+    /// BGZF: the piece it parses and hands out; default 16 MiB); tests set it small to cut records and lines at every place
     /// (`--read-piece N`).
     pub read_piece: usize,
     /// Heap blocks of at least this many bytes are mapped from the kernel and given back to it

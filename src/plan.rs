@@ -247,10 +247,10 @@ impl Plan {
         };
         let records = match self.records {
             0 => String::new(),
-            r => format!(" (on pe 0 with its records table, {})", size_text(r)),
+            r => format!(" (pe 0's includes its records table, {})", size_text(r)),
         };
         format!(
-            "plan: {}{}, {rounds}; predicted peak {}{records} per pe, {budget} (leanest plan: {})",
+            "plan: {}{}, {rounds}; predicted peak {} per pe{records}, {budget} (leanest plan: {})",
             algo_name(self.knobs.algo),
             match (
                 self.knobs.algo,

@@ -8,7 +8,7 @@
 mod common;
 mod seq_common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use common::harness::mpi_test;
 use common::Rng;
@@ -33,17 +33,46 @@ fn check(comm: &Comm, tag: &str, case: &Case) {
         .collect();
     if comm.rank() == 0 {
         for (p, (name, bytes, _)) in paths.iter().zip(&case.files) {
-            // Names with "bgzf" in BGZF: small blocks, many to a pe's range, or bgzip's own size
-            // (a block over several pes' ranges).
+            // Names with "bgzf" in BGZF of small blocks, many to a pe's range; with "bgzf-big" in
+            // stored blocks of bgzip's size, each over whole pes' ranges and ending up to a
+            // block's length past a range.
             let data = match (name.contains("bgzf"), name.ends_with(".gz")) {
-                (true, _) => bgzf(bytes, [13, 65280][bytes.len() % 2], 1),
+                _ if name.contains("bgzf-big") => bgzf(bytes, &[65280], 0),
+                (true, _) => bgzf(bytes, &[1 + bytes.len() % 37, 13, 2], 1),
                 (false, true) => gzip(bytes, 1 + bytes.len() % 3),
                 (false, false) => bytes.clone(),
             };
             std::fs::write(p, data).unwrap();
         }
     }
+    comm.barrier();
+    for (p, (name, bytes, _)) in paths.iter().zip(&case.files) {
+        if name.contains("bgzf") {
+            read_in_parallel(comm, p, bytes);
+        }
+    }
     verify(comm, tag, &paths, case);
+}
+
+/// The BGZF file at `path` is read by every pe (not streamed): the pes' parts, in order, are
+/// `plain`, each with the byte before it.
+fn read_in_parallel(comm: &Comm, path: &Path, plain: &[u8]) {
+    let size = std::fs::metadata(path).unwrap().len();
+    let part = psa::internals::bgzf_read_part(comm, path, size)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{}: not read in parallel", path.display()));
+    let at = part.offset as usize;
+    assert!(
+        plain.get(at..at + part.bytes.len()) == Some(&part.bytes[..]),
+        "{}: pe {}'s part at {at}",
+        path.display(),
+        comm.rank()
+    );
+    assert_eq!(part.before, at.checked_sub(1).map(|k| plain[k]));
+    assert_eq!(
+        comm.all_reduce_sum(part.bytes.len() as u64),
+        plain.len() as u64
+    );
 }
 
 /// Loads the files at `paths` (written by pe 0) on every pe and compares with the reference of
@@ -98,8 +127,8 @@ fn one(name: &str, bytes: Vec<u8>, opts: SeqOptions, piece: usize) -> Case {
     }
 }
 
-/// Single FASTA and FASTQ files, plain and gzip, small and a little larger, every seed cutting
-/// them at other places; the gzip ones read a few bytes at a time.
+/// Single FASTA and FASTQ files, plain, gzip and BGZF, small and a little larger, every seed
+/// cutting them at other places; the gzip ones read a few bytes at a time.
 #[test]
 fn single_files_match_the_reference() {
     mpi_test(|comm| {
@@ -124,6 +153,19 @@ fn single_files_match_the_reference() {
                 let case = one(name, bytes.clone(), opts.clone(), piece);
                 check(comm, &format!("s{seed}"), &case);
             }
+        }
+        // Files of a few bgzip-sized blocks: at p > 1 some pes' ranges hold no block start, and
+        // a pe reads up to a block past its range to finish its last one.
+        for (name, bytes) in [
+            ("c.bgzf-big.fa.gz", fasta(9, 90, 10000)),
+            ("d.bgzf-big.fq.gz", fastq(9, 3000, 150)),
+        ] {
+            assert!(bytes.len() > 3 * 65280, "{name}: {} bytes", bytes.len());
+            check(
+                comm,
+                "big",
+                &one(name, bytes, SeqOptions::default(), 1 << 20),
+            );
         }
     });
 }
@@ -280,22 +322,26 @@ fn bgzf_files_that_do_not_chain_are_streamed_and_damaged_blocks_refused() {
         let (a, b) = (&fa[..300], &fa[300..]);
         let (b1, b2) = b.split_at(b.len() / 2);
         let cases: [(&str, Vec<u8>); 3] = [
-            ("end.fa.gz", [bgzf(a, 29, 1), gzip(b, 1)].concat()),
+            ("end.fa.gz", [bgzf(a, &[29, 3], 1), gzip(b, 1)].concat()),
             (
                 "middle.fa.gz",
-                [bgzf(a, 29, 1), gzip(b1, 1), bgzf(b2, 17, 1)].concat(),
+                [bgzf(a, &[29], 1), gzip(b1, 1), bgzf(b2, &[17], 1)].concat(),
             ),
-            ("first.fa.gz", [gzip(a, 1), bgzf(b, 29, 1)].concat()),
+            ("first.fa.gz", [gzip(a, 1), bgzf(b, &[29], 1)].concat()),
         ];
         for (k, (name, encoded)) in cases.into_iter().enumerate() {
             let path = PathBuf::from(format!("bz{k}-{name}"));
             if comm.rank() == 0 {
                 std::fs::write(&path, &encoded).unwrap();
             }
+            comm.barrier();
+            let size = std::fs::metadata(&path).unwrap().len();
+            let part = psa::internals::bgzf_read_part(comm, &path, size).unwrap();
+            assert!(part.is_none(), "{name}: read in parallel");
             let case = one(name, fa.clone(), SeqOptions::default(), 64);
             verify(comm, &format!("bz{k}"), std::slice::from_ref(&path), &case);
         }
-        let good = bgzf(&fa, 97, 1);
+        let good = bgzf(&fa, &[97], 1);
         let mut cut = good.clone();
         cut.truncate(good.len() - 28 - 5); // into the last data block's footer
         let mut damaged = good.clone();

@@ -143,7 +143,7 @@ fn sequence_input_builds_and_answers() {
             ("g2.fa", fa.clone(), Kind::Fasta, Some("--revcomp")),
         ] {
             let on_disk = match (name.contains("bgzf"), name.ends_with(".gz")) {
-                (true, _) => bgzf(&bytes, 61, 1),
+                (true, _) => bgzf(&bytes, &[61, 7], 1),
                 (false, true) => gzip(&bytes, 2),
                 (false, false) => bytes.clone(),
             };

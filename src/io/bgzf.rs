@@ -4,17 +4,21 @@
 //! the file and decompresses them itself ([`read_part`]), so a bgzipped FASTA or FASTQ file is read
 //! by all pes at once, as a plain one is, instead of streamed through pe 0.
 //!
-//! Finding the blocks: pe 0's first block starts at byte 0; every other pe takes the first place
-//! in its range where a BGZF header stands (the fixed bytes of one: ID1 ID2 CM FLG, XLEN = 6, the
-//! `BC` subfield of length 2) and follows the blocks' sizes from there to the first block at or
-//! past its range's end. A real block's header is such a place, so a pe's first find is at or
-//! before its first real block; the finds are right exactly when each pe's walk ends where the
-//! next pe's begins (pe 0's is right by definition), which every pe checks from one all-gather.
-//! Anything else (a plain gzip, a bgzip file with other members after it, a truncated file, a
-//! header's bytes inside compressed data) makes every pe answer `None`, and the caller streams the
-//! file as any gzip. Each block's data is then inflated and checked against its CRC and length.
+//! Finding the blocks ([`walk`]): pe 0's first block starts at byte 0; every other pe takes the
+//! first place in its range where a BGZF header stands (the fixed bytes of one: ID1 ID2 CM FLG,
+//! XLEN = 6, the `BC` subfield of length 2) and follows the blocks' sizes from there to the first
+//! block at or past its range's end. A real block's header is such a place, so a pe's first find
+//! is at or before its first real block; the finds are right exactly when each pe's walk ends where
+//! the next pe's begins (pe 0's is right by definition), which every pe checks from one all-gather
+//! ([`chained`]). Anything else (a plain gzip, a bgzip file with other members after it, a
+//! truncated file, a header's bytes inside compressed data before a pe's first block) makes every
+//! pe answer `None`, and the caller streams the file as any gzip. Each block's data is then
+//! inflated (on the pe's threads) and checked against its CRC and length.
 
+use std::ops::Range;
 use std::path::Path;
+
+use rayon::prelude::*;
 
 use crate::comm::Comm;
 use crate::dist::Layout;
@@ -26,6 +30,8 @@ const MAX_BLOCK: usize = 1 << 16;
 const HEADER: usize = 18;
 /// CRC-32 and ISIZE.
 const FOOTER: usize = 8;
+/// The end-of-file block bgzip writes last: empty data, 28 bytes.
+const EOF_BLOCK: usize = HEADER + 2 + FOOTER;
 
 /// The length of the block whose header starts at `buf[at]`, header to footer, when a BGZF header
 /// stands there. Local.
@@ -37,7 +43,7 @@ fn block_len(buf: &[u8], at: usize) -> Option<usize> {
 }
 
 /// Whether `path` starts with a BGZF block (its first bytes only). Local.
-pub(super) fn starts_as_bgzf(path: &Path, size: u64) -> Result<bool> {
+fn starts_as_bgzf(path: &Path, size: u64) -> Result<bool> {
     if size < (HEADER + FOOTER) as u64 {
         return Ok(false);
     }
@@ -47,23 +53,28 @@ pub(super) fn starts_as_bgzf(path: &Path, size: u64) -> Result<bool> {
 
 /// This pe's part of a BGZF file's decompressed bytes: those of the blocks that start in its byte
 /// range of the file.
-pub(super) struct Part {
+pub struct Inflated {
     /// The decompressed bytes, in file order.
     pub bytes: Vec<u8>,
     /// Their offset in the whole decompressed file.
-    pub first: u64,
-    /// The decompressed byte just before `first` (None at the start of the file).
+    pub offset: u64,
+    /// The decompressed byte just before `offset` (None at the start of the file).
     pub before: Option<u8>,
 }
 
 /// Every pe decompresses the blocks that start in its byte range of the `size` bytes at `path`
 /// (the block layout of the file). Collective; an error (a damaged block, a failed read) on one
 /// pe is an error on all. Ok(None) on every pe when the file is not one chain of BGZF blocks to
-/// its end (see the module doc): the caller reads it another way.
+/// its end (see the module doc): the caller reads it another way. Warns (the pe that holds the
+/// file's end) when the last block is not bgzip's end-of-file block: the file may have been cut
+/// at a block's end.
 ///
-/// Memory per pe: its range of the file and up to one block past it, then its decompressed part.
-/// Communication: an all-gather of two words, two scans and a few reductions.
-pub(super) fn read_part(comm: &Comm, path: &Path, size: u64) -> Result<Option<Part>> {
+/// Memory per pe: its range of the file and up to one block past it, together with its
+/// decompressed part (the blocks' data are inflated in place, then the range is freed). A part
+/// is as large as its compressed range inflates to: pes whose range compresses better (long runs
+/// of N) hold more. Communication: an all-gather of two words, two scans and a few reductions.
+/// Work: one pass over the range to find the first block, the blocks inflated on the pe's threads.
+pub fn read_part(comm: &Comm, path: &Path, size: u64) -> Result<Option<Inflated>> {
     let is_bgzf = comm.agree(starts_as_bgzf(path, size))?;
     if comm.all_reduce_min(u64::from(is_bgzf)) == 0 {
         return Ok(None);
@@ -77,45 +88,63 @@ pub(super) fn read_part(comm: &Comm, path: &Path, size: u64) -> Result<Option<Pa
         a,
         (b + MAX_BLOCK).min(size as usize),
     ))?;
-    let first = match me {
-        0 => Some(0),
-        _ => (0..b - a).find(|&k| block_len(&buf, k).is_some()),
+    let (ends, blocks) = walk(&buf, a, b, me == 0);
+    if !chained(&comm.all_gather(ends), size) {
+        return Ok(None);
+    }
+    if let Some(last) = blocks.last().filter(|r| (a + r.end) as u64 == size) {
+        if last.len() != EOF_BLOCK || footer(&buf, last).1 != 0 {
+            log::warn!(
+                "{}: the last gzip block is not bgzip's end-of-file block: the file may have been cut short",
+                path.display()
+            );
+        }
+    }
+    let bytes = comm.agree(inflate_all(&buf, &blocks, a, path))?;
+    drop(buf);
+    let offset = comm.exscan_sum(bytes.len() as u64);
+    let end = offset + bytes.len() as u64;
+    // The last byte of the nearest pe to the left with any: its end is this pe's offset.
+    let last = bytes.last().map_or(0, |&c| (end << 8) | u64::from(c));
+    let before = comm.exscan_max(last);
+    Ok(Some(Inflated {
+        bytes,
+        offset,
+        before: (offset > 0).then_some(before as u8),
+    }))
+}
+
+/// This pe's blocks, in `buf` = the file from byte `a` (its range `[a, b)` and what follows, up to
+/// a block's length): from byte 0 when `from_start`, else from the first header found in the
+/// range, each block's size leading to the next, up to the first block at or past `b`. Returns
+/// the walk's file offsets for [`chained`] — (its first block, the first block past the range);
+/// `u64::MAX` twice when the range holds no header; (`u64::MAX`, 0) when a block runs past `buf`
+/// (the file ends inside it) — and the blocks as ranges of `buf`. Local.
+fn walk(buf: &[u8], a: usize, b: usize, from_start: bool) -> ([u64; 2], Vec<Range<usize>>) {
+    let first = match from_start {
+        true => Some(0),
+        false => (0..b - a).find(|&k| block_len(buf, k).is_some()),
     };
-    // Walk from the first find to the first block at or past b (or the file's end).
     let mut blocks = Vec::new();
     let mut at = first;
     while let Some(k) = at.filter(|&k| a + k < b) {
-        at = block_len(&buf, k).map(|len| {
+        at = block_len(buf, k).map(|len| {
             blocks.push(k..k + len);
             k + len
         });
     }
-    let walk = match (first, at) {
-        (Some(s), Some(e)) => [(a + s) as u64, (a + e) as u64],
+    let ends = match (first, at) {
+        (Some(s), Some(e)) if e <= buf.len() => [(a + s) as u64, (a + e) as u64],
         (None, _) => [u64::MAX; 2],
-        // A header broken off by the end of the range read: the file ends inside a block.
-        (Some(_), None) => [u64::MAX, 0],
+        // A header broken off by the end of what was read, or a block past it: the file ends
+        // inside a block.
+        (Some(_), _) => [u64::MAX, 0],
     };
-    let walks = comm.all_gather(walk);
-    if !chained(&walks, size) {
-        return Ok(None);
-    }
-    let bytes = comm.agree(inflate_all(&buf, &blocks, a, path))?;
-    drop(buf);
-    let first = comm.exscan_sum(bytes.len() as u64);
-    let end = first + bytes.len() as u64;
-    // The last byte of the nearest pe to the left with any: its end is this pe's first.
-    let last = bytes.last().map_or(0, |&c| (end << 8) | u64::from(c));
-    let before = comm.exscan_max(last);
-    Ok(Some(Part {
-        bytes,
-        first,
-        before: (first > 0).then_some(before as u8),
-    }))
+    (ends, blocks)
 }
 
-/// Whether the pes' walks (first block, first block past the range; `u64::MAX` for a pe with no
-/// block) form one chain from byte 0 to `size`. Local; the same on every pe.
+/// Whether the pes' walks ([`walk`], in pe order) form one chain from byte 0 to `size`. Local;
+/// the same on every pe.
 fn chained(walks: &[[u64; 2]], size: u64) -> bool {
     let mut next = 0;
     for &[start, end] in walks {
@@ -133,54 +162,65 @@ fn chained(walks: &[[u64; 2]], size: u64) -> bool {
     next == size
 }
 
-/// The blocks' data inflated one after the other, each checked against its footer. Local.
-fn inflate_all(
-    buf: &[u8],
-    blocks: &[std::ops::Range<usize>],
-    a: usize,
-    path: &Path,
-) -> Result<Vec<u8>> {
-    let footer = |r: &std::ops::Range<usize>| {
-        let f = &buf[r.end - FOOTER..r.end];
-        let word = |k: usize| u32::from_le_bytes([f[k], f[k + 1], f[k + 2], f[k + 3]]);
-        (word(0), word(4) as usize)
-    };
-    let damaged = |r: &std::ops::Range<usize>, why: &str| {
+/// A block's CRC-32 and ISIZE.
+fn footer(buf: &[u8], r: &Range<usize>) -> (u32, usize) {
+    let f = &buf[r.end - FOOTER..r.end];
+    let word = |k: usize| u32::from_le_bytes([f[k], f[k + 1], f[k + 2], f[k + 3]]);
+    (word(0), word(4) as usize)
+}
+
+/// The blocks' data inflated one after the other into one vector, each checked against its
+/// footer; the blocks on the current rayon pool's threads, each into its place (the footers give
+/// every block's length). Local. Memory: the decompressed bytes, reserved from the footers only
+/// where each is within what its data can inflate to.
+fn inflate_all(buf: &[u8], blocks: &[Range<usize>], a: usize, path: &Path) -> Result<Vec<u8>> {
+    let damaged = |r: &Range<usize>, why: &str| {
         Error::Invalid(format!(
             "{}: the gzip block at byte {} is damaged ({why})",
             path.display(),
             a + r.start
         ))
     };
-    // A block holds at most 64 KiB: a larger length is a damaged footer, not room to reserve.
-    if let Some(r) = blocks.iter().find(|r| footer(r).1 > MAX_BLOCK) {
-        return Err(damaged(r, "its footer gives a length over 64 KiB"));
+    // A block holds at most 64 KiB, and deflate inflates at most 1032 times: a footer beyond
+    // either is damaged, not room to reserve.
+    let most = |r: &Range<usize>| MAX_BLOCK.min(1032 * (r.len() - HEADER - FOOTER) + 64);
+    if let Some(r) = blocks.iter().find(|r| footer(buf, r).1 > most(r)) {
+        return Err(damaged(r, "its footer gives a length its data cannot hold"));
     }
-    let total: usize = blocks.iter().map(|r| footer(r).1).sum();
-    let mut out = Vec::with_capacity(total);
-    let mut z = flate2::Decompress::new(false);
+    let total: usize = blocks.iter().map(|r| footer(buf, r).1).sum();
+    let mut out = vec![0u8; total];
+    let mut places = Vec::with_capacity(blocks.len());
+    let mut rest = &mut out[..];
     for r in blocks {
-        let (crc, len) = footer(r);
-        let damaged = |why: &str| damaged(r, why);
-        let data = &buf[r.start + HEADER..r.end - FOOTER];
-        let at = out.len();
-        z.reset(false);
-        let status = z
-            .decompress_vec(data, &mut out, flate2::FlushDecompress::Finish)
-            .map_err(|e| damaged(&e.to_string()))?;
-        let got = out.len() - at;
-        if status != flate2::Status::StreamEnd || got != len || z.total_in() as usize != data.len()
-        {
-            return Err(damaged(
-                "its data does not inflate to the length its footer gives",
-            ));
-        }
-        let mut sum = flate2::Crc::new();
-        sum.update(&out[at..]);
-        if sum.sum() != crc {
-            return Err(damaged("CRC mismatch"));
-        }
+        let (place, tail) = rest.split_at_mut(footer(buf, r).1);
+        places.push((r, place));
+        rest = tail;
     }
+    places.into_par_iter().try_for_each_init(
+        || flate2::Decompress::new(false),
+        |z, (r, place)| {
+            let (crc, len) = footer(buf, r);
+            let data = &buf[r.start + HEADER..r.end - FOOTER];
+            z.reset(false);
+            let status = (z.decompress(data, place, flate2::FlushDecompress::Finish))
+                .map_err(|e| damaged(r, &e.to_string()))?;
+            let whole = status == flate2::Status::StreamEnd
+                && z.total_out() as usize == len
+                && z.total_in() as usize == data.len();
+            if !whole {
+                return Err(damaged(
+                    r,
+                    "its data does not inflate to the length its footer gives",
+                ));
+            }
+            let mut sum = flate2::Crc::new();
+            sum.update(place);
+            match sum.sum() == crc {
+                true => Ok(()),
+                false => Err(damaged(r, "CRC mismatch")),
+            }
+        },
+    )?;
     Ok(out)
 }
 
@@ -190,7 +230,12 @@ mod tests {
 
     /// One BGZF block holding `data` (as bgzip writes it).
     fn block(data: &[u8]) -> Vec<u8> {
-        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        block_at(data, 1)
+    }
+
+    /// One BGZF block holding `data` deflated at `level` (0: stored, the bytes as they are).
+    fn block_at(data: &[u8], level: u32) -> Vec<u8> {
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(level));
         std::io::Write::write_all(&mut z, data).unwrap();
         let cdata = z.finish().unwrap();
         let bsize = (HEADER + cdata.len() + FOOTER - 1) as u16;
@@ -236,6 +281,71 @@ mod tests {
             e.contains("f.gz: the gzip block at byte 100 is damaged (CRC mismatch)"),
             "{e}"
         );
+        // A footer that claims more than a block can hold is refused before any room is taken.
+        let mut big = buf.clone();
+        big[x.len() - 4..x.len()].copy_from_slice(&(1u32 << 30).to_le_bytes());
+        let e = inflate_all(&big, &blocks, 0, path).unwrap_err().to_string();
+        assert!(
+            e.contains("its footer gives a length its data cannot hold"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_walk_starts_at_the_first_header_and_ends_past_the_range() {
+        let blocks: Vec<Vec<u8>> = [&b"AAAA"[..], b"CC", b"GGGGGG", b""]
+            .iter()
+            .map(|d| block(d))
+            .collect();
+        let file = blocks.concat();
+        let mut starts = vec![0];
+        for b in &blocks {
+            starts.push(starts.last().unwrap() + b.len());
+        }
+        let size = file.len() as u64;
+        // From byte 0, the range ending inside block 1: the walk ends where block 2 starts.
+        let (ends, got) = walk(&file, 0, starts[1] + 1, true);
+        assert_eq!(ends, [0, starts[2] as u64]);
+        assert_eq!(got, vec![0..starts[1], starts[1]..starts[2]]);
+        // From inside block 0 to the end: the first header found is block 1's.
+        let (ends, got) = walk(&file[3..], 3, file.len(), false);
+        assert_eq!(ends, [starts[1] as u64, size]);
+        assert_eq!(got.len(), 3);
+        assert!(chained(&[[0, starts[1] as u64], ends], size));
+        // No header in the range.
+        let (ends, got) = walk(&file[1..], 1, 5, false);
+        assert_eq!((ends, got.len()), ([u64::MAX; 2], 0));
+        // The file cut inside its last block, or inside a header: the walk breaks off.
+        for cut in [file.len() - 3, starts[3] + 5] {
+            let (ends, _) = walk(&file[..cut], 0, cut, true);
+            assert_eq!(ends, [u64::MAX, 0], "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_header_inside_a_blocks_data_is_found_but_does_not_chain() {
+        // A stored block whose data holds a header's bytes, of a block that would end where the
+        // next real one starts (at 18 + 5 + 62 + 8 = 93, the fake at 25): its walk rejoins the
+        // real chain, and only where it started gives it away.
+        let mut fake = vec![
+            0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 6, 0, b'B', b'C', 2, 0, 67, 0,
+        ];
+        fake.resize(60, b'x');
+        let data = [&b"ab"[..], &fake].concat();
+        let file = [block_at(&data, 0), block(b"CC"), block(b"")].concat();
+        let first = block_len(&file, 0).unwrap();
+        // The fake header stands after the block's header, deflate's 5-byte stored header and "ab".
+        let fake_at = HEADER + 5 + 2;
+        assert_eq!(first, 93);
+        assert_eq!(block_len(&file, fake_at), Some(first - fake_at));
+        let (pe0, _) = walk(&file, 0, 1, true);
+        assert_eq!(pe0, [0, first as u64]);
+        let (pe1, _) = walk(&file[1..], 1, file.len(), false);
+        assert_eq!(pe1, [fake_at as u64, file.len() as u64]);
+        assert!(!chained(&[pe0, pe1], file.len() as u64));
+        // The walk from the real block goes on to the end.
+        let (real, got) = walk(&file[first..], first, file.len(), false);
+        assert_eq!((real, got.len()), ([first as u64, file.len() as u64], 2));
     }
 
     #[test]

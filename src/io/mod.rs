@@ -4,7 +4,7 @@
 //! several inputs ([`seq`]); the index files beside the SA and queries on them ([`index`],
 //! [`query`]).
 
-mod bgzf;
+pub(crate) mod bgzf;
 pub mod index;
 pub(crate) mod output;
 pub mod query;

@@ -615,7 +615,9 @@ fn parse_plain(comm: &Comm, file: &InputFile, keep_case: bool) -> Result<Part> {
 
 /// Parses a FASTA or FASTQ file that every pe holds a range of: `buf[skip..]` is this pe's,
 /// bytes `[a, a + len)` of the (decompressed) file, the ranges in pe order and together the whole
-/// file; `halo` the byte before it (None at the file's start). Collective.
+/// file; `halo` the byte before it (None at the file's start). Collective. Exit: this pe's T
+/// characters (`kept`), T's characters of the whole file and (pe 0) its records. Cost: one pass
+/// over the range (two for FASTQ), a few scans and reductions, the cut names gathered on pe 0.
 fn parse_range(
     comm: &Comm,
     file: &InputFile,
@@ -1023,13 +1025,23 @@ enum Pending {
     Gzip,
 }
 
+impl Pending {
+    /// A parsed file's part, its kept characters moved out to wait for T's layout.
+    fn plain(mut part: Part) -> (Part, Pending) {
+        let kept = std::mem::take(&mut part.kept);
+        (part, Pending::Plain(kept))
+    }
+}
+
 /// Reads every input into T, laid out evenly over the pes, with its records on pe 0: [`scan`]
 /// then [`Scanned::place`]. Collective; an error on one pe is an error on all. `piece`: bytes pe
 /// 0 decompresses at a time.
 ///
-/// Memory per pe: its share of each plain file's characters until T's layout is known, then
-/// its block of T (twice that with `revcomp` while the reverse complement is placed); pe 0 also
-/// one piece of a gzip stream and the names of the records.
+/// Memory per pe: while a file is parsed its byte range (a BGZF file's: the compressed range and
+/// its blocks inflated, as much as that range holds), then its share of each sequence file's
+/// characters until T's layout is known, then its block of T (twice that with `revcomp` while the
+/// reverse complement is placed); pe 0 also one piece of a gzip stream and the names of the
+/// records.
 pub fn load(comm: &Comm, files: &[InputFile], opts: &SeqOptions, piece: usize) -> Result<Loaded> {
     scan(comm, files, opts, piece)?.place(comm)
 }
@@ -1046,8 +1058,8 @@ pub struct Scanned<'a> {
     forward: u64,
 }
 
-/// The first half of [`load`]: every plain sequence file parsed (each pe keeps its share of its
-/// characters), every gzip file counted by pe 0, the records found. Collective.
+/// The first half of [`load`]: every plain or BGZF sequence file parsed (each pe keeps its share
+/// of its characters), every other gzip file counted by pe 0, the records found. Collective.
 pub fn scan<'a>(
     comm: &Comm,
     files: &'a [InputFile],
@@ -1067,17 +1079,11 @@ pub fn scan<'a>(
                 },
                 Pending::Raw,
             ),
-            (_, false) => {
-                let mut part = parse_plain(comm, f, opts.keep_case)?;
-                let kept = std::mem::take(&mut part.kept);
-                (part, Pending::Plain(kept))
-            }
+            (_, false) => Pending::plain(parse_plain(comm, f, opts.keep_case)?),
             (_, true) => match super::bgzf::read_part(comm, &f.path, f.size)? {
                 Some(z) => {
-                    let (a, halo) = (z.first as usize, z.before);
-                    let mut part = parse_range(comm, f, opts.keep_case, z.bytes, 0, a, halo)?;
-                    let kept = std::mem::take(&mut part.kept);
-                    (part, Pending::Plain(kept))
+                    let (a, halo) = (z.offset as usize, z.before);
+                    Pending::plain(parse_range(comm, f, opts.keep_case, z.bytes, 0, a, halo)?)
                 }
                 None => {
                     if comm.rank() == 0 && comm.size() > 1 && f.size >= STREAM_HINT_BYTES {

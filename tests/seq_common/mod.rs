@@ -252,11 +252,11 @@ pub fn gzip(bytes: &[u8], members: usize) -> Vec<u8> {
     out
 }
 
-/// `bytes` in BGZF, bgzip's blocked gzip: block k holds the next 1 + (7k mod `per`) bytes (bgzip
-/// itself fills blocks with 65,280), each a gzip member whose header's `BC` field gives its size;
-/// then bgzip's empty end-of-file block. `level` 0 stores the data uncompressed, so that bytes of
-/// the input stand in the file as they are.
-pub fn bgzf(bytes: &[u8], per: usize, level: u32) -> Vec<u8> {
+/// `bytes` in BGZF, bgzip's blocked gzip: block k holds the next `sizes[k mod sizes.len()]` bytes
+/// (bgzip itself fills blocks with 65,280), each a gzip member whose header's `BC` field gives its
+/// size; then bgzip's empty end-of-file block. `level` 0 stores the data uncompressed (a block of
+/// 65,280 bytes then takes 65,311, near the format's largest).
+pub fn bgzf(bytes: &[u8], sizes: &[usize], level: u32) -> Vec<u8> {
     let block = |data: &[u8]| {
         let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(level));
         z.write_all(data).unwrap();
@@ -276,7 +276,7 @@ pub fn bgzf(bytes: &[u8], per: usize, level: u32) -> Vec<u8> {
     let mut out = Vec::new();
     let (mut at, mut k) = (0, 0);
     while at < bytes.len() {
-        let len = (1 + 7 * k % per.max(1)).min(bytes.len() - at);
+        let len = sizes[k % sizes.len()].clamp(1, bytes.len() - at);
         out.extend(block(&bytes[at..at + len]));
         (at, k) = (at + len, k + 1);
     }
