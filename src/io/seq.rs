@@ -1015,10 +1015,10 @@ fn with_revcomp(comm: &Comm, text: Vec<u8>, layout: &Layout) -> (Vec<u8>, Layout
 // ------------------------------------------------------------------------------------------------
 // The driver
 
-/// How a file's characters reach their pes once T's layout is known.
 /// A gzip input of at least this many bytes that pe 0 streams alone at p > 1 is worth a hint.
 const STREAM_HINT_BYTES: u64 = 16 << 20;
 
+/// How a file's characters reach their pes once T's layout is known.
 enum Pending {
     Raw,
     Plain(Vec<u8>),
