@@ -65,8 +65,8 @@ pub struct Config {
     /// give the same output; default true). The `psa` binary clears it when `--algo` is given.
     pub plan_algo: bool,
     /// Decompressed bytes pe 0 reads at a time from a gzip input it streams (one that is not
-    /// BGZF: the piece it parses and hands out; default 16 MiB); tests set it small to cut records and lines at every place
-    /// (`--read-piece N`).
+    /// BGZF: the piece it parses and hands out; default 16 MiB); tests set it small to cut
+    /// records and lines at every place (`--read-piece N`).
     pub read_piece: usize,
     /// Heap blocks of at least this many bytes are mapped from the kernel and given back to it
     /// when freed (glibc's `M_MMAP_THRESHOLD`, set by [`crate::Ctx::new`] for the whole process).
