@@ -84,5 +84,5 @@ pub mod internals {
         rank_round, rebalance, right_halo, sample_sort, send_to_owners, send_to_owners_in_pieces,
         sort_in_rounds, Layout, OwnerCursor, Ranges, Round, SortEnv, SortKey,
     };
-    pub use crate::io::bgzf::{read_part as bgzf_read_part, Inflated};
+    pub use crate::io::bgzf::{block as bgzf_block, read_part as bgzf_read_part, Inflated};
 }

@@ -224,36 +224,34 @@ fn inflate_all(buf: &[u8], blocks: &[Range<usize>], a: usize, path: &Path) -> Re
     Ok(out)
 }
 
+/// One BGZF block holding `data` deflated at `level` (0: stored, the bytes as they are), as
+/// bgzip writes it (the tests' files; `psa::internals::bgzf_block`). Local. Panics where the
+/// block would pass 64 KiB (data of at most 65,280 bytes always fit).
+pub fn block(data: &[u8], level: u32) -> Vec<u8> {
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(level));
+    std::io::Write::write_all(&mut z, data).expect("deflating into memory");
+    let cdata = z.finish().expect("deflating into memory");
+    let bsize =
+        u16::try_from(HEADER + cdata.len() + FOOTER - 1).expect("a block of at most 64 KiB");
+    let mut out = vec![
+        0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 6, 0, b'B', b'C', 2, 0,
+    ];
+    out.extend(bsize.to_le_bytes());
+    out.extend(&cdata);
+    let mut crc = flate2::Crc::new();
+    crc.update(data);
+    out.extend(crc.sum().to_le_bytes());
+    out.extend((data.len() as u32).to_le_bytes());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// One BGZF block holding `data` (as bgzip writes it).
-    fn block(data: &[u8]) -> Vec<u8> {
-        block_at(data, 1)
-    }
-
-    /// One BGZF block holding `data` deflated at `level` (0: stored, the bytes as they are).
-    fn block_at(data: &[u8], level: u32) -> Vec<u8> {
-        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(level));
-        std::io::Write::write_all(&mut z, data).unwrap();
-        let cdata = z.finish().unwrap();
-        let bsize = (HEADER + cdata.len() + FOOTER - 1) as u16;
-        let mut out = vec![
-            0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 6, 0, b'B', b'C', 2, 0,
-        ];
-        out.extend(bsize.to_le_bytes());
-        out.extend(&cdata);
-        let mut crc = flate2::Crc::new();
-        crc.update(data);
-        out.extend(crc.sum().to_le_bytes());
-        out.extend((data.len() as u32).to_le_bytes());
-        out
-    }
-
     #[test]
     fn a_block_is_recognised_by_its_fixed_bytes() {
-        let b = block(b"ACGT");
+        let b = block(b"ACGT", 1);
         assert_eq!(block_len(&b, 0), Some(b.len()));
         assert_eq!(block_len(&b[..HEADER - 1], 0), None);
         let mut plain = b.clone();
@@ -266,7 +264,7 @@ mod tests {
 
     #[test]
     fn blocks_inflate_and_a_damaged_one_is_named() {
-        let (x, y) = (block(b"hello "), block(b"world"));
+        let (x, y) = (block(b"hello ", 1), block(b"world", 1));
         let buf = [&x[..], &y[..]].concat();
         let blocks = [0..x.len(), x.len()..buf.len()];
         let path = Path::new("f.gz");
@@ -295,7 +293,7 @@ mod tests {
     fn a_walk_starts_at_the_first_header_and_ends_past_the_range() {
         let blocks: Vec<Vec<u8>> = [&b"AAAA"[..], b"CC", b"GGGGGG", b""]
             .iter()
-            .map(|d| block(d))
+            .map(|d| block(d, 1))
             .collect();
         let file = blocks.concat();
         let mut starts = vec![0];
@@ -332,7 +330,7 @@ mod tests {
         ];
         fake.resize(60, b'x');
         let data = [&b"ab"[..], &fake].concat();
-        let file = [block_at(&data, 0), block(b"CC"), block(b"")].concat();
+        let file = [block(&data, 0), block(b"CC", 1), block(b"", 1)].concat();
         let first = block_len(&file, 0).unwrap();
         // The fake header stands after the block's header, deflate's 5-byte stored header and "ab".
         let fake_at = HEADER + 5 + 2;

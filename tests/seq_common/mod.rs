@@ -257,29 +257,13 @@ pub fn gzip(bytes: &[u8], members: usize) -> Vec<u8> {
 /// size; then bgzip's empty end-of-file block. `level` 0 stores the data uncompressed (a block of
 /// 65,280 bytes then takes 65,311, near the format's largest).
 pub fn bgzf(bytes: &[u8], sizes: &[usize], level: u32) -> Vec<u8> {
-    let block = |data: &[u8]| {
-        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(level));
-        z.write_all(data).unwrap();
-        let cdata = z.finish().unwrap();
-        let bsize = u16::try_from(18 + cdata.len() + 8 - 1).expect("a block of at most 64 KiB");
-        let mut out = vec![
-            0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 6, 0, b'B', b'C', 2, 0,
-        ];
-        out.extend(bsize.to_le_bytes());
-        out.extend(&cdata);
-        let mut crc = flate2::Crc::new();
-        crc.update(data);
-        out.extend(crc.sum().to_le_bytes());
-        out.extend((data.len() as u32).to_le_bytes());
-        out
-    };
     let mut out = Vec::new();
     let (mut at, mut k) = (0, 0);
     while at < bytes.len() {
         let len = sizes[k % sizes.len()].clamp(1, bytes.len() - at);
-        out.extend(block(&bytes[at..at + len]));
+        out.extend(psa::internals::bgzf_block(&bytes[at..at + len], level));
         (at, k) = (at + len, k + 1);
     }
-    out.extend(block(b""));
+    out.extend(psa::internals::bgzf_block(b"", level));
     out
 }
