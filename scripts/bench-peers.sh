@@ -4,7 +4,7 @@
 #
 #   scripts/bench-peers.sh --psa BIN --peers DIR [--p 16] [--reps 3] [--peer-reps 1]
 #                          [--tools "psac dcx_dc39"] [--plan NAME=ARGS]... [--libsais BIN]
-#                          [--out DIR] INPUT...
+#                          [--peer-check] [--out DIR] INPUT...
 #
 # For every input and repetition it runs each psa plan (`mpirun -n P --bind-to core BIN --stats …
 # ARGS -o OUT INPUT`, the suffix array written to a file beside the input and removed after), then,
@@ -14,6 +14,9 @@
 # With --libsais BIN (examples/sais-baseline, `cargo build --release --example sais-baseline`),
 # libsais also runs in those repetitions with all the node's cores (`--threads $(nproc)`, its own
 # construction time and its process's peak), the shared-memory baseline beside the peers.
+# With --peer-check each peer also runs a second time in those repetitions with its own checker
+# and its suffix array written to a file (VERIFY=1, SA_OUT; the file removed after): the work a
+# psa plan with --check does, so the two whole runs' wall times compare like for like.
 #
 # Default plans (--plan replaces them; ARGS are psa's switches):
 #   css-lean  --algo css --check --sort-rounds 8 --merge-rounds 8
@@ -28,7 +31,9 @@
 # over each peer's median `algo_s` and wall over wall) and DIR/stats/INPUT-PLAN-REP.json (each psa
 # run's --stats report: time, bytes sent and peak memory of every phase); --out defaults to
 # bench-results/peers.
-# psa's time is its own (--stats total: reading, building, checking, writing the output).
+# psa's time is its own (--stats total: reading, building, checking, writing the output); its
+# build time is that total less the phases that read, check and write (the sum of each such
+# phase's slowest pe), to set beside the peers' construction time.
 #
 # Needs: mpirun (Open MPI), python3 (stdlib), the peers' folder (run-peers.sh, bin/).
 set -euo pipefail
@@ -37,7 +42,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 die() { echo "bench-peers.sh: error: $*" >&2; exit 2; }
 
-PSA="" PEERS="" LIBSAIS="" P=16 REPS=3 PEER_REPS=1 OUTDIR=$(dirname "$HERE")/bench-results/peers
+PSA="" PEERS="" LIBSAIS="" PEER_CHECK=0 P=16 REPS=3 PEER_REPS=1 OUTDIR=$(dirname "$HERE")/bench-results/peers
 TOOLS="psac dcx_dc39" PLANS=() INPUTS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -49,6 +54,7 @@ while [[ $# -gt 0 ]]; do
     --plan) PLANS+=("$2"); shift 2 ;;
     --tools) TOOLS=$2; shift 2 ;;
     --libsais) LIBSAIS=$2; shift 2 ;;
+    --peer-check) PEER_CHECK=1; shift ;;
     --out) OUTDIR=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) die "unknown option '$1' (--help)" ;;
@@ -105,7 +111,10 @@ run_psa() {
 import json, sys
 s = json.load(open(sys.argv[1]))
 wall = (int(sys.argv[3]) - int(sys.argv[2])) / 1e9
-print(f"secs={s['total_secs']:.4f} bytes_per_char={s['bytes_per_char'] or 0:.3f} wall_s={wall:.4f} status=ok")
+# Construction alone: the total less the phases that read the input, check and write the output.
+io = sum(ph["max_secs"] for ph in s["phases"] if ph["name"] in ("read", "check", "write"))
+print(f"secs={s['total_secs']:.4f} build_s={s['total_secs'] - io:.4f} "
+      f"bytes_per_char={s['bytes_per_char'] or 0:.3f} wall_s={wall:.4f} status=ok")
 EOF
     # shellcheck disable=SC2046
     record input="$input" n="$(stat -L -c %s "$input")" config="psa $name" rep="$rep" $(cat "$work/kv")
@@ -146,6 +155,17 @@ for input in "${INPUTS[@]}"; do
           record input="$input" config="$tool" rep="$r" $line
         else
           record input="$input" config="$tool" rep="$r" status=fail
+        fi
+        [[ $PEER_CHECK == 1 ]] || continue
+        mkdir -p "$work/peer-sa"
+        line=$(VERIFY=1 SA_OUT="$work/peer-sa" bash "$PEERS/run-peers.sh" "$input" "$P" "$tool" \
+          2>/dev/null | grep "^tool=" || true)
+        rm -f "$work/peer-sa/"*
+        if [[ -n "$line" ]]; then
+          # shellcheck disable=SC2086  # key=value words
+          record input="$input" config="$tool checked" rep="$r" $line
+        else
+          record input="$input" config="$tool checked" rep="$r" status=fail
         fi
       done
     fi
@@ -205,4 +225,28 @@ for inp, cfgs in by.items():
             s, w = med(r["algo_s"] for r in ok), med(r["wall_s"] for r in ok)
             b = med(r["rss_sum_kb"] * 1024 / r["n"] for r in ok)
             print(f"| {inp} | {n} | {cfg} | {len(ok)} | {s:.3f} | {w:.3f} | {b:.1f} | – | | |")
+
+# Like for like: psa's build time beside the peers' construction time, and with --peer-check its
+# whole run's wall beside theirs with their checker on and their suffix array written.
+checked = {t for cfgs in by.values() for t in cfgs if t.endswith(" checked")}
+print(f"\nLike for like: psa's build s (its total less reading, checking and writing) / the peer's "
+      f"`algo_s`" + (", and psa's wall / the wall of the peer's run with its own checker and its "
+                     "suffix array written (`checked`)" if checked else "") + ".\n")
+print("| input | config | build s | build / psac | build / DCX |" + (" wall / psac checked | wall / DCX checked |" if checked else ""))
+print("|---|---|---|---|---|" + ("---|---|" if checked else ""))
+for inp, cfgs in by.items():
+    ref = {}
+    for tool, key in (("psac", "algo_s"), ("dcx_dc39", "algo_s"), ("psac checked", "wall_s"), ("dcx_dc39 checked", "wall_s")):
+        ok = [r for r in cfgs.get(tool, []) if r.get("status") == "ok"]
+        if ok:
+            ref[tool] = med(r[key] for r in ok)
+    for cfg, v in cfgs.items():
+        ok = [r for r in v if r.get("status") == "ok" and "build_s" in r]
+        if not cfg.startswith("psa ") or not ok:
+            continue
+        b, w = med(r["build_s"] for r in ok), med(r["wall_s"] for r in ok)
+        cols = [f"{b / ref[t]:.2f}×" if t in ref else "–" for t in ("psac", "dcx_dc39")]
+        if checked:
+            cols += [f"{w / ref[t]:.2f}×" if t in ref else "–" for t in ("psac checked", "dcx_dc39 checked")]
+        print(f"| {inp} | {cfg} | {b:.3f} | " + " | ".join(cols) + " |")
 EOF
