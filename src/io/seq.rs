@@ -15,12 +15,11 @@
 //!   record cut by one is checked from its pieces on every pe. No pe reads more than its range.
 //! - a BGZF file (bgzip's blocked gzip): every pe decompresses the blocks that start in its byte
 //!   range ([`super::bgzf`]) and parses them as a plain file's range, from the same scans;
-//! - any other gzip file cannot be split: pe 0 decompresses it twice, as a stream, a piece of
+//! - any other gzip file cannot be split: pe 0 decompresses it once, as a stream, a piece of
 //!   [`crate::Config::read_piece`] bytes at a time (flate2's `MultiGzDecoder`, so files of many
-//!   members read too): once to count T's characters and collect the records (so that T can be
-//!   laid out evenly before any of it moves), once to hand each piece's characters to the pes that
-//!   own them. pe 0 holds one piece at a time, never the whole file; decompressing twice costs
-//!   less than holding or re-shuffling the text.
+//!   members read too), parses it and deals each piece's characters out at once, an equal share to
+//!   every pe; once T's length is known, each piece's shares move to the pes that own them in T's
+//!   layout, as a plain file's do. pe 0 holds one piece at a time, never the whole file.
 //! - a raw file: every pe reads its part of T with positioned reads.
 //!
 //! The record splitter is psa's own (a line-oriented state machine, [`Parser`]), not a crate's:
@@ -531,6 +530,7 @@ fn quality_mismatch(seq: u64, qual: u64) -> String {
 // The distributed parse of a plain file
 
 /// This pe's part of a file's T characters, and its records (on pe 0).
+#[derive(Default)]
 struct Part {
     kept: Vec<u8>,
     /// Every record of the file: name and start, relative to the file's first character (pe 0).
@@ -839,82 +839,64 @@ fn stream_gzip(
     })
 }
 
-/// Pass 1 over a gzip file: its records and T's characters, on every pe. Collective.
-fn scan_gzip(comm: &Comm, file: &InputFile, keep_case: bool, piece: usize) -> Result<Part> {
-    let part = match comm.rank() {
-        0 => stream_gzip(file, keep_case, piece, |_| Ok(())).map(Some),
-        _ => Ok(None),
-    };
-    let part = comm.agree(part)?;
-    let mut total = part.as_ref().map_or(0, |p| p.total);
-    comm.broadcast(&mut total, 0);
-    Ok(Part {
-        kept: Vec::new(),
-        starts: part.map_or_else(Vec::new, |p| p.starts),
-        total,
-    })
-}
+/// A gzip file's characters as pe 0 dealt them while it decompressed the file once
+/// ([`deal_gzip`]): of every piece, this pe's share, at its offset in the file's span of T, one
+/// share per piece (possibly empty), the same number on every pe.
+struct Dealt(Vec<(u64, Vec<u8>)>);
 
-/// Pass 2: pe 0 decompresses the file again and every piece's characters go to their owners in
-/// `target` (the file's characters are T's `span`, as pass 1 counted them). Collective. Returns
-/// this pe's share; an error on every pe where the file no longer gives `span`'s length (it
-/// changed between the passes).
-fn place_gzip(
+/// The one pass over a gzip file: pe 0 decompresses and parses it a piece at a time
+/// ([`stream_gzip`]) and deals every piece's characters out at once, an equal share to each pe in
+/// pe order, so that every pe holds about its share of the file's characters (and pe 0 the
+/// records) by the end, before T's layout is known; [`place_all`] then moves each piece's shares to
+/// their owners. Collective; an error of the stream (a bad gzip, a truncated one, a parse error)
+/// is an error on every pe. Cost: one decompression on pe 0; per piece one broadcast of three
+/// words and one all-to-all of its characters from pe 0.
+fn deal_gzip(
     comm: &Comm,
     file: &InputFile,
     keep_case: bool,
     piece: usize,
-    span: std::ops::Range<u64>,
-    target: &Layout,
-) -> Result<Vec<u8>> {
+) -> Result<(Part, Dealt)> {
+    let (p, me) = (comm.size(), comm.rank());
     let mut mine = Vec::new();
-    let mut at = span.start as usize;
-    let changed = || {
-        Error::Invalid(format!(
-            "input '{}' changed while being read (its first reading gave {} characters)",
-            file.path.display(),
-            span.end - span.start
-        ))
+    // One round per piece: pe 0 says whether a piece follows (1), or the stream ended (0) or
+    // failed (2), with the piece's first character's offset and its length; then deals it.
+    let deal = |kept: &[u8], at: u64, mine: &mut Vec<(u64, Vec<u8>)>| {
+        let mut head = [1, at, kept.len() as u64];
+        comm.broadcast(&mut head, 0);
+        let [go, at, len] = head;
+        if go != 1 {
+            return false;
+        }
+        let cut = |d: usize| len as usize * d / p;
+        // pe 0 sends, the others only receive.
+        let counts: Vec<usize> = match me {
+            0 => (0..p).map(|d| cut(d + 1) - cut(d)).collect(),
+            _ => vec![0; p],
+        };
+        let (got, _) = comm.all_to_all_v_counts(kept, &counts);
+        mine.push((at + cut(me) as u64, got));
+        true
     };
-    // One round per piece: pe 0 says whether a piece follows (1), the stream ended (0) or failed
-    // (2), then the piece is placed. The other pes follow pe 0's word.
-    let round = |comm: &Comm, kept: &[u8], at: &mut usize, mine: &mut Vec<u8>| {
-        let mut go = 1u64;
-        comm.broadcast(&mut go, 0);
-        let mut start = *at as u64;
-        comm.broadcast(&mut start, 0);
-        mine.extend(place(comm, start as usize, kept, target));
-        *at += kept.len();
-    };
-    if comm.rank() == 0 {
+    let part = if me == 0 {
+        let mut at = 0u64;
         let r = stream_gzip(file, keep_case, piece, |kept| {
-            if (at + kept.len()) as u64 > span.end {
-                return Err(changed());
+            if !kept.is_empty() {
+                deal(kept, at, &mut mine);
+                at += kept.len() as u64;
             }
-            round(comm, kept, &mut at, &mut mine);
             Ok(())
         });
-        let r = r.and_then(|_| match at as u64 == span.end {
-            true => Ok(()),
-            false => Err(changed()),
-        });
-        let mut go = if r.is_ok() { 0u64 } else { 2 };
-        comm.broadcast(&mut go, 0);
-        comm.agree(r)?;
+        let mut end = [if r.is_ok() { 0u64 } else { 2 }, 0, 0];
+        comm.broadcast(&mut end, 0);
+        comm.agree(r)?
     } else {
-        loop {
-            let mut go = 0u64;
-            comm.broadcast(&mut go, 0);
-            if go != 1 {
-                comm.agree(Ok(()))?;
-                break;
-            }
-            let mut start = 0u64;
-            comm.broadcast(&mut start, 0);
-            mine.extend(place(comm, start as usize, &[], target));
-        }
-    }
-    Ok(mine)
+        while deal(&[], 0, &mut mine) {}
+        comm.agree(Ok(Part::default()))?
+    };
+    let mut total = part.total;
+    comm.broadcast(&mut total, 0);
+    Ok((Part { total, ..part }, Dealt(mine)))
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1022,7 +1004,7 @@ const STREAM_HINT_BYTES: u64 = 16 << 20;
 enum Pending {
     Raw,
     Plain(Vec<u8>),
-    Gzip,
+    Gzip(Dealt),
 }
 
 impl Pending {
@@ -1039,9 +1021,9 @@ impl Pending {
 ///
 /// Memory per pe: while a file is parsed its byte range (a BGZF file's: the compressed range and
 /// its blocks inflated, as much as that range holds), then its share of each sequence file's
-/// characters until T's layout is known, then its block of T (twice that with `revcomp` while the
-/// reverse complement is placed); pe 0 also one piece of a gzip stream and the names of the
-/// records.
+/// characters (of a gzip stream's: its share of every piece) until T's layout is known, then its
+/// block of T (twice that with `revcomp` while the reverse complement is placed); pe 0 also one
+/// piece of a gzip stream and the names of the records.
 pub fn load(comm: &Comm, files: &[InputFile], opts: &SeqOptions, piece: usize) -> Result<Loaded> {
     scan(comm, files, opts, piece)?.place(comm)
 }
@@ -1051,15 +1033,15 @@ pub fn load(comm: &Comm, files: &[InputFile], opts: &SeqOptions, piece: usize) -
 pub struct Scanned<'a> {
     files: &'a [InputFile],
     opts: SeqOptions,
-    piece: usize,
     pending: Vec<(u64, Pending)>,
     records: Vec<Record>,
     /// Characters before the reverse complement.
     forward: u64,
 }
 
-/// The first half of [`load`]: every plain or BGZF sequence file parsed (each pe keeps its share
-/// of its characters), every other gzip file counted by pe 0, the records found. Collective.
+/// The first half of [`load`]: every sequence file parsed (each pe keeps its share of its
+/// characters; a gzip stream's decompressed by pe 0, which deals them out), the records found.
+/// Collective.
 pub fn scan<'a>(
     comm: &Comm,
     files: &'a [InputFile],
@@ -1088,11 +1070,12 @@ pub fn scan<'a>(
                 None => {
                     if comm.rank() == 0 && comm.size() > 1 && f.size >= STREAM_HINT_BYTES {
                         log::info!(
-                            "{} is a gzip stream, not bgzip's BGZF: pe 0 decompresses it alone, twice (`bgzip` it once, and every pe reads its part)",
+                            "{} is a gzip stream, not bgzip's BGZF: pe 0 decompresses it alone (`bgzip` it once, and every pe reads its part)",
                             f.path.display()
                         );
                     }
-                    (scan_gzip(comm, f, opts.keep_case, piece)?, Pending::Gzip)
+                    let (part, dealt) = deal_gzip(comm, f, opts.keep_case, piece)?;
+                    (part, Pending::Gzip(dealt))
                 }
             },
         };
@@ -1113,7 +1096,6 @@ pub fn scan<'a>(
     Ok(Scanned {
         files,
         opts: opts.clone(),
-        piece,
         pending,
         records,
         forward: base,
@@ -1150,12 +1132,11 @@ impl Scanned<'_> {
         let Scanned {
             files,
             opts,
-            piece,
             pending,
             records,
             forward: base,
         } = self;
-        place_all(comm, files, &opts, piece, pending, records, base)
+        place_all(comm, files, &opts, pending, records, base)
     }
 }
 
@@ -1164,7 +1145,6 @@ fn place_all(
     comm: &Comm,
     files: &[InputFile],
     opts: &SeqOptions,
-    piece: usize,
     pending: Vec<(u64, Pending)>,
     mut records: Vec<Record>,
     base: u64,
@@ -1175,11 +1155,7 @@ fn place_all(
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     let mut text = Vec::with_capacity(layout.local_len(me));
-    // Where each file's characters end in T: where the next one's start (the last's at base).
-    let ends: Vec<u64> = (pending.iter().skip(1).map(|&(first, _)| first))
-        .chain([base])
-        .collect();
-    for ((f, (first, how)), end) in files.iter().zip(pending).zip(ends) {
+    for (f, (first, how)) in files.iter().zip(pending) {
         let first = first as usize;
         match how {
             Pending::Raw => {
@@ -1209,10 +1185,11 @@ fn place_all(
                 let at = first + comm.exscan_sum(kept.len() as u64) as usize;
                 text.extend(place(comm, at, &kept, &layout));
             }
-            Pending::Gzip => {
-                let span = first as u64..end;
-                let got = place_gzip(comm, f, opts.keep_case, piece, span, &layout)?;
-                text.extend(got);
+            Pending::Gzip(Dealt(shares)) => {
+                // Piece by piece (every pe holds a share of each), in T order.
+                for (at, share) in shares {
+                    text.extend(place(comm, first + at as usize, &share, &layout));
+                }
             }
         }
     }
