@@ -120,7 +120,8 @@ pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
     // pe 0 holds the records' table to the end of the build: part of its peak at any p.
     let mut held = scanned.as_ref().map_or(0, |s| s.records_bytes());
     ctx.comm.broadcast(&mut held, 0);
-    let (width, plan) = ctx.install(|ctx| width_and_plan(ctx, job, n, held))?;
+    let index = early.side.is_some();
+    let (width, plan) = ctx.install(|ctx| width_and_plan(ctx, job, n, held, index))?;
     ctx.config.algo = plan.knobs.algo;
     if let Some(r) = plan.knobs.round_bytes {
         ctx.config.round_bytes = Some(r);
@@ -146,8 +147,8 @@ pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
 }
 
 /// The entry width and the memory plan for n characters, pe 0 holding `held` bytes of records
-/// besides. Collective.
-fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64) -> Result<(usize, Plan)> {
+/// besides and writing the index files from them at the end where `index`. Collective.
+fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64, index: bool) -> Result<(usize, Plan)> {
     let comm = &ctx.comm;
     let width = comm.agree(
         job.width
@@ -162,6 +163,7 @@ fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64) -> Result<(usize, P
         bwt: job.bwt.is_some(),
         lcp: job.lcp.is_some(),
         held,
+        index,
     };
     // The same on every pe (the same settings and size): pe 0 reports a refusal, every pe
     // leaves with its status.

@@ -50,6 +50,9 @@ pub struct Shape {
     /// records (names and places) of sequence input ([`crate::io::seq::Scanned::records_bytes`]);
     /// 0 for raw input. More pes do not shrink it.
     pub held: u64,
+    /// Whether pe 0 writes the index files beside the output from that table at the end (not
+    /// with `--no-sa` nor beside an output that is a device or FIFO).
+    pub index: bool,
 }
 
 impl Shape {
@@ -192,7 +195,8 @@ pub fn costs(shape: &Shape, knobs: &Knobs) -> Costs {
 /// The predicted peak resident memory of the fullest pe, bytes: [`BASE_BYTES`] plus the block of
 /// the fullest pe ([`IMBALANCE`] × n/p) times what the algorithm holds per character, plus an
 /// exchange's second copy (one round) or two rounds' staging (rounds); plus pe 0's records table
-/// ([`Shape::held`]) throughout, and twice it again at the end (the index files written from it).
+/// ([`Shape::held`]) throughout, and twice it again at the end where the index files are written
+/// from it ([`Shape::index`]).
 pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
     let c = costs(shape, knobs);
     let chars = shape.block() as f64 * IMBALANCE;
@@ -208,7 +212,11 @@ pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
     let lcp = after(shape.lcp, LCP_BYTES_PER_CHAR);
     // After the build pe 0 writes the records table and the index's metadata from its records:
     // about twice their bytes again.
-    let index = 2.0 * shape.held as f64;
+    let index = if shape.index {
+        2.0 * shape.held as f64
+    } else {
+        0.0
+    };
     let most = build.max(check).max(bwt).max(lcp).max(index);
     BASE_BYTES + shape.held + most.ceil() as u64
 }
@@ -444,10 +452,14 @@ fn refusal(
     let base = peak_per_pe(&Shape { n: 0, ..*shape }, &k);
     // What a pe needs without any text: with a records table, pe 0's (the table, and the index
     // files written from it at the end).
-    let bare = match shape.held {
-        0 => format!("a pe needs {} before it holds any text", size_text(base)),
-        _ => format!(
+    let bare = match (shape.held, shape.index) {
+        (0, _) => format!("a pe needs {} before it holds any text", size_text(base)),
+        (_, true) => format!(
             "pe 0 needs {} without any text (its records table, and the index files written from it at the end)",
+            size_text(base)
+        ),
+        (_, false) => format!(
+            "pe 0 needs {} without any text (its records table)",
             size_text(base)
         ),
     };
@@ -582,6 +594,7 @@ mod tests {
             bwt: false,
             lcp: false,
             held: 0,
+            index: true,
         }
     }
 
@@ -622,8 +635,8 @@ mod tests {
     }
 
     /// pe 0's table of a sequence input's records adds to the peak at any p: once through the
-    /// build, three times at its end (the records table and the metadata written from it); a
-    /// refusal names it, and what pe 0 needs without any text.
+    /// build, three times at its end (the records table and the metadata written from it), once
+    /// where no index files are written; a refusal names it, and what pe 0 needs without any text.
     #[test]
     fn pe_0s_records_table_counts_at_any_p() -> TestResult {
         const GIB: u64 = 1 << 30;
@@ -643,6 +656,20 @@ mod tests {
                 choose(&config(None), &empty, "")?.peak,
                 BASE_BYTES + 3 * GIB
             );
+            // Without index files (--no-sa, an output that is a device or FIFO) the table is
+            // held once, not written.
+            let unwritten = Shape {
+                index: false,
+                ..empty
+            };
+            assert_eq!(
+                choose(&config(None), &unwritten, "")?.peak,
+                BASE_BYTES + GIB
+            );
+            let e = choose(&config(Some(GIB / 2)), &unwritten, "--mem-per-pe").unwrap_err();
+            let e = e.to_string();
+            let needle = "pe 0 needs 1.0 GiB without any text (its records table)";
+            assert!(e.contains(needle), "p = {pes}: no '{needle}' in {e}");
             let e = choose(&config(Some(2 * GIB)), &with(GIB), "--mem-per-pe").unwrap_err();
             let e = e.to_string();
             for needle in [

@@ -530,6 +530,7 @@ fn leanest_memory_budget() {
             bwt: false,
             lcp: false,
             held: 0,
+            index: true,
         };
         let config = psa::Config {
             algo,

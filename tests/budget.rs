@@ -28,6 +28,7 @@ fn leanest(n: usize, p: usize, algo: Algo, sort_rounds: usize) -> u64 {
         bwt: false,
         lcp: false,
         held: 0,
+        index: true,
     };
     choose(&config, &shape, "").expect("no budget").leanest
 }
@@ -117,7 +118,7 @@ fn pe_0s_records_table_counts_in_the_plan() {
         let p = 3;
         let text_alone = leanest(n, p, Algo::Dc3, 0);
         let what = format!("names of {name_len} bytes, revcomp {revcomp}");
-        let run = |budget: u64| {
+        let run_to = |out: &str, budget: u64| {
             let budget = budget.to_string();
             let mut args = vec![
                 "--algo",
@@ -130,19 +131,37 @@ fn pe_0s_records_table_counts_in_the_plan() {
             if revcomp {
                 args.push("--revcomp");
             }
-            args.extend(["-o", "out.sa", "reads.fq"]);
+            args.extend(["-o", out, "reads.fq"]);
             run_psa(p, &args, dir.path())
+        };
+        let run = |budget: u64| run_to("out.sa", budget);
+        // The need a refusal names.
+        let need_of = |o: &Outcome| -> u64 {
+            o.stderr
+                .split("needs at least ")
+                .nth(1)
+                .and_then(|s| s.split(' ').next())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("{what}: no need in {}", o.describe()))
         };
         let o = run(text_alone + (1 << 20));
         o.assert_error(2, "pe 0 also holds the table of the input's records", &what);
         assert!(!o.stderr.contains("build"), "{what}: {}", o.describe());
-        let need: u64 = o
-            .stderr
-            .split("needs at least ")
-            .nth(1)
-            .and_then(|s| s.split(' ').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("{what}: no need in {}", o.describe()));
+        let need = need_of(&o);
+        // Written through to a device no index files are made: the table is held, not written.
+        let o = run_to("/dev/null", text_alone + (1 << 20));
+        o.assert_error(2, "pe 0 also holds the table of the input's records", &what);
+        let unwritten = need_of(&o);
+        assert!(
+            unwritten < need,
+            "{what}: {unwritten} needed without index files, {need} with"
+        );
+        let o = run_to("/dev/null", unwritten);
+        assert!(
+            o.success(),
+            "{what}, to /dev/null at its need: {}",
+            o.describe()
+        );
         // Some 60 bytes a record besides its name, three times at the end.
         let records = READS as u64 * if revcomp { 2 } else { 1 };
         assert!(
