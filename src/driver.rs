@@ -92,7 +92,7 @@ impl Report {
 /// and exchange rounds, or refuses a run that cannot fit [`crate::Config::mem_per_pe`]) and the
 /// output (created now, its space reserved, every pe opening it), so a doomed run fails in
 /// seconds, not after the build. Sequence input is parsed and counted first ([`seq::scan`]);
-/// its plan and output follow, before its characters move.
+/// its plan and output follow, before its characters move to T's layout.
 pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
     let t0 = Instant::now();
     if !job.write_sa && job.bwt.is_none() && job.lcp.is_none() {

@@ -51,7 +51,8 @@ pub struct Shape {
     /// 0 for raw input. More pes do not shrink it.
     pub held: u64,
     /// Whether pe 0 writes the index files beside the output from that table at the end (not
-    /// with `--no-sa` nor beside an output that is a device or FIFO).
+    /// with `--no-sa`, beside an output that is a device or FIFO, nor for an output whose name
+    /// leaves no room for theirs).
     pub index: bool,
 }
 
@@ -451,7 +452,7 @@ fn refusal(
     );
     let base = peak_per_pe(&Shape { n: 0, ..*shape }, &k);
     // What a pe needs without any text: with a records table, pe 0's (the table, and the index
-    // files written from it at the end).
+    // files written from it at the end where they are).
     let bare = match (shape.held, shape.index) {
         (0, _) => format!("a pe needs {} before it holds any text", size_text(base)),
         (_, true) => format!(

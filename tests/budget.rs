@@ -162,6 +162,16 @@ fn pe_0s_records_table_counts_in_the_plan() {
             "{what}, to /dev/null at its need: {}",
             o.describe()
         );
+        let stats = fs::read_to_string(dir.join("s.json")).expect("stats");
+        let value = |key| -> u64 { json_value(&stats, key).parse().expect(key) };
+        let (planned, measured) = (
+            value("planned_peak_bytes"),
+            value("measured_max_peak_bytes"),
+        );
+        assert!(
+            measured <= planned && planned <= unwritten,
+            "{what}, to /dev/null: measured {measured}, planned {planned}, budget {unwritten}"
+        );
         // Some 60 bytes a record besides its name, three times at the end.
         let records = READS as u64 * if revcomp { 2 } else { 1 };
         assert!(

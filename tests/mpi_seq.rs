@@ -172,7 +172,8 @@ fn single_files_match_the_reference() {
 
 /// Corner files: empty, only a header, only blank lines, one record without a line break,
 /// headers with no name, one-byte lines, a name and a read each longer than a pe's range, FASTQ
-/// files that end in blank lines (after an empty read; over several pes' ranges).
+/// files that end in blank lines (after an empty read; over several pes' ranges); each plain, as a
+/// gzip stream and as BGZF.
 #[test]
 fn corner_files() {
     mpi_test(|comm| {
@@ -207,8 +208,17 @@ fn corner_files() {
             format!("@r\nAC\n+\nII\n{}", "\n".repeat(300)).into_bytes(),
         ));
         for (k, (name, bytes)) in cases.iter().enumerate() {
+            // Plain, and as a gzip stream that pe 0 deals out in pieces of 1 and 3 bytes (most
+            // of them keep no character of T).
             for piece in [1, 3] {
                 let case = one(name, bytes.to_vec(), SeqOptions::default(), piece);
+                check(comm, &format!("c{k}p{piece}"), &case);
+                let case = one(
+                    &format!("{name}.gz"),
+                    bytes.to_vec(),
+                    SeqOptions::default(),
+                    piece,
+                );
                 check(comm, &format!("c{k}p{piece}"), &case);
             }
             let case = one(
@@ -247,6 +257,7 @@ fn several_inputs_and_revcomp() {
                 files: vec![
                     ("x.fa".into(), fasta(seed, 4, 100), Kind::Fasta),
                     ("z.fq".into(), fastq(seed, 3, 20), Kind::Fastq),
+                    ("v.fa.gz".into(), fasta(seed + 200, 3, 70), Kind::Fasta),
                 ],
                 opts: SeqOptions {
                     revcomp: true,
@@ -315,7 +326,7 @@ fn an_input_changed_between_the_passes_is_an_error_or_was_read_already() {
                 Ok(_) => panic!("{name}: a changed input was placed"),
                 Err(e) => e.to_string(),
             };
-            // Every pe finds a raw file's change itself; any other pe may hear of it from pe 0.
+            // pe 0 reports the change it finds; the other pes may hear of it from pe 0.
             let found = err.contains("changed while being read") && err.contains(name);
             assert!(
                 found || (comm.rank() != 0 && err.starts_with("pe 0 failed")),

@@ -850,7 +850,7 @@ struct Dealt(Vec<(u64, Vec<u8>)>);
 /// records) by the end, before T's layout is known; [`place_all`] then moves each piece's shares to
 /// their owners. Collective; an error of the stream (a bad gzip, a truncated one, a parse error)
 /// is an error on every pe. Cost: one decompression on pe 0; per piece one broadcast of three
-/// words and one all-to-all of its characters from pe 0.
+/// words and one all-to-all of its characters from pe 0 (with its all-to-all of counts).
 fn deal_gzip(
     comm: &Comm,
     file: &InputFile,
@@ -1029,7 +1029,7 @@ pub fn load(comm: &Comm, files: &[InputFile], opts: &SeqOptions, piece: usize) -
 }
 
 /// The inputs parsed and counted, T not yet laid out: [`Scanned::len`] is T's length (for a
-/// plan made before T's characters move), [`Scanned::place`] moves them.
+/// plan made before T's characters move to its layout), [`Scanned::place`] moves them.
 pub struct Scanned<'a> {
     files: &'a [InputFile],
     opts: SeqOptions,
