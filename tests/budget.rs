@@ -156,40 +156,32 @@ fn pe_0s_records_table_counts_in_the_plan() {
             unwritten < need,
             "{what}: {unwritten} needed without index files, {need} with"
         );
-        let o = run_to("/dev/null", unwritten);
-        assert!(
-            o.success(),
-            "{what}, to /dev/null at its need: {}",
-            o.describe()
-        );
-        let stats = fs::read_to_string(dir.join("s.json")).expect("stats");
-        let value = |key| -> u64 { json_value(&stats, key).parse().expect(key) };
-        let (planned, measured) = (
-            value("planned_peak_bytes"),
-            value("measured_max_peak_bytes"),
-        );
-        assert!(
-            measured <= planned && planned <= unwritten,
-            "{what}, to /dev/null: measured {measured}, planned {planned}, budget {unwritten}"
-        );
+        // A run at `budget` succeeds, its measured peak within its plan within the budget;
+        // returns its stats.
+        let fits = |o: Outcome, budget: u64, to: &str| -> String {
+            assert!(o.success(), "{what}, to {to} at {budget}: {}", o.describe());
+            let stats = fs::read_to_string(dir.join("s.json")).expect("stats");
+            let value = |key| -> u64 { json_value(&stats, key).parse().expect(key) };
+            let (planned, measured) = (
+                value("planned_peak_bytes"),
+                value("measured_max_peak_bytes"),
+            );
+            assert!(
+                measured <= planned && planned <= budget,
+                "{what}, to {to}: measured {measured}, planned {planned}, budget {budget}"
+            );
+            stats
+        };
+        fits(run_to("/dev/null", unwritten), unwritten, "/dev/null");
         // Some 60 bytes a record besides its name, three times at the end.
         let records = READS as u64 * if revcomp { 2 } else { 1 };
         assert!(
             need > text_alone + 3 * (60 + name_len as u64) * records,
             "{what}: need {need}, the text alone {text_alone}"
         );
-        let o = run(need);
-        assert!(o.success(), "{what}, at the need: {}", o.describe());
-        let stats = fs::read_to_string(dir.join("s.json")).expect("stats");
+        let stats = fits(run(need), need, "out.sa");
         let value = |key| -> u64 { json_value(&stats, key).parse().expect(key) };
-        let (planned, measured) = (
-            value("planned_peak_bytes"),
-            value("measured_max_peak_bytes"),
-        );
-        assert!(
-            measured <= planned && planned <= need,
-            "{what}: measured {measured}, planned {planned}, budget {need}"
-        );
+        let planned = value("planned_peak_bytes");
         // The plan names the table's part of its peak: at least each record and its name.
         let table = value("records_table_bytes");
         assert!(
