@@ -8,6 +8,7 @@ use crate::config::json_str;
 use crate::error::{Error, Result};
 use crate::io::index::{side_path, IndexMeta, InputMeta, RecordMeta, VERSION};
 use crate::io::seq::{self, Format, InputFile, Record, SeqOptions};
+use crate::io::output::{commit_all, Named, Staged};
 use crate::io::{OutputFile, SideFile, Width};
 use crate::plan::{self, Plan, Shape};
 use crate::stats::{summarise, PhaseSummary};
@@ -225,13 +226,20 @@ impl EarlyFiles {
         ];
         for (path, what) in outputs.into_iter().flatten() {
             let planned = match comm.rank() {
-                0 => crate::io::output::plan(path, inputs, job.force, what, 0).map(|_| ()),
+                0 => crate::io::output::plan(path, inputs, job.force, what, 0, Named::ByUser).map(|_| ()),
                 _ => Ok(()),
             };
             comm.agree(planned)?;
         }
         let stats = match &job.stats {
-            Some(p) => Some(SideFile::create(comm, p, inputs, job.force, "stats file")?),
+            Some(p) => Some(SideFile::create(
+                comm,
+                p,
+                inputs,
+                job.force,
+                "stats file",
+                Named::ByUser,
+            )?),
             None => None,
         };
         let side = match job.write_sa {
@@ -245,6 +253,7 @@ impl EarlyFiles {
                 inputs,
                 job.force,
                 "BWT primary index file",
+                Named::Beside,
             )?),
             Some(bwt) => {
                 if comm.rank() == 0 {
@@ -374,9 +383,9 @@ fn run_here(
             p,
             inputs,
             job.force,
-            n,
-            1,
+            (n, 1),
             "BWT output",
+            Named::ByUser,
         )?),
         None => None,
     };
@@ -386,9 +395,9 @@ fn run_here(
             p,
             inputs,
             job.force,
-            n,
-            width,
+            (n, width),
             "LCP output",
+            Named::ByUser,
         )?),
         None => None,
     };
@@ -507,14 +516,19 @@ fn run_here(
     if let Some(f) = &mut stats_file {
         f.write(comm, report_json(&report, ctx, job).as_bytes())?;
     }
-    for f in [out, bwt_out, lcp_out, text_file].into_iter().flatten() {
-        f.commit(comm)?;
-    }
-    for f in [primary, stats_file].into_iter().flatten() {
-        f.commit(comm)?;
-    }
-    if let Some(side) = side {
-        side.commit(comm)?;
+    // Every file in place together, or none; the index's metadata last.
+    let mut staged: Vec<_> = [out, bwt_out, lcp_out, text_file]
+        .into_iter()
+        .map(|f| f.and_then(OutputFile::into_staged))
+        .collect();
+    staged.extend([primary, stats_file].map(|f| f.and_then(SideFile::into_staged)));
+    let stale_text = side.and_then(|s| s.into_staged(&mut staged));
+    commit_all(comm, staged)?;
+    if let Some(text) = stale_text {
+        log::warn!(
+            "'{}', the text of the sequence index this raw one replaced, is not used by the new index: remove it if nothing else reads it",
+            text.display()
+        );
     }
     Ok(report)
 }
@@ -576,7 +590,8 @@ impl IndexFiles {
         if sequence {
             let text = side_path(out, ".text");
             let planned = match comm.rank() {
-                0 => crate::io::output::plan(&text, inputs, force, "text file", 0).map(|_| ()),
+                0 => crate::io::output::plan(&text, inputs, force, "text file", 0, Named::Beside)
+                    .map(|_| ()),
                 _ => Ok(()),
             };
             comm.agree(planned)?;
@@ -587,6 +602,7 @@ impl IndexFiles {
             inputs,
             force,
             "records table",
+            Named::Beside,
         )?;
         let stale_text = (comm.rank() == 0 && !sequence)
             .then(|| side_path(out, ".text"))
@@ -601,7 +617,14 @@ impl IndexFiles {
                     && !inputs.iter().any(is_input)
                     && IndexMeta::read(&side_path(out, ".meta")).is_ok_and(|m| m.sequence)
             });
-        let meta = SideFile::create(comm, &side_path(out, ".meta"), inputs, force, "index file")?;
+        let meta = SideFile::create(
+            comm,
+            &side_path(out, ".meta"),
+            inputs,
+            force,
+            "index file",
+            Named::Beside,
+        )?;
         Ok(Some(IndexFiles {
             records,
             meta,
@@ -616,17 +639,12 @@ impl IndexFiles {
         self.meta.write(comm, &bytes)
     }
 
-    /// Puts the records table and then the metadata in place. Collective.
-    fn commit(self, comm: &Comm) -> Result<()> {
-        self.records.commit(comm)?;
-        self.meta.commit(comm)?;
-        if let Some(text) = self.stale_text {
-            log::warn!(
-                "'{}', the text of the sequence index this raw one replaced, is not used by the new index: remove it if nothing else reads it",
-                text.display()
-            );
-        }
-        Ok(())
+    /// Adds the records table and then the metadata to the files a job puts in place; returns
+    /// the stale text to warn of once they are.
+    fn into_staged(self, staged: &mut Vec<Option<Staged>>) -> Option<PathBuf> {
+        staged.push(self.records.into_staged());
+        staged.push(self.meta.into_staged());
+        self.stale_text
     }
 }
 
@@ -641,7 +659,9 @@ fn write_text(
     layout: &crate::dist::Layout,
 ) -> Result<OutputFile> {
     let path = side_path(out, ".text");
-    let file = OutputFile::create(comm, &path, inputs, force, layout.len(), 1)?;
+    let shape = (layout.len(), 1);
+    let file =
+        OutputFile::create_named(comm, &path, inputs, force, shape, "text file", Named::Beside)?;
     let me = comm.rank();
     comm.agree(
         file.write_part(layout.start(me), text)

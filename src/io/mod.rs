@@ -36,8 +36,42 @@ pub fn input_len(path: &Path) -> Result<usize> {
             path.display()
         )));
     }
+    if let Some(fs) = pseudo_file_system(path) {
+        return Err(Error::Invalid(format!(
+            "input '{}' is on {fs}, whose files are made as they are read and whose sizes are not their contents: copy it to a regular file first (cat '{}' > FILE)",
+            path.display(),
+            path.display()
+        )));
+    }
     usize::try_from(meta.len())
         .map_err(|_| Error::Invalid(format!("input '{}' is too large", path.display())))
+}
+
+/// The kind of file system `path` is on when its regular files are not data at rest (their
+/// size, often 0 or a page, is not their content, and reading them twice may differ): the
+/// kernel's proc, sysfs, debugfs, tracefs, securityfs, configfs, cgroup files. None for any
+/// other. Local.
+fn pseudo_file_system(path: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    const KINDS: [(i64, &str); 8] = [
+        (0x9fa0, "proc (/proc)"),
+        (0x6265_6572, "sysfs (/sys)"),
+        (0x6462_6720, "debugfs"),
+        (0x7472_6163, "tracefs"),
+        (0x7363_6673, "securityfs"),
+        (0x6265_6570, "configfs"),
+        (0x0027_e0eb, "a cgroup file system"),
+        (0x6367_7270, "a cgroup file system"),
+    ];
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: a NUL-terminated path and room for one statfs.
+    if unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statfs succeeded and filled it.
+    let kind = unsafe { st.assume_init() }.f_type as i64;
+    KINDS.iter().find(|(k, _)| *k == kind).map(|(_, name)| *name)
 }
 
 /// Reads bytes `[start, end)` of `path` with positioned reads. Local.
