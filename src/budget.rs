@@ -107,6 +107,21 @@ pub fn node_memory_per_pe(root: &Path, local_pes: usize) -> Option<Budget> {
     })
 }
 
+/// What the kernel enforces per pe by ending it: the cgroup's memory limit shared by the
+/// `local_pes` pes on the node, with its source; None when no cgroup limits this process. A
+/// budget above it is not a budget: the kernel kills a pe (exit 137, no word from psa) before the
+/// plan's limit is reached. (`ulimit -v` is not counted here: past it an allocation fails, which
+/// psa reports.) `root` as in [`node_memory_per_pe`].
+pub fn hard_limit_per_pe(root: &Path, local_pes: usize) -> Option<Budget> {
+    let pes = local_pes.max(1) as u64;
+    cgroup_limit(root).map(|b| {
+        (
+            b / pes,
+            format!("the cgroup's memory limit / {pes} pe(s) on the node"),
+        )
+    })
+}
+
 /// The smallest memory limit over this process's cgroups (`proc/self/cgroup` under `root`): its
 /// own group's and every group's above it up to the hierarchy's root, in cgroup v2
 /// (`memory.max`) and v1 (`memory.limit_in_bytes` of the memory controller); without that file
@@ -262,6 +277,25 @@ mod tests {
         }
         std::fs::remove_dir_all(&root)?;
         assert!(node_memory_per_pe(&root, 4).is_none());
+        Ok(())
+    }
+
+    /// The hard limit per pe is the cgroup's shared by the node's pes (MemAvailable, a soft
+    /// figure, does not count).
+    #[test]
+    fn the_hard_limit_is_the_cgroups_per_pe() -> TestResult {
+        let root = std::env::temp_dir().join(format!("psa-hard-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("proc"))?;
+        std::fs::create_dir_all(root.join("sys/fs/cgroup"))?;
+        std::fs::write(root.join("proc/meminfo"), "MemAvailable: 100 kB\n")?;
+        std::fs::write(root.join("sys/fs/cgroup/memory.max"), "120000000\n")?;
+        let (bytes, from) = hard_limit_per_pe(&root, 4).ok_or("no hard limit found")?;
+        assert_eq!(bytes, 30_000_000);
+        assert!(from.contains("cgroup") && from.contains("4 pe"), "{from}");
+        std::fs::write(root.join("sys/fs/cgroup/memory.max"), "max\n")?;
+        assert_eq!(hard_limit_per_pe(&root, 4), None);
+        std::fs::remove_dir_all(&root)?;
         Ok(())
     }
 

@@ -7,8 +7,8 @@ use crate::comm::Comm;
 use crate::config::json_str;
 use crate::error::{Error, Result};
 use crate::io::index::{side_path, IndexMeta, InputMeta, RecordMeta, VERSION};
-use crate::io::seq::{self, Format, InputFile, Record, SeqOptions};
 use crate::io::output::{commit_all, Named, Staged};
+use crate::io::seq::{self, Format, InputFile, Record, SeqOptions};
 use crate::io::{OutputFile, SideFile, Width};
 use crate::plan::{self, Plan, Shape};
 use crate::stats::{summarise, PhaseSummary};
@@ -226,7 +226,8 @@ impl EarlyFiles {
         ];
         for (path, what) in outputs.into_iter().flatten() {
             let planned = match comm.rank() {
-                0 => crate::io::output::plan(path, inputs, job.force, what, 0, Named::ByUser).map(|_| ()),
+                0 => crate::io::output::plan(path, inputs, job.force, what, 0, Named::ByUser)
+                    .map(|_| ()),
                 _ => Ok(()),
             };
             comm.agree(planned)?;
@@ -277,29 +278,35 @@ impl EarlyFiles {
 /// The files a job writes, by what messages call them: the SA (unless `--no-sa`) and the index
 /// files beside it (T's own only for `sequence` input), `--stats`, the BWT and its primary index
 /// file, the LCP array.
-fn job_files(job: &Job, sequence: bool) -> Vec<(String, PathBuf)> {
+fn job_files(job: &Job, sequence: bool) -> Vec<(String, PathBuf, Named)> {
     let mut v = Vec::new();
+    let mut add = |what: &str, p: PathBuf, named| v.push((what.to_string(), p, named));
     if job.write_sa {
         let out = &job.output;
-        v.push(("the output".to_string(), out.clone()));
-        v.push(("its records table".into(), side_path(out, ".records.tsv")));
-        v.push(("its index file".into(), side_path(out, ".meta")));
+        add("the output", out.clone(), Named::ByUser);
+        add(
+            "its records table",
+            side_path(out, ".records.tsv"),
+            Named::Beside,
+        );
+        add("its index file", side_path(out, ".meta"), Named::Beside);
         if sequence {
-            v.push(("its text file".into(), side_path(out, ".text")));
+            add("its text file", side_path(out, ".text"), Named::Beside);
         }
     }
     if let Some(p) = &job.stats {
-        v.push(("--stats".into(), p.clone()));
+        add("--stats", p.clone(), Named::ByUser);
     }
     if let Some(p) = &job.bwt {
-        v.push(("--bwt".into(), p.clone()));
-        v.push((
-            "--bwt's primary index file".into(),
+        add("--bwt", p.clone(), Named::ByUser);
+        add(
+            "--bwt's primary index file",
             side_path(p, ".primary"),
-        ));
+            Named::Beside,
+        );
     }
     if let Some(p) = &job.lcp {
-        v.push(("--lcp".into(), p.clone()));
+        add("--lcp", p.clone(), Named::ByUser);
     }
     v
 }
@@ -314,12 +321,12 @@ fn same_files(job: &Job, sequence: bool) -> Option<String> {
         std::fs::metadata(p).is_ok_and(|m| m.file_type().is_char_device() && Some(m.rdev()) == null)
     };
     let files = job_files(job, sequence);
-    for (i, (what_a, a)) in files.iter().enumerate() {
+    for (i, (what_a, a, named_a)) in files.iter().enumerate() {
         if is_null(a) {
             continue;
         }
-        for (what_b, b) in &files[i + 1..] {
-            if crate::io::output::same_destination(a, b) {
+        for (what_b, b, named_b) in &files[i + 1..] {
+            if crate::io::output::same_destination((a, *named_a), (b, *named_b)) {
                 return Some(format!(
                     "{what_a} '{}' and {what_b} '{}' are the same file",
                     a.display(),
@@ -660,8 +667,15 @@ fn write_text(
 ) -> Result<OutputFile> {
     let path = side_path(out, ".text");
     let shape = (layout.len(), 1);
-    let file =
-        OutputFile::create_named(comm, &path, inputs, force, shape, "text file", Named::Beside)?;
+    let file = OutputFile::create_named(
+        comm,
+        &path,
+        inputs,
+        force,
+        shape,
+        "text file",
+        Named::Beside,
+    )?;
     let me = comm.rank();
     comm.agree(
         file.write_part(layout.start(me), text)

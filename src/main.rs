@@ -198,6 +198,9 @@ fn main() -> ExitCode {
             };
         }
     }
+    if let Some(given) = ctx.config.mem_per_pe.filter(|_| cli.mem_per_pe.is_some()) {
+        cap_to_hard_limit(&mut ctx, given);
+    }
     if rank == 0 && cli.verbose >= 1 {
         log::info!("settings: {}", ctx.config.summary());
     }
@@ -263,6 +266,38 @@ fn main() -> ExitCode {
 
 /// The exit of a pe whose run failed with `e` (agreed over the pes): the failing pe prints the
 /// message, the others leave with its status.
+/// Caps a `--mem-per-pe` above what the kernel enforces per pe (the cgroup's limit shared by
+/// the node's pes: the smallest over all pes), loudly: with that budget the plan
+/// would let a pe grow until the kernel ends it without a word from psa. Collective.
+fn cap_to_hard_limit(ctx: &mut Ctx, given: u64) {
+    let local_pes = ctx.comm.local_size();
+    let own = budget::hard_limit_per_pe(std::path::Path::new("/"), local_pes);
+    let least = ctx
+        .comm
+        .all_reduce_min(own.as_ref().map_or(u64::MAX, |b| b.0));
+    if given <= least {
+        return;
+    }
+    let from = match own {
+        Some((bytes, from)) if bytes == least => from,
+        _ => "the smallest cgroup limit per pe over the pes".into(),
+    };
+    if ctx.comm.rank() == 0 {
+        log::warn!(
+            "--mem-per-pe {} is above what the kernel lets each pe have ({}: {}): planning with {} instead (ask the batch system for more memory, or spread the job over more nodes)",
+            psa::plan::size_text(given),
+            from,
+            psa::plan::size_text(least),
+            psa::plan::size_text(least)
+        );
+    }
+    ctx.config.mem_per_pe = Some(least);
+    ctx.config.mem_per_pe_from = format!(
+        "{from} (--mem-per-pe {} capped)",
+        psa::plan::size_text(given)
+    );
+}
+
 fn exit_with(e: Error, size: usize, rank: usize) -> ExitCode {
     if !matches!(e, Error::Remote { .. }) {
         // Where it failed matters when pes run on several nodes (a path that one node lacks).

@@ -44,9 +44,19 @@ fn another_users_link_in_a_shared_directory_is_not_followed() {
         let o = run_psa(p, ["-o", out.to_str().unwrap(), "in.fa"], d.path());
         let what = format!("link at out.sa{suffix}, p = {p}");
         assert_eq!(o.code, Some(2), "{what}: {}", o.describe());
-        assert!(o.stderr.contains("another user"), "{what}: {}", o.describe());
+        assert!(
+            o.stderr.contains("another user"),
+            "{what}: {}",
+            o.describe()
+        );
         assert_eq!(fs::read(&victim).unwrap(), b"the victim's file", "{what}");
-        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "{what}");
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{what}"
+        );
     }
 }
 
@@ -65,10 +75,17 @@ fn a_link_beside_the_output_is_replaced_not_followed() {
         }
         let o = run_psa(p, ["-o", "out.sa", "in.fa"], d.path());
         assert_eq!(o.code, Some(0), "p = {p}: {}", o.describe());
-        assert_eq!(fs::read(&victim).unwrap(), b"keep", "p = {p}: written through a link");
+        assert_eq!(
+            fs::read(&victim).unwrap(),
+            b"keep",
+            "p = {p}: written through a link"
+        );
         for suffix in [".meta", ".text", ".records.tsv"] {
             let m = fs::symlink_metadata(d.path().join(format!("out.sa{suffix}"))).unwrap();
-            assert!(m.is_file(), "p = {p}: out.sa{suffix} is not a file of its own");
+            assert!(
+                m.is_file(),
+                "p = {p}: out.sa{suffix} is not a file of its own"
+            );
         }
     }
 }
@@ -103,7 +120,14 @@ fn outputs_take_no_more_permission_than_the_input() {
         let stats = ["--stats", "s.json", "--bwt", "o.bwt"];
         let o = run_psa(p, [&["-o", "o.sa", "in.fa"][..], &stats].concat(), d.path());
         assert_eq!(o.code, Some(0), "p = {p}: {}", o.describe());
-        let files = ["o.sa", "o.sa.text", "o.sa.meta", "o.sa.records.tsv", "s.json", "o.bwt"];
+        let files = [
+            "o.sa",
+            "o.sa.text",
+            "o.sa.meta",
+            "o.sa.records.tsv",
+            "s.json",
+            "o.bwt",
+        ];
         let mode = |f: &str| fs::metadata(d.path().join(f)).unwrap().mode() & 0o777;
         for f in files {
             assert_eq!(mode(f) & 0o077, 0, "p = {p}: {f} has mode {:o}", mode(f));
@@ -112,7 +136,12 @@ fn outputs_take_no_more_permission_than_the_input() {
         let o = run_psa(p, [&["-o", "o.sa", "in.fa"][..], &stats].concat(), d.path());
         assert_eq!(o.code, Some(0), "p = {p}: {}", o.describe());
         for f in files {
-            assert_eq!(mode(f) & 0o077, 0, "p = {p}: a rebuild widened {f} to {:o}", mode(f));
+            assert_eq!(
+                mode(f) & 0o077,
+                0,
+                "p = {p}: a rebuild widened {f} to {:o}",
+                mode(f)
+            );
         }
     }
 }
@@ -129,8 +158,15 @@ fn a_fifo_where_an_index_file_goes_is_refused() {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
         let o = run_psa(p, ["-o", "o.sa", "in.fa"], d.path());
         assert_eq!(o.code, Some(2), "p = {p}: {}", o.describe());
-        assert!(o.stderr.contains("o.sa.text") && o.stderr.contains("special file"), "{}", o.describe());
-        assert!(!d.path().join("o.sa").exists(), "p = {p}: an SA was written");
+        assert!(
+            o.stderr.contains("o.sa.text") && o.stderr.contains("special file"),
+            "{}",
+            o.describe()
+        );
+        assert!(
+            !d.path().join("o.sa").exists(),
+            "p = {p}: an SA was written"
+        );
     }
 }
 
@@ -138,14 +174,22 @@ fn a_fifo_where_an_index_file_goes_is_refused() {
 /// naming it, instead of giving an empty or cut suffix array.
 #[test]
 fn pseudo_files_are_refused_as_input() {
-    for (p, input) in [(1, "/proc/version"), (2, "/proc/self/status"), (3, "/sys/kernel/mm/transparent_hugepage/enabled")] {
+    for (p, input) in [
+        (1, "/proc/version"),
+        (2, "/proc/self/status"),
+        (3, "/sys/kernel/mm/transparent_hugepage/enabled"),
+    ] {
         if !Path::new(input).exists() {
             continue;
         }
         let d = TempDir::new("pseudo");
         let o = run_psa(p, ["-o", "o.sa", input], d.path());
         assert_eq!(o.code, Some(1), "{input}, p = {p}: {}", o.describe());
-        assert!(o.stderr.contains(input) && o.stderr.contains("copy it"), "{}", o.describe());
+        assert!(
+            o.stderr.contains(input) && o.stderr.contains("copy it"),
+            "{}",
+            o.describe()
+        );
         assert!(!d.path().join("o.sa").exists());
     }
 }

@@ -281,6 +281,11 @@ fn bad_input_names_file_and_line() {
         ("bin.fa", binary, "bin.fa: line 3: "),
         ("t.fa.gz", truncated, "t.fa.gz: line "),
         (
+            "cr.fa",
+            b">a one\rACGT\rAC\r>b\rGG\r".to_vec(),
+            "cr.fa: line 1: a carriage return alone ends a line",
+        ),
+        (
             "h.fq",
             b"ACGT\n".to_vec(),
             "h.fq: line 1: a FASTQ record starts with '@'",

@@ -71,7 +71,10 @@ fn pseudo_file_system(path: &Path) -> Option<&'static str> {
     }
     // SAFETY: statfs succeeded and filled it.
     let kind = unsafe { st.assume_init() }.f_type as i64;
-    KINDS.iter().find(|(k, _)| *k == kind).map(|(_, name)| *name)
+    KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, name)| *name)
 }
 
 /// Reads bytes `[start, end)` of `path` with positioned reads. Local.

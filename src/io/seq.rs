@@ -382,6 +382,17 @@ impl Parser {
             if let Some(&b) = seg.iter().find(|&&b| b == 0) {
                 return self.error(format!("{} in a header: this is not a text file", shown(b)));
             }
+            // A carriage return inside a line (not before its '\n'): the lines end in CR alone
+            // (classic Mac), which would make the whole file one header.
+            if seg
+                .iter()
+                .position(|&b| b == b'\r')
+                .is_some_and(|k| k + 1 < seg.len())
+            {
+                return self.error(
+                    "a carriage return alone ends a line here (classic Mac line breaks): convert them first, e.g. tr '\\r' '\\n' < IN > OUT",
+                );
+            }
             if self.st.name_open {
                 let end = seg.iter().position(|&b| is_space(b));
                 let word = &seg[..end.unwrap_or(seg.len())];

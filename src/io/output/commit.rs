@@ -125,7 +125,9 @@ fn roll_back(files: &mut [Staged], undo: Vec<Undo>, failed: Error) -> Error {
             (Some((old, _)), _) => at::rename(&p.dir, old, &p.name),
             (None, false) => at::unlink(&p.dir, &p.name),
             (None, true) => {
-                troubles.push(format!("'{shown}' stays replaced (its old file could not be kept)"));
+                troubles.push(format!(
+                    "'{shown}' stays replaced (its old file could not be kept)"
+                ));
                 continue;
             }
         };

@@ -101,7 +101,15 @@ impl OutputFile {
         n: usize,
         width: usize,
     ) -> Result<OutputFile> {
-        Self::create_named(comm, requested, inputs, force, (n, width), "output", Named::ByUser)
+        Self::create_named(
+            comm,
+            requested,
+            inputs,
+            force,
+            (n, width),
+            "output",
+            Named::ByUser,
+        )
     }
 
     /// [`Self::create`] for `n` entries of `width` bytes in a file that messages call `what`
@@ -380,5 +388,4 @@ mod tests {
             assert_eq!(back, low, "width {width}");
         }
     }
-
 }

@@ -314,7 +314,9 @@ fn refuse_existing(
     }
     if !ft.is_file() {
         let why = match named {
-            Named::Beside => "psa writes a regular file there: remove it or choose another output name",
+            Named::Beside => {
+                "psa writes a regular file there: remove it or choose another output name"
+            }
             Named::ByUser => "not a regular file, character device or FIFO: refusing to replace it",
         };
         return Err(Error::Usage(format!(
@@ -349,14 +351,21 @@ fn check_directory(dir: &Path, requested: &Path, what: &str) -> Result<()> {
     }
 }
 
-/// Whether two requested paths end up at the same file (links followed, `.`/`..` resolved),
-/// whether or not that file exists yet. Local.
-pub fn same_destination(a: &Path, b: &Path) -> bool {
-    fn place(p: &Path) -> Option<PathBuf> {
-        if let Ok(c) = std::fs::canonicalize(p) {
-            return Some(c);
+/// Whether two requested paths, each named by the user or beside an output ([`Named`]: only the
+/// user's links are followed), end up at the same file (`.`/`..` resolved), whether or not that
+/// file exists yet. Local.
+pub fn same_destination(a: (&Path, Named), b: (&Path, Named)) -> bool {
+    fn place((p, named): (&Path, Named)) -> Option<PathBuf> {
+        if named == Named::ByUser {
+            if let Ok(c) = std::fs::canonicalize(p) {
+                return Some(c);
+            }
         }
-        Some(std::fs::canonicalize(parent_of(p)).ok()?.join(p.file_name()?))
+        Some(
+            std::fs::canonicalize(parent_of(p))
+                .ok()?
+                .join(p.file_name()?),
+        )
     }
     match (place(a), place(b)) {
         (Some(x), Some(y)) => x == y,

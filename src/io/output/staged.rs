@@ -103,7 +103,8 @@ fn reserve(f: &File, bytes: u64, dir: &Path) -> Result<()> {
 /// `--stats`, the index's text, records table and metadata, the BWT, its primary index and the
 /// LCP array), and while they are put in place as many second names of the files they replace
 /// ([`super::commit_all`]); a library caller that runs jobs one after another reuses the slots.
-pub(super) static PARTIALS: [AtomicPtr<libc::c_char>; 16] = [const { AtomicPtr::new(ptr::null_mut()) }; 16];
+pub(super) static PARTIALS: [AtomicPtr<libc::c_char>; 16] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; 16];
 
 /// Removes every registered temporary file now (for the panic and out-of-memory handlers, which
 /// end the job with MPI_Abort before any destructor runs). Async-signal-safe.
@@ -204,7 +205,10 @@ impl Staged {
         };
         let dir = at::open_dir(&dir_path).map_err(cannot)?;
         let (Some(tmp_name), Some(name)) = (tmp.file_name(), target.file_name()) else {
-            return Err(Error::Usage(format!("{what} '{}' names no file", target.display())));
+            return Err(Error::Usage(format!(
+                "{what} '{}' names no file",
+                target.display()
+            )));
         };
         remove_stale_partials(&dir, &dir_path, name);
         let file = at::create_new(&dir, tmp_name, mode).map_err(cannot)?;

@@ -84,7 +84,14 @@ fn plan_refuses_what_is_not_ours() -> TestResult {
     ));
     // Devices and FIFOs are written through.
     assert_eq!(
-        plan(Path::new("/dev/null"), &[&input], false, "output", 1, Named::ByUser)?,
+        plan(
+            Path::new("/dev/null"),
+            &[&input],
+            false,
+            "output",
+            1,
+            Named::ByUser
+        )?,
         Dest::Through {
             target: PathBuf::from("/dev/null")
         }
@@ -179,14 +186,20 @@ fn stale_cleanup_never_opens_a_fifo() -> TestResult {
         rx.recv_timeout(Duration::from_secs(10)).is_ok(),
         "the cleanup hung on a FIFO named like a partial file"
     );
-    assert!(fifo.exists(), "the FIFO was removed: it is not ours to remove");
+    assert!(
+        fifo.exists(),
+        "the FIFO was removed: it is not ours to remove"
+    );
     // A link named like a partial file is not followed nor removed either.
     let victim = d.join("victim");
     std::fs::write(&victim, b"keep")?;
     let link = d.join(partial_name(std::ffi::OsStr::new("out.sa"), 10));
     std::os::unix::fs::symlink(&victim, &link)?;
     clear(&target);
-    assert!(std::fs::symlink_metadata(&link).is_ok(), "a link was removed");
+    assert!(
+        std::fs::symlink_metadata(&link).is_ok(),
+        "a link was removed"
+    );
     assert_eq!(std::fs::read(&victim)?, b"keep");
     let _ = std::fs::remove_dir_all(&d);
     Ok(())
@@ -236,18 +249,32 @@ fn beside_an_output_links_are_replaced_and_fifos_refused() -> TestResult {
     std::fs::write(&victim, b"keep")?;
     let meta = d.join("out.sa.meta");
     std::os::unix::fs::symlink(&victim, &meta)?;
-    let mut f = Staged::create(plan(&meta, &[], false, "index file", 3, Named::Beside)?, 0, "x")?;
+    let mut f = Staged::create(
+        plan(&meta, &[], false, "index file", 3, Named::Beside)?,
+        0,
+        "x",
+    )?;
     f.write_all(b"new")?;
     f.commit()?;
-    assert!(std::fs::symlink_metadata(&meta)?.is_file(), "the link is still there");
+    assert!(
+        std::fs::symlink_metadata(&meta)?.is_file(),
+        "the link is still there"
+    );
     assert_eq!(std::fs::read(&meta)?, b"new");
-    assert_eq!(std::fs::read(&victim)?, b"keep", "the link's file was written");
+    assert_eq!(
+        std::fs::read(&victim)?,
+        b"keep",
+        "the link's file was written"
+    );
     let text = d.join("out.sa.text");
     let c = std::ffi::CString::new(text.as_os_str().as_bytes())?;
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
     let e = plan(&text, &[], false, "text file", 3, Named::Beside).unwrap_err();
-    assert!(matches!(e, Error::Usage(_)) && e.to_string().contains("special file"), "{e}");
+    assert!(
+        matches!(e, Error::Usage(_)) && e.to_string().contains("special file"),
+        "{e}"
+    );
     let _ = std::fs::remove_dir_all(&d);
     Ok(())
 }
@@ -267,19 +294,31 @@ fn outputs_never_widen_permissions() -> TestResult {
     std::fs::write(&open, b"text")?;
     set(&open, 0o644)?;
     let write = |out: &Path, inputs: &[&Path]| -> Result<()> {
-        let mut f = Staged::create(plan(out, inputs, false, "output", random_tag(), Named::ByUser)?, 0, "x")?;
+        let mut f = Staged::create(
+            plan(out, inputs, false, "output", random_tag(), Named::ByUser)?,
+            0,
+            "x",
+        )?;
         f.write_all(b"sa")?;
         f.commit()
     };
     let out = d.join("a.sa");
     write(&out, &[&private])?;
-    assert_eq!(mode(&out)?, 0o600, "a private input's output is readable by others");
+    assert_eq!(
+        mode(&out)?,
+        0o600,
+        "a private input's output is readable by others"
+    );
     // A rebuild from an open input keeps the old output's narrower mode.
     write(&out, &[&open])?;
     assert_eq!(mode(&out)?, 0o600, "a rebuild widened the output");
     let open_out = d.join("b.sa");
     write(&open_out, &[&open])?;
-    assert_eq!(mode(&open_out)? & 0o077 & !0o044, 0, "more than the input allows");
+    assert_eq!(
+        mode(&open_out)? & 0o077 & !0o044,
+        0,
+        "more than the input allows"
+    );
     let _ = std::fs::remove_dir_all(&d);
     Ok(())
 }
@@ -302,7 +341,11 @@ fn a_failed_commit_puts_back_what_was_placed() -> TestResult {
     std::fs::write(c.join("x"), b"x")?;
     let e = super::commit::place_all(files).unwrap_err();
     assert!(e.to_string().contains("put back"), "{e}");
-    assert_eq!(std::fs::read(&a)?, b"old a", "the old file was not put back");
+    assert_eq!(
+        std::fs::read(&a)?,
+        b"old a",
+        "the old file was not put back"
+    );
     assert!(!b.exists(), "the new file stayed");
     let left: Vec<_> = std::fs::read_dir(&d)?
         .flatten()
