@@ -554,13 +554,17 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
     if num.is_empty() || !num.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
         return Err(bad());
     }
-    if let Ok(v) = num.parse::<u64>() {
-        return v.checked_mul(1 << shift).ok_or_else(bad);
+    let too_large = || format!("'{s}' is too large: a size is at most 16 EiB (2^64 bytes)");
+    if num.bytes().all(|c| c.is_ascii_digit()) {
+        // Digits only: too many of them is a number too large, not a bad one.
+        return (num.parse::<u64>().ok())
+            .and_then(|v| v.checked_mul(1 << shift))
+            .ok_or_else(too_large);
     }
     match num.parse::<f64>() {
         Ok(v) if v.is_finite() && shift > 0 => {
             let b = (v * (1u64 << shift) as f64).round();
-            (b < u64::MAX as f64).then_some(b as u64).ok_or_else(bad)
+            (b < u64::MAX as f64).then_some(b as u64).ok_or_else(too_large)
         }
         _ => Err(bad()),
     }
@@ -621,8 +625,13 @@ mod tests {
         ] {
             assert_eq!(parse_size(s), Ok(want), "{s}");
         }
-        for s in ["", "G", "3X", "-1G", "1.5", "1e3M", "3 G G", "99999999999T"] {
-            assert!(parse_size(s).is_err(), "{s}");
+        for s in ["", "G", "3X", "-1G", "1.5", "1e3M", "3 G G"] {
+            assert!(parse_size(s).is_err_and(|e| e.contains("not a size")), "{s}");
+        }
+        for s in ["99999999999T", "99999999999999999999", "16777216T", "1e30"] {
+            let r = parse_size(s);
+            let want = if s == "1e30" { "not a size" } else { "too large" };
+            assert!(r.as_ref().is_err_and(|e| e.contains(want)), "{s}: {r:?}");
         }
     }
 
