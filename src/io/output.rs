@@ -749,6 +749,19 @@ impl OutputFile {
         drop(file);
         comm.agree(root.map_or(Ok(()), |s| s.commit()))
     }
+
+    /// pe 0: the size and modification time of the temporary file as written (None for a
+    /// target written through); call it once every pe has written and synced its part. The
+    /// file is opened anew by its path for this (on NFS an open revalidates what the client
+    /// knows of it, which other nodes' writes changed). Others: None. Local.
+    pub fn stamp(&self) -> Result<Option<crate::io::index::FileStamp>> {
+        let Some(Dest::Staged { tmp, .. }) = self.root.as_ref().map(|s| s.dest()) else {
+            return Ok(None);
+        };
+        let m = File::open(tmp).and_then(|f| f.metadata());
+        let m = m.map_err(|e| Error::io("look at the written output", tmp, e))?;
+        Ok(Some(crate::io::index::FileStamp::of(&m)))
+    }
 }
 
 /// Appends `xs` to `buf` as little-endian integers of `width` bytes each (the low bytes of each
