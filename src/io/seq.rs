@@ -1461,4 +1461,40 @@ mod tests {
             assert_eq!(Format::from_name(Path::new(n)), f, "{n}");
         }
     }
+
+    /// A stream fed in pieces of any size gives each record's sequence (case kept, empty ones
+    /// too) as the whole file read at once does, and its errors name the same line.
+    #[test]
+    fn sequences_stream_in_any_pieces() {
+        let fasta = b">a x\nACg\r\nTT\n>\n>c\nN-*\n\n>d\nGG".as_slice();
+        let fastq = b"@a\nACGT\n+\nIIII\n@b\n\n+\n\n@c\ngg\n+\n!!\n".as_slice();
+        let opts = SeqOptions {
+            keep_case: true,
+            ..SeqOptions::default()
+        };
+        for (bytes, format) in [(fasta, Format::Fasta), (fastq, Format::Fastq)] {
+            let (t, records) = text_of(&[(bytes.to_vec(), format)], &opts).unwrap();
+            let want: Vec<Vec<u8>> = (records.iter())
+                .map(|r| t[r.start as usize..(r.start + r.len) as usize].to_vec())
+                .collect();
+            for piece in [1, 2, 3, 7, bytes.len()] {
+                let mut s = Sequences::new(format);
+                let mut got = Vec::new();
+                for part in bytes.chunks(piece) {
+                    s.feed(part, &mut got).unwrap();
+                }
+                s.finish(&mut got).unwrap();
+                assert_eq!(got, want, "{format:?} in pieces of {piece}");
+            }
+        }
+        let mut s = Sequences::new(Format::Fastq);
+        let mut got = Vec::new();
+        s.feed(b"@a\nAC\n+\nI", &mut got).unwrap();
+        s.feed(b"I\n@b\nA\n+\nII\n", &mut got).unwrap_err();
+        let e = err(b"@a\nAC\n+\nII\n@b\nA\n+\nII\n", Format::Fastq);
+        let mut s = Sequences::new(Format::Fastq);
+        let streamed =
+            (s.feed(b"@a\nAC\n+\nII\n@b\nA\n+\nII\n", &mut got)).and_then(|()| s.finish(&mut got));
+        assert_eq!(streamed.unwrap_err(), e);
+    }
 }
