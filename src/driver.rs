@@ -664,8 +664,9 @@ impl IndexFiles {
 /// (local; pe 0 asks): an `OUT.meta` that is not a psa index file (no magic), or an
 /// `OUT.records.tsv` or (`sequence` input) `OUT.text` that the `OUT.meta` beside it does not
 /// describe ([`IndexMeta::wrote`]: its stamps, or an older index's sizes), or that has none
-/// beside it. A file that does not exist passes, and so does anything but a regular file (which
-/// is written through or refused as such).
+/// beside it. A file that does not exist passes, and so does one beside a damaged psa index
+/// (the magic, but no index: rebuilding is the remedy for the damage), and anything but a
+/// regular file (which is written through or refused as such).
 fn foreign_side_file(out: &Path, sequence: bool) -> Option<String> {
     use std::io::Read;
     let existing = |p: &Path| std::fs::metadata(p).ok().filter(|m| m.is_file());
@@ -702,7 +703,9 @@ fn foreign_side_file(out: &Path, sequence: bool) -> Option<String> {
         let why = match (&meta, has_magic) {
             (Some(meta), _) if meta.wrote(side, &m) => continue,
             (Some(_), _) => format!("is not the one of the psa index '{shown}' beside it"),
-            (None, Some(true)) => format!("the psa index '{shown}' beside it is damaged"),
+            // psa's index, damaged: its files are taken as psa's (rebuilding is the remedy
+            // `psa query` gives for the damage).
+            (None, Some(true)) => continue,
             _ => format!("is not psa's (there is no psa index '{shown}' beside it)"),
         };
         return refuse(&path, what, why);

@@ -432,7 +432,7 @@ fn open_checked(e: &Expected, meta_path: &Path, warnings: &mut Vec<String>) -> R
     };
     if let Some(why) = why {
         return Err(Error::Invalid(format!(
-            "'{}' does not belong to the index '{}' ({why}): build the index again, or, where a build is writing it now, wait for that build to finish",
+            "'{}' does not belong to the index '{}' ({why}): where a build is writing the index now, wait for it to finish; else build the index again (with --force, as a build keeps the files beside its output that their index does not describe)",
             path.display(),
             meta_path.display()
         )));
