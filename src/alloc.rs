@@ -17,7 +17,7 @@
 //! the run warns at its start when its pes are likely to lack the memory.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 /// The system allocator, with a job-wide clear error when it fails.
 pub struct AbortOnOom;
@@ -28,6 +28,16 @@ static RANK: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// allocating and read without locks (a torn name in a message is harmless).
 static PHASE: [AtomicU8; 48] = [const { AtomicU8::new(0) }; 48];
 static PHASE_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Set by `psa query` ([`in_query`]): a failed allocation is then told as the query's.
+static QUERY: AtomicBool = AtomicBool::new(false);
+
+/// Makes a failed allocation end the process as `psa query`'s: its message names no pe, phase
+/// or nodes (a query has none) but what a query holds, and the exit status is 1. Process-wide;
+/// `psa query` calls it first.
+pub fn in_query() {
+    QUERY.store(true, Ordering::Relaxed);
+}
 
 /// Tells the allocator which pe this is (done by [`crate::Ctx::new`]).
 pub(crate) fn set_rank(rank: usize) {
@@ -234,15 +244,28 @@ fn out_of_memory(size: usize) -> ! {
         u.ru_maxrss as u64
     };
     let rank = RANK.load(Ordering::Relaxed);
-    let _ = write!(m, "psa: error");
+    let query = QUERY.load(Ordering::Relaxed);
+    let _ = write!(
+        m,
+        "{}",
+        if query {
+            "psa query: error"
+        } else {
+            "psa: error"
+        }
+    );
     if rank != usize::MAX {
         let _ = write!(m, " on pe {rank}");
     }
+    let host = std::str::from_utf8(&host[..host_len]).unwrap_or("?");
+    let _ = write!(m, " (host {host}): out of memory");
+    if !query {
+        let phase = std::str::from_utf8(&phase[..plen]).unwrap_or("?");
+        let _ = write!(m, " in phase '{phase}'");
+    }
     let _ = write!(
         m,
-        " (host {}): out of memory in phase '{}': an allocation of {size} bytes failed; peak resident memory so far {} MB, ",
-        std::str::from_utf8(&host[..host_len]).unwrap_or("?"),
-        std::str::from_utf8(&phase[..plen]).unwrap_or("?"),
+        ": an allocation of {size} bytes failed; peak resident memory so far {} MB, ",
         peak_kb / 1024,
     );
     match crate::stats::address_space_limit() {
@@ -253,9 +276,17 @@ fn out_of_memory(size: usize) -> ! {
             let _ = write!(m, "no address-space limit");
         }
     }
-    let _ = writeln!(m, "; use more pes or nodes, or a machine with more memory");
+    let _ = writeln!(m, "; {}", match query {
+        true => "a query holds the index's records, a batch of patterns, each pattern whole and, with --locate, the occurrences it reports (--max-hits limits them): give --max-hits, or use a machine with more memory",
+        false => "use more pes or nodes, or a machine with more memory",
+    });
     // SAFETY: writing our stack buffer to stderr.
     unsafe { libc::write(2, m.buf.as_ptr().cast(), m.len) };
+    if query {
+        // SAFETY: ends the process at once, as the exit status of an error (a failed
+        // allocation leaves nothing that could be unwound or flushed safely).
+        unsafe { libc::_exit(1) };
+    }
     crate::io::remove_partial_now();
     if rank != usize::MAX {
         crate::comm::abort_world(1);

@@ -6,8 +6,10 @@ use std::time::Instant;
 use crate::comm::Comm;
 use crate::config::json_str;
 use crate::error::{Error, Result};
-use crate::io::index::{side_path, IndexMeta, InputMeta, RecordMeta, VERSION};
-use crate::io::output::{commit_all, Named, Staged};
+use crate::io::index::{
+    side_path, BuildStamps, FileStamp, IndexMeta, InputMeta, RecordMeta, Side, VERSION,
+};
+use crate::io::output::{commit_all, random_tag, Named, Staged};
 use crate::io::seq::{self, Format, InputFile, Record, SeqOptions};
 use crate::io::{OutputFile, SideFile, Width};
 use crate::plan::{self, Plan, Shape};
@@ -498,7 +500,11 @@ fn run_here(
     let mut side = side;
     if let Some(side) = &mut side {
         let meta = index_meta(comm, files, job, n, width, sequence, &records);
-        side.write(comm, &records, meta)?;
+        // Taken now that every pe has written and synced: the renames keep them.
+        let stamp = |f: Option<&OutputFile>| f.map_or(Ok(None), |f| f.stamp());
+        let stamps =
+            comm.agree(stamp(out.as_ref()).and_then(|sa| Ok((sa, stamp(text_file.as_ref())?))))?;
+        side.write(comm, &records, meta, stamps)?;
     }
     let total_secs = comm_max_f64(ctx, t0.elapsed().as_secs_f64());
     let phases = summarise(comm, &ctx.log);
@@ -593,6 +599,12 @@ impl IndexFiles {
             }
             return Ok(None);
         }
+        // Files beside it that psa did not write are kept, unless --force.
+        let foreign = match (comm.rank(), force) {
+            (0, false) => foreign_side_file(out, sequence),
+            _ => None,
+        };
+        comm.agree(foreign.map_or(Ok(()), |m| Err(Error::Usage(m))))?;
         // T's file is made once its size is known; its path is checked now.
         if sequence {
             let text = side_path(out, ".text");
@@ -639,10 +651,27 @@ impl IndexFiles {
         }))
     }
 
-    /// Writes the records table and the metadata (pe 0's), not yet in place. Collective.
-    fn write(&mut self, comm: &Comm, records: &[Record], meta: Option<IndexMeta>) -> Result<()> {
-        self.records.write(comm, &IndexMeta::records_tsv(records))?;
-        let bytes = meta.map_or_else(Vec::new, |m| m.encode());
+    /// Writes the records table and the metadata (pe 0's), not yet in place, the metadata with
+    /// the build's stamps: a fresh build id, the stamps of the SA and `OUT.text` (pe 0's
+    /// `stamps`) and the records table's size. Collective.
+    fn write(
+        &mut self,
+        comm: &Comm,
+        records: &[Record],
+        meta: Option<IndexMeta>,
+        (sa, text): (Option<FileStamp>, Option<FileStamp>),
+    ) -> Result<()> {
+        let table = IndexMeta::records_tsv(records);
+        self.records.write(comm, &table)?;
+        let bytes = meta.map_or_else(Vec::new, |mut m| {
+            m.stamps = sa.map(|sa| BuildStamps {
+                build: random_tag(),
+                sa,
+                text,
+                records_size: table.len() as u64,
+            });
+            m.encode()
+        });
         self.meta.write(comm, &bytes)
     }
 
@@ -653,6 +682,59 @@ impl IndexFiles {
         staged.push(self.meta.into_staged());
         self.stale_text
     }
+}
+
+/// The first file beside `out` that a build would replace but psa did not write, as a message
+/// (local; pe 0 asks): an `OUT.meta` that is not a psa index file (no magic), or an
+/// `OUT.records.tsv` or (`sequence` input) `OUT.text` that the `OUT.meta` beside it does not
+/// describe ([`IndexMeta::wrote`]: its stamps, or an older index's sizes), or that has none
+/// beside it. A file that does not exist passes, and so does one beside a damaged psa index
+/// (the magic, but no index: rebuilding is the remedy for the damage), and anything but a
+/// regular file (which is written through or refused as such).
+fn foreign_side_file(out: &Path, sequence: bool) -> Option<String> {
+    use std::io::Read;
+    let existing = |p: &Path| std::fs::metadata(p).ok().filter(|m| m.is_file());
+    let meta_path = side_path(out, ".meta");
+    let has_magic = existing(&meta_path).map(|_| {
+        let mut head = [0u8; 8];
+        let read = std::fs::File::open(&meta_path).and_then(|mut f| f.read_exact(&mut head));
+        read.is_ok() && head == *crate::io::index::MAGIC
+    });
+    let refuse = |p: &Path, what: &str, why: String| {
+        Some(format!(
+            "{what} '{}' exists and {why}: refusing to replace it; remove it, choose another output (-o), or pass --force to replace it",
+            p.display()
+        ))
+    };
+    if has_magic == Some(false) {
+        return refuse(
+            &meta_path,
+            "the index file",
+            "is not a psa index file".into(),
+        );
+    }
+    let meta = has_magic.and_then(|_| IndexMeta::read(&meta_path).ok());
+    let sides = [
+        (Side::Records, ".records.tsv", "the records table"),
+        (Side::Text, ".text", "the text file"),
+    ];
+    for (side, suffix, what) in sides {
+        let path = side_path(out, suffix);
+        let Some(m) = existing(&path).filter(|_| side == Side::Records || sequence) else {
+            continue;
+        };
+        let shown = meta_path.display();
+        let why = match (&meta, has_magic) {
+            (Some(meta), _) if meta.wrote(side, &m) => continue,
+            (Some(_), _) => format!("is not the one of the psa index '{shown}' beside it"),
+            // psa's index, damaged: its files are taken as psa's (rebuilding is the remedy
+            // `psa query` gives for the damage).
+            (None, Some(true)) => continue,
+            _ => format!("is not psa's (there is no psa index '{shown}' beside it)"),
+        };
+        return refuse(&path, what, why);
+    }
+    None
 }
 
 /// Writes T beside the output (`OUT.text`), every pe its block; put in place by the caller
@@ -707,7 +789,8 @@ fn warn_repeated_names(records: &[Record]) {
     }
 }
 
-/// The index metadata (pe 0; None elsewhere).
+/// The index metadata (pe 0; None elsewhere), without its stamps ([`IndexFiles::write`] adds
+/// them).
 fn index_meta(
     comm: &Comm,
     files: &[InputFile],
@@ -758,6 +841,7 @@ fn index_meta(
                 len: r.len,
             })
             .collect(),
+        stamps: None,
     })
 }
 

@@ -103,9 +103,19 @@ fn query_main() -> ExitCode {
         eprintln!("psa query: error: give patterns, or --patterns FILE");
         return ExitCode::from(2);
     }
+    // Out of memory, a query speaks of itself (it has no pes or phases).
+    psa::alloc::in_query();
     if let Some(t) = cli.threads {
+        // As the build's: at most the cores this process may run on (more only slow it down,
+        // and thousands of threads take minutes to start).
+        let cores = usable_cores();
+        if t > cores {
+            eprintln!(
+                "psa query: warning: --threads {t} is more than the {cores} core(s) this process may run on: using {cores}"
+            );
+        }
         let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(t)
+            .num_threads(t.min(cores))
             .build_global();
     }
     let stdout = std::io::stdout();

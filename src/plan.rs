@@ -564,7 +564,9 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
     match num.parse::<f64>() {
         Ok(v) if v.is_finite() && shift > 0 => {
             let b = (v * (1u64 << shift) as f64).round();
-            (b < u64::MAX as f64).then_some(b as u64).ok_or_else(too_large)
+            (b < u64::MAX as f64)
+                .then_some(b as u64)
+                .ok_or_else(too_large)
         }
         _ => Err(bad()),
     }
@@ -626,11 +628,18 @@ mod tests {
             assert_eq!(parse_size(s), Ok(want), "{s}");
         }
         for s in ["", "G", "3X", "-1G", "1.5", "1e3M", "3 G G"] {
-            assert!(parse_size(s).is_err_and(|e| e.contains("not a size")), "{s}");
+            assert!(
+                parse_size(s).is_err_and(|e| e.contains("not a size")),
+                "{s}"
+            );
         }
         for s in ["99999999999T", "99999999999999999999", "16777216T", "1e30"] {
             let r = parse_size(s);
-            let want = if s == "1e30" { "not a size" } else { "too large" };
+            let want = if s == "1e30" {
+                "not a size"
+            } else {
+                "too large"
+            };
             assert!(r.as_ref().is_err_and(|e| e.contains(want)), "{s}: {r:?}");
         }
     }

@@ -307,7 +307,9 @@ fn a_late_failure_replaces_no_output() {
         for f in olds {
             dir.write(f, SENTINEL);
         }
+        // (--force: the index files hold no index of psa's, and are replaced only when forced.)
         let args = [
+            "--force",
             "-o",
             "o.sa",
             "--bwt",
@@ -787,6 +789,74 @@ fn sigterm_mid_run_keeps_existing_output() {
 /// The run failed before reading the input.
 fn failed_before_reading(o: &Outcome) -> bool {
     !o.success() && !o.stderr.contains("read done")
+}
+
+/// Files beside the output that psa did not write (T14): an `OUT.text`, `OUT.records.tsv` or
+/// `OUT.meta` of the user's is refused before the input is read (exit 2, naming it and
+/// `--force`) and kept, for sequence and raw input (a raw build leaves `OUT.text` alone);
+/// `--force` replaces it; a build over psa's own index files goes ahead, but not over its
+/// records table once changed. At p = 1 and 3.
+#[test]
+fn side_files_psa_did_not_write_are_kept() {
+    let dir = TempDir::new("foreign_side");
+    dir.write("g.fa", b">a\nACGTACGTTT\n>b\nGGACGT\n");
+    dir.write("in.txt", &gen::dna(3, 2000));
+    let clear = || {
+        for f in ["x.sa", "x.sa.text", "x.sa.records.tsv", "x.sa.meta"] {
+            let _ = fs::remove_file(dir.join(f));
+        }
+    };
+    let cases = [
+        ("g.fa", "x.sa.text", "the text file"),
+        ("g.fa", "x.sa.records.tsv", "the records table"),
+        ("g.fa", "x.sa.meta", "the index file"),
+        ("in.txt", "x.sa.records.tsv", "the records table"),
+        ("in.txt", "x.sa.meta", "the index file"),
+    ];
+    for p in [1, 3] {
+        for (input, side, what) in cases {
+            let ctx = format!("p = {p}, {input}, {side}");
+            clear();
+            dir.write(side, SENTINEL);
+            let o = run_psa(p, ["-o", "x.sa", input], dir.path());
+            o.assert_error(2, &format!("{what} 'x.sa{}' exists", &side[4..]), &ctx);
+            assert!(o.stderr.contains("--force"), "{ctx}: {}", o.describe());
+            assert!(
+                failed_before_reading(&o) && !o.stderr.contains("scan done"),
+                "{ctx}: {}",
+                o.describe()
+            );
+            assert_eq!(fs::read(dir.join(side)).unwrap(), SENTINEL, "{ctx}");
+            assert!(!dir.join("x.sa").exists(), "{ctx}: {:?}", dir.entries());
+            assert!(partial_files(dir.path()).is_empty(), "{ctx}");
+            let o = run_psa(p, ["--force", "-o", "x.sa", input], dir.path());
+            assert!(o.success(), "{ctx}: {}", o.describe());
+            assert_ne!(fs::read(dir.join(side)).unwrap(), SENTINEL, "{ctx}");
+            // psa's own files now: rebuilt without --force.
+            let o = run_psa(p, ["-o", "x.sa", input], dir.path());
+            assert!(o.success(), "{ctx}: rebuild: {}", o.describe());
+        }
+        // A raw build does not replace OUT.text: another file there is no matter.
+        clear();
+        dir.write("x.sa.text", SENTINEL);
+        let o = run_psa(p, ["-o", "x.sa", "in.txt"], dir.path());
+        assert!(o.success(), "p = {p}: {}", o.describe());
+        assert_eq!(fs::read(dir.join("x.sa.text")).unwrap(), SENTINEL);
+        // psa's records table, changed since: no longer the one its index describes.
+        clear();
+        let o = run_psa(p, ["-o", "x.sa", "g.fa"], dir.path());
+        assert!(o.success(), "p = {p}: {}", o.describe());
+        let mut table = fs::read(dir.join("x.sa.records.tsv")).unwrap();
+        table.extend_from_slice(b"mine\t0\t1\n");
+        fs::write(dir.join("x.sa.records.tsv"), &table).unwrap();
+        let o = run_psa(p, ["-o", "x.sa", "g.fa"], dir.path());
+        o.assert_error(
+            2,
+            "the records table 'x.sa.records.tsv' exists",
+            &format!("p = {p}"),
+        );
+        assert_eq!(fs::read(dir.join("x.sa.records.tsv")).unwrap(), table);
+    }
 }
 
 /// The suffix array psa writes for `input` at p = 1 into `dir/name` (the reference for a run).

@@ -55,8 +55,15 @@ fn query_stdin(dir: &Path, args: &[&str], input: &[u8]) -> std::process::Output 
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), input).unwrap();
-    child.wait_with_output().unwrap()
+    // Written by a thread of its own: psa answers while it reads, and its answers must be read
+    // meanwhile.
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &input));
+    let o = child.wait_with_output().unwrap();
+    // (A refusal may come before psa reads it all: a broken pipe then.)
+    let _ = writer.join();
+    o
 }
 
 /// Patterns of T: substrings (some lower-cased, some across a `$`), and absent ones.
@@ -368,12 +375,15 @@ fn query_reopens_any_name_and_reports_damage() {
         "{err}"
     );
 
-    // Every entry n (not below n): the search reads one at once.
+    // Every entry n (not below n): the search reads one at once. (Its modification time put
+    // back: else the index would refuse the SA as not its build's before reading an entry.)
     let sa = dir.join("t.sa");
     let width = std::fs::metadata(&sa).unwrap().len() as usize / t.len();
     let n = (t.len() as u64).to_le_bytes();
     let damaged: Vec<u8> = (0..t.len()).flat_map(|_| n[..width].to_vec()).collect();
+    let built = mtime(&sa);
     std::fs::write(&sa, damaged).unwrap();
+    set_mtime(&sa, built);
     let o = Command::new(PSA)
         .args(["query", "t.sa", "abra"])
         .current_dir(dir.path())
@@ -602,4 +612,397 @@ fn query_skips_empty_and_padded_patterns() {
     );
     let (ok, out, err) = query(dir.path(), &["h.sa", "GGA"]);
     assert!(ok && out == "GGA\t1\n", "{out} {err}");
+}
+
+// ------------------------------------------------------------------------------------------------
+// The index's files as one build's, forged metadata, streamed patterns, capped threads
+
+/// `psa query ARGS` in `dir` within `secs` seconds (a run that takes longer is killed and
+/// counts as a hang).
+fn query_within(dir: &Path, args: &[&str], secs: u64) -> common::Outcome {
+    let mut c = Command::new(PSA);
+    c.arg("query").args(args).current_dir(dir);
+    common::run_with_timeout(c, dir, std::time::Duration::from_secs(secs))
+}
+
+/// Builds `out` from `input` on p pes (quietly), asserting that it worked.
+fn build(dir: &Path, p: usize, input: &str, out: &str) {
+    let o = run_psa(p, ["-q", "-o", out, input], dir);
+    assert!(o.success(), "{}", o.describe());
+}
+
+/// Sets `path`'s modification time.
+fn set_mtime(path: &Path, t: std::time::SystemTime) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(t).unwrap();
+}
+
+/// `path`'s modification time.
+fn mtime(path: &Path) -> std::time::SystemTime {
+    std::fs::metadata(path).unwrap().modified().unwrap()
+}
+
+/// Overwrites the bytes at `offset` of `path` in place (same size, new modification time).
+fn write_at(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.write_all_at(bytes, offset).unwrap();
+}
+
+/// `fa` with every sequence letter complemented: the same records and n, other letters.
+fn complemented(fa: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in fa.split_inclusive(|&b| b == b'\n') {
+        match line.first() {
+            Some(b'>') => out.extend_from_slice(line),
+            _ => out.extend(line.iter().map(|&b| seq_common::complement(b))),
+        }
+    }
+    out
+}
+
+/// What `psa query` answers for `pats` (TSV counts) by a naive scan of `t`, patterns folded.
+fn naive_counts(t: &[u8], pats: &[&str]) -> String {
+    (pats.iter())
+        .map(|p| {
+            format!(
+                "{p}\t{}\n",
+                naive_find(t, p.to_uppercase().as_bytes()).len()
+            )
+        })
+        .collect()
+}
+
+/// The index's files must be of one build (T1): metadata, SA or text of another build of the
+/// same n (SA copied with its own modification time kept, as `cp -p` does), the text edited in
+/// place, SA entries swapped in place: each refused (exit 1) naming the file that does not
+/// belong; the index itself answers as a naive scan does. At p = 1 and 3.
+#[test]
+fn query_refuses_the_files_of_another_build() {
+    let dir = TempDir::new("mixed_builds");
+    let fa = fasta(21, 4, 300);
+    dir.write("a.fa", &fa);
+    dir.write("b.fa", &complemented(&fa));
+    let (t, _) = reference(&[(fa.clone(), Kind::Fasta)], &["a.fa".into()], false, false);
+    let pats = ["ACG", "TTA", "GATT", "C", "AC$"];
+    let want = naive_counts(&t, &pats);
+    let mut args = vec!["x.sa"];
+    args.extend(pats);
+    let refused = |what: &str, file: &str| {
+        let o = query_within(dir.path(), &args, 60);
+        assert_eq!(o.code, Some(1), "{what}: {}", o.describe());
+        let named = format!("'{file}' does not belong to the index 'x.sa.meta'");
+        assert!(o.stderr.contains(&named), "{what}: {}", o.describe());
+        assert!(o.stdout.is_empty(), "{what}: answered: {}", o.describe());
+    };
+    // A fresh index each time (a build over a side file changed so would refuse it unforced).
+    let fresh = |p: usize| {
+        for f in ["x.sa", "x.sa.text", "x.sa.records.tsv", "x.sa.meta"] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        build(dir.path(), p, "a.fa", "x.sa");
+    };
+    for p in [1, 3] {
+        build(dir.path(), p, "b.fa", "b.sa");
+        for (theirs, ours, named) in [
+            ("b.sa.meta", "x.sa.meta", "x.sa"),
+            ("b.sa", "x.sa", "x.sa"),
+            ("b.sa.text", "x.sa.text", "x.sa.text"),
+        ] {
+            fresh(p);
+            let o = query_within(dir.path(), &args, 60);
+            assert!(o.success() && o.stdout == want, "p = {p}: {}", o.describe());
+            std::fs::copy(dir.join(theirs), dir.join(ours)).unwrap();
+            set_mtime(&dir.join(ours), mtime(&dir.join(theirs)));
+            refused(&format!("p = {p}: {ours} from another build"), named);
+        }
+        fresh(p);
+        let flip = if t[5] == b'A' { b"C" } else { b"A" };
+        write_at(&dir.join("x.sa.text"), 5, flip);
+        refused(&format!("p = {p}: OUT.text edited"), "x.sa.text");
+        fresh(p);
+        let sa = dir.join("x.sa");
+        let (before, bytes) = (mtime(&sa), std::fs::read(&sa).unwrap());
+        write_at(&sa, 0, &[&bytes[4..8], &bytes[..4]].concat());
+        set_mtime(&sa, before + std::time::Duration::from_secs(1));
+        refused(&format!("p = {p}: SA entries swapped"), "x.sa");
+    }
+}
+
+/// Rebuilds alternating two inputs of the same length race queries of the index (the build
+/// renames its files one by one): every query answers as one of the two indexes does, or
+/// refuses (exit 1) saying the files are not of one build; never a mix of both.
+#[test]
+fn queries_during_rebuilds_answer_one_build_or_refuse() {
+    let dir = TempDir::new("rebuild_race");
+    let fa = fasta(33, 3, 2000);
+    let fb = complemented(&fa);
+    dir.write("a.fa", &fa);
+    dir.write("b.fa", &fb);
+    let text = |f: &[u8]| reference(&[(f.to_vec(), Kind::Fasta)], &["x".into()], false, false).0;
+    let pats = ["ACGT", "TTG", "GA", "CCA", "TACG", "G", "AAT"];
+    let answers = [
+        naive_counts(&text(&fa), &pats),
+        naive_counts(&text(&fb), &pats),
+    ];
+    assert_ne!(answers[0], answers[1]);
+    build(dir.path(), 1, "a.fa", "x.sa");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (mut refusals, mut answered) = (0, 0);
+    std::thread::scope(|s| {
+        let builder = s.spawn(|| {
+            for k in 0..16 {
+                build(dir.path(), 1, ["b.fa", "a.fa"][k % 2], "x.sa");
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut args = vec!["x.sa"];
+        args.extend(pats);
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let o = query_within(dir.path(), &args, 60);
+            match o.code {
+                Some(0) => {
+                    assert!(
+                        answers.contains(&o.stdout),
+                        "a mixed answer: {}",
+                        o.describe()
+                    );
+                    answered += 1;
+                }
+                _ => {
+                    let clear = o.stderr.contains("does not belong to the index")
+                        || o.stderr.contains("was replaced while the index was opened");
+                    assert!(o.code == Some(1) && clear, "{}", o.describe());
+                    refusals += 1;
+                }
+            }
+        }
+        builder.join().unwrap();
+    });
+    eprintln!("{answered} queries answered, {refusals} refused during the rebuilds");
+    assert!(answered > 0, "no query answered");
+}
+
+/// Forged and damaged metadata (T9, T13): the magic and a version followed by lengths of
+/// terabytes, random bytes, every cut of a true file, every byte of it changed: exit 1 with a
+/// clear message (damaged, not a psa index file, a newer psa only for a sane beginning, or a
+/// file that does not belong), or, where a change left a valid index (a record's name), an
+/// answer; never a panic, an abort or a hang.
+#[test]
+fn forged_metadata_is_a_clear_error() {
+    let dir = TempDir::new("forged_meta");
+    dir.write("g.fa", b">a\nACGTACGTTT\n>b\nGGACGT\n");
+    build(dir.path(), 1, "g.fa", "g.sa");
+    let meta = dir.join("g.sa.meta");
+    let good = std::fs::read(&meta).unwrap();
+    let huge = |version: u8| {
+        // version, n = 18, width 4, three flags, then a vector of 2^56 inputs: 30 bytes in all.
+        let mut v = b"PSAINDEX".to_vec();
+        v.extend([version, 18, 4, 1, 0, 0, 0xfd]);
+        v.extend(&(1u64 << 56).to_le_bytes());
+        v.extend([0u8; 7]);
+        v
+    };
+    let mut rng = Rng::new(5);
+    let mut cases: Vec<(String, Vec<u8>)> = vec![];
+    for version in 1..=3 {
+        cases.push((format!("version {version}, huge lengths"), huge(version)));
+    }
+    cases.push(("empty".into(), vec![]));
+    cases.push(("another magic".into(), b"PSAINDEY\x03\x12\x04".to_vec()));
+    for len in [0, 1, 5, 22, 64, 300] {
+        let mut v = b"PSAINDEX".to_vec();
+        v.extend((0..len).map(|_| rng.below(256) as u8));
+        cases.push((format!("{len} random bytes"), v));
+    }
+    for cut in 0..good.len() {
+        cases.push((format!("cut at {cut}"), good[..cut].to_vec()));
+    }
+    for at in 8..good.len() {
+        let mut v = good.clone();
+        v[at] ^= 1 << rng.below(8);
+        cases.push((format!("byte {at} changed"), v));
+    }
+    let clear = [
+        "is damaged",
+        "is not a psa index file",
+        "does not belong to the index",
+        "newer psa",
+    ];
+    for (what, bytes) in &cases {
+        std::fs::write(&meta, bytes).unwrap();
+        let o = query_within(dir.path(), &["g.sa", "ACGT"], 30);
+        assert!(
+            !o.timed_out && !o.stderr.contains("panicked"),
+            "{what}: {}",
+            o.describe()
+        );
+        match o.code {
+            Some(0) => assert!(what.contains("changed"), "{what}: {}", o.describe()),
+            Some(1) => assert!(
+                clear.iter().any(|c| o.stderr.contains(c)),
+                "{what}: {}",
+                o.describe()
+            ),
+            _ => panic!("{what}: {}", o.describe()),
+        }
+        if o.stderr.contains("newer psa") {
+            assert!(
+                what.contains("changed"),
+                "{what}: named newer: {}",
+                o.describe()
+            );
+        }
+    }
+}
+
+/// `--threads` above the cores this process may run on is capped, with a warning (T6): a
+/// query with 20000 asked answers at once.
+#[test]
+fn query_threads_are_capped() {
+    let dir = TempDir::new("query_threads");
+    dir.write("g.fa", b">a\nACGTACGTTT\n>b\nGGACGT\n");
+    build(dir.path(), 1, "g.fa", "g.sa");
+    let o = query_within(dir.path(), &["g.sa", "--threads", "20000", "ACGT"], 30);
+    assert!(o.success(), "{}", o.describe());
+    assert_eq!(o.stdout, "ACGT\t3\n");
+    assert!(
+        o.stderr.contains("--threads 20000 is more than the"),
+        "{}",
+        o.describe()
+    );
+}
+
+/// A patterns file of many batches (T12), as lines, gzip lines, gzip FASTQ and standard input:
+/// the same answers, in order, as a naive scan; several files' worth of patterns in one go.
+#[test]
+fn patterns_files_are_answered_in_batches() {
+    let dir = TempDir::new("pattern_batches");
+    let fa = fasta(8, 6, 3000);
+    dir.write("g.fa", &fa);
+    build(dir.path(), 2, "g.fa", "g.sa");
+    let (t, _) = reference(&[(fa, Kind::Fasta)], &["g.fa".into()], false, false);
+    // 600 distinct patterns (some long), 70000 drawn from them: more than four batches of
+    // patterns and more than one read of the file.
+    let mut rng = Rng::new(9);
+    let distinct: Vec<String> = (0..600)
+        .map(|_| {
+            let len = if rng.chance(10) {
+                rng.range(40, 200)
+            } else {
+                rng.range(1, 9)
+            };
+            let i = rng.range(0, t.len() - len);
+            String::from_utf8_lossy(&t[i..i + len]).replace(['$', '*', '-'], "A")
+        })
+        .collect();
+    let counts: Vec<usize> = (distinct.iter())
+        .map(|p| naive_find(&t, p.as_bytes()).len())
+        .collect();
+    let drawn: Vec<usize> = (0..70_000).map(|_| rng.below(600) as usize).collect();
+    let want: String = (drawn.iter())
+        .map(|&k| format!("{}\t{}\n", distinct[k], counts[k]))
+        .collect();
+    let lines: String = drawn
+        .iter()
+        .map(|&k| format!("{}\n", distinct[k]))
+        .collect();
+    assert!(lines.len() > 1 << 20, "{} bytes of patterns", lines.len());
+    let fq: String = (drawn.iter().enumerate())
+        .map(|(i, &k)| {
+            let p = &distinct[k];
+            format!("@r{i}\n{p}\n+\n{}\n", "I".repeat(p.len()))
+        })
+        .collect();
+    dir.write("p.txt", lines.as_bytes());
+    dir.write("p.txt.gz", &gzip(lines.as_bytes(), 3));
+    dir.write("p.fq.gz", &gzip(fq.as_bytes(), 1));
+    for file in ["p.txt", "p.txt.gz", "p.fq.gz"] {
+        let o = query_within(dir.path(), &["g.sa", "--patterns", file], 120);
+        assert!(o.success(), "{file}: {}", o.describe());
+        assert!(o.stdout == want, "{file}: answers differ from a naive scan");
+    }
+    let o = query_stdin(dir.path(), &["g.sa", "--patterns", "-"], lines.as_bytes());
+    assert!(o.status.success(), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout) == want, "standard input");
+}
+
+/// A patterns file far larger than memory allows is read a batch at a time (T12): 512 MiB of
+/// patterns (a gzip of half a MiB) answered under a 1 GiB address-space limit; and a query out
+/// of memory (one pattern larger than the limit) says so as a query's error, exit 1, without
+/// pes, phases or nodes.
+#[test]
+fn patterns_are_read_in_bounded_memory() {
+    let dir = TempDir::new("pattern_memory");
+    dir.write("g.fa", b">a\nACGTACGTTT\n>b\nGGACGT\n");
+    build(dir.path(), 1, "g.fa", "g.sa");
+    let line = format!("{}\n", "ACGT".repeat(1024));
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+    for _ in 0..(512 << 20) / line.len() {
+        std::io::Write::write_all(&mut z, line.as_bytes()).unwrap();
+    }
+    dir.write("big.txt.gz", &z.finish().unwrap());
+    let limited = |args: &[&str]| {
+        let mut c = Command::new("prlimit");
+        c.arg(format!("--as={}", 1u64 << 30))
+            .args([PSA, "query", "--threads", "2", "g.sa"])
+            .args(args)
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null());
+        common::run_with_timeout(c, dir.path(), std::time::Duration::from_secs(180))
+    };
+    let o = limited(&["--patterns", "big.txt.gz"]);
+    assert!(o.success(), "{}", o.describe());
+    // One line of 1.5 GiB: held whole, it cannot fit.
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+    for _ in 0..(1536 << 20) / 4096 {
+        std::io::Write::write_all(&mut z, "ACGT".repeat(1024).as_bytes()).unwrap();
+    }
+    dir.write("long.txt.gz", &z.finish().unwrap());
+    let o = limited(&["--patterns", "long.txt.gz"]);
+    assert_eq!(o.code, Some(1), "{}", o.describe());
+    assert!(
+        o.stderr.contains("psa query: error") && o.stderr.contains("out of memory"),
+        "{}",
+        o.describe()
+    );
+    for wrong in ["phase", "pes", "nodes", "memory allocation of"] {
+        assert!(
+            !o.stderr.contains(wrong),
+            "says '{wrong}': {}",
+            o.describe()
+        );
+    }
+}
+
+/// An index of format version 2 (no stamps; here the current one's without them) is still
+/// read, with a warning that its files cannot be checked to be of one build; a build over it
+/// recognises its text and records table by their sizes and replaces them.
+#[test]
+fn an_older_index_is_read_with_a_warning() {
+    let dir = TempDir::new("older_index");
+    dir.write("g.fa", b">a\nACGTACGTTT\n>b\nGGACGT\n");
+    build(dir.path(), 1, "g.fa", "g.sa");
+    let meta_path = dir.join("g.sa.meta");
+    let mut meta = psa::io::index::IndexMeta::read(&meta_path).unwrap();
+    assert!(meta.stamps.is_some());
+    meta.version = 2;
+    meta.stamps = None;
+    let mut bytes = meta.encode();
+    assert_eq!(
+        bytes.pop(),
+        Some(0),
+        "version 2's layout is version 3's without the stamps"
+    );
+    std::fs::write(&meta_path, &bytes).unwrap();
+    let (ok, out, err) = query(dir.path(), &["g.sa", "ACGT"]);
+    assert!(ok && out == "ACGT\t3\n", "{out} {err}");
+    assert!(
+        err.contains("format version 2, which keeps no stamps"),
+        "{err}"
+    );
+    let o = run_psa(3, ["-o", "g.sa", "g.fa"], dir.path());
+    assert!(o.success(), "{}", o.describe());
+    let (ok, out, err) = query(dir.path(), &["g.sa", "ACGT"]);
+    assert!(ok && out == "ACGT\t3\n" && err.is_empty(), "{out} {err}");
 }

@@ -1,13 +1,17 @@
 //! The index a build leaves beside its suffix array, and reading it back.
 //!
 //! Beside the SA at `OUT` the build writes `OUT.meta` ([`IndexMeta`], bincode after an 8-byte
-//! magic: format version, n, entry width, the inputs with their sizes, the records), and
-//! `OUT.records.tsv` (name, start in T, length; one record a line). For sequence input it also
-//! writes `OUT.text` (T itself); a raw input's T is its files, which the metadata names.
-//! [`Index::open`] maps the SA and T (memmap2, nothing read whole) and answers counts and
-//! locations by binary search over the SA.
+//! magic: format version, n, entry width, the inputs with their sizes, the records, and the
+//! stamps that tie the files to one build), and `OUT.records.tsv` (name, start in T, length; one
+//! record a line). For sequence input it also writes `OUT.text` (T itself); a raw input's T is
+//! its files, which the metadata names. [`Index::open`] checks that the SA and `OUT.text` are
+//! the files their build wrote ([`BuildStamps`]), maps them (memmap2, nothing read whole) and
+//! answers counts and locations by binary search over the SA.
 
 use std::cmp::Ordering;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use bincode::{Decode, Encode};
@@ -17,11 +21,47 @@ use crate::error::{Error, Result};
 
 /// The first bytes of `OUT.meta`.
 pub const MAGIC: &[u8; 8] = b"PSAINDEX";
-/// The version of [`IndexMeta`]'s encoding this build writes and reads.
-pub const VERSION: u32 = 2;
+/// The version of [`IndexMeta`]'s encoding this build writes and reads. Every version begins
+/// with the version, n and the entry width, so that a newer one is told from a damaged one.
+pub const VERSION: u32 = 3;
 
 /// A modification time: seconds and nanoseconds since the epoch.
 pub type Mtime = (i64, u32);
+
+/// A file's size and modification time as its build left it (fstat). A rename keeps both; a
+/// write changes the time, so a file of the same size from another build, or edited in place,
+/// is told apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct FileStamp {
+    /// Bytes.
+    pub size: u64,
+    /// Modification time (seconds and nanoseconds since the epoch).
+    pub modified: Mtime,
+}
+
+impl FileStamp {
+    /// The stamp of the file `m` describes.
+    pub fn of(m: &std::fs::Metadata) -> FileStamp {
+        FileStamp {
+            size: m.len(),
+            modified: (m.mtime(), m.mtime_nsec().clamp(0, 999_999_999) as u32),
+        }
+    }
+}
+
+/// What ties an index's files to the build that wrote them (format version 3 on), taken on pe 0
+/// once every pe has written and synced its part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Encode, Decode)]
+pub struct BuildStamps {
+    /// 64 random bits the build drew.
+    pub build: u64,
+    /// The SA file's stamp.
+    pub sa: FileStamp,
+    /// `OUT.text`'s stamp (sequence input; None for raw input, whose T is its inputs).
+    pub text: Option<FileStamp>,
+    /// `OUT.records.tsv`'s bytes.
+    pub records_size: u64,
+}
 
 /// One input file of an index.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
@@ -71,6 +111,38 @@ pub struct IndexMeta {
     pub inputs: Vec<InputMeta>,
     /// In T order.
     pub records: Vec<RecordMeta>,
+    /// What ties the SA, `OUT.text` and the records table to the build that wrote this file
+    /// (None for an index of format version 1 or 2, which recorded none).
+    pub stamps: Option<BuildStamps>,
+}
+
+/// [`IndexMeta`] as format version 2 wrote it: without the stamps.
+#[derive(Decode)]
+struct IndexMetaV2 {
+    version: u32,
+    n: u64,
+    width: u32,
+    sequence: bool,
+    keep_case: bool,
+    revcomp: bool,
+    inputs: Vec<InputMeta>,
+    records: Vec<RecordMeta>,
+}
+
+impl From<IndexMetaV2> for IndexMeta {
+    fn from(m: IndexMetaV2) -> IndexMeta {
+        IndexMeta {
+            version: m.version,
+            n: m.n,
+            width: m.width,
+            sequence: m.sequence,
+            keep_case: m.keep_case,
+            revcomp: m.revcomp,
+            inputs: m.inputs,
+            records: m.records,
+            stamps: None,
+        }
+    }
 }
 
 /// [`IndexMeta`] as format version 1 wrote it: the inputs without their modification times
@@ -99,7 +171,7 @@ impl From<IndexMetaV1> for IndexMeta {
                 gzip,
             })
             .collect();
-        IndexMeta {
+        IndexMetaV2 {
             version: m.version,
             n: m.n,
             width: m.width,
@@ -109,7 +181,29 @@ impl From<IndexMetaV1> for IndexMeta {
             inputs,
             records: m.records,
         }
+        .into()
     }
+}
+
+/// Decodes a `T` from `body` (bincode's standard encoding), claiming at most about 64 times
+/// `body`'s length of memory: every length read from the file (a vector's, a string's) is
+/// bounded by that before anything is allocated, so a forged length fails as damage instead of
+/// an allocation of terabytes. (A true index needs at most about 14 bytes of memory a byte.)
+fn decode_bounded<T: Decode<()>>(
+    body: &[u8],
+) -> std::result::Result<(T, usize), bincode::error::DecodeError> {
+    let need = body.len().saturating_mul(16);
+    // bincode's limit is a constant: the smallest of these at or above `need`.
+    macro_rules! first_limit_above {
+        ($($k:literal)*) => {
+            $(if need <= 1usize << $k {
+                let config = bincode::config::standard().with_limit::<{ 1usize << $k }>();
+                return bincode::decode_from_slice(body, config);
+            })*
+        };
+    }
+    first_limit_above!(12 14 16 18 20 22 24 26 28 30 32 34 36 38 40 42 44 46 48 50 52);
+    Err(bincode::error::DecodeError::LimitExceeded)
 }
 
 /// `OUT` with `suffix` appended to its name (`OUT.text`, `OUT.meta`, `OUT.records.tsv`).
@@ -131,52 +225,83 @@ impl IndexMeta {
 
     /// Reads `path` (an `OUT.meta`).
     pub fn read(path: &Path) -> Result<IndexMeta> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io("read the index", path, e))?;
-        let bad = |why: &str| {
-            Error::Invalid(format!(
-                "'{}' is not an index written by this psa ({why})",
+        Self::read_seen(path).map(|(meta, _)| meta)
+    }
+
+    /// Reads `path` (an `OUT.meta`) through one handle, with what fstat said of that handle (to
+    /// tell later whether the file was replaced).
+    fn read_seen(path: &Path) -> Result<(IndexMeta, std::fs::Metadata)> {
+        let fail = |e| Error::io("read the index", path, e);
+        let mut f = File::open(path).map_err(fail)?;
+        let seen = f.metadata().map_err(fail)?;
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes).map_err(fail)?;
+        Ok((Self::decode(path, &bytes)?, seen))
+    }
+
+    /// The metadata in `bytes`, the contents of `path` (named in messages). A file without the
+    /// magic is not a psa index file; one with it whose beginning (version, n, entry width) is
+    /// sane and whose version is above [`VERSION`] was written by a newer psa; anything else
+    /// that does not decode, or decodes to what cannot be (records beyond n, a raw input's
+    /// sizes that are not n, missing stamps), is damaged.
+    pub fn decode(path: &Path, bytes: &[u8]) -> Result<IndexMeta> {
+        let Some(body) = bytes.strip_prefix(MAGIC) else {
+            return Err(Error::Invalid(format!(
+                "'{}' is not a psa index file (no psa magic)",
                 path.display()
-            ))
+            )));
         };
-        let body = bytes
-            .strip_prefix(MAGIC)
-            .ok_or_else(|| bad("no psa magic"))?;
         let damaged = || {
             Error::Invalid(format!(
                 "'{}' is damaged (cut short or changed): build the index again",
                 path.display()
             ))
         };
-        // The version first: an index of another version is named as such, not as damaged.
-        let config = bincode::config::standard();
-        let version = bincode::decode_from_slice::<u32, _>(body, config).map(|(v, _)| v);
-        let (meta, used): (IndexMeta, usize) = match version {
-            Ok(VERSION) => bincode::decode_from_slice(body, config).map_err(|_| damaged())?,
-            Ok(1) => bincode::decode_from_slice::<IndexMetaV1, _>(body, config)
+        // The beginning every version shares first: a newer index is named as such, only when
+        // that beginning is sane (not one of random bytes after the magic).
+        let head = decode_bounded::<(u32, u64, u32)>(body).map(|(h, _)| h);
+        let (meta, used): (IndexMeta, usize) = match head {
+            Ok((VERSION, ..)) => decode_bounded(body).map_err(|_| damaged())?,
+            Ok((2, ..)) => decode_bounded::<IndexMetaV2>(body)
                 .map(|(m, used)| (m.into(), used))
                 .map_err(|_| damaged())?,
-            Ok(v) if v > VERSION => {
-                return Err(bad(&format!(
-                    "format version {v}, written by a newer psa; this one reads 1 to {VERSION}"
+            Ok((1, ..)) => decode_bounded::<IndexMetaV1>(body)
+                .map(|(m, used)| (m.into(), used))
+                .map_err(|_| damaged())?,
+            Ok((v, _, width)) if v > VERSION && v < 1000 && (1..=8).contains(&width) => {
+                return Err(Error::Invalid(format!(
+                    "'{}' is an index of format version {v}, written by a newer psa; this one reads 1 to {VERSION}",
+                    path.display()
                 )))
             }
             _ => return Err(damaged()),
         };
-        let records_in_order = meta.records.windows(2).all(|w| w[0].start <= w[1].start)
-            && meta
-                .records
-                .iter()
-                .all(|r| r.start.checked_add(r.len).is_some_and(|e| e <= meta.n));
-        let raw_sum = meta
-            .inputs
-            .iter()
+        match used == body.len() && meta.is_sane() {
+            true => Ok(meta),
+            false => Err(damaged()),
+        }
+    }
+
+    /// Whether the decoded fields can be those of an index: entries of 1 to 8 bytes, records in
+    /// order within T, a raw index's inputs as long as T together, and (format version 3 on)
+    /// stamps whose sizes are those of the SA and `OUT.text`.
+    fn is_sane(&self) -> bool {
+        let records_in_order = self.records.windows(2).all(|w| w[0].start <= w[1].start)
+            && (self.records.iter())
+                .all(|r| r.start.checked_add(r.len).is_some_and(|e| e <= self.n));
+        let raw_sum = (self.inputs.iter())
             .map(|i| i.size)
             .try_fold(0u64, u64::checked_add);
-        let sizes_agree = meta.sequence || raw_sum == Some(meta.n);
-        if used != body.len() || !records_in_order || !sizes_agree {
-            return Err(damaged());
-        }
-        Ok(meta)
+        let sizes_agree = self.sequence || raw_sum == Some(self.n);
+        let stamps_agree = match (&self.stamps, self.version >= 3) {
+            (None, new) => !new,
+            (Some(_), false) => false,
+            (Some(s), true) => {
+                Some(s.sa.size) == self.n.checked_mul(self.width as u64)
+                    && s.text.map(|t| t.size) == self.sequence.then_some(self.n)
+            }
+        };
+        (1..=8).contains(&self.width) && records_in_order && sizes_agree && stamps_agree
     }
 
     /// `OUT.records.tsv`: a header line, then name, start and length of each record.
@@ -187,6 +312,37 @@ impl IndexMeta {
         }
         s.into_bytes()
     }
+
+    /// The bytes of the records table ([`Self::records_tsv`]) of this index's records.
+    fn records_tsv_len(&self) -> u64 {
+        let digits = |x: u64| x.checked_ilog10().unwrap_or(0) as u64 + 1;
+        let rows = self
+            .records
+            .iter()
+            .map(|r| tsv_field(&r.name).len() as u64 + digits(r.start) + digits(r.len) + 3);
+        rows.fold("name\tstart\tlength\n".len() as u64, u64::saturating_add)
+    }
+
+    /// Whether the file `m` describes is this index's `side` file as its build left it: the
+    /// same stamp (format version 3 on; the records table by its size), or for an older index,
+    /// which kept no stamps, the size it must have.
+    pub fn wrote(&self, side: Side, m: &std::fs::Metadata) -> bool {
+        match (side, &self.stamps) {
+            (Side::Text, Some(s)) => s.text == Some(FileStamp::of(m)),
+            (Side::Records, Some(s)) => s.records_size == m.len(),
+            (Side::Text, None) => self.sequence && m.len() == self.n,
+            (Side::Records, None) => m.len() == self.records_tsv_len(),
+        }
+    }
+}
+
+/// A file a build writes beside the SA, besides `OUT.meta`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// `OUT.text`.
+    Text,
+    /// `OUT.records.tsv`.
+    Records,
 }
 
 /// A field of a tab-separated line: a backslash, tab, newline or carriage return in it (a raw
@@ -211,21 +367,117 @@ pub fn tsv_field(s: &str) -> std::borrow::Cow<'_, str> {
 /// `path`'s modification time (seconds and nanoseconds since the epoch), where the file system
 /// keeps one. Local.
 pub fn modified_time(path: &Path) -> Option<Mtime> {
-    use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).ok()?;
     Some((m.mtime(), u32::try_from(m.mtime_nsec()).ok()?))
 }
 
-/// A read-only memory map of a file (none for an empty file, which cannot be mapped).
-fn map(path: &Path) -> Result<Option<memmap2::Mmap>> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+/// A file an index reads, as its metadata describes it.
+struct Expected {
+    path: PathBuf,
+    /// Its bytes at the build.
+    size: u64,
+    /// Its stamp ([`BuildStamps`]): the SA and `OUT.text` of an index of format version 3 on.
+    stamp: Option<FileStamp>,
+    /// A raw input's modification time at the build (another one now is a warning: the input
+    /// is the user's, not the build's).
+    input_modified: Option<Mtime>,
+}
+
+/// T's files of the index at `out`: `OUT.text` for sequence input, else the raw inputs.
+fn text_files(out: &Path, meta: &IndexMeta) -> Vec<Expected> {
+    if meta.sequence {
+        return vec![Expected {
+            path: side_path(out, ".text"),
+            size: meta.n,
+            stamp: meta.stamps.and_then(|s| s.text),
+            input_modified: None,
+        }];
+    }
+    (meta.inputs.iter())
+        .map(|i| Expected {
+            // The path's bytes as they were, whether or not they are UTF-8.
+            path: PathBuf::from(
+                <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(
+                    i.absolute.clone(),
+                ),
+            ),
+            size: i.size,
+            stamp: None,
+            input_modified: i.modified,
+        })
+        .collect()
+}
+
+/// Opens the file `e` describes and checks the open handle against it (what is checked is what
+/// will be mapped): a stamp that differs is a file of another build or one changed since (an
+/// error naming it and `meta_path`), a size that differs an error, and a raw input's other
+/// modification time a warning pushed to `warnings`.
+fn open_checked(e: &Expected, meta_path: &Path, warnings: &mut Vec<String>) -> Result<File> {
+    let path = &e.path;
+    let f = File::open(path).map_err(|err| Error::io("open", path, err))?;
+    let got = FileStamp::of(&f.metadata().map_err(|err| Error::io("open", path, err))?);
+    let why = match e.stamp {
+        Some(want) if got.size != want.size => Some(format!(
+            "it has {} bytes, its build wrote {}",
+            got.size, want.size
+        )),
+        Some(want) if got.modified != want.modified => Some(
+            "it was written after its build, or by another one (its size is the same)".to_string(),
+        ),
+        None if got.size != e.size => Some(format!(
+            "it has {} bytes but had {} when the index was built",
+            got.size, e.size
+        )),
+        _ => None,
+    };
+    if let Some(why) = why {
+        return Err(Error::Invalid(format!(
+            "'{}' does not belong to the index '{}' ({why}): where a build is writing the index now, wait for it to finish; else build the index again (with --force, as a build keeps the files beside its output that their index does not describe)",
+            path.display(),
+            meta_path.display()
+        )));
+    }
+    if e.input_modified.is_some_and(|t| t != got.modified) {
+        warnings.push(format!(
+            "'{}' was modified after the index was built (its size is the same): if its bytes changed, the answers are wrong; build the index again",
+            path.display()
+        ));
+    }
+    Ok(f)
+}
+
+/// Whether `m` and `n` describe one version of one file (device, inode, size, modification
+/// time).
+fn same_version(m: &std::fs::Metadata, n: &std::fs::Metadata) -> bool {
+    (m.dev(), m.ino(), FileStamp::of(m)) == (n.dev(), n.ino(), FileStamp::of(n))
+}
+
+/// Errors unless `meta_path` still holds `meta`, which was read from a file that fstat
+/// described as `seen`: unchanged, or replaced by the same metadata (a build that replaced it
+/// while the index was opened has another build id).
+fn still_the_same(meta_path: &Path, meta: &IndexMeta, seen: &std::fs::Metadata) -> Result<()> {
+    if std::fs::metadata(meta_path).is_ok_and(|now| same_version(&now, seen)) {
+        return Ok(());
+    }
+    match IndexMeta::read(meta_path) {
+        Ok(again) if again == *meta => Ok(()),
+        _ => Err(Error::Invalid(format!(
+            "'{}' was replaced while the index was opened: a build is writing this index; wait for it to finish and query again",
+            meta_path.display()
+        ))),
+    }
+}
+
+/// A read-only memory map of the open file `f` at `path` (none for an empty file, which cannot
+/// be mapped).
+fn map(f: &File, path: &Path) -> Result<Option<memmap2::Mmap>> {
     let len = f.metadata().map_err(|e| Error::io("open", path, e))?.len();
     if len == 0 {
         return Ok(None);
     }
     // SAFETY: the map is read-only; a file changed under it while mapped is the user's doing
-    // (the sizes are checked against the metadata when it is opened).
-    let m = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io("map", path, e))?;
+    // (its stamp or size was checked against the metadata when it was opened).
+    let m = unsafe { memmap2::Mmap::map(f) }.map_err(|e| Error::io("map", path, e))?;
     Ok(Some(m))
 }
 
@@ -291,8 +543,11 @@ pub struct Hit {
 }
 
 impl Index {
-    /// Opens the index whose SA is `out` (reads `OUT.meta`; maps `out` and T). Checks that the
-    /// files still have the sizes the build wrote.
+    /// Opens the index whose SA is `out`: reads `OUT.meta`, opens the SA and T's files and
+    /// checks each open handle against the metadata (the stamps of its build, or for an older
+    /// index and a raw input the sizes), maps them, and reads `OUT.meta` again where it was
+    /// replaced meanwhile (a build that renames its files one by one raced the opening): the
+    /// files mapped are then of the build the metadata describes, or the opening fails.
     pub fn open(out: &Path) -> Result<Index> {
         let meta_path = side_path(out, ".meta");
         if !meta_path.exists() && out.exists() {
@@ -302,60 +557,35 @@ impl Index {
                 meta_path.display()
             )));
         }
-        let meta = IndexMeta::read(&meta_path)?;
-        if !(1..=8).contains(&meta.width) {
-            return Err(Error::Invalid(format!(
-                "'{}' gives {}-byte entries (1 to 8 are possible): it is damaged; build the index again",
+        let (meta, seen) = IndexMeta::read_seen(&meta_path)?;
+        let mut warnings = Vec::new();
+        if meta.stamps.is_none() {
+            warnings.push(format!(
+                "'{}' is of format version {}, which keeps no stamps of the index's files: psa cannot check that '{}' and T's files are of one build; build the index again to have them checked",
                 meta_path.display(),
-                meta.width
-            )));
+                meta.version,
+                out.display()
+            ));
         }
-        let sa = map(out)?;
-        let sa_len = sa.as_ref().map_or(0, |m| m.len()) as u64;
-        if sa_len != meta.n * meta.width as u64 {
-            return Err(Error::Invalid(format!(
-                "'{}' has {sa_len} bytes but the index says {} entries of {} bytes: it changed since the build",
-                out.display(),
-                meta.n,
-                meta.width
-            )));
-        }
-        // Each file of T: its path, size and (a raw input's) modification time at the build.
-        let files: Vec<(PathBuf, u64, Option<Mtime>)> = match meta.sequence {
-            true => vec![(side_path(out, ".text"), meta.n, None)],
-            false => meta
-                .inputs
-                .iter()
-                .map(|i| {
-                    // The path's bytes as they were, whether or not they are UTF-8.
-                    let p = <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(
-                        i.absolute.clone(),
-                    );
-                    (PathBuf::from(p), i.size, i.modified)
-                })
-                .collect(),
+        let sa_file = Expected {
+            path: out.to_path_buf(),
+            size: meta.n.saturating_mul(meta.width as u64),
+            stamp: meta.stamps.map(|s| s.sa),
+            input_modified: None,
         };
+        let sa = open_checked(&sa_file, &meta_path, &mut warnings)?;
+        let text_files = text_files(out, &meta);
+        let opened: Vec<File> = (text_files.iter())
+            .map(|e| open_checked(e, &meta_path, &mut warnings))
+            .collect::<Result<_>>()?;
+        let sa = map(&sa, out)?;
         let mut parts = Vec::new();
         let mut starts = vec![0u64];
-        let mut warnings = Vec::new();
-        for (p, size, modified) in files {
-            if modified.is_some_and(|t| modified_time(&p) != Some(t)) {
-                warnings.push(format!(
-                    "'{}' was modified after the index was built (its size is the same): if its bytes changed, the answers are wrong; build the index again",
-                    p.display()
-                ));
-            }
-            let m = map(&p)?;
-            let len = m.as_ref().map_or(0, |m| m.len()) as u64;
-            if len != size {
-                return Err(Error::Invalid(format!(
-                    "'{}' has {len} bytes but had {size} when the index was built: build it again",
-                    p.display()
-                )));
-            }
-            parts.push(m);
-            starts.push(starts.last().copied().unwrap_or(0) + len);
+        for (f, e) in opened.iter().zip(&text_files) {
+            parts.push(map(f, &e.path)?);
+            starts.push(starts.last().copied().unwrap_or(0) + e.size);
         }
+        still_the_same(&meta_path, &meta, &seen)?;
         Ok(Index {
             meta,
             warnings,
@@ -523,9 +753,9 @@ mod tests {
         assert!(e.to_string().contains("is damaged"), "{e}");
     }
 
-    #[test]
-    fn the_current_version_round_trips_and_a_newer_one_is_named() {
-        let meta = IndexMeta {
+    /// A sequence index of the current version, with stamps.
+    fn current() -> IndexMeta {
+        IndexMeta {
             version: VERSION,
             n: 10,
             width: 5,
@@ -545,13 +775,117 @@ mod tests {
                 start: 0,
                 len: 10,
             }],
-        };
-        assert_eq!(read_bytes("v2", &meta.encode()).unwrap(), meta);
+            stamps: Some(BuildStamps {
+                build: 0x1234_5678_9abc_def0,
+                sa: FileStamp {
+                    size: 50,
+                    modified: (1_700_000_001, 7),
+                },
+                text: Some(FileStamp {
+                    size: 10,
+                    modified: (1_700_000_002, 9),
+                }),
+                records_size: 28,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_current_version_round_trips_and_a_newer_one_is_named() {
+        let meta = current();
+        assert_eq!(read_bytes("v3", &meta.encode()).unwrap(), meta);
         let e = read_bytes("v9", &v1_bytes(9, 100)).unwrap_err();
         let newer =
             format!("format version 9, written by a newer psa; this one reads 1 to {VERSION}");
         assert!(e.to_string().contains(&newer), "{e}");
         let e = read_bytes("nomagic", b"PSAINDEY").unwrap_err();
-        assert!(e.to_string().contains("no psa magic"), "{e}");
+        assert!(e.to_string().contains("not a psa index file"), "{e}");
+        // Without stamps, or with stamps whose sizes are not the SA's and T's: damaged.
+        for edit in [
+            (|m: &mut IndexMeta| m.stamps = None) as fn(&mut IndexMeta),
+            |m| m.stamps.as_mut().unwrap().sa.size = 49,
+            |m| m.stamps.as_mut().unwrap().text = None,
+        ] {
+            let mut bad = current();
+            edit(&mut bad);
+            let e = read_bytes("v3-bad", &bad.encode()).unwrap_err();
+            assert!(e.to_string().contains("is damaged"), "{e}");
+        }
+    }
+
+    /// Version 2's layout (version 3's without the stamps) is read, without stamps.
+    #[test]
+    fn version_2_is_read_without_stamps() {
+        let mut meta = current();
+        meta.version = 2;
+        meta.stamps = None;
+        let mut bytes = meta.encode();
+        assert_eq!(bytes.pop(), Some(0), "None's tag ends the encoding");
+        assert_eq!(read_bytes("v2", &bytes).unwrap(), meta);
+    }
+
+    /// Forged files: the magic and a version followed by lengths of terabytes, random bytes,
+    /// every cut of a true file: each is damaged (or not an index), never a panic or a huge
+    /// allocation, and only a sane beginning is named newer.
+    #[test]
+    fn forged_metas_are_damaged() {
+        let huge = |version: u32| {
+            let mut v = MAGIC.to_vec();
+            let head = (version, 10u64, 4u32, true, false, false, u64::MAX >> 8);
+            v.extend(bincode::encode_to_vec(head, bincode::config::standard()).unwrap());
+            v
+        };
+        for version in [1, 2, VERSION] {
+            let e = read_bytes("huge", &huge(version)).unwrap_err();
+            assert!(e.to_string().contains("is damaged"), "{e}");
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..400 {
+            let mut v = MAGIC.to_vec();
+            v.extend((0..len).map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            }));
+            let e = read_bytes("random", &v).unwrap_err().to_string();
+            assert!(e.contains("is damaged") || e.contains("newer psa"), "{e}");
+        }
+        let whole = current().encode();
+        for cut in 0..whole.len() {
+            let e = read_bytes("cut", &whole[..cut]).unwrap_err().to_string();
+            assert!(
+                e.contains("is damaged") || e.contains("not a psa index file"),
+                "{cut}: {e}"
+            );
+        }
+        // A version above ours with entries of 9 bytes is no index of any version.
+        let mut v = MAGIC.to_vec();
+        v.extend(bincode::encode_to_vec((9u32, 10u64, 9u32), bincode::config::standard()).unwrap());
+        let e = read_bytes("v9-w9", &v).unwrap_err();
+        assert!(e.to_string().contains("is damaged"), "{e}");
+    }
+
+    /// An older index's side files are recognised by their sizes; a current one's by stamps.
+    #[test]
+    fn side_files_are_recognised() {
+        let meta = current();
+        let tsv = IndexMeta::records_tsv(&[Record {
+            name: "r".into(),
+            start: 0,
+            len: 10,
+        }]);
+        assert_eq!(meta.records_tsv_len(), tsv.len() as u64);
+        let mut old = meta.clone();
+        old.stamps = None;
+        let path = std::env::temp_dir().join(format!("psa-side-{}", std::process::id()));
+        std::fs::write(&path, &tsv).unwrap();
+        let m = std::fs::metadata(&path).unwrap();
+        assert!(old.wrote(Side::Records, &m) && !old.wrote(Side::Text, &m));
+        assert!(!meta.wrote(Side::Records, &m), "28 bytes recorded");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let m = std::fs::metadata(&path).unwrap();
+        assert!(old.wrote(Side::Text, &m) && !meta.wrote(Side::Text, &m));
+        std::fs::remove_file(&path).unwrap();
     }
 }

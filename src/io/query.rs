@@ -1,17 +1,19 @@
 //! `psa query`: counts and locations of patterns in a built index, without MPI, on the threads
-//! of rayon's pool (patterns in batches, each batch's answers written in pattern order).
+//! of rayon's pool (patterns in batches, each batch's answers written in pattern order; a
+//! patterns file is read a batch at a time, so memory holds one batch whatever its size).
 //!
 //! Output (TSV), for each pattern in order: `pattern<TAB>count`; with `locate`, then one line per
 //! reported match, `pattern<TAB>record<TAB>offset` (offset in the record; for a raw input the
 //! record is the input file). With `json`, one JSON object per pattern and line instead.
 
+use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
 use super::index::{tsv_field, Index};
-use super::seq::{text_of, Format, SeqOptions};
+use super::seq::{Format, Sequences};
 use crate::config::json_str;
 use crate::error::{Error, Result};
 
@@ -49,84 +51,178 @@ pub struct QueryReport {
 
 /// Patterns per batch: answered in parallel, written in order.
 const BATCH: usize = 1 << 14;
+/// A batch also ends once it holds this many bytes of patterns (or its file's next chunk would
+/// pass it).
+const BATCH_BYTES: usize = 16 << 20;
+/// Bytes read from a patterns file at a time (decompressed).
+const CHUNK: usize = 1 << 20;
 
-/// Reads a patterns file (`-`: standard input) in `format` (None: by the file's name,
-/// [`Format::from_name`]): a FASTA or FASTQ file's sequences (empty records skipped), else one
-/// pattern a line (empty lines skipped, a `\r` before the line break dropped). gzip is
-/// recognised by its first bytes. For a `sequence` index, whose text holds no `>` or `@`, a
-/// file read as lines by its name that starts like FASTA or FASTQ is refused (say
-/// `--patterns-format`).
-pub fn read_patterns(path: &Path, format: Option<Format>, sequence: bool) -> Result<Vec<Vec<u8>>> {
-    let stdin = path == Path::new("-");
-    let asked = format.is_some();
-    let mut bytes = match stdin {
-        true => {
-            let mut v = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut v)
-                .map_err(|e| Error::io("read patterns", "standard input", e))?;
-            v
-        }
-        false => std::fs::read(path).map_err(|e| Error::io("read patterns", path, e))?,
-    };
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut plain = Vec::new();
-        flate2::read::MultiGzDecoder::new(&bytes[..])
-            .read_to_end(&mut plain)
-            .map_err(|e| {
-                Error::Invalid(format!("{}: not a valid gzip stream ({e})", path.display()))
-            })?;
-        bytes = plain;
-    }
-    let format = match (format, stdin) {
-        (Some(f), _) => f,
-        (None, true) => Format::Raw,
-        (None, false) => Format::from_name(path),
-    };
-    let lead = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
-    let looks_like_reads = matches!(bytes.get(lead), Some(b'>' | b'@'));
-    if format == Format::Raw && !asked && sequence && looks_like_reads {
-        return Err(Error::Usage(format!(
-            "{}: read as one pattern a line (no --patterns-format), but it starts with '{}' like a {} file, and no sequence text holds that byte: give --patterns-format fasta, fastq or lines",
-            match stdin {
+/// A patterns file (`-`: standard input) read a chunk at a time and handed out in batches, so
+/// that memory holds one batch (and the pattern in progress), whatever the file's size: a FASTA
+/// or FASTQ file's sequences (empty records included), else one pattern a line (empty lines
+/// included, a `\r` before the line break dropped). gzip is recognised by its first bytes.
+pub struct Patterns {
+    input: Box<dyn Read>,
+    /// The file as messages name it.
+    shown: String,
+    path: PathBuf,
+    gzip: bool,
+    /// FASTA or FASTQ: their parser and format; None: one pattern a line.
+    reads: Option<(Sequences, Format)>,
+    /// Lines: the line in progress (its end not read yet).
+    line: Vec<u8>,
+    /// Bytes read ahead (while looking at the file's start), not yet cut into patterns.
+    ahead: Vec<u8>,
+    ended: bool,
+}
+
+impl Patterns {
+    /// Opens `path` (`-`: standard input) in `format` (None: by the file's name,
+    /// [`Format::from_name`]; standard input: lines). For a `sequence` index, whose text holds
+    /// no `>` or `@`, a file read as lines by its name that starts like FASTA or FASTQ is refused
+    /// (say `--patterns-format`); blank lines before a FASTA/FASTQ file's first record are
+    /// dropped (its line numbers then count from that record).
+    pub fn open(path: &Path, format: Option<Format>, sequence: bool) -> Result<Patterns> {
+        let stdin = path == Path::new("-");
+        let raw: Box<dyn Read> = match stdin {
+            true => Box::new(std::io::stdin()),
+            false => Box::new(File::open(path).map_err(|e| Error::io("read patterns", path, e))?),
+        };
+        let mut raw = std::io::BufReader::with_capacity(1 << 16, raw);
+        let mut head = Vec::with_capacity(2);
+        (&mut raw)
+            .take(2)
+            .read_to_end(&mut head)
+            .map_err(|e| Error::io("read patterns", path, e))?;
+        let gzip = head == [0x1f, 0x8b];
+        let whole = std::io::Cursor::new(head).chain(raw);
+        let input: Box<dyn Read> = match gzip {
+            true => Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(
+                whole,
+            ))),
+            false => Box::new(whole),
+        };
+        let asked = format.is_some();
+        let format = match (format, stdin) {
+            (Some(f), _) => f,
+            (None, true) => Format::Raw,
+            (None, false) => Format::from_name(path),
+        };
+        let mut p = Patterns {
+            input,
+            shown: match stdin {
                 true => "standard input".into(),
                 false => path.display().to_string(),
             },
-            bytes[lead] as char,
-            if bytes[lead] == b'>' { "FASTA" } else { "FASTQ" },
-        )));
+            path: path.to_path_buf(),
+            gzip,
+            reads: (format != Format::Raw).then(|| (Sequences::new(format), format)),
+            line: Vec::new(),
+            ahead: Vec::new(),
+            ended: false,
+        };
+        // Lines of whitespace on a sequence index are dropped anyway: what comes first after
+        // them decides whether the file looks like reads.
+        if format != Format::Raw || (sequence && !asked) {
+            p.skip_leading_space()?;
+        }
+        match p.ahead.first() {
+            Some(&b) if format == Format::Raw && !asked && sequence && (b == b'>' || b == b'@') => {
+                Err(Error::Usage(format!(
+                    "{}: read as one pattern a line (no --patterns-format), but it starts with '{}' like a {} file, and no sequence text holds that byte: give --patterns-format fasta, fastq or lines",
+                    p.shown,
+                    b as char,
+                    if b == b'>' { "FASTA" } else { "FASTQ" },
+                )))
+            }
+            _ => Ok(p),
+        }
     }
-    if format == Format::Raw {
-        return Ok(bytes
-            .split(|&b| b == b'\n')
-            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-            .filter(|l| !l.is_empty())
-            .map(|l| l.to_vec())
-            .collect());
+
+    /// Reads up to [`CHUNK`] bytes (none: the end of the file).
+    fn read_chunk(&mut self) -> Result<Vec<u8>> {
+        let mut buf = Vec::with_capacity(CHUNK);
+        match (&mut self.input).take(CHUNK as u64).read_to_end(&mut buf) {
+            Ok(_) => Ok(buf),
+            Err(e) if self.gzip => Err(Error::Invalid(format!(
+                "{}: not a valid gzip stream ({e})",
+                self.shown
+            ))),
+            Err(e) => Err(Error::io("read patterns", &self.path, e)),
+        }
     }
-    let opts = SeqOptions {
-        keep_case: true,
-        ..SeqOptions::default()
-    };
-    // Blank lines before the first record are no part of it (FASTQ's parser wants a record at
-    // once); its line numbers then count from the first record.
-    bytes.drain(..lead);
-    let (t, records) = text_of(&[(bytes, format)], &opts).map_err(|e| {
-        Error::Invalid(format!(
-            "{}: {e} (read as {}; --patterns-format lines reads one pattern a line)",
-            path.display(),
-            format.name().to_uppercase()
-        ))
-    })?;
-    Ok(records
-        .iter()
-        .filter(|r| r.len > 0)
-        .map(|r| t[r.start as usize..(r.start + r.len) as usize].to_vec())
-        .collect())
+
+    /// Reads past the whitespace the file starts with, keeping the first chunk that holds more
+    /// in [`Self::ahead`].
+    fn skip_leading_space(&mut self) -> Result<()> {
+        loop {
+            let chunk = self.read_chunk()?;
+            let lead = chunk.iter().take_while(|b| b.is_ascii_whitespace()).count();
+            if lead < chunk.len() || chunk.is_empty() {
+                self.ahead = chunk[lead..].to_vec();
+                return Ok(());
+            }
+        }
+    }
+
+    /// The next batch of patterns (at most about [`BATCH`] patterns or [`BATCH_BYTES`] bytes
+    /// besides one chunk's), in file order; None once the file has been read whole.
+    pub fn next_batch(&mut self) -> Result<Option<Vec<Vec<u8>>>> {
+        if self.ended {
+            return Ok(None);
+        }
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        while !self.ended && batch.len() < BATCH && bytes < BATCH_BYTES {
+            let chunk = match self.ahead.is_empty() {
+                true => self.read_chunk()?,
+                false => std::mem::take(&mut self.ahead),
+            };
+            bytes += chunk.len();
+            self.ended = chunk.is_empty();
+            self.cut(&chunk, &mut batch)?;
+        }
+        Ok(Some(batch))
+    }
+
+    /// Cuts `chunk`, the next bytes of the file (empty: its end), into patterns pushed to `batch`.
+    fn cut(&mut self, chunk: &[u8], batch: &mut Vec<Vec<u8>>) -> Result<()> {
+        let Some((reads, format)) = &mut self.reads else {
+            let mut lines = chunk.split(|&b| b == b'\n');
+            let last = lines.next_back().unwrap_or(&[]);
+            for l in lines {
+                self.line.extend_from_slice(l);
+                let mut l = std::mem::take(&mut self.line);
+                if l.last() == Some(&b'\r') {
+                    l.pop();
+                }
+                batch.push(l);
+            }
+            self.line.extend_from_slice(last);
+            if chunk.is_empty() && !self.line.is_empty() {
+                self.cut(b"\n", batch)?;
+            }
+            return Ok(());
+        };
+        let parsed = match chunk.is_empty() {
+            true => reads.finish(batch),
+            false => reads.feed(chunk, batch),
+        };
+        parsed.map_err(|e| {
+            Error::Invalid(format!(
+                "{}: {e} (read as {}; --patterns-format lines reads one pattern a line)",
+                self.shown,
+                format.name().to_uppercase()
+            ))
+        })
+    }
 }
 
 /// Answers `q` into `out`, after handing `warn` what the index's opening found doubtful
-/// ([`Index::warnings`]), so a user sees it before the answers. Runs on the current rayon pool.
+/// ([`Index::warnings`]), so a user sees it before the answers. The patterns of the command line
+/// come first, then the patterns file's, read and answered a batch at a time ([`Patterns`]);
+/// a bad patterns file is refused before any answer, one that turns out bad later (a parse or
+/// gzip error) ends the answers there with its error. Runs on the current rayon pool.
 pub fn run(q: &Query, out: &mut impl Write, warn: impl Fn(&str)) -> Result<QueryReport> {
     let t0 = std::time::Instant::now();
     if q.max_hits.is_some() && !q.locate {
@@ -136,53 +232,96 @@ pub fn run(q: &Query, out: &mut impl Write, warn: impl Fn(&str)) -> Result<Query
     }
     let index = Index::open(&q.index)?;
     index.warnings.iter().for_each(|w| warn(w));
-    // A sequence text holds no whitespace: the whitespace around a pattern is no part of it.
-    let trim = |p: &mut Vec<u8>| {
-        let t = p.trim_ascii();
-        if index.meta.sequence && t.len() != p.len() {
-            *p = t.to_vec();
-        }
-    };
+    let sequence = index.meta.sequence;
     let mut patterns = q.patterns.clone();
-    patterns.iter_mut().for_each(trim);
+    trim_all(&mut patterns, sequence);
     if patterns.iter().any(|p| p.is_empty()) {
-        return Err(Error::Usage(match index.meta.sequence {
+        return Err(Error::Usage(match sequence {
             true => "an empty pattern (or only whitespace, which a sequence index drops) occurs at every position: give patterns of at least one character",
             false => "an empty pattern occurs at every position: give patterns of at least one character",
         }.into()));
     }
-    if let Some(f) = &q.patterns_file {
-        // Empty ones in a file (blank lines, empty reads) are skipped.
-        let mut read = read_patterns(f, q.patterns_format, index.meta.sequence)?;
-        read.iter_mut().for_each(trim);
-        patterns.extend(read.into_iter().filter(|p| !p.is_empty()));
-    }
-    let max = q.max_hits.unwrap_or(usize::MAX);
-    let mut matches = 0u64;
-    let write_err = |e| Error::io("write", "standard output", e);
-    // A reader that stops reading (`| head`) ends the answers: no error.
-    let written = |r: std::io::Result<()>| match r {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
-        r => r.map(|()| true).map_err(write_err),
+    let mut file = match &q.patterns_file {
+        Some(f) => Some(Patterns::open(f, q.patterns_format, sequence)?),
+        None => None,
     };
-    'batches: for batch in patterns.chunks(BATCH) {
-        let answers: Vec<(String, u64)> = batch
-            .par_iter()
-            .map(|pat| answer(&index, pat, q.locate, max, q.json))
-            .collect::<Result<_>>()?;
-        for (text, count) in answers {
-            matches += count;
-            if !written(out.write_all(text.as_bytes()))? {
-                break 'batches;
-            }
+    let mut answers = Answers {
+        index: &index,
+        q,
+        out,
+        report: QueryReport::default(),
+    };
+    let mut going = answers.write(&patterns)?;
+    while let (true, Some(file)) = (going, &mut file) {
+        let Some(mut batch) = file.next_batch()? else {
+            break;
+        };
+        // Empty ones in a file (blank lines, empty reads) are skipped.
+        trim_all(&mut batch, sequence);
+        batch.retain(|p| !p.is_empty());
+        going = answers.write(&batch)?;
+    }
+    if going {
+        written(answers.out.flush())?;
+    }
+    let mut report = answers.report;
+    report.secs = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Drops the whitespace around each pattern for a `sequence` index (its text holds none).
+fn trim_all(patterns: &mut [Vec<u8>], sequence: bool) {
+    if !sequence {
+        return;
+    }
+    for p in patterns.iter_mut() {
+        let t = p.trim_ascii();
+        if t.len() != p.len() {
+            *p = t.to_vec();
         }
     }
-    written(out.flush())?;
-    Ok(QueryReport {
-        patterns: patterns.len(),
-        matches,
-        secs: t0.elapsed().as_secs_f64(),
-    })
+}
+
+/// Whether a write reached the reader: false when it stopped reading (`| head`), which ends
+/// the answers without an error.
+fn written(r: std::io::Result<()>) -> Result<bool> {
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        r => r
+            .map(|()| true)
+            .map_err(|e| Error::io("write", "standard output", e)),
+    }
+}
+
+/// The answers of a query as they are written, with what they counted.
+struct Answers<'a, W: Write> {
+    index: &'a Index,
+    q: &'a Query,
+    out: &'a mut W,
+    report: QueryReport,
+}
+
+impl<W: Write> Answers<'_, W> {
+    /// Answers `patterns`, [`BATCH`] at a time in parallel, each batch written in order.
+    /// Returns false once the reader stopped reading.
+    fn write(&mut self, patterns: &[Vec<u8>]) -> Result<bool> {
+        let (index, q) = (self.index, self.q);
+        let max = q.max_hits.unwrap_or(usize::MAX);
+        for batch in patterns.chunks(BATCH) {
+            let answers: Vec<(String, u64)> = batch
+                .par_iter()
+                .map(|pat| answer(index, pat, q.locate, max, q.json))
+                .collect::<Result<_>>()?;
+            for (text, count) in answers {
+                self.report.patterns += 1;
+                self.report.matches += count;
+                if !written(self.out.write_all(text.as_bytes()))? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// The lines answering one pattern, and its count. Errors where the index is damaged.

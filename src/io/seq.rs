@@ -1236,6 +1236,65 @@ fn place_all(
     })
 }
 
+/// The sequences of a FASTA or FASTQ stream, record by record as it is fed, by the build's
+/// parser: letters as they are (case kept), names dropped (`psa query` reads its patterns
+/// files with it, a chunk at a time). Holds the record in progress; local.
+pub struct Sequences {
+    parser: Parser,
+    out: Parsed,
+    /// The characters of the record in progress (its end not seen yet).
+    open: Vec<u8>,
+}
+
+impl Sequences {
+    /// A parser at the start of a stream in `format` (FASTA or FASTQ).
+    pub fn new(format: Format) -> Sequences {
+        let st = State {
+            at_line_start: true,
+            ..State::default()
+        };
+        Sequences {
+            parser: Parser::new(format, true, st),
+            out: Parsed::default(),
+            open: Vec::new(),
+        }
+    }
+
+    /// Parses `bytes`, the next bytes of the stream, and pushes each record that ended in them
+    /// to `done` (empty ones too). A parse error is "line N: why" (lines counted from 1).
+    pub fn feed(
+        &mut self,
+        bytes: &[u8],
+        done: &mut Vec<Vec<u8>>,
+    ) -> std::result::Result<(), String> {
+        let r = self.parser.feed(bytes, &mut self.out);
+        self.hand_on(done);
+        r.map_err(|e| format!("line {}: {}", e.line + 1, e.msg))
+    }
+
+    /// The stream ends: pushes its last record to `done`.
+    pub fn finish(&mut self, done: &mut Vec<Vec<u8>>) -> std::result::Result<(), String> {
+        let r = self.parser.finish(&mut self.out);
+        self.hand_on(done);
+        r.map_err(|e| format!("line {}: {}", e.line + 1, e.msg))
+    }
+
+    /// Moves the records that the characters kept so far end (each ends in `$`, which no
+    /// sequence letter is) to `done`, and the rest to the record in progress.
+    fn hand_on(&mut self, done: &mut Vec<Vec<u8>>) {
+        let mut pieces = self.out.kept.split(|&b| b == b'$');
+        let last = pieces.next_back().unwrap_or(&[]);
+        for piece in pieces {
+            self.open.extend_from_slice(piece);
+            done.push(std::mem::take(&mut self.open));
+        }
+        self.open.extend_from_slice(last);
+        self.out.kept.clear();
+        self.out.frags.clear();
+        self.out.cut.clear();
+    }
+}
+
 /// T and its records from whole files in memory, sequentially, by the same parser (`psa query`
 /// reads its patterns files with it; raw files are named `#k`). Local.
 pub fn text_of(
@@ -1412,5 +1471,41 @@ mod tests {
         ] {
             assert_eq!(Format::from_name(Path::new(n)), f, "{n}");
         }
+    }
+
+    /// A stream fed in pieces of any size gives each record's sequence (case kept, empty ones
+    /// too) as the whole file read at once does, and its errors name the same line.
+    #[test]
+    fn sequences_stream_in_any_pieces() {
+        let fasta = b">a x\nACg\r\nTT\n>\n>c\nN-*\n\n>d\nGG".as_slice();
+        let fastq = b"@a\nACGT\n+\nIIII\n@b\n\n+\n\n@c\ngg\n+\n!!\n".as_slice();
+        let opts = SeqOptions {
+            keep_case: true,
+            ..SeqOptions::default()
+        };
+        for (bytes, format) in [(fasta, Format::Fasta), (fastq, Format::Fastq)] {
+            let (t, records) = text_of(&[(bytes.to_vec(), format)], &opts).unwrap();
+            let want: Vec<Vec<u8>> = (records.iter())
+                .map(|r| t[r.start as usize..(r.start + r.len) as usize].to_vec())
+                .collect();
+            for piece in [1, 2, 3, 7, bytes.len()] {
+                let mut s = Sequences::new(format);
+                let mut got = Vec::new();
+                for part in bytes.chunks(piece) {
+                    s.feed(part, &mut got).unwrap();
+                }
+                s.finish(&mut got).unwrap();
+                assert_eq!(got, want, "{format:?} in pieces of {piece}");
+            }
+        }
+        let mut s = Sequences::new(Format::Fastq);
+        let mut got = Vec::new();
+        s.feed(b"@a\nAC\n+\nI", &mut got).unwrap();
+        s.feed(b"I\n@b\nA\n+\nII\n", &mut got).unwrap_err();
+        let e = err(b"@a\nAC\n+\nII\n@b\nA\n+\nII\n", Format::Fastq);
+        let mut s = Sequences::new(Format::Fastq);
+        let streamed =
+            (s.feed(b"@a\nAC\n+\nII\n@b\nA\n+\nII\n", &mut got)).and_then(|()| s.finish(&mut got));
+        assert_eq!(streamed.unwrap_err(), e);
     }
 }

@@ -304,6 +304,24 @@ impl OutputFile {
     pub fn into_staged(self) -> Option<Staged> {
         self.root
     }
+
+    /// pe 0: the size and modification time of the temporary file as written (None for a
+    /// target written through); call it once every pe has written and synced its part. The
+    /// file is opened anew by its path for this (on NFS an open revalidates what the client
+    /// knows of it, which other nodes' writes changed), never through a link. Others: None.
+    /// Local.
+    pub fn stamp(&self) -> Result<Option<crate::io::index::FileStamp>> {
+        let Some(Dest::Staged { tmp, .. }) = self.root.as_ref().map(|s| s.dest()) else {
+            return Ok(None);
+        };
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(tmp);
+        let m = opened.and_then(|f| f.metadata());
+        let m = m.map_err(|e| Error::io("look at the written output", tmp, e))?;
+        Ok(Some(crate::io::index::FileStamp::of(&m)))
+    }
 }
 
 /// Appends `xs` to `buf` as little-endian integers of `width` bytes each (the low bytes of each
