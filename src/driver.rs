@@ -599,12 +599,6 @@ impl IndexFiles {
             }
             return Ok(None);
         }
-        // Files beside it that psa did not write are kept, unless --force.
-        let foreign = match (comm.rank(), force) {
-            (0, false) => foreign_side_file(out, sequence),
-            _ => None,
-        };
-        comm.agree(foreign.map_or(Ok(()), |m| Err(Error::Usage(m))))?;
         // T's file is made once its size is known; its path is checked now.
         if sequence {
             let text = side_path(out, ".text");
@@ -644,6 +638,13 @@ impl IndexFiles {
             "index file",
             Named::Beside,
         )?;
+        // Files beside it that psa did not write are kept, unless --force (after the checks
+        // of each path above, which name a link or file of another user as such).
+        let foreign = match (comm.rank(), force) {
+            (0, false) => foreign_side_file(out, sequence),
+            _ => None,
+        };
+        comm.agree(foreign.map_or(Ok(()), |m| Err(Error::Usage(m))))?;
         Ok(Some(IndexFiles {
             records,
             meta,
