@@ -252,7 +252,7 @@ fn raw_inputs_build_and_answer() {
     assert_eq!(out, format!("abc\t{}\n", naive_find(&c, b"abc").len()));
 }
 
-/// Bad input: exit 1, one message naming the file and line, no output file left; at p = 1, 3, 7
+/// Bad input: exit 3, one message naming the file and line, no output file left; at p = 1, 3, 7
 /// (at 7 the long FASTQ record's lines lie on several pes).
 #[test]
 fn bad_input_names_file_and_line() {
@@ -311,7 +311,7 @@ fn bad_input_names_file_and_line() {
         std::fs::write(dir.join(name), bytes).unwrap();
         for p in [1, 3, 7] {
             let o = run_psa(p, [*name, "-o", "bad.sa"], dir.path());
-            assert_eq!(o.code, Some(1), "{name} p={p}: {}", o.describe());
+            assert_eq!(o.code, Some(3), "{name} p={p}: {}", o.describe());
             assert!(
                 o.stderr.contains(msg),
                 "{name} p={p}: wanted '{msg}' in:\n{}",
@@ -343,7 +343,7 @@ fn bad_input_names_file_and_line() {
 }
 
 /// A raw input whose name is not UTF-8 is found again by `psa query`; a damaged index (an SA
-/// entry not below n) is reported as damaged, with exit status 1, not as an internal error.
+/// entry not below n) is reported as damaged, with exit status 3 (bad input), not as an internal error.
 #[test]
 fn query_reopens_any_name_and_reports_damage() {
     use std::os::unix::ffi::OsStrExt;
@@ -375,14 +375,14 @@ fn query_reopens_any_name_and_reports_damage() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(
         err.contains("damaged") && !err.contains("internal"),
         "{err}"
     );
 
     // The metadata itself damaged: a byte changed (n no longer the inputs' sizes, the SA grown
-    // to match), cut short, or followed by more: "damaged", exit 1, never a panic.
+    // to match), cut short, or followed by more: "damaged", exit 3, never a panic.
     let build = |extra: &[&str]| {
         let mut c = common::mpirun(1, PSA);
         c.args(["-q", "-o", "a.sa", "a.txt"])

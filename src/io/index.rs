@@ -133,7 +133,7 @@ impl IndexMeta {
     pub fn read(path: &Path) -> Result<IndexMeta> {
         let bytes = std::fs::read(path).map_err(|e| Error::io("read the index", path, e))?;
         let bad = |why: &str| {
-            Error::Invalid(format!(
+            Error::BadInput(format!(
                 "'{}' is not an index written by this psa ({why})",
                 path.display()
             ))
@@ -142,7 +142,7 @@ impl IndexMeta {
             .strip_prefix(MAGIC)
             .ok_or_else(|| bad("no psa magic"))?;
         let damaged = || {
-            Error::Invalid(format!(
+            Error::BadInput(format!(
                 "'{}' is damaged (cut short or changed): build the index again",
                 path.display()
             ))
@@ -296,7 +296,7 @@ impl Index {
     pub fn open(out: &Path) -> Result<Index> {
         let meta_path = side_path(out, ".meta");
         if !meta_path.exists() && out.exists() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::BadInput(format!(
                 "'{}' has no index metadata '{}': build it again with this psa",
                 out.display(),
                 meta_path.display()
@@ -304,7 +304,7 @@ impl Index {
         }
         let meta = IndexMeta::read(&meta_path)?;
         if !(1..=8).contains(&meta.width) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::BadInput(format!(
                 "'{}' gives {}-byte entries (1 to 8 are possible): it is damaged; build the index again",
                 meta_path.display(),
                 meta.width
@@ -313,7 +313,7 @@ impl Index {
         let sa = map(out)?;
         let sa_len = sa.as_ref().map_or(0, |m| m.len()) as u64;
         if sa_len != meta.n * meta.width as u64 {
-            return Err(Error::Invalid(format!(
+            return Err(Error::BadInput(format!(
                 "'{}' has {sa_len} bytes but the index says {} entries of {} bytes: it changed since the build",
                 out.display(),
                 meta.n,
@@ -348,7 +348,7 @@ impl Index {
             let m = map(&p)?;
             let len = m.as_ref().map_or(0, |m| m.len()) as u64;
             if len != size {
-                return Err(Error::Invalid(format!(
+                return Err(Error::BadInput(format!(
                     "'{}' has {len} bytes but had {size} when the index was built: build it again",
                     p.display()
                 )));
@@ -372,7 +372,7 @@ impl Index {
         b[..w].copy_from_slice(&sa[k * w..(k + 1) * w]);
         let v = u64::from_le_bytes(b);
         if v >= self.meta.n {
-            return Err(Error::Invalid(format!(
+            return Err(Error::BadInput(format!(
                 "entry {k} of the suffix array is {v}, not below n = {}: the file is damaged; build the index again",
                 self.meta.n
             )));

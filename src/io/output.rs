@@ -169,7 +169,7 @@ pub fn plan(requested: &Path, inputs: &[&Path], force: bool, what: &str, tag: u6
         Err(e) => Some(format!(": {e}")),
     };
     if let Some(why) = why {
-        return Err(Error::Invalid(format!(
+        return Err(Error::System(format!(
             "cannot write {what} '{shown}': its directory '{}'{why}",
             dir.display()
         )));
@@ -272,7 +272,7 @@ fn reserve(f: &File, bytes: u64, dir: &Path) -> Result<()> {
         libc::EOPNOTSUPP | libc::EINVAL => f
             .set_len(bytes)
             .map_err(|e| Error::io("size the output in", dir, e)),
-        libc::ENOSPC | libc::EDQUOT | libc::EFBIG => Err(Error::Invalid(format!(
+        libc::ENOSPC | libc::EDQUOT | libc::EFBIG => Err(Error::System(format!(
             "cannot reserve {bytes} bytes for the output in '{}': {} (free some space or write elsewhere with -o)",
             dir.display(),
             std::io::Error::from_raw_os_error(rc)
@@ -378,7 +378,7 @@ impl Staged {
                     .create_new(true)
                     .open(tmp)
                     .map_err(|e| {
-                        Error::Invalid(format!(
+                        Error::System(format!(
                             "cannot create the {what} '{}' (its temporary file in '{}'): {e}",
                             target.display(),
                             dir.display()
@@ -401,11 +401,11 @@ impl Staged {
                     .custom_flags(libc::O_NONBLOCK)
                     .open(target)
                     .map_err(|e| match e.raw_os_error() {
-                        Some(libc::ENXIO) => Error::Invalid(format!(
+                        Some(libc::ENXIO) => Error::System(format!(
                             "{what} '{}' is a FIFO that nobody reads: start its reader first",
                             target.display()
                         )),
-                        _ => Error::Invalid(format!(
+                        _ => Error::System(format!(
                             "cannot open the {what} '{}': {e}",
                             target.display()
                         )),
@@ -603,7 +603,7 @@ impl OutputFile {
                 .open(t)
                 .map(Some)
                 .map_err(|e| {
-                    Error::Invalid(format!(
+                    Error::System(format!(
                         "cannot open the output's temporary file '{}': {e} (is its directory on a file system that every node sees?)",
                         t.display()
                     ))

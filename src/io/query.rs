@@ -74,7 +74,7 @@ pub fn read_patterns(path: &Path, format: Option<Format>, sequence: bool) -> Res
         flate2::read::MultiGzDecoder::new(&bytes[..])
             .read_to_end(&mut plain)
             .map_err(|e| {
-                Error::Invalid(format!("{}: not a valid gzip stream ({e})", path.display()))
+                Error::BadInput(format!("{}: not a valid gzip stream ({e})", path.display()))
             })?;
         bytes = plain;
     }
@@ -112,7 +112,7 @@ pub fn read_patterns(path: &Path, format: Option<Format>, sequence: bool) -> Res
     // once); its line numbers then count from the first record.
     bytes.drain(..lead);
     let (t, records) = text_of(&[(bytes, format)], &opts).map_err(|e| {
-        Error::Invalid(format!(
+        Error::BadInput(format!(
             "{}: {e} (read as {}; --patterns-format lines reads one pattern a line)",
             path.display(),
             format.name().to_uppercase()
