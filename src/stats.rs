@@ -414,11 +414,27 @@ mod tests {
     #[test]
     fn a_phase_peak_is_the_mark_where_it_rose_else_the_most_seen() {
         assert_eq!(phase_peak([100, 150], [90, 95], 120), 150, "exact");
-        assert_eq!(phase_peak([100, 150], [90, 95], 0), 150, "exact, no samples");
+        assert_eq!(
+            phase_peak([100, 150], [90, 95], 0),
+            150,
+            "exact, no samples"
+        );
         assert_eq!(phase_peak([200, 200], [90, 95], 120), 120, "sampled");
-        assert_eq!(phase_peak([200, 200], [90, 130], 120), 130, "the end's size");
-        assert_eq!(phase_peak([200, 200], [140, 95], 0), 140, "the start's size");
-        assert_eq!(phase_peak([200, 200], [90, 95], 250), 200, "at most the mark");
+        assert_eq!(
+            phase_peak([200, 200], [90, 130], 120),
+            130,
+            "the end's size"
+        );
+        assert_eq!(
+            phase_peak([200, 200], [140, 95], 0),
+            140,
+            "the start's size"
+        );
+        assert_eq!(
+            phase_peak([200, 200], [90, 95], 250),
+            200,
+            "at most the mark"
+        );
         assert_eq!(phase_peak([0, 0], [90, 95], 250), 250, "no mark known");
     }
 

@@ -1315,7 +1315,11 @@ fn each_kind_of_error_has_its_exit_status() {
     let cases: [(i32, &[&str], &str); 4] = [
         (2, &["--width", "7", "in.txt"], "--width"),
         (3, &["bad.fq"], "the file ends inside the FASTQ record"),
-        (4, &["--mem-per-pe", "20M", "in.txt"], "memory budget too small"),
+        (
+            4,
+            &["--mem-per-pe", "20M", "in.txt"],
+            "memory budget too small",
+        ),
         (5, &["missing.txt"], "missing.txt"),
     ];
     for (code, args, needle) in cases {
@@ -1349,5 +1353,9 @@ fn version_is_printed_without_starting_mpi() {
         assert_eq!(o.stdout, want, "{flag}: {}", o.describe());
     }
     let o = broken_mpi(&["-o", "out.sa", "in.txt"]);
-    assert!(!o.success(), "a build with an MPI that cannot start: {}", o.describe());
+    assert!(
+        !o.success(),
+        "a build with an MPI that cannot start: {}",
+        o.describe()
+    );
 }

@@ -27,7 +27,9 @@ fn run_reaped(mut cmd: Command, dir: &Path, timeout: Duration) -> (Outcome, u64)
         .stdout(fs::File::create(&out).expect("stdout file"))
         .stderr(fs::File::create(&err).expect("stderr file"));
     let t0 = Instant::now();
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {cmdline}: {e}"));
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmdline}: {e}"));
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
@@ -93,7 +95,16 @@ fn the_peak_psa_reports_is_the_one_outside_tools_see() {
     let dir = TempDir::new("outside_peak");
     dir.write("dna.txt", &gen::dna(63, N));
     let timeout = Duration::from_secs(300);
-    let args = ["--threads", "2", "--stats", "s.json", "--force", "-o", "dna.sa", "dna.txt"];
+    let args = [
+        "--threads",
+        "2",
+        "--stats",
+        "s.json",
+        "--force",
+        "-o",
+        "dna.sa",
+        "dna.txt",
+    ];
     // p = 1: psa alone (an MPI singleton), reaped here.
     let mut alone = Command::new(PSA);
     alone
