@@ -5,7 +5,7 @@
 //! wraps the system allocator; when it returns nothing, the pe prints which pe and host failed,
 //! in which phase (as [`crate::Ctx::phase`] names it), how many bytes it asked for, its
 //! peak resident memory so far and its limit, removes the partial output file, and ends every
-//! pe of the job with MPI_Abort (exit status 1). The command-line tool installs it; a library
+//! pe of the job with MPI_Abort (exit status 4, as [`crate::Error::OutOfMemory`]). The command-line tool installs it; a library
 //! user may too:
 //!
 //! ```no_run
@@ -225,6 +225,11 @@ impl std::fmt::Write for StackMsg {
     }
 }
 
+/// The exit status of a pe whose allocation failed (that of [`crate::Error::OutOfMemory`]).
+const OOM_EXIT: i32 = 4;
+
+/// Prints the message of a failed allocation of `size` bytes, removes the partial output and
+/// ends the job (or, before MPI is known, this process) with [`OOM_EXIT`]. Allocates nothing.
 #[cold]
 fn out_of_memory(size: usize) -> ! {
     use std::fmt::Write;
@@ -283,15 +288,16 @@ fn out_of_memory(size: usize) -> ! {
     // SAFETY: writing our stack buffer to stderr.
     unsafe { libc::write(2, m.buf.as_ptr().cast(), m.len) };
     if query {
-        // SAFETY: ends the process at once, as the exit status of an error (a failed
+        // SAFETY: ends the process at once, with the status of running out of memory (a failed
         // allocation leaves nothing that could be unwound or flushed safely).
-        unsafe { libc::_exit(1) };
+        unsafe { libc::_exit(OOM_EXIT) };
     }
     crate::io::remove_partial_now();
     if rank != usize::MAX {
-        crate::comm::abort_world(1);
+        crate::comm::abort_world(OOM_EXIT);
     }
-    std::process::abort()
+    // SAFETY: ends the process at once, as abort would, with the status of running out of memory.
+    unsafe { libc::_exit(OOM_EXIT) }
 }
 
 // SAFETY: every method forwards to the system allocator (a large block to its aligned

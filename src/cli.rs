@@ -69,11 +69,21 @@ Output: SA[0..n) as little-endian unsigned integers of --width bytes each (n × 
 The file is written under a temporary name beside OUTPUT, its space reserved at the start, and
 renamed when complete, so OUTPUT never holds a partial result. A device or FIFO (-o /dev/null) is
 written through. psa refuses to overwrite its input, a directory or special file, and (without
---force) a read-only file. Exit status: 0 on success, 1 on any error (reported once, by the
-lowest pe that failed), 2 for bad arguments, refused outputs and memory budgets too small for
-the leanest plan (found before the input is read; the budget's verdict on FASTA/FASTQ after a
-first scan that counts its characters), 101 for an internal error (a bug: the
-message says \"internal error\"; please report it).
+--force) a read-only file.
+
+Exit status (an error is reported once, by the lowest pe that failed; every pe leaves with it):
+  0      success
+  1      any other error (a failed --check, --gpu where this build or machine has none)
+  2      bad arguments, or an output psa refuses to write (found before the input is read)
+  3      bad input: not a regular file, malformed FASTA/FASTQ, a damaged gzip stream or index,
+         a file that changed while being read
+  4      memory: a budget too small for the leanest plan (refused before the input is read;
+         FASTA/FASTQ after a first scan that counts its characters), or an allocation failed
+  5      I/O: a file that cannot be read, written, created or renamed (missing, no permission,
+         a full disk, a directory some node cannot see), or MPI not starting
+  101    internal error (a bug: the message says \"internal error\"; please report it)
+  128+N  ended by signal N (130 for SIGINT, 143 for SIGTERM)
+
 Test and tuning switches (--force-wide, --index-bits, --css-*, --no-gpu-pool, --mpi-max-count, --gpu-*, …) are
 not listed here (see README, Tests); --stats and -v show every setting of a run.
 Environment: RUST_LOG overrides -v/-q (e.g. RUST_LOG=debug shows every pe's phases).";

@@ -14,7 +14,7 @@ use crate::comm::Comm;
 use crate::config::{Config, Tunables};
 use crate::dist::SortEnv;
 use crate::local::{self, DeviceSuffixArray, LocalSort};
-use crate::stats::{self, PhaseLog, PhaseRecord};
+use crate::stats::{PhaseLog, PhaseRecord};
 
 /// Everything a pe needs to take part in a distributed run: the communicator, the local sort
 /// backend, settings, the phase log and the thread pool of its parallel work.
@@ -193,28 +193,13 @@ impl Ctx {
         let a0 = self.comm.a2a_secs();
         let outer = alloc::current_phase();
         alloc::set_phase(name);
-        // The peak of this phase: the kernel's high-water mark from now on, and the peaks of
-        // the phases inside it (each of which resets the mark when it starts).
-        let so_far = stats::reset_peak_rss();
-        self.log.note_peak(so_far);
-        {
-            let mut st = self.log.peak_stack.borrow_mut();
-            if let Some(top) = st.last_mut() {
-                *top = (*top).max(so_far);
-            }
-            st.push(0);
-        }
+        // The peak of this phase: exact where the kernel's high-water mark rises during it,
+        // else sampled (stats::PhaseStart); the sampler runs at least while an outermost phase
+        // does (the entry points hold it for a whole build).
+        let start = self.log.start_peak();
         let r = f();
-        let (peak_rss, outermost) = {
-            let mut st = self.log.peak_stack.borrow_mut();
-            let inner = st.pop().unwrap_or(0);
-            let peak = stats::peak_rss_bytes().max(inner);
-            if let Some(top) = st.last_mut() {
-                *top = (*top).max(peak);
-            }
-            self.log.note_peak(peak);
-            (peak, st.is_empty())
-        };
+        let peak_rss = self.log.end_peak(start);
+        let outermost = self.log.peak_stack.borrow().is_empty();
         alloc::restore_phase(outer);
         let rec = PhaseRecord {
             level: self.log.level.get(),
@@ -238,6 +223,15 @@ impl Ctx {
             log::info!("{} done ({:.2} s on pe 0)", rec.name, rec.secs);
         }
         self.log.phases.borrow_mut().push(rec);
+        r
+    }
+
+    /// Runs `f` with the resident-size sampler running (started if it is not), so that one
+    /// thread samples all of a build's phases; it stops when the last such call ends.
+    pub(crate) fn sampling<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.log.hold_sampler();
+        let r = f();
+        self.log.release_sampler();
         r
     }
 

@@ -96,7 +96,18 @@ impl Report {
 /// output (created now, its space reserved, every pe opening it), so a doomed run fails in
 /// seconds, not after the build. Sequence input is parsed and counted first ([`seq::scan`]);
 /// its plan and output follow, before its characters move to T's layout.
+///
+/// The phases' peak memory is sampled by one thread (see [`crate::stats`]) that runs from the
+/// start of the job to its end.
 pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
+    ctx.log.hold_sampler();
+    let report = run_sampled(ctx, job);
+    ctx.log.release_sampler();
+    report
+}
+
+/// [`run`] while the sampler runs.
+fn run_sampled(ctx: &mut Ctx, job: &Job) -> Result<Report> {
     let t0 = Instant::now();
     if !job.write_sa && job.bwt.is_none() && job.lcp.is_none() {
         return ctx.comm.agree(Err(Error::Usage(

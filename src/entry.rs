@@ -20,10 +20,12 @@ use crate::local::{self, LocalSort};
 /// positions. Suffixes compare as byte strings; a proper prefix sorts first.
 pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
     ctx.install(|ctx| {
-        let sink = SaSink::hold();
-        let sa = suffix_array_here(ctx, text, &sink)?;
-        sink.finish(&ctx.comm)?;
-        Ok(sa.expect("a sink that holds returns the part"))
+        ctx.sampling(|| {
+            let sink = SaSink::hold();
+            let sa = suffix_array_here(ctx, text, &sink)?;
+            sink.finish(&ctx.comm)?;
+            Ok(sa.expect("a sink that holds returns the part"))
+        })
     })
 }
 
@@ -46,9 +48,11 @@ pub fn suffix_array_or_write(
             true => SaSink::to_file(out),
             false => SaSink::hold(),
         };
-        let sa = suffix_array_here(ctx, text, &sink)?;
-        sink.finish(&ctx.comm)?;
-        Ok(sa)
+        ctx.sampling(|| {
+            let sa = suffix_array_here(ctx, text, &sink)?;
+            sink.finish(&ctx.comm)?;
+            Ok(sa)
+        })
     })
 }
 

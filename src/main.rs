@@ -157,8 +157,9 @@ fn main() -> ExitCode {
         }
     };
     let Some(universe) = mpi::initialize() else {
-        eprintln!("psa: error: MPI could not be initialised");
-        return ExitCode::from(1);
+        let e = Error::System("MPI could not be initialised".into());
+        eprintln!("psa: error: {e}");
+        return ExitCode::from(e.exit_code());
     };
     let world = universe.world();
     let rank = world.rank() as usize;

@@ -6,7 +6,7 @@
 //! ([`peak_per_pe`]) and takes the fastest candidate that fits: the configured knobs; then
 //! exchanges in rounds as large as the room left allows; then (with [`Config::plan_algo`]) the
 //! other algorithm the same way. When not even the leanest candidate fits, the run is refused
-//! ([`Error::Usage`], exit status 2), naming the budget, the need and the way out.
+//! ([`Error::Budget`], exit status 4), naming the budget, the need and the way out.
 //!
 //! The model ([`Costs`], one function per algorithm) is an upper bound from measured per-phase
 //! peaks (`-v`, `--stats`): a fixed base (the binary, MPI's buffers, thread stacks), plus per
@@ -413,7 +413,7 @@ pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
     if let Some(k) = all.iter().find(|k| peak_per_pe(shape, k) <= budget) {
         return Ok(plan(*k));
     }
-    Err(Error::Usage(refusal(
+    Err(Error::Budget(refusal(
         config, shape, budget, source, leanest,
     )))
 }

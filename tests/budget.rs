@@ -1,5 +1,5 @@
 //! `--mem-per-pe`: the memory plan through the `psa` binary. A budget too small is refused before
-//! the input is read (one message, exit 2, nothing written); the leanest budget runs every
+//! the input is read (one message, exit 4, nothing written); the leanest budget runs every
 //! exchange in rounds and stays exact; the default comes from Slurm's variables; `--stats` and
 //! `-v` show the plan. (The hard-input table under the leanest budget is in tests/algorithms.rs.)
 
@@ -58,7 +58,7 @@ fn a_budget_too_small_is_refused_before_the_input_is_read() {
             dir.path(),
             Duration::from_secs(30),
         );
-        assert_eq!(o.code, Some(2), "p = {p}: {}", o.describe());
+        assert_eq!(o.code, Some(4), "p = {p}: {}", o.describe());
         for needle in [
             "memory budget too small",
             "a text of 1099511627776 characters",
@@ -91,7 +91,7 @@ fn a_budget_too_small_is_refused_before_the_input_is_read() {
     // Below what a pe needs before it holds any text.
     dir.write("small.txt", b"banana");
     let o = run_psa(2, ["--mem-per-pe", "20M", "small.txt"], dir.path());
-    o.assert_error(2, "before it holds any text: raise --mem-per-pe", "");
+    o.assert_error(4, "before it holds any text: raise --mem-per-pe", "");
 }
 
 /// pe 0 holds the table of a sequence input's records (names and places) through the build: a
@@ -145,12 +145,12 @@ fn pe_0s_records_table_counts_in_the_plan() {
                 .unwrap_or_else(|| panic!("{what}: no need in {}", o.describe()))
         };
         let o = run(text_alone + (1 << 20));
-        o.assert_error(2, "pe 0 also holds the table of the input's records", &what);
+        o.assert_error(4, "pe 0 also holds the table of the input's records", &what);
         assert!(!o.stderr.contains("build"), "{what}: {}", o.describe());
         let need = need_of(&o);
         // Written through to a device no index files are made: the table is held, not written.
         let o = run_to("/dev/null", text_alone + (1 << 20));
-        o.assert_error(2, "pe 0 also holds the table of the input's records", &what);
+        o.assert_error(4, "pe 0 also holds the table of the input's records", &what);
         let unwritten = need_of(&o);
         assert!(
             unwritten < need,
@@ -305,7 +305,7 @@ fn without_algo_the_plan_may_take_the_leaner_algorithm() {
         psa::internals::sa_bytes(&text, 1)
     );
     let o = run_psa(1, [&["--algo", "css"][..], &args].concat(), dir.path());
-    o.assert_error(2, "(css with exchanges", "--algo css is kept");
+    o.assert_error(4, "(css with exchanges", "--algo css is kept");
 }
 
 #[test]
@@ -326,7 +326,7 @@ fn the_default_budget_comes_from_slurm() {
         1,
         &[("SLURM_MEM_PER_CPU", "40"), ("SLURM_CPUS_PER_TASK", "1")],
     );
-    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert_eq!(o.code, Some(4), "{}", o.describe());
     assert!(
         o.stderr.contains(
             "the budget is 41943040 bytes (40.0 MiB) per pe (SLURM_MEM_PER_CPU × SLURM_CPUS_PER_TASK = 1)"

@@ -1,4 +1,5 @@
-//! Failures of the `psa` command: each exits non-zero (2 for bad arguments, 1 otherwise) with a
+//! Failures of the `psa` command: each exits with its status (2 bad arguments, 3 bad input, 4
+//! memory, 5 I/O, 1 anything else: `psa --help`) with a
 //! message that names the path or value at fault, within a time limit (no hang), leaves nothing
 //! under the output name, and keeps an existing output file unchanged. Plus the edge cases that
 //! must succeed: an empty input and fewer characters than pes.
@@ -93,14 +94,14 @@ fn missing_input() {
             p,
             &["--algo", "dc3", "-o", "out.sa", "no-such-input.txt"],
             &dir,
-            1,
+            5,
             &["no-such-input.txt", "No such file"],
             &out,
         );
     }
     // Default output name (INPUT.sa): nothing is created either.
     let o = run_psa(2, ["gone.txt"], dir.path());
-    assert_eq!(o.code, Some(1), "{}", o.describe());
+    assert_eq!(o.code, Some(5), "{}", o.describe());
     assert!(
         !dir.join("gone.txt.sa").exists(),
         "an output file was created for a missing input"
@@ -125,7 +126,7 @@ fn unreadable_input() {
             p,
             &["-o", "out.sa", "secret.txt"],
             &dir,
-            1,
+            5,
             &["secret.txt", "ermission denied"],
             &out,
         );
@@ -143,7 +144,7 @@ fn input_is_a_directory() {
             p,
             &["-o", "out.sa", "adir"],
             &dir,
-            1,
+            3,
             &["adir", "directory"],
             &out,
         );
@@ -166,7 +167,7 @@ fn input_is_a_fifo() {
             p,
             &["-o", "out.sa", "apipe"],
             &dir,
-            1,
+            3,
             &["apipe", "not a regular file"],
             &out,
         );
@@ -181,7 +182,7 @@ fn output_directory_missing() {
     for p in [1, 3] {
         let o = run_psa(p, ["-o", "no-such-dir/out.sa", "input"], dir.path());
         assert!(!o.timed_out, "hung: {}", o.describe());
-        o.assert_error(1, "no-such-dir", &format!("p = {p}"));
+        o.assert_error(5, "no-such-dir", &format!("p = {p}"));
         assert!(
             !out.exists() && !dir.join("no-such-dir").exists(),
             "p = {p}: something was created"
@@ -189,7 +190,7 @@ fn output_directory_missing() {
         // A file where the output's directory should be: named as such, and left alone.
         let o = run_psa(p, ["-o", "input/out.sa", "input"], dir.path());
         o.assert_error(
-            1,
+            5,
             "its directory 'input' is not a directory",
             &format!("p = {p}"),
         );
@@ -216,7 +217,7 @@ fn output_directory_not_writable() {
     for p in [1, 3] {
         let o = run_psa(p, ["-o", "ro/out.sa", "input"], dir.path());
         assert!(!o.timed_out, "hung: {}", o.describe());
-        o.assert_error(1, "ro/out.sa", &format!("p = {p}"));
+        o.assert_error(5, "ro/out.sa", &format!("p = {p}"));
         assert!(
             o.stderr.contains("ermission denied"),
             "p = {p}: {}",
@@ -321,7 +322,7 @@ fn a_late_failure_replaces_no_output() {
             "input",
         ];
         let o = run_psa(p, args, dir.path());
-        o.assert_error(1, "/dev/full", &format!("p = {p}"));
+        o.assert_error(5, "/dev/full", &format!("p = {p}"));
         for f in olds {
             assert_eq!(
                 fs::read(dir.join(f)).unwrap(),
@@ -475,7 +476,7 @@ fn stats_path_unwritable() {
         dir.path(),
     );
     assert!(!o.timed_out, "{}", o.describe());
-    o.assert_error(1, "no-such-dir/stats.json", "");
+    o.assert_error(5, "no-such-dir/stats.json", "");
 }
 
 #[test]
@@ -987,7 +988,7 @@ fn special_and_protected_outputs() {
         );
         // A FIFO nobody reads is an error, not a hang.
         let o = run_psa(p, ["-o", "fifo", "in.txt"], dir.path());
-        o.assert_error(1, "nobody reads", &format!("p = {p}"));
+        o.assert_error(5, "nobody reads", &format!("p = {p}"));
         assert!(failed_before_reading(&o), "p = {p}: {}", o.describe());
         // A read-only file is kept (exit 2), unless --force.
         let ro = dir.join("ro.sa");
@@ -1056,7 +1057,7 @@ fn a_full_file_system_is_found_before_the_build() {
     // 1 Mi characters need 4 MiB of suffix array; the file system has 1 MiB.
     for p in [1, 3] {
         let o = run_psa(p, ["-o", "small/out.sa", "in.txt"], dir.path());
-        o.assert_error(1, "cannot reserve", &format!("p = {p}"));
+        o.assert_error(5, "cannot reserve", &format!("p = {p}"));
         assert!(
             o.stderr.contains("No space left"),
             "p = {p}: {}",
@@ -1104,7 +1105,7 @@ fn an_output_directory_one_pe_cannot_see_is_found_before_the_build() {
     ))
     .current_dir(dir.path());
     let o = run_with_timeout(c, dir.path(), DEFAULT_TIMEOUT);
-    o.assert_error(1, "on pe 1 (host ", "");
+    o.assert_error(5, "on pe 1 (host ", "");
     assert!(o.stderr.contains("every node sees"), "{}", o.describe());
     assert!(failed_before_reading(&o), "{}", o.describe());
     assert!(
@@ -1127,7 +1128,7 @@ fn a_bad_stats_path_fails_before_the_build() {
                 p,
                 &["--stats", stats, "-o", "out.sa", "input"],
                 &dir,
-                if stats == "." { 2 } else { 1 },
+                if stats == "." { 2 } else { 5 },
                 &[stats],
                 &out,
             );
@@ -1227,7 +1228,7 @@ fn running_out_of_memory_is_one_clear_error() {
     .current_dir(dir.path());
     let o = run_with_timeout(c, dir.path(), DEFAULT_TIMEOUT);
     assert!(!o.timed_out, "{}", o.describe());
-    assert_eq!(o.code, Some(1), "{}", o.describe());
+    assert_eq!(o.code, Some(4), "{}", o.describe());
     for needle in [
         "out of memory in phase",
         "bytes failed",
@@ -1334,7 +1335,7 @@ fn argument_errors_are_printed_once_and_errors_name_the_pe() {
     assert_eq!(o.code, Some(0), "{}", o.describe());
     assert_eq!(o.stdout.matches("Usage:").count(), 1, "{}", o.describe());
     let o = run_psa(3, ["missing.txt"], dir.path());
-    o.assert_error(1, "on pe 0 (host ", "");
+    o.assert_error(5, "on pe 0 (host ", "");
 }
 
 #[test]
@@ -1371,4 +1372,60 @@ fn arguments_are_checked_before_reading() {
     let o = run_psa(1, ["-o", "empty.sa", "empty"], dir.path());
     assert!(o.success(), "{}", o.describe());
     assert!(o.stderr.contains("no characters"), "{}", o.describe());
+}
+
+/// One run per exit status of `psa --help`'s table, at p = 2 (both pes leave with it, the
+/// message printed once): 2 a bad argument, 3 bad input (a FASTQ record cut short), 4 a budget too
+/// small, 5 a missing input.
+#[test]
+fn each_kind_of_error_has_its_exit_status() {
+    let dir = TempDir::new("exit_statuses");
+    dir.write("in.txt", &gen::dna(5, 5000));
+    dir.write("bad.fq", b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n");
+    let cases: [(i32, &[&str], &str); 4] = [
+        (2, &["--width", "7", "in.txt"], "--width"),
+        (3, &["bad.fq"], "the file ends inside the FASTQ record"),
+        (
+            4,
+            &["--mem-per-pe", "20M", "in.txt"],
+            "memory budget too small",
+        ),
+        (5, &["missing.txt"], "missing.txt"),
+    ];
+    for (code, args, needle) in cases {
+        let o = run_psa(2, [&["-o", "out.sa"], args].concat(), dir.path());
+        o.assert_error(code, needle, &format!("{args:?}"));
+        let messages = o.stderr.lines().filter(|l| l.contains("error")).count();
+        assert_eq!(messages, 1, "{args:?}: one message: {}", o.describe());
+        assert!(!dir.join("out.sa").exists(), "{args:?}: an output was left");
+    }
+}
+
+/// `psa --version` and `-V` print `psa X.Y.Z` (Cargo.toml's version) and succeed without a
+/// launcher and without starting MPI: here an MPI that cannot start (a transport that does not
+/// exist), which fails a build.
+#[test]
+fn version_is_printed_without_starting_mpi() {
+    let dir = TempDir::new("version");
+    dir.write("in.txt", b"banana");
+    let broken_mpi = |args: &[&str]| {
+        let mut c = Command::new(PSA);
+        c.args(args)
+            .env("OMPI_MCA_pml", "no-such-transport")
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        run_with_timeout(c, dir.path(), DEFAULT_TIMEOUT)
+    };
+    let want = format!("psa {}\n", env!("CARGO_PKG_VERSION"));
+    for flag in ["--version", "-V"] {
+        let o = broken_mpi(&[flag]);
+        assert!(o.success(), "{flag}: {}", o.describe());
+        assert_eq!(o.stdout, want, "{flag}: {}", o.describe());
+    }
+    let o = broken_mpi(&["-o", "out.sa", "in.txt"]);
+    assert!(
+        !o.success(),
+        "a build with an MPI that cannot start: {}",
+        o.describe()
+    );
 }

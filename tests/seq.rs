@@ -259,7 +259,7 @@ fn raw_inputs_build_and_answer() {
     assert_eq!(out, format!("abc\t{}\n", naive_find(&c, b"abc").len()));
 }
 
-/// Bad input: exit 1, one message naming the file and line, no output file left; at p = 1, 3, 7
+/// Bad input: exit 3, one message naming the file and line, no output file left; at p = 1, 3, 7
 /// (at 7 the long FASTQ record's lines lie on several pes).
 #[test]
 fn bad_input_names_file_and_line() {
@@ -323,7 +323,7 @@ fn bad_input_names_file_and_line() {
         std::fs::write(dir.join(name), bytes).unwrap();
         for p in [1, 3, 7] {
             let o = run_psa(p, [*name, "-o", "bad.sa"], dir.path());
-            assert_eq!(o.code, Some(1), "{name} p={p}: {}", o.describe());
+            assert_eq!(o.code, Some(3), "{name} p={p}: {}", o.describe());
             assert!(
                 o.stderr.contains(msg),
                 "{name} p={p}: wanted '{msg}' in:\n{}",
@@ -355,7 +355,7 @@ fn bad_input_names_file_and_line() {
 }
 
 /// A raw input whose name is not UTF-8 is found again by `psa query`; a damaged index (an SA
-/// entry not below n) is reported as damaged, with exit status 1, not as an internal error.
+/// entry not below n) is reported as damaged, with exit status 3 (bad input), not as an internal error.
 #[test]
 fn query_reopens_any_name_and_reports_damage() {
     use std::os::unix::ffi::OsStrExt;
@@ -390,14 +390,14 @@ fn query_reopens_any_name_and_reports_damage() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(
         err.contains("damaged") && !err.contains("internal"),
         "{err}"
     );
 
     // The metadata itself damaged: a byte changed (n no longer the inputs' sizes, the SA grown
-    // to match), cut short, or followed by more: "damaged", exit 1, never a panic.
+    // to match), cut short, or followed by more: "damaged", exit 3, never a panic.
     let build = |extra: &[&str]| {
         let mut c = common::mpirun(1, PSA);
         c.args(["-q", "-o", "a.sa", "a.txt"])
@@ -690,7 +690,7 @@ fn query_refuses_the_files_of_another_build() {
     args.extend(pats);
     let refused = |what: &str, file: &str| {
         let o = query_within(dir.path(), &args, 60);
-        assert_eq!(o.code, Some(1), "{what}: {}", o.describe());
+        assert_eq!(o.code, Some(3), "{what}: {}", o.describe());
         let named = format!("'{file}' does not belong to the index 'x.sa.meta'");
         assert!(o.stderr.contains(&named), "{what}: {}", o.describe());
         assert!(o.stdout.is_empty(), "{what}: answered: {}", o.describe());
@@ -772,7 +772,7 @@ fn queries_during_rebuilds_answer_one_build_or_refuse() {
                 _ => {
                     let clear = o.stderr.contains("does not belong to the index")
                         || o.stderr.contains("was replaced while the index was opened");
-                    assert!(o.code == Some(1) && clear, "{}", o.describe());
+                    assert!(o.code == Some(3) && clear, "{}", o.describe());
                     refusals += 1;
                 }
             }
@@ -839,7 +839,7 @@ fn forged_metadata_is_a_clear_error() {
         );
         match o.code {
             Some(0) => assert!(what.contains("changed"), "{what}: {}", o.describe()),
-            Some(1) => assert!(
+            Some(3) => assert!(
                 clear.iter().any(|c| o.stderr.contains(c)),
                 "{what}: {}",
                 o.describe()
@@ -960,7 +960,7 @@ fn patterns_are_read_in_bounded_memory() {
     }
     dir.write("long.txt.gz", &z.finish().unwrap());
     let o = limited(&["--patterns", "long.txt.gz"]);
-    assert_eq!(o.code, Some(1), "{}", o.describe());
+    assert_eq!(o.code, Some(4), "{}", o.describe());
     assert!(
         o.stderr.contains("psa query: error") && o.stderr.contains("out of memory"),
         "{}",

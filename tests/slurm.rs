@@ -340,16 +340,16 @@ fn psa_sbatch_srun_mpi_plugin() {
 fn psa_sbatch_leaves_memory_and_errors_to_psa() {
     let job = Job::new("sbatch_memory");
     job.dir.write("in.txt", &text());
-    // Too small a budget: psa refuses before reading the input (exit 2, passed on by the
+    // Too small a budget: psa refuses before reading the input (exit 4, passed on by the
     // script) and writes nothing. (Its default from Slurm's grant: `budget`'s tests; this stand-in
     // srun hides the job from mpirun, and so from psa.)
     let o = job.run(&["--mem-per-pe", "1M", "in.txt"], &[]);
-    o.assert_error(2, "memory budget too small", "");
+    o.assert_error(4, "memory budget too small", "");
     assert!(job.psa_call().is_some(), "psa did not run");
     assert!(!job.dir.join("in.txt.sa").exists(), "an output was written");
     // A missing input: psa says what is wrong.
     let o = job.run(&["--check", "missing.txt", "-q"], &[]);
-    o.assert_error(1, "missing.txt", "");
+    o.assert_error(5, "missing.txt", "");
     assert!(job.psa_call().is_some(), "psa did not run");
     // An option the script does not know is psa's to judge (here: a usage error, status 2).
     let o = job.run(&["--no-such-option", "in.txt"], &[]);

@@ -41,10 +41,12 @@ pub fn check<'a>(
     // The inverse in the narrowest index width that holds n (the "unset" marker), or the one
     // the configuration forces.
     let width = IndexWidth::choose(layout.len() as u64, ctx.tune.forced_index_width());
-    ctx.install(|ctx| match width {
-        IndexWidth::W32 => check_here::<u32>(ctx, text, sa, layout),
-        IndexWidth::W40 => check_here::<U40>(ctx, text, sa, layout),
-        IndexWidth::W64 => check_here::<u64>(ctx, text, sa, layout),
+    ctx.install(|ctx| {
+        ctx.sampling(|| match width {
+            IndexWidth::W32 => check_here::<u32>(ctx, text, sa, layout),
+            IndexWidth::W40 => check_here::<U40>(ctx, text, sa, layout),
+            IndexWidth::W64 => check_here::<u64>(ctx, text, sa, layout),
+        })
     })
 }
 

@@ -175,7 +175,7 @@ fn footer(buf: &[u8], r: &Range<usize>) -> (u32, usize) {
 /// where each is within what its data can inflate to.
 fn inflate_all(buf: &[u8], blocks: &[Range<usize>], a: usize, path: &Path) -> Result<Vec<u8>> {
     let damaged = |r: &Range<usize>, why: &str| {
-        Error::Invalid(format!(
+        Error::BadInput(format!(
             "{}: the gzip block at byte {} is damaged ({why})",
             path.display(),
             a + r.start

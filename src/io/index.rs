@@ -246,13 +246,13 @@ impl IndexMeta {
     /// sizes that are not n, missing stamps), is damaged.
     pub fn decode(path: &Path, bytes: &[u8]) -> Result<IndexMeta> {
         let Some(body) = bytes.strip_prefix(MAGIC) else {
-            return Err(Error::Invalid(format!(
+            return Err(Error::BadInput(format!(
                 "'{}' is not a psa index file (no psa magic)",
                 path.display()
             )));
         };
         let damaged = || {
-            Error::Invalid(format!(
+            Error::BadInput(format!(
                 "'{}' is damaged (cut short or changed): build the index again",
                 path.display()
             ))
@@ -269,7 +269,7 @@ impl IndexMeta {
                 .map(|(m, used)| (m.into(), used))
                 .map_err(|_| damaged())?,
             Ok((v, _, width)) if v > VERSION && v < 1000 && (1..=8).contains(&width) => {
-                return Err(Error::Invalid(format!(
+                return Err(Error::BadInput(format!(
                     "'{}' is an index of format version {v}, written by a newer psa; this one reads 1 to {VERSION}",
                     path.display()
                 )))
@@ -431,7 +431,7 @@ fn open_checked(e: &Expected, meta_path: &Path, warnings: &mut Vec<String>) -> R
         _ => None,
     };
     if let Some(why) = why {
-        return Err(Error::Invalid(format!(
+        return Err(Error::BadInput(format!(
             "'{}' does not belong to the index '{}' ({why}): where a build is writing the index now, wait for it to finish; else build the index again (with --force, as a build keeps the files beside its output that their index does not describe)",
             path.display(),
             meta_path.display()
@@ -461,7 +461,7 @@ fn still_the_same(meta_path: &Path, meta: &IndexMeta, seen: &std::fs::Metadata) 
     }
     match IndexMeta::read(meta_path) {
         Ok(again) if again == *meta => Ok(()),
-        _ => Err(Error::Invalid(format!(
+        _ => Err(Error::BadInput(format!(
             "'{}' was replaced while the index was opened: a build is writing this index; wait for it to finish and query again",
             meta_path.display()
         ))),
@@ -551,7 +551,7 @@ impl Index {
     pub fn open(out: &Path) -> Result<Index> {
         let meta_path = side_path(out, ".meta");
         if !meta_path.exists() && out.exists() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::BadInput(format!(
                 "'{}' has no index metadata '{}': build it again with this psa",
                 out.display(),
                 meta_path.display()
@@ -602,7 +602,7 @@ impl Index {
         b[..w].copy_from_slice(&sa[k * w..(k + 1) * w]);
         let v = u64::from_le_bytes(b);
         if v >= self.meta.n {
-            return Err(Error::Invalid(format!(
+            return Err(Error::BadInput(format!(
                 "entry {k} of the suffix array is {v}, not below n = {}: the file is damaged; build the index again",
                 self.meta.n
             )));

@@ -25,26 +25,26 @@ use crate::error::{Error, Result};
 pub fn input_len(path: &Path) -> Result<usize> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io("read input", path, e))?;
     if !meta.is_dir() && !meta.is_file() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::BadInput(format!(
             "input '{}' is not a regular file (pipes and devices are not supported: every pe reads its own slice with positioned reads)",
             path.display()
         )));
     }
     if meta.is_dir() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::BadInput(format!(
             "input '{}' is a directory, not a file",
             path.display()
         )));
     }
     if let Some(fs) = pseudo_file_system(path) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::BadInput(format!(
             "input '{}' is on {fs}, whose files are made as they are read and whose sizes are not their contents: copy it to a regular file first (cat '{}' > FILE)",
             path.display(),
             path.display()
         )));
     }
     usize::try_from(meta.len())
-        .map_err(|_| Error::Invalid(format!("input '{}' is too large", path.display())))
+        .map_err(|_| Error::BadInput(format!("input '{}' is too large", path.display())))
 }
 
 /// The kind of file system `path` is on when its regular files are not data at rest (their
@@ -92,7 +92,7 @@ pub fn agreed_input_len(comm: &Comm, path: &Path) -> Result<usize> {
     let lo = comm.all_reduce_min(n as u64);
     let hi = comm.all_reduce_max(n as u64);
     if lo != hi {
-        return comm.agree(Err(Error::Invalid(format!(
+        return comm.agree(Err(Error::BadInput(format!(
             "input '{}' has {lo} bytes on one pe and {hi} on another (a different file on some node, or changing while being read)",
             path.display()
         ))));
@@ -105,7 +105,7 @@ pub fn agreed_input_len(comm: &Comm, path: &Path) -> Result<usize> {
 /// layout of the whole text.
 pub fn read_distributed(comm: &Comm, path: &Path, n: usize) -> Result<(Vec<u8>, Layout)> {
     if comm.any(input_len(path).ok() != Some(n)) {
-        return comm.agree(Err(Error::Invalid(format!(
+        return comm.agree(Err(Error::BadInput(format!(
             "input '{}' changed while being read (it had {n} bytes)",
             path.display()
         ))));

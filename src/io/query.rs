@@ -144,7 +144,7 @@ impl Patterns {
         let mut buf = Vec::with_capacity(CHUNK);
         match (&mut self.input).take(CHUNK as u64).read_to_end(&mut buf) {
             Ok(_) => Ok(buf),
-            Err(e) if self.gzip => Err(Error::Invalid(format!(
+            Err(e) if self.gzip => Err(Error::BadInput(format!(
                 "{}: not a valid gzip stream ({e})",
                 self.shown
             ))),
@@ -209,7 +209,7 @@ impl Patterns {
             false => reads.feed(chunk, batch),
         };
         parsed.map_err(|e| {
-            Error::Invalid(format!(
+            Error::BadInput(format!(
                 "{}: {e} (read as {}; --patterns-format lines reads one pattern a line)",
                 self.shown,
                 format.name().to_uppercase()

@@ -124,7 +124,7 @@ pub struct Loaded {
 }
 
 fn invalid(path: &Path, line: u64, msg: impl std::fmt::Display) -> Error {
-    Error::Invalid(format!("{}: line {}: {msg}", path.display(), line + 1))
+    Error::BadInput(format!("{}: line {}: {msg}", path.display(), line + 1))
 }
 
 impl InputFile {
@@ -159,7 +159,7 @@ impl InputFile {
             // Every pe must read it the same way (a gzip is streamed by pe 0, plain text parsed
             // by all): copies that differ between nodes are refused.
             if comm.all_reduce_min(u64::from(f.gzip)) != comm.all_reduce_max(u64::from(f.gzip)) {
-                return comm.agree(Err(Error::Invalid(format!(
+                return comm.agree(Err(Error::BadInput(format!(
                     "{}: some pes see a gzip file and others do not: the input differs between nodes",
                     p.display()
                 ))));
@@ -1161,7 +1161,7 @@ fn place_all(
     base: u64,
 ) -> Result<Loaded> {
     let n = usize::try_from(base)
-        .map_err(|_| Error::Invalid(format!("the text has {base} characters: too many")))?;
+        .map_err(|_| Error::BadInput(format!("the text has {base} characters: too many")))?;
     let layout = Layout::block(n, comm.size());
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
@@ -1177,7 +1177,7 @@ fn place_all(
                 };
                 let changed = super::input_len(&f.path).ok() != Some(f.size as usize);
                 let part = match changed {
-                    true => Err(Error::Invalid(format!(
+                    true => Err(Error::BadInput(format!(
                         "input '{}' changed while being read (it had {} bytes)",
                         f.path.display(),
                         f.size

@@ -155,7 +155,7 @@ fn roll_back(files: &mut [Staged], undo: Vec<Undo>, failed: Error) -> Error {
     if !troubles.is_empty() {
         msg.push_str(&format!("; but {}", troubles.join("; ")));
     }
-    Error::Invalid(msg)
+    Error::System(msg)
 }
 
 /// Makes the renames durable: each directory synced once (not all file systems allow it: no

@@ -154,7 +154,7 @@ impl OutputFile {
                 .open(t)
                 .map(Some)
                 .map_err(|e| {
-                    Error::Invalid(format!(
+                    Error::System(format!(
                         "cannot open the output's temporary file '{}': {e} (is its directory on a file system that every node sees?)",
                         t.display()
                     ))

@@ -342,7 +342,7 @@ fn check_directory(dir: &Path, requested: &Path, what: &str) -> Result<()> {
         Err(e) => Some(format!(": {e}")),
     };
     match why {
-        Some(why) => Err(Error::Invalid(format!(
+        Some(why) => Err(Error::System(format!(
             "cannot write {what} '{}': its directory '{}'{why}",
             requested.display(),
             dir.display()

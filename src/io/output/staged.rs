@@ -80,7 +80,7 @@ fn reserve(f: &File, bytes: u64, dir: &Path) -> Result<()> {
         libc::EOPNOTSUPP | libc::EINVAL => f
             .set_len(bytes)
             .map_err(|e| Error::io("size the output in", dir, e)),
-        libc::ENOSPC | libc::EDQUOT | libc::EFBIG => Err(Error::Invalid(format!(
+        libc::ENOSPC | libc::EDQUOT | libc::EFBIG => Err(Error::System(format!(
             "cannot reserve {bytes} bytes for the output in '{}': {} (free some space or write elsewhere with -o)",
             dir.display(),
             std::io::Error::from_raw_os_error(rc)
@@ -197,7 +197,7 @@ impl Staged {
         };
         let dir_path = parent_of(tmp);
         let cannot = |e: std::io::Error| {
-            Error::Invalid(format!(
+            Error::System(format!(
                 "cannot create the {what} '{}' (its temporary file in '{}'): {e}",
                 target.display(),
                 dir_path.display()
@@ -237,11 +237,11 @@ impl Staged {
             .custom_flags(libc::O_NONBLOCK)
             .open(target)
             .map_err(|e| match e.raw_os_error() {
-                Some(libc::ENXIO) => Error::Invalid(format!(
+                Some(libc::ENXIO) => Error::System(format!(
                     "{what} '{}' is a FIFO that nobody reads: start its reader first",
                     target.display()
                 )),
-                _ => Error::Invalid(format!(
+                _ => Error::System(format!(
                     "cannot open the {what} '{}': {e}",
                     target.display()
                 )),
