@@ -733,7 +733,7 @@ mod tests {
         }
         assert_eq!(last, MIN_ROUND_BYTES);
         let e = choose(&config(Some(one.leanest - 1)), &s, "the test").unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.exit_code(), 4);
         let m = e.to_string();
         assert!(
             m.contains(&format!("at least {} bytes", one.leanest)),
