@@ -673,14 +673,17 @@ impl IndexFiles {
         meta: Option<IndexMeta>,
         (sa, text): (Option<FileStamp>, Option<FileStamp>),
     ) -> Result<()> {
+        // The table is freed before the metadata is encoded (the plan counts one of them).
         let table = IndexMeta::records_tsv(records);
         self.records.write(comm, &table)?;
+        let records_size = table.len() as u64;
+        drop(table);
         let bytes = meta.map_or_else(Vec::new, |mut m| {
             m.stamps = sa.map(|sa| BuildStamps {
                 build: random_tag(),
                 sa,
                 text,
-                records_size: table.len() as u64,
+                records_size,
             });
             m.encode()
         });
