@@ -198,6 +198,9 @@ pub struct Tuning {
     /// Wide-record paths on any input
     #[arg(long, hide = true)]
     pub force_wide: bool,
+    /// What the memory plan takes a pe to hold before the text, bytes (default: measured)
+    #[arg(long, hide = true, value_name = "BYTES")]
+    pub plan_base: Option<u64>,
     /// Index width of the difference covers' records, at least (32, 40 or 64 bits)
     #[arg(long, hide = true, value_name = "BITS", value_parser = index_bits)]
     pub index_bits: Option<IndexWidth>,
@@ -391,6 +394,7 @@ impl Cli {
                 Some(_) => "--mem-per-pe".into(),
                 None => String::new(),
             },
+            plan_base: self.tuning.plan_base,
             backend: if self.gpu { Backend::Gpu } else { Backend::Cpu },
             // 0: the library's default (cores / pes on the node); --threads 0 means 1.
             threads: self.threads.map_or(0, |t| t.max(1)),
@@ -556,13 +560,14 @@ mod tests {
             "--gpu-sa-parts=7",
             "--kernel-cache=/k",
             "--mem-per-pe=1.5G",
+            "--plan-base=12345",
         ])
         .config(Some("/default".into()));
         assert_eq!(
             c.summary(),
             "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 \
              exchange_round_bytes=4096 mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
-             plan_algo=false read_piece=5 map_threshold=1048576 huge_pages=true force_wide=true index_bits=40 \
+             plan_base=12345 plan_algo=false read_piece=5 map_threshold=1048576 huge_pages=true force_wide=true index_bits=40 \
              name_by_sort=true discard_share=0.5 css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
              gpu_pool=false pool_piece=3 sort_rounds=5 merge_rounds=6 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" gpu_sa_parts=7 kernel_cache=\"/k\""

@@ -61,6 +61,10 @@ pub struct Config {
     /// Where [`Self::mem_per_pe`] came from, for messages (`--mem-per-pe`, a Slurm variable, the
     /// node's memory).
     pub mem_per_pe_from: String,
+    /// What the plan takes a pe to hold before the text, bytes (None: each pe's resident size
+    /// when the plan is made, the most over pes, with [`crate::plan::BASE_MARGIN`]); tests set
+    /// it so that the budgets they compute are the run's (`--plan-base N`).
+    pub plan_base: Option<u64>,
     /// The plan may run the other algorithm when the configured one cannot fit the budget (both
     /// give the same output; default true). The `psa` binary clears it when `--algo` is given.
     pub plan_algo: bool,
@@ -98,6 +102,7 @@ impl Default for Config {
             round_bytes: None,
             mem_per_pe: None,
             mem_per_pe_from: String::new(),
+            plan_base: None,
             plan_algo: true,
             read_piece: 16 << 20,
             map_threshold: Some(1 << 20),
@@ -313,6 +318,10 @@ impl Config {
                 self.mem_per_pe.map_or("null".into(), |b| b.to_string()),
             ),
             ("mem_per_pe_from", s(&self.mem_per_pe_from)),
+            (
+                "plan_base",
+                self.plan_base.map_or("null".into(), |b| b.to_string()),
+            ),
             ("plan_algo", self.plan_algo.to_string()),
             ("read_piece", self.read_piece.to_string()),
             (
@@ -413,6 +422,7 @@ mod tests {
             round_bytes: _,
             mem_per_pe: _,
             mem_per_pe_from: _,
+            plan_base: _,
             plan_algo: _,
             read_piece: _,
             map_threshold: _,
@@ -445,7 +455,7 @@ mod tests {
                     sa_parts: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 12 + 15 + 6);
+        assert_eq!(names.len(), 13 + 15 + 6);
     }
 
     #[test]

@@ -172,7 +172,12 @@ fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64, index: bool) -> Res
     let shape = Shape {
         n,
         pes: comm.size(),
+        base: match ctx.config.plan_base {
+            Some(b) => b,
+            None => Shape::measured_base(comm.all_reduce_max(crate::stats::rss_bytes())),
+        },
         width,
+        index_at_least: ctx.tune.index_width,
         check: job.check,
         bwt: job.bwt.is_some(),
         lcp: job.lcp.is_some(),
@@ -894,9 +899,10 @@ pub fn report_table(r: &Report) -> String {
         r.max_imbalance
     ));
     s.push_str(&format!(
-        "\nmemory: measured peak {} on the fullest pe, planned {} ({})",
+        "\nmemory: measured peak {} on the fullest pe, planned {} (measured/planned {:.2}; {})",
         plan::size_text(peak),
         plan::size_text(r.plan.peak),
+        peak as f64 / r.plan.peak.max(1) as f64,
         r.plan.budget.map_or("no budget".into(), |b| format!(
             "budget {}",
             plan::size_text(b)
@@ -948,7 +954,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         })
         .collect();
     format!(
-        "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"formats\": [{}],\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"output\": {},\n  \"bwt\": {},\n  \"lcp\": {},\n  \"width_asked\": {},\n  \"force\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"bwt_primary\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"formats\": [{}],\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"output\": {},\n  \"bwt\": {},\n  \"lcp\": {},\n  \"width_asked\": {},\n  \"force\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"bwt_primary\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"measured_over_planned\": {:.4},\n  \"phases\": [\n{}\n  ]\n}}\n",
         json_str(&job.inputs.first().map(|p| p.display().to_string()).unwrap_or_default()),
         job.inputs
             .iter()
@@ -991,6 +997,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         r.plan.to_json(),
         r.plan.peak,
         r.peak_rss.iter().copied().max().unwrap_or(0),
+        r.peak_rss.iter().copied().max().unwrap_or(0) as f64 / r.plan.peak.max(1) as f64,
         phases.join(",\n")
     )
 }

@@ -525,6 +525,8 @@ fn leanest_memory_budget() {
         let shape = psa::plan::Shape {
             n: text.len(),
             pes: p,
+            base: psa::plan::BASE_BYTES,
+            index_at_least: None,
             width: 4,
             check: true,
             bwt: false,
@@ -543,6 +545,7 @@ fn leanest_memory_budget() {
         let build = Build::new(format!("{algo:?}, --mem-per-pe {budget}"), algo, |c| {
             c.mem_per_pe = Some(budget);
             c.mem_per_pe_from = "--mem-per-pe".into();
+            c.plan_base = Some(psa::plan::BASE_BYTES);
         });
         vec![build.deep(4)]
     });

@@ -12,6 +12,10 @@ use common::*;
 use psa::plan::{choose, Shape};
 use psa::{Algo, Config};
 
+/// The base the runs below plan with (`--plan-base`): [`psa::plan::BASE_BYTES`], as
+/// [`leanest`] does, so that the budgets computed here are the runs' own.
+const PLAN_BASE: &str = "33554432";
+
 /// The smallest budget at which `algo` runs on `n` characters at `p` pes (its leanest plan).
 fn leanest(n: usize, p: usize, algo: Algo, sort_rounds: usize) -> u64 {
     let mut config = Config {
@@ -23,6 +27,8 @@ fn leanest(n: usize, p: usize, algo: Algo, sort_rounds: usize) -> u64 {
     let shape = Shape {
         n,
         pes: p,
+        base: psa::plan::BASE_BYTES,
+        index_at_least: None,
         width: 4,
         check: false,
         bwt: false,
@@ -123,6 +129,8 @@ fn pe_0s_records_table_counts_in_the_plan() {
             let mut args = vec![
                 "--algo",
                 "dc3",
+                "--plan-base",
+                PLAN_BASE,
                 "--mem-per-pe",
                 &budget,
                 "--stats",
@@ -173,11 +181,13 @@ fn pe_0s_records_table_counts_in_the_plan() {
             stats
         };
         fits(run_to("/dev/null", unwritten), unwritten, "/dev/null");
-        // Some 60 bytes a record besides its name, three times at the end.
+        // Some 60 bytes a record besides its name, three times at the end (where the index
+        // files are written from it, after the build has freed the text's share).
         let records = READS as u64 * if revcomp { 2 } else { 1 };
+        let no_text = leanest(0, p, Algo::Dc3, 0);
         assert!(
-            need > text_alone + 3 * (60 + name_len as u64) * records,
-            "{what}: need {need}, the text alone {text_alone}"
+            need > no_text + 3 * (60 + name_len as u64) * records,
+            "{what}: need {need}, without any text {no_text}"
         );
         let stats = fits(run(need), need, "out.sa");
         let value = |key| -> u64 { json_value(&stats, key).parse().expect(key) };
@@ -205,6 +215,8 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
                 "-v",
                 "--algo",
                 name,
+                "--plan-base",
+                PLAN_BASE,
                 "--base-case",
                 "64",
                 "--mem-per-pe",
@@ -219,10 +231,10 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
         );
         assert!(o.success(), "{}", o.describe());
         assert_eq!(read_sa(&dir.join("out.sa"), 4), want, "p = {p}, {name}");
-        // pCSS bounds its records by sorting in many key ranges (on this small input the leanest
-        // plan needs no exchange rounds besides); pDC3 by exchanging in small rounds.
+        // pCSS bounds its records by sorting in many key ranges, pDC3 by merging in many; both
+        // exchange in small rounds besides.
         let shown = match name {
-            "css" => "plan: css sorting in 64 and merging in 64 key ranges, ",
+            "css" => "plan: css sorting in 64 and merging in 64 key ranges, exchanges in rounds of 4.0 KiB per pe",
             _ => "plan: dc3 merging in 64 key ranges, exchanges in rounds of 4.0 KiB per pe",
         };
         assert!(
@@ -244,7 +256,7 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
             _ => {
                 assert_eq!(json_value(plan, "merge_rounds"), "64", "{st}");
                 assert_eq!(json_value(plan, "exchange_round_bytes"), "4096", "{st}");
-                assert!(rounds > 10, "{st}");
+                assert!(rounds >= 10, "{st}");
             }
         }
         assert!(rounds >= 1, "{st}");
@@ -257,7 +269,7 @@ fn the_leanest_budget_runs_exchanges_in_rounds_and_stats_show_the_plan() {
         );
         assert_eq!(
             json_value(&st, "exchange_round_bytes"),
-            if name == "css" { "null" } else { "4096" },
+            "4096",
             "config: {st}"
         );
         let planned: u64 = json_value(&st, "planned_peak_bytes").parse().unwrap();
@@ -283,6 +295,8 @@ fn without_algo_the_plan_may_take_the_leaner_algorithm() {
     assert!(dc3 < css, "dc3 is the leaner in the model");
     let budget = ((css + dc3) / 2).to_string();
     let args = [
+        "--plan-base",
+        PLAN_BASE,
         "--mem-per-pe",
         &budget,
         "--sort-rounds",
@@ -315,7 +329,14 @@ fn the_default_budget_comes_from_slurm() {
     let run = |p: usize, env: &[(&str, &str)]| {
         run_psa_env(
             p,
-            ["--stats", "st.json", "--force", "in.txt"],
+            [
+                "--plan-base",
+                PLAN_BASE,
+                "--stats",
+                "st.json",
+                "--force",
+                "in.txt",
+            ],
             env,
             dir.path(),
             DEFAULT_TIMEOUT,
