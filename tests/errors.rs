@@ -571,7 +571,7 @@ fn settings_come_from_flags_not_the_environment() {
     ];
     let with_flags = "\"config\": {\"algo\": \"css\", \"backend\": \"cpu\", \"threads\": 2, \
         \"base_case\": 16, \"mpi_max_count\": 7, \"exchange_round_bytes\": 4096, \
-        \"mem_per_pe\": 1073741824, \"mem_per_pe_from\": \"--mem-per-pe\", \"plan_algo\": true, \"read_piece\": 16777216, \"map_threshold\": 1048576, \"huge_pages\": true, \"force_wide\": true, \"index_bits\": 40, \"name_by_sort\": true, \"discard_share\": 0.0, \"css_handover\": 2.0, \
+        \"mem_per_pe\": 1073741824, \"mem_per_pe_from\": \"--mem-per-pe\", \"plan_base\": null, \"plan_algo\": true, \"read_piece\": 16777216, \"map_threshold\": 1048576, \"huge_pages\": true, \"force_wide\": true, \"index_bits\": 40, \"name_by_sort\": true, \"discard_share\": 0.0, \"css_handover\": 2.0, \
         \"css_predict\": false, \"css_finish\": \"dc3\", \"css_predicted\": \"dc3\", \
         \"gpu_pool\": false, \"pool_piece\": 3, \"sort_rounds\": 0, \"merge_rounds\": 0, \"lcp_prefix\": 16, \"request_piece\": 1048576, \"lcp_sample\": 0, \"gpu_stage_buffers\": 4, \
         \"gpu_stage_buffer_bytes\": 33554432, \"gpu_copy_piece\": 8192, \"gpu_pin\": \"alloc\", \
@@ -1387,7 +1387,7 @@ fn each_kind_of_error_has_its_exit_status() {
         (3, &["bad.fq"], "the file ends inside the FASTQ record"),
         (
             4,
-            &["--mem-per-pe", "20M", "in.txt"],
+            &["--mem-per-pe", "10M", "in.txt"],
             "memory budget too small",
         ),
         (5, &["missing.txt"], "missing.txt"),
