@@ -15,6 +15,7 @@ use super::steps::Pieces;
 use crate::dist::{bucket_step_into, right_halo, scatter, Layout, PieceExchange};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexWidth, U40};
+use crate::util::bits;
 use crate::Ctx;
 
 /// Checks a distributed suffix array. Collective. Entry: `text` is this pe's slice under
@@ -163,7 +164,7 @@ impl OrderShape {
     /// every pe.
     fn new(ctx: &Ctx, layout: &Layout, order_room: usize) -> OrderShape {
         let round_bytes = ctx.comm.round_bytes();
-        let rank_bits = 64 - (layout.len() as u64).leading_zeros();
+        let rank_bits = bits(layout.len() as u64);
         let one_word = {
             let steps = key_steps(layout, round_bytes, ORDER_RECORD_BYTES[0], order_room);
             let piece_bits = (0..layout.pes())
@@ -171,7 +172,7 @@ impl OrderShape {
                 .map(|(q, s)| {
                     let len =
                         piece_start(layout, steps, q, s + 1) - piece_start(layout, steps, q, s);
-                    64 - (len as u64).leading_zeros()
+                    bits(len as u64)
                 })
                 .max()
                 .unwrap_or(0);

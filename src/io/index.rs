@@ -834,9 +834,7 @@ mod tests {
         for len in 0..400 {
             let mut v = MAGIC.to_vec();
             v.extend((0..len).map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                crate::util::xorshift(&mut x);
                 x as u8
             }));
             let e = read_bytes("random", &v).unwrap_err().to_string();

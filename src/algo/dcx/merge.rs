@@ -19,6 +19,7 @@ use crate::dist::{
 };
 use crate::index::Index;
 use crate::local::LocalSort;
+use crate::util::bits;
 use crate::Ctx;
 
 /// The first characters of a suffix in a merge record, or a name that stands for them.
@@ -721,8 +722,8 @@ pub(super) fn sort_by_key_via_index<R: Copy + Send + Sync>(
     if v.is_empty() {
         return v;
     }
-    let kb = key_bits.unwrap_or_else(|| 64 - v.iter().map(&key).max().unwrap_or(0).leading_zeros());
-    let ib = 64 - (v.len() as u64).leading_zeros();
+    let kb = key_bits.unwrap_or_else(|| bits(v.iter().map(&key).max().unwrap_or(0)));
+    let ib = bits(v.len() as u64);
     if kb + ib <= 64 {
         // Key and index fit one u64: a sort of 8-byte integers.
         let mut keyed: Vec<u64> = map_maybe_par(&v, |j, r| (key(r) << ib) | j as u64);

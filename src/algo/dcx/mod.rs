@@ -72,6 +72,7 @@ use crate::dist::{
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
+use crate::util::{bits, parallel, CHUNK};
 use crate::Ctx;
 use cover::Cover;
 
@@ -169,18 +170,6 @@ impl SortedPart {
         }
         ctx.phase("rebalance", || rebalance(&ctx.comm, self.sa, layout))
     }
-}
-
-fn bits(x: u64) -> u32 {
-    64 - x.leading_zeros()
-}
-
-/// Positions per chunk of the per-position loops.
-const CHUNK: usize = 1 << 16;
-
-/// Whether this pe's loops run on several threads (rayon's pool is the pe's threads).
-fn parallel() -> bool {
-    rayon::current_num_threads() > 1
 }
 
 /// `(0..len).map(f).collect()`, on the pe's threads when it has several.

@@ -54,6 +54,7 @@ use super::error::{drv, fault, GpuError};
 use super::kernels::{Kernels, BLOCK};
 use super::sort::MAX_CHUNK_KEYS;
 use crate::local::{used_bytes, widen_in_place, Alphabet, DeviceSuffixArray, PooledSa};
+use crate::util::bits;
 
 /// Texts shorter than this are left to libsais: launches and transfers cost more than they save.
 pub const MIN_GPU_SA: usize = 1 << 18;
@@ -179,10 +180,6 @@ struct SacaProfile {
     first_s: f64,
     rounds_s: f64,
     d2h_s: f64,
-}
-
-fn bits(x: u64) -> u32 {
-    64 - x.leading_zeros()
 }
 
 impl Alphabet {

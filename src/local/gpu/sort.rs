@@ -741,9 +741,7 @@ mod tests {
             for _ in 0..200 {
                 let counts: Vec<usize> = (0..256)
                     .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        crate::util::xorshift(&mut x);
                         match x % 10 {
                             0..=5 => 0,
                             6..=8 => (x >> 8) as usize % 50,
