@@ -6,9 +6,8 @@
 //! 1. **name the samples**: every sample position i (i mod X in D) gets a name that orders it by
 //!    its first X characters: the instance builds one key per sample, one sample sort and a
 //!    prefix sum name them (`name_samples`; step 1 lives in `names.rs`), or where the windows
-//!    pack into small codes a
-//!    bitmap of the codes present names them without a sort (`name_by_codes`); or pCSS' prefix
-//!    names stand in (`name_pairs`).
+//!    pack into small codes a bitmap of the codes present names them without a sort
+//!    (`name_by_codes`); or pCSS' prefix names stand in (`name_pairs`).
 //!    When n mod X is a residue of D other than the last, a dummy sample at n (the empty window)
 //!    ends that class (`Samples`);
 //! 2. **recursion**: unless the names are unique, the string of names (the class of `D[0]` in
