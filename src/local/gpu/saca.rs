@@ -46,13 +46,14 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaFunction};
+
 use rayon::prelude::*;
 
-use super::backend::{GpuSort, State};
 use super::buffer::DeviceBuffer;
 use super::error::{drv, fault, GpuError};
-use super::kernels::{Kernels, BLOCK};
+use super::kernels::{Kernels, SacaKernels, BLOCK};
 use super::sort::MAX_CHUNK_KEYS;
+use super::state::{GpuSort, State};
 use crate::local::{used_bytes, widen_in_place, Alphabet, DeviceSuffixArray, PooledSa};
 use crate::util::bits;
 
@@ -88,52 +89,6 @@ const HIST_BINS: usize = 1 << 16;
 
 /// Elements each block of the scan kernels covers (so that the partials fit one block's loop).
 const SCAN_PER: usize = 1 << 16;
-
-/// The kernels of the device suffix array.
-pub(super) struct SacaKernels {
-    keys: CudaFunction,
-    hist: CudaFunction,
-    select: CudaFunction,
-    place: CudaFunction,
-    group_heads: CudaFunction,
-    group_ranks: CudaFunction,
-    group_keep: CudaFunction,
-    group_start: CudaFunction,
-    group_end: CudaFunction,
-    round_keys: CudaFunction,
-    heads: CudaFunction,
-    ranks: CudaFunction,
-    compact: CudaFunction,
-    /// [add, max] for each of the three scan steps.
-    reduce: [CudaFunction; 2],
-    part: [CudaFunction; 2],
-    apply: [CudaFunction; 2],
-}
-
-impl SacaKernels {
-    pub(super) fn load(
-        f: &dyn Fn(&str) -> Result<CudaFunction, GpuError>,
-    ) -> Result<Self, GpuError> {
-        Ok(SacaKernels {
-            keys: f("sa_keys")?,
-            hist: f("sa_hist")?,
-            select: f("sa_select")?,
-            place: f("sa_place")?,
-            group_heads: f("sa_group_heads")?,
-            group_ranks: f("sa_group_ranks")?,
-            group_keep: f("sa_group_keep")?,
-            group_start: f("sa_group_start")?,
-            group_end: f("sa_group_end")?,
-            round_keys: f("sa_round_keys")?,
-            heads: f("sa_heads")?,
-            ranks: f("sa_ranks")?,
-            compact: f("sa_compact")?,
-            reduce: [f("scan_reduce_add")?, f("scan_reduce_max")?],
-            part: [f("scan_part_add")?, f("scan_part_max")?],
-            apply: [f("scan_apply_add")?, f("scan_apply_max")?],
-        })
-    }
-}
 
 /// A text for the device: bytes, or integers below 2^32.
 pub enum SacaText<'a> {
