@@ -103,8 +103,8 @@ pub struct GpuSort {
     pub(super) groups: Option<usize>,
     /// One-sweep passes (default) or the classic histogram, scan and scatter per pass.
     pub(super) onesweep: bool,
-    /// The page-locked host memory handed out by [`crate::local::LocalSort::host_mem`]. Copies from or to
-    /// memory in one of them skip the staging buffers.
+    /// The page-locked host memory handed out by [`crate::local::LocalSort::host_mem`]. Copies
+    /// from or to memory in one of them skip the staging buffers.
     pub(super) host_ranges: HostRanges,
     pub(super) kernels: OnceLock<Result<Kernels, GpuError>>,
     pub(super) state: Mutex<State>,
