@@ -15,13 +15,13 @@
 //! | `state` | what a [`GpuSort`] holds: the device, its kernels, the sort engine's memory, the last [`Profile`] |
 //! | `backend` | [`GpuSort`]: opening it, its settings; [`crate::local::LocalSort`] |
 //! | `device` | finding and opening the device (context, streams), kernel launches, events |
-//! | `kernels` | NVRTC compilation, the PTX caches (process and disk), the loaded kernels |
+//! | `kernels` | NVRTC compilation, the PTX caches (process and disk), the loaded kernels (the suffix array's too) |
 //! | `buffer` | `DeviceBuffer`: the one owner of device memory, freed when dropped |
 //! | `sort` | the radix sort engine (passes, grouped sorts with overlapped copies, chunks) |
 //! | `merge` | the CPU merge of sorted chunks |
 //! | `stage` | host ↔ device transfers through pinned staging buffers, or directly |
 //! | `host_mem` | page-locked host memory for [`HostBuf`](crate::local::HostBuf) |
-//! | [`saca`] | whole suffix arrays on the device; [`crate::local::DeviceSuffixArray`] |
+//! | [`saca`] | whole suffix arrays on the device (the build in `saca/engine.rs`); [`crate::local::DeviceSuffixArray`] |
 //! | `lazy` | [`LazyGpu`]: the backend that opens its device at its first use |
 //! | `error` | [`GpuError`] |
 
