@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::index_files::{index_meta, is_special, IndexFiles};
-use super::{Job, Run};
+use super::job::{Job, Run};
 use crate::comm::Comm;
 use crate::dist::Layout;
 use crate::error::{Error, Result};

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Job;
+use super::job::Job;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::io::index::{

@@ -1,83 +1,31 @@
 //! The file-to-file job: read each pe's slice, build, optionally check, write, report.
 //!
-//! `mod.rs` owns the job ([`Job`], [`run`]) and its steps once the plan is made: the outputs
+//! `mod.rs` owns the job's run ([`run`]) and its steps once the plan is made: the outputs
 //! created, the text read, the suffix array built and checked (the BWT and the LCP array made
-//! from it), every file written and put in place. `files.rs` owns the job's files (judged,
-//! created, committed together), `index_files.rs` the index's side files and their metadata,
-//! `report.rs` the [`Report`] as a table and as JSON.
+//! from it), every file written and put in place. `job.rs` owns what a job is given ([`Job`]),
+//! settles and measured ([`Report`]), `files.rs` the job's files (judged, created, committed
+//! together), `index_files.rs` the index's side files and their metadata, `report.rs` the
+//! [`Report`] gathered, as a table and as JSON.
 
 mod files;
 mod index_files;
+mod job;
 mod report;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use crate::dist::Layout;
 use crate::error::{Error, Result};
-use crate::io::seq::{self, Format, InputFile, Record, SeqOptions};
-use crate::io::Width;
+use crate::io::seq::{self, Format, InputFile, Record};
 use crate::plan::{self, Plan, Shape};
-use crate::stats::PhaseSummary;
 use crate::{algo, suffix_array, suffix_array_or_write, Ctx, SaSource};
 use files::{write_text, EarlyFiles, Files};
+use job::Run;
+
+pub use job::{Job, Report};
 
 pub use report::{report_json, report_table};
-
-/// What the command line asks for.
-#[derive(Clone, Debug)]
-pub struct Job {
-    /// The input files, in T order (one or more).
-    pub inputs: Vec<PathBuf>,
-    /// How the inputs become the text (formats, case, reverse complements).
-    pub seq: SeqOptions,
-    /// Where the suffix array goes (a file, a device or a FIFO); unused without `write_sa`.
-    pub output: PathBuf,
-    /// Write the suffix array (false: `--no-sa`, only the BWT and/or LCP array; then neither
-    /// `output` nor the index files beside it are created).
-    pub write_sa: bool,
-    /// Where the BWT goes (`--bwt`): n bytes, and its primary index in `PATH.primary`.
-    pub bwt: Option<PathBuf>,
-    /// Where the LCP array goes (`--lcp`): n entries of the SA's width.
-    pub lcp: Option<PathBuf>,
-    /// Bytes per SA entry.
-    pub width: Width,
-    /// Run the distributed checker before the output is put in place (renamed).
-    pub check: bool,
-    /// Where to write the report as JSON (`--stats`).
-    pub stats: Option<PathBuf>,
-    /// Replace a read-only output (or stats file) instead of refusing.
-    pub force: bool,
-    /// Log the memory plan (pe 0, at info) before the build; else only when it changes a knob.
-    pub show_plan: bool,
-}
-
-/// What a finished job measured (the same on every pe).
-#[derive(Clone, Debug)]
-pub struct Report {
-    /// Characters of the text.
-    pub n: usize,
-    /// Bytes per SA entry written.
-    pub width: usize,
-    /// Wall time of the whole job, seconds.
-    pub total_secs: f64,
-    /// Every phase, summarised over pes.
-    pub phases: Vec<PhaseSummary>,
-    /// Peak resident memory of each pe over the run, bytes.
-    pub peak_rss: Vec<u64>,
-    /// Bytes each pe sent.
-    pub bytes_sent: Vec<u64>,
-    /// The largest share of one pe after a sort, over the mean.
-    pub max_imbalance: f64,
-    /// pCSS prefix-doubling rounds (0 for DC3).
-    pub refine_rounds: usize,
-    /// Whether the distributed checker passed the result.
-    pub checked: bool,
-    /// The memory plan the run kept ([`plan::choose`]).
-    pub plan: Plan,
-    /// The BWT's primary index (with `--bwt`).
-    pub bwt_primary: Option<u64>,
-}
 
 /// Runs a job, on the context's threads ([`Ctx::install`]). Collective; every pe returns the same
 /// verdict.
@@ -195,18 +143,6 @@ fn apply_plan(ctx: &mut Ctx, plan: &Plan) {
     ctx.tune.sort_rounds = plan.knobs.sort_rounds;
     ctx.config.tune.merge_rounds = plan.knobs.merge_rounds;
     ctx.tune.merge_rounds = plan.knobs.merge_rounds;
-}
-
-/// What [`run`] settled before the build.
-struct Run<'a> {
-    job: &'a Job,
-    files: &'a [InputFile],
-    inputs: &'a [&'a Path],
-    sequence: bool,
-    n: usize,
-    width: usize,
-    plan: Plan,
-    t0: Instant,
 }
 
 /// [`run`] on the calling thread's pool, once the plan is made, in four steps: the outputs

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{Job, Report, Run};
+use super::job::{Job, Report, Run};
 use crate::config::json_str;
 use crate::io::seq::Format;
 use crate::io::Width;
