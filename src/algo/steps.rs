@@ -104,7 +104,7 @@ mod tests {
     fn with_step_finds_the_positions_of_a_step() {
         for threads in [1, 3] {
             crate::dist::test_pool(threads).install(|| {
-                let mut rng = crate::dist::sample_sort::SplitMix::new(9);
+                let mut rng = crate::util::SplitMix::new(9);
                 for len in [
                     0,
                     1,

@@ -762,7 +762,7 @@ mod tests {
     /// heads that agree in none, some or all of their characters (three characters) and ranks
     /// that often tie.
     fn less_is_compare<C: Cover, H: Head, I: Index>(head: impl Fn(u64, u64) -> H) {
-        let mut rng = crate::dist::sample_sort::SplitMix::new(11);
+        let mut rng = crate::util::SplitMix::new(11);
         let records: Vec<Rec<C, H, I>> = (0..150u64)
             .map(|i| {
                 let (c0, c1) = (rng.next() % 3, rng.next() % 3);

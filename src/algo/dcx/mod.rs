@@ -711,7 +711,7 @@ mod tests {
     /// smallest first (value 0 never), with the taken values marked over several steps.
     #[test]
     fn free_ranks_are_the_values_not_taken() {
-        let mut rng = crate::dist::sample_sort::SplitMix::new(11);
+        let mut rng = crate::util::SplitMix::new(11);
         for (m, p) in [(0, 1), (1, 2), (63, 1), (64, 3), (1000, 7), (5000, 4)] {
             let values = Layout::block(m + 1, p);
             let taken: Vec<bool> = (0..=m)
