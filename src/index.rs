@@ -189,9 +189,7 @@ mod tests {
         v.extend([(1 << 39), U40::MAX - 1, U40::MAX, 0x12_3456_789a]);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..1000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            crate::util::xorshift(&mut x);
             v.push(x & U40::MAX);
             v.push(x & 0xffff_ffff);
             v.push(x & 0xff);

@@ -29,6 +29,8 @@ mod config;
 mod error;
 // Index widths of records (32, 40 or 64 bits).
 mod index;
+// Small helpers every layer shares (bit widths, SplitMix64, the parallel loops' chunks).
+mod util;
 
 // The only rsmpi user; the local sorts (independent of MPI).
 mod affinity;

@@ -15,6 +15,7 @@ use super::steps::Pieces;
 use crate::dist::{bucket_step_into, right_halo, scatter, Layout, PieceExchange};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexWidth, U40};
+use crate::util::bits;
 use crate::Ctx;
 
 /// Checks a distributed suffix array. Collective. Entry: `text` is this pe's slice under
@@ -54,13 +55,24 @@ pub fn check<'a>(
 fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -> Result<()> {
     let comm = &ctx.comm;
     let me = comm.rank();
-    let n = layout.len();
     let (lo, hi) = (layout.start(me), layout.end(me));
-    let local = if sa.len(hi - lo) != hi - lo {
+    comm.agree(admissible(me, sa.len(hi - lo), hi - lo, layout.len()))?;
+
+    // Pieces of at most `piece` records per pe, so that the exchanged records stay small beside
+    // the inverse, and where they can within what the build left below its peak: the fewest
+    // pe's room less the inverse (and the order's step bytes), the same sizes on every pe.
+    let room = room_below_peak(ctx).saturating_sub(((hi - lo) * size_of::<I>()) as u64);
+    let room = comm.all_reduce_min(room) as usize;
+    let isa = inverse::<I>(ctx, sa, layout, room)?;
+    order(ctx, text, isa, layout, room)
+}
+
+/// Whether pe `me` may be checked: it holds the `expected` entries of its block, and the text's
+/// n is below 2^56. Local.
+fn admissible(me: usize, held: usize, expected: usize, n: usize) -> Result<()> {
+    if held != expected {
         Err(Error::CheckFailed(format!(
-            "pe {me} holds {} entries, expected {}",
-            sa.len(hi - lo),
-            hi - lo
+            "pe {me} holds {held} entries, expected {expected}"
         )))
     } else if n as u64 >= 1 << 56 {
         Err(Error::CheckFailed(format!(
@@ -68,14 +80,17 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
         )))
     } else {
         Ok(())
-    };
-    comm.agree(local)?;
+    }
+}
 
-    // Pieces of at most `piece` records per pe, so that the exchanged records stay small beside
-    // the inverse, and where they can within what the build left below its peak: the fewest
-    // pe's room less the inverse (and the order's step bytes), the same sizes on every pe.
-    let room = room_below_peak(ctx).saturating_sub(((hi - lo) * size_of::<I>()) as u64);
-    let room = comm.all_reduce_min(room) as usize;
+/// (1) Permutation: sends (position, rank) to the owner of the position, piece by piece, in
+/// pieces that fit `room`; returns this pe's part of the inverse. An entry not below n is
+/// reported (before anything else) and not sent; a position seen twice or never fails the check.
+/// Collective.
+fn inverse<I: Index>(ctx: &Ctx, sa: SaSource, layout: &Layout, room: usize) -> Result<Vec<I>> {
+    let comm = &ctx.comm;
+    let n = layout.len();
+    let (lo, hi) = (layout.start(comm.rank()), layout.end(comm.rank()));
     let piece = piece_records(
         hi - lo,
         comm.round_bytes(),
@@ -85,10 +100,7 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
     let pieces = comm.all_reduce_max((hi - lo).div_ceil(piece) as u64) as usize;
     log::debug!("check: {room} bytes of room below the peak, {pieces} pieces of the inverse");
     let range = |k: usize| (k * piece).min(hi - lo)..((k + 1) * piece).min(hi - lo);
-
-    // (1) Permutation: send (position, rank) to the owner of the position, piece by piece.
-    // n marks a position not (yet) seen: every rank is below it. An entry not below n is
-    // reported (before anything else) and not sent.
+    // n marks a position not (yet) seen: every rank is below it.
     let unset = I::from_u64(n as u64);
     let mut isa = vec![unset; hi - lo];
     let (mut dup, mut big) = (None, None);
@@ -131,15 +143,207 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
         None => Ok(()),
     };
     comm.agree(local)?;
+    Ok(isa)
+}
 
-    // (2) Order: the key of every position j — (t[j], rank of j + 1 (1-based, 0 for j + 1 = n)),
-    // packed into one word (n < 2^56, so the character fits above the rank) — goes to the pe
-    // holding SA index isa[j], in steps (piece s of every pe's slice in step s; a byte per
-    // position names its step), so each pe receives its keys in SA order piece by piece:
-    // neighbours compared in the piece, with the last key of the piece before, and the last key
-    // of this pe with the first of the next pe that holds any. Positions and ranks are read in
-    // order; nothing is looked up at random.
+/// How the order check (2) sends its keys: in one word with their places or in two, and in how
+/// many steps.
+struct OrderShape {
+    /// A key and its place travel in one word.
+    one_word: bool,
+    /// Bits of a rank (of n + 1 values).
+    rank_bits: u32,
+    /// Steps of the order.
+    steps: usize,
+}
+
+impl OrderShape {
+    /// A key and its place in the receiver's piece fit one word when n and the pieces are small
+    /// enough (below about 2^28 characters at p = 16), else (or with `--force-wide`) they travel
+    /// as two, in twice the steps (a step's buffers then take no more memory). The same on
+    /// every pe.
+    fn new(ctx: &Ctx, layout: &Layout, order_room: usize) -> OrderShape {
+        let round_bytes = ctx.comm.round_bytes();
+        let rank_bits = bits(layout.len() as u64);
+        let one_word = {
+            let steps = key_steps(layout, round_bytes, ORDER_RECORD_BYTES[0], order_room);
+            let piece_bits = (0..layout.pes())
+                .flat_map(|q| (0..steps).map(move |s| (q, s)))
+                .map(|(q, s)| {
+                    let len =
+                        piece_start(layout, steps, q, s + 1) - piece_start(layout, steps, q, s);
+                    bits(len as u64)
+                })
+                .max()
+                .unwrap_or(0);
+            piece_bits + 8 + rank_bits <= 64 && !ctx.tune.force_wide
+        };
+        let record_bytes = ORDER_RECORD_BYTES[usize::from(!one_word)];
+        let steps = key_steps(layout, round_bytes, record_bytes, order_room);
+        OrderShape {
+            one_word,
+            rank_bits,
+            steps,
+        }
+    }
+}
+
+/// (2) Order: the key of every position j — (t[j], rank of j + 1 (1-based, 0 for j + 1 = n)),
+/// packed into one word (n < 2^56, so the character fits above the rank) — goes to the pe
+/// holding SA index isa[j], in steps (piece s of every pe's slice in step s; a byte per
+/// position names its step), so each pe receives its keys in SA order piece by piece:
+/// neighbours compared in the piece, with the last key of the piece before, and the last key
+/// of this pe with the first of the next pe that holds any. Positions and ranks are read in
+/// order; nothing is looked up at random. Frees the inverse. Collective.
+fn order<I: Index>(
+    ctx: &Ctx,
+    text: &[u8],
+    isa: Vec<I>,
+    layout: &Layout,
+    room: usize,
+) -> Result<()> {
+    let comm = &ctx.comm;
+    let (p, hi) = (comm.size(), layout.end(comm.rank()));
     let next = right_halo(comm, &isa, 1);
+    let order_room = room.saturating_sub((0..p).map(|q| layout.local_len(q)).max().unwrap_or(0));
+    let shape = OrderShape::new(ctx, layout, order_room);
+    log::debug!("check: {} steps of the order", shape.steps);
+    let steps = StepCounts::new(ctx, &isa, layout, shape.steps);
+    let mut sorted = SortedKeys::default();
+    send_keys(
+        ctx,
+        text,
+        (&isa, &next),
+        layout,
+        &shape,
+        &steps,
+        &mut sorted,
+    );
+    drop(steps);
+    drop(isa);
+    let SortedKeys {
+        mut bad,
+        prev,
+        first_key,
+    } = sorted;
+    let after = right_halo(comm, &first_key.into_iter().collect::<Vec<u64>>(), 1);
+    if let (None, Some(&p), Some(&a)) = (bad, prev.as_ref(), after.first()) {
+        if p >= a {
+            bad = Some(hi - 1);
+        }
+    }
+    comm.agree(match bad {
+        Some(j) => Err(Error::CheckFailed(format!(
+            "suffixes SA[{}] and SA[{}] are out of order",
+            j,
+            j + 1
+        ))),
+        None => Ok(()),
+    })
+}
+
+/// The cuts of the order check's steps: piece s of every pe's slice in step s.
+fn step_cuts(layout: &Layout, steps: usize) -> Pieces {
+    let piece = |q: usize, s: usize| piece_start(layout, steps, q, s);
+    Pieces::new(
+        layout.len(),
+        (0..layout.pes()).flat_map(|q| (0..steps).map(move |s| piece(q, s))),
+        steps,
+    )
+}
+
+/// Per position its step, and per chunk of positions (one a thread) how many of each step's
+/// keys go to each pe: a step's keys then go straight into the send buffer from one pass
+/// over the positions of the step ([`bucket_step_into`]), with no list of them made first.
+struct StepCounts {
+    /// Each position's step.
+    step: Vec<u8>,
+    /// Positions per chunk.
+    chunk: usize,
+    /// Per chunk, its counts by step and pe (`s * p + q`).
+    per_chunk: Vec<Vec<usize>>,
+}
+
+impl StepCounts {
+    /// Counted from the inverse, in fewer chunks than threads where their counts (steps × p
+    /// words each) would pass a byte per position. Local.
+    fn new<I: Index>(ctx: &Ctx, isa: &[I], layout: &Layout, steps: usize) -> StepCounts {
+        let p = layout.pes();
+        let cuts = step_cuts(layout, steps);
+        let len = isa.len();
+        let chunks = (rayon::current_num_threads()).min((len / (8 * steps * p)).max(1));
+        let chunk = len.div_ceil(chunks).max(1);
+        let mut step = vec![0u8; len];
+        let per_chunk: Vec<Vec<usize>> = ctx.phase("· steps", || {
+            (step.par_chunks_mut(chunk).zip(isa.par_chunks(chunk)))
+                .map(|(step, isa)| {
+                    let mut count = vec![0usize; steps * p];
+                    for (b, r) in step.iter_mut().zip(isa) {
+                        let i = cuts.piece_of(r.to_u64() as usize);
+                        let (q, s) = (i / steps, i % steps);
+                        *b = s as u8;
+                        count[s * p + q] += 1;
+                    }
+                    count
+                })
+                .collect()
+        });
+        StepCounts {
+            step,
+            chunk,
+            per_chunk,
+        }
+    }
+}
+
+/// What the order check saw of the keys it received in SA order: the first wrong neighbour
+/// (its SA index), the last key and the first.
+#[derive(Default)]
+struct SortedKeys {
+    bad: Option<usize>,
+    prev: Option<u64>,
+    first_key: Option<u64>,
+}
+
+impl SortedKeys {
+    /// Takes the keys of the piece of this pe's slice that starts at SA index `start`.
+    fn see(&mut self, start: usize, keys: &[u64]) {
+        if self.first_key.is_none() {
+            self.first_key = keys.first().copied();
+        }
+        for (j, &kk) in keys.iter().enumerate() {
+            if self.bad.is_none() && self.prev.is_some_and(|p| p >= kk) {
+                self.bad = Some(start + j - 1);
+            }
+            self.prev = Some(kk);
+        }
+    }
+}
+
+/// The steps of the order check: each position's key sent with its place to the pe holding
+/// its SA index (`isa` and the first rank of the next pe, `next`), each pe's received keys
+/// placed in SA order and seen by `sorted`. Collective.
+fn send_keys<I: Index>(
+    ctx: &Ctx,
+    text: &[u8],
+    (isa, next): (&[I], &[I]),
+    layout: &Layout,
+    shape: &OrderShape,
+    counted: &StepCounts,
+    sorted: &mut SortedKeys,
+) {
+    let comm = &ctx.comm;
+    let (me, p) = (comm.rank(), comm.size());
+    let OrderShape {
+        one_word,
+        rank_bits,
+        steps,
+    } = *shape;
+    let StepCounts {
+        step,
+        chunk,
+        per_chunk,
+    } = counted;
     // The key of j with the character `shift` bits up (56 in the two-word records).
     let key = |j: usize, shift: u32| {
         let nr = match isa.get(j + 1) {
@@ -148,60 +352,7 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
         };
         (text[j] as u64) << shift | nr
     };
-    // A key and its place in the receiver's piece fit one word when n and the pieces are small
-    // enough (below about 2^28 characters at p = 16), else (or with `--force-wide`) they travel
-    // as two, in twice the steps (a step's buffers then take no more memory).
-    let p = comm.size();
-    let order_room = room.saturating_sub((0..p).map(|q| layout.local_len(q)).max().unwrap_or(0));
-    let rank_bits = 64 - (n as u64).leading_zeros();
-    let one_word = {
-        let steps = key_steps(
-            layout,
-            comm.round_bytes(),
-            ORDER_RECORD_BYTES[0],
-            order_room,
-        );
-        let piece_bits = (0..p)
-            .flat_map(|q| (0..steps).map(move |s| (q, s)))
-            .map(|(q, s)| {
-                let len = piece_start(layout, steps, q, s + 1) - piece_start(layout, steps, q, s);
-                64 - (len as u64).leading_zeros()
-            })
-            .max()
-            .unwrap_or(0);
-        piece_bits + 8 + rank_bits <= 64 && !ctx.tune.force_wide
-    };
-    let record_bytes = ORDER_RECORD_BYTES[usize::from(!one_word)];
-    let steps = key_steps(layout, comm.round_bytes(), record_bytes, order_room);
-    log::debug!("check: {steps} steps of the order");
     let piece = |q: usize, s: usize| piece_start(layout, steps, q, s);
-    let cuts = Pieces::new(
-        n,
-        (0..comm.size()).flat_map(|q| (0..steps).map(move |s| piece(q, s))),
-        steps,
-    );
-    // Per position its step, and per chunk of positions (one a thread) how many of each step's
-    // keys go to each pe: a step's keys then go straight into the send buffer from one pass
-    // over the positions of the step ([`bucket_step_into`]), with no list of them made first.
-    // Fewer chunks where their counts (steps × p words each) would pass a byte per position.
-    let chunks = (rayon::current_num_threads()).min(((hi - lo) / (8 * steps * p)).max(1));
-    let chunk = (hi - lo).div_ceil(chunks).max(1);
-    let mut step = vec![0u8; hi - lo];
-    let per_chunk: Vec<Vec<usize>> = ctx.phase("· steps", || {
-        (step.par_chunks_mut(chunk).zip(isa.par_chunks(chunk)))
-            .map(|(step, isa)| {
-                let mut count = vec![0usize; steps * p];
-                for (b, r) in step.iter_mut().zip(isa) {
-                    let i = cuts.piece_of(r.to_u64() as usize);
-                    let (q, s) = (i / steps, i % steps);
-                    *b = s as u8;
-                    count[s * p + q] += 1;
-                }
-                count
-            })
-            .collect()
-    });
-    let (mut prev, mut first_key, mut bad) = (None::<u64>, None::<u64>, None);
     ctx.phase("· order", || {
         let (mut send_one, mut recv_one) = (Vec::<u64>::new(), Vec::new());
         let (mut send_two, mut recv_two) = (Vec::<[u64; 2]>::new(), Vec::new());
@@ -220,14 +371,14 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
             };
             let counts: Vec<&[usize]> =
                 (per_chunk.iter()).map(|c| &c[s * p..(s + 1) * p]).collect();
-            let counted = (chunk, &counts[..]);
+            let counted = (*chunk, &counts[..]);
             if one_word {
                 let shift = 8 + rank_bits;
                 let make = |j: usize| {
                     let (q, at) = to(j);
                     (q, at << shift | key(j, rank_bits))
                 };
-                let sent = bucket_step_into(&step, s as u8, counted, p, make, &mut send_one);
+                let sent = bucket_step_into(step, s as u8, counted, p, make, &mut send_one);
                 comm.all_to_all_v_into(&send_one, &sent, &mut recv_one);
                 scatter(&recv_one, &mut keys[..], |&x| {
                     ((x >> shift) as usize, x & ((1 << shift) - 1))
@@ -237,37 +388,13 @@ fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -
                     let (q, at) = to(j);
                     (q, [at, key(j, 56)])
                 };
-                let sent = bucket_step_into(&step, s as u8, counted, p, make, &mut send_two);
+                let sent = bucket_step_into(step, s as u8, counted, p, make, &mut send_two);
                 comm.all_to_all_v_into(&send_two, &sent, &mut recv_two);
                 scatter(&recv_two, &mut keys[..], |x| (x[0] as usize, x[1]));
             }
-            if first_key.is_none() {
-                first_key = keys.first().copied();
-            }
-            for (j, &kk) in keys.iter().enumerate() {
-                if bad.is_none() && prev.is_some_and(|p| p >= kk) {
-                    bad = Some(start + j - 1);
-                }
-                prev = Some(kk);
-            }
+            sorted.see(start, &keys);
         }
     });
-    drop(step);
-    drop(isa);
-    let after = right_halo(comm, &first_key.into_iter().collect::<Vec<u64>>(), 1);
-    if let (None, Some(&p), Some(&a)) = (bad, prev.as_ref(), after.first()) {
-        if p >= a {
-            bad = Some(hi - 1);
-        }
-    }
-    comm.agree(match bad {
-        Some(j) => Err(Error::CheckFailed(format!(
-            "suffixes SA[{}] and SA[{}] are out of order",
-            j,
-            j + 1
-        ))),
-        None => Ok(()),
-    })
 }
 
 /// Steps of the order check (2): as many as the fullest pe's slice takes pieces of

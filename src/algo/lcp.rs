@@ -75,6 +75,7 @@ use rayon::prelude::*;
 use crate::dist::{fetch, last_of_left, right_halo, send_to_owners, Layout};
 use crate::error::{Error, Result};
 use crate::index::IndexWidth;
+use crate::util::CHUNK;
 use crate::Ctx;
 
 /// The modulus of the fingerprints, the Mersenne prime 2^61 − 1.
@@ -462,7 +463,6 @@ fn hashes(ctx: &Ctx, text: &[u8], layout: &Layout, base: u64) -> Hashes {
     let comm = &ctx.comm;
     let powers = Powers::new(base);
     let lo = layout.start(comm.rank());
-    const CHUNK: usize = 1 << 16;
     // Each chunk's own sum Σ T[t]·B^t (global exponents), then the running sums.
     let mut h = vec![0u64; text.len()];
     let sums: Vec<u64> = h

@@ -4,6 +4,7 @@
 use rayon::prelude::*;
 
 use crate::dist::{count_equal, each_equal};
+use crate::util::{parallel, CHUNK};
 
 /// `make(j)` for every j with `step[j] == s`, in increasing order ([`each_equal`]: 64 steps
 /// compared at once, the matching ones taken from the mask's bits), on the pe's threads in
@@ -26,12 +27,11 @@ pub(crate) fn with_step_into<T: Send>(
     let scan = |at: usize, bytes: &[u8], out: &mut Vec<T>| {
         each_equal(bytes, s, |j| out.push(make(at + j)));
     };
-    if rayon::current_num_threads() == 1 {
+    if !parallel() {
         out.reserve(count_equal(step, s));
         scan(0, step, out);
         return;
     }
-    const CHUNK: usize = 1 << 16;
     let parts: Vec<Vec<T>> = (step.par_chunks(CHUNK).enumerate())
         .map(|(c, bytes)| {
             let mut out = Vec::new();
@@ -104,7 +104,7 @@ mod tests {
     fn with_step_finds_the_positions_of_a_step() {
         for threads in [1, 3] {
             crate::dist::test_pool(threads).install(|| {
-                let mut rng = crate::dist::sample_sort::SplitMix::new(9);
+                let mut rng = crate::util::SplitMix::new(9);
                 for len in [
                     0,
                     1,

@@ -2,8 +2,9 @@
 //! the pes and handed to a consumer, then freed (Distributed DCX's bucketed sort), so a pe never
 //! holds more than its share of one range.
 
-use super::sample_sort::{sample_sort, SortEnv, SplitMix};
+use super::sample_sort::{count_below, sample_sort, SortEnv};
 use super::{last_of_left, right_halo, SortKey};
+use crate::util::SplitMix;
 
 /// Samples drawn over all pes per round to place the round boundaries: the relative error of a
 /// round's size is about 1/sqrt of it (≈ 4 %).
@@ -324,22 +325,6 @@ impl<T: Copy + bytemuck::Pod + Ord> RoundBounds<T> {
     }
 }
 
-/// The number of leading elements of sorted `v` for which `below` holds (`below` true on a
-/// prefix): up to [`LINEAR_BOUNDS`] elements all tested and counted, without a branch to
-/// mispredict (a binary search guesses wrong about every other step on random records), past
-/// that a binary search.
-#[inline]
-pub fn count_below<T>(v: &[T], below: impl Fn(&T) -> bool) -> usize {
-    if v.len() <= LINEAR_BOUNDS {
-        v.iter().map(|x| usize::from(below(x))).sum()
-    } else {
-        v.partition_point(below)
-    }
-}
-
-/// Up to this many bounds a record's range is found by testing every bound ([`count_below`]).
-const LINEAR_BOUNDS: usize = 16;
-
 /// How far above its mean share of a range one pe's part may grow before the range ends (the
 /// default of [`RoundBounds::choose`]): the sample's noise (a pe's share of a range is drawn from
 /// about 512 / p sampled records) stays below it.
@@ -472,6 +457,7 @@ fn last_of_all<T: bytemuck::Pod>(comm: &crate::comm::Comm, local: &[T]) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dist::sample_sort::LINEAR_BOUNDS;
 
     /// A range's records, and the most of one pe, for the bounds `cut` chose.
     fn parts(sample: &[(u64, u32)], pes: usize, bounds: &[u64]) -> Vec<(usize, usize)> {
@@ -540,7 +526,7 @@ mod tests {
     #[test]
     fn counted_and_searched_rounds_agree() {
         // Bounds with repeats, as few as counted one by one and as many as searched.
-        let mut rng = crate::dist::sample_sort::SplitMix::new(11);
+        let mut rng = crate::util::SplitMix::new(11);
         for len in [
             0,
             1,

@@ -4,9 +4,10 @@ use bytemuck::Pod;
 use rayon::prelude::*;
 
 use super::exchange;
-use super::rounds::count_below;
 use crate::comm::Comm;
 use crate::local::LocalSort;
+// The generator's old home: `algo/css.rs` still names it here.
+pub(crate) use crate::util::SplitMix;
 
 /// What sample sort needs from its caller: the communicator, the local sort, and a log that
 /// times its sub-phases and keeps the share of the fullest pe. The run context (`crate::Ctx`)
@@ -141,22 +142,18 @@ pub fn par_sort<T: Ord + Send>(v: &mut [T]) {
     v.par_sort_unstable();
 }
 
-/// A small seeded generator (SplitMix64) for reproducible sampling.
-pub struct SplitMix(u64);
-
-impl SplitMix {
-    /// A generator started at `seed`.
-    pub fn new(seed: u64) -> Self {
-        SplitMix(seed)
-    }
-
-    /// The next number.
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-        z ^ (z >> 31)
+/// The number of leading elements of sorted `v` for which `below` holds (`below` true on a
+/// prefix): up to [`LINEAR_BOUNDS`] elements all tested and counted, without a branch to
+/// mispredict (a binary search guesses wrong about every other step on random records), past
+/// that a binary search.
+#[inline]
+pub fn count_below<T>(v: &[T], below: impl Fn(&T) -> bool) -> usize {
+    if v.len() <= LINEAR_BOUNDS {
+        v.iter().map(|x| usize::from(below(x))).sum()
+    } else {
+        v.partition_point(below)
     }
 }
+
+/// Up to this many bounds a record's range is found by testing every bound ([`count_below`]).
+pub(super) const LINEAR_BOUNDS: usize = 16;

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use bincode::{Decode, Encode};
 
 use super::seq::Record;
+pub use super::{modified_time, Mtime};
 use crate::error::{Error, Result};
 
 /// The first bytes of `OUT.meta`.
@@ -24,9 +25,6 @@ pub const MAGIC: &[u8; 8] = b"PSAINDEX";
 /// The version of [`IndexMeta`]'s encoding this build writes and reads. Every version begins
 /// with the version, n and the entry width, so that a newer one is told from a damaged one.
 pub const VERSION: u32 = 3;
-
-/// A modification time: seconds and nanoseconds since the epoch.
-pub type Mtime = (i64, u32);
 
 /// A file's size and modification time as its build left it (fstat). A rename keeps both; a
 /// write changes the time, so a file of the same size from another build, or edited in place,
@@ -362,13 +360,6 @@ pub fn tsv_field(s: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     out.into()
-}
-
-/// `path`'s modification time (seconds and nanoseconds since the epoch), where the file system
-/// keeps one. Local.
-pub fn modified_time(path: &Path) -> Option<Mtime> {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.mtime(), u32::try_from(m.mtime_nsec()).ok()?))
 }
 
 /// A file an index reads, as its metadata describes it.
@@ -843,9 +834,7 @@ mod tests {
         for len in 0..400 {
             let mut v = MAGIC.to_vec();
             v.extend((0..len).map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                crate::util::xorshift(&mut x);
                 x as u8
             }));
             let e = read_bytes("random", &v).unwrap_err().to_string();

@@ -21,6 +21,17 @@ use crate::comm::Comm;
 use crate::dist::Layout;
 use crate::error::{Error, Result};
 
+/// A modification time: seconds and nanoseconds since the epoch.
+pub type Mtime = (i64, u32);
+
+/// `path`'s modification time (seconds and nanoseconds since the epoch), where the file system
+/// keeps one. Local.
+pub fn modified_time(path: &Path) -> Option<Mtime> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.mtime(), u32::try_from(m.mtime_nsec()).ok()?))
+}
+
 /// Size of the input file in bytes, with clear errors for missing files and directories. Local.
 pub fn input_len(path: &Path) -> Result<usize> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io("read input", path, e))?;

@@ -147,9 +147,7 @@ mod tests {
         let mut x = 0x9e3779b97f4a7c15u64;
         let mut v: Vec<u64> = (0..200_000)
             .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                crate::util::xorshift(&mut x);
                 x % 1000
             })
             .collect();
@@ -178,12 +176,7 @@ mod tests {
     #[test]
     fn sorts_192_bit_records_by_their_high_words() {
         let mut x = 0x2545f4914f6cdd1du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = || crate::util::xorshift(&mut x);
         // Few distinct high words (ties), both high words in play, the low word a tag.
         for (len, threads) in [(1000, 1), (200_000, 1), (200_000, 3)] {
             let mut v: Vec<[u64; 3]> = (0..len as u64)

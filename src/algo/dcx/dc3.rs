@@ -470,7 +470,7 @@ mod tests {
         sigma: u64,
         head: impl Fn([u64; 2]) -> H,
     ) -> Vec<Dc3Rec<H, I>> {
-        let mut rng = crate::dist::sample_sort::SplitMix::new(7);
+        let mut rng = crate::util::SplitMix::new(7);
         let mut ranks: Vec<u64> = (1..=2 * m).collect();
         for j in (1..ranks.len()).rev() {
             ranks.swap(j, (rng.next() % (j as u64 + 1)) as usize);

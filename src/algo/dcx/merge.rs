@@ -19,6 +19,7 @@ use crate::dist::{
 };
 use crate::index::Index;
 use crate::local::LocalSort;
+use crate::util::bits;
 use crate::Ctx;
 
 /// The first characters of a suffix in a merge record, or a name that stands for them.
@@ -721,8 +722,8 @@ pub(super) fn sort_by_key_via_index<R: Copy + Send + Sync>(
     if v.is_empty() {
         return v;
     }
-    let kb = key_bits.unwrap_or_else(|| 64 - v.iter().map(&key).max().unwrap_or(0).leading_zeros());
-    let ib = 64 - (v.len() as u64).leading_zeros();
+    let kb = key_bits.unwrap_or_else(|| bits(v.iter().map(&key).max().unwrap_or(0)));
+    let ib = bits(v.len() as u64);
     if kb + ib <= 64 {
         // Key and index fit one u64: a sort of 8-byte integers.
         let mut keyed: Vec<u64> = map_maybe_par(&v, |j, r| (key(r) << ib) | j as u64);
@@ -761,7 +762,7 @@ mod tests {
     /// heads that agree in none, some or all of their characters (three characters) and ranks
     /// that often tie.
     fn less_is_compare<C: Cover, H: Head, I: Index>(head: impl Fn(u64, u64) -> H) {
-        let mut rng = crate::dist::sample_sort::SplitMix::new(11);
+        let mut rng = crate::util::SplitMix::new(11);
         let records: Vec<Rec<C, H, I>> = (0..150u64)
             .map(|i| {
                 let (c0, c1) = (rng.next() % 3, rng.next() % 3);

@@ -14,7 +14,6 @@ use cudarc::nvrtc;
 
 use super::device::Device;
 use super::error::{drv, GpuError};
-use super::saca::SacaKernels;
 
 /// The CUDA C source of the kernels.
 pub(super) const KERNELS: &str = concat!(include_str!("kernels.cu"), include_str!("saca.cu"));
@@ -166,5 +165,51 @@ mod disk_cache {
         if let Err(e) = write() {
             log::debug!("gpu: cannot cache the kernels in {}: {e}", p.display());
         }
+    }
+}
+
+/// The kernels of the device suffix array.
+pub(super) struct SacaKernels {
+    pub(super) keys: CudaFunction,
+    pub(super) hist: CudaFunction,
+    pub(super) select: CudaFunction,
+    pub(super) place: CudaFunction,
+    pub(super) group_heads: CudaFunction,
+    pub(super) group_ranks: CudaFunction,
+    pub(super) group_keep: CudaFunction,
+    pub(super) group_start: CudaFunction,
+    pub(super) group_end: CudaFunction,
+    pub(super) round_keys: CudaFunction,
+    pub(super) heads: CudaFunction,
+    pub(super) ranks: CudaFunction,
+    pub(super) compact: CudaFunction,
+    /// [add, max] for each of the three scan steps.
+    pub(super) reduce: [CudaFunction; 2],
+    pub(super) part: [CudaFunction; 2],
+    pub(super) apply: [CudaFunction; 2],
+}
+
+impl SacaKernels {
+    pub(super) fn load(
+        f: &dyn Fn(&str) -> Result<CudaFunction, GpuError>,
+    ) -> Result<Self, GpuError> {
+        Ok(SacaKernels {
+            keys: f("sa_keys")?,
+            hist: f("sa_hist")?,
+            select: f("sa_select")?,
+            place: f("sa_place")?,
+            group_heads: f("sa_group_heads")?,
+            group_ranks: f("sa_group_ranks")?,
+            group_keep: f("sa_group_keep")?,
+            group_start: f("sa_group_start")?,
+            group_end: f("sa_group_end")?,
+            round_keys: f("sa_round_keys")?,
+            heads: f("sa_heads")?,
+            ranks: f("sa_ranks")?,
+            compact: f("sa_compact")?,
+            reduce: [f("scan_reduce_add")?, f("scan_reduce_max")?],
+            part: [f("scan_part_add")?, f("scan_part_max")?],
+            apply: [f("scan_apply_add")?, f("scan_apply_max")?],
+        })
     }
 }

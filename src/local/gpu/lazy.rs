@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use super::backend::GpuSort;
+use super::state::GpuSort;
 use crate::config::GpuOptions;
 use crate::local::cpu::CpuSort;
 use crate::local::{Alphabet, DeviceSuffixArray, HostMem, LocalSort, PooledSa};

@@ -103,12 +103,7 @@ mod tests {
     #[test]
     fn merges_runs_with_duplicates() {
         let mut x = 12345u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = || crate::util::xorshift(&mut x);
         for (n, k) in [
             (0usize, 1usize),
             (10, 3),

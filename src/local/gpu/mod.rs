@@ -12,15 +12,16 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | `backend` | [`GpuSort`]: the backend, its settings and state; [`crate::local::LocalSort`] |
+//! | `state` | what a [`GpuSort`] holds: the device, its kernels, the sort engine's memory, the last [`Profile`] |
+//! | `backend` | [`GpuSort`]: opening it, its settings; [`crate::local::LocalSort`] |
 //! | `device` | finding and opening the device (context, streams), kernel launches, events |
-//! | `kernels` | NVRTC compilation, the PTX caches (process and disk), the loaded kernels |
+//! | `kernels` | NVRTC compilation, the PTX caches (process and disk), the loaded kernels (the suffix array's too) |
 //! | `buffer` | `DeviceBuffer`: the one owner of device memory, freed when dropped |
 //! | `sort` | the radix sort engine (passes, grouped sorts with overlapped copies, chunks) |
 //! | `merge` | the CPU merge of sorted chunks |
 //! | `stage` | host ↔ device transfers through pinned staging buffers, or directly |
 //! | `host_mem` | page-locked host memory for [`HostBuf`](crate::local::HostBuf) |
-//! | [`saca`] | whole suffix arrays on the device; [`crate::local::DeviceSuffixArray`] |
+//! | [`saca`] | whole suffix arrays on the device (the build in `saca/engine.rs`); [`crate::local::DeviceSuffixArray`] |
 //! | `lazy` | [`LazyGpu`]: the backend that opens its device at its first use |
 //! | `error` | [`GpuError`] |
 
@@ -53,9 +54,10 @@ mod merge;
 pub mod saca;
 mod sort;
 mod stage;
+mod state;
 
-pub use backend::GpuSort;
 pub use error::GpuError;
 pub use lazy::LazyGpu;
 pub use saca::{SacaText, MIN_GPU_SA};
-pub use sort::{GpuKey, Profile, MIN_GPU_KEYS};
+pub use sort::{GpuKey, MIN_GPU_KEYS};
+pub use state::{GpuSort, Profile};

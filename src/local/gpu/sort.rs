@@ -15,13 +15,13 @@ use std::time::Instant;
 
 use cudarc::driver::{result, sys};
 
-use super::backend::{GpuSort, State};
 use super::buffer::DeviceBuffer;
 use super::device::Events;
 use super::error::{drv, fault, GpuError};
 use super::kernels::{Kernels, BLOCK};
 use super::merge;
 use super::stage::Failure;
+use super::state::{GpuSort, Profile, State, HIST_BYTES};
 use crate::local::cpu::CpuSort;
 
 /// Inputs with fewer keys than this are sorted on the CPU: the transfers and launches cost more.
@@ -38,11 +38,6 @@ const MAX_GROUPS: usize = 16;
 fn overlap_groups(n: usize) -> usize {
     (n / GROUP_KEYS).clamp(1, MAX_GROUPS)
 }
-
-/// One digit-count table of a one-sweep sort: 16 digit positions × 256 u32.
-pub(super) const HIST_BYTES: usize = 16 * 256 * 4;
-/// The two tables: the whole input's (slot 0) and one group's (slot 1).
-pub(super) const HISTS_BYTES: usize = 2 * HIST_BYTES;
 
 /// Chunks hold at most this many keys so that the kernels' 32-bit offsets cannot overflow.
 pub(super) const MAX_CHUNK_KEYS: usize = 1 << 31;
@@ -67,41 +62,6 @@ impl GpuKey for u128 {
     const WORDS: usize = 2;
     const TILE: usize = 256 * 8;
     const NAME: &'static str = "u128";
-}
-
-/// Where the time of the last GPU sort went (host clock, stream synchronized between phases).
-#[derive(Clone, Debug, Default)]
-pub struct Profile {
-    /// Keys sorted.
-    pub keys: usize,
-    /// Device chunks (1 when the input fit on the device).
-    pub chunks: usize,
-    /// Counting passes run per chunk (digits that were not constant), summed over chunks; for a
-    /// grouped sort the split pass plus those digits (a group of one top digit value skips one).
-    pub passes: usize,
-    /// Seconds copying host to device (staging copies included).
-    pub h2d_s: f64,
-    /// Of `h2d_s`: seconds the host spent copying into the pinned staging buffers.
-    pub h2d_stage_s: f64,
-    /// Seconds of kernels (OR/AND, digit counts, the passes).
-    pub sort_s: f64,
-    /// Seconds copying device to host.
-    pub d2h_s: f64,
-    /// Seconds the host spent copying out of the pinned staging buffers (all of them, also
-    /// those that overlapped the sort of later groups).
-    pub d2h_stage_s: f64,
-    /// Seconds merging chunk runs on the CPU (0 for one chunk).
-    pub merge_s: f64,
-    /// Seconds allocating device buffers.
-    pub alloc_s: f64,
-    /// Whether the keys were in page-locked memory from this backend and copied directly (no
-    /// staging; then `h2d_stage_s` and `d2h_stage_s` are 0).
-    pub direct: bool,
-    /// Groups of a grouped sort (0: not grouped, the copy followed the sort), each copied home
-    /// while the next was sorted. Then `sort_s` is the kernels (the split and the group sorts by
-    /// the device clock; the copies of earlier groups ran meanwhile) and `d2h_s` what the copies
-    /// added after them.
-    pub groups: usize,
 }
 
 impl GpuSort {
@@ -741,9 +701,7 @@ mod tests {
             for _ in 0..200 {
                 let counts: Vec<usize> = (0..256)
                     .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        crate::util::xorshift(&mut x);
                         match x % 10 {
                             0..=5 => 0,
                             6..=8 => (x >> 8) as usize % 50,

@@ -1,0 +1,287 @@
+//! The file-to-file job: read each pe's slice, build, optionally check, write, report.
+//!
+//! `mod.rs` owns the job's run ([`run`]) and its steps once the plan is made: the outputs
+//! created, the text read, the suffix array built and checked (the BWT and the LCP array made
+//! from it), every file written and put in place. `job.rs` owns what a job is given ([`Job`]),
+//! settles and measured ([`Report`]), `files.rs` the job's files (judged, created, committed
+//! together), `index_files.rs` the index's side files and their metadata, `report.rs` the
+//! [`Report`] gathered, as a table and as JSON.
+
+mod files;
+mod index_files;
+mod job;
+mod report;
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::dist::Layout;
+use crate::error::{Error, Result};
+use crate::io::seq::{self, Format, InputFile, Record};
+use crate::plan::{self, Plan, Shape};
+use crate::{algo, suffix_array, suffix_array_or_write, Ctx, SaSource};
+use files::{write_text, EarlyFiles, Files};
+use job::Run;
+
+pub use job::{Job, Report};
+
+pub use report::{report_json, report_table};
+
+/// Runs a job, on the context's threads ([`Ctx::install`]). Collective; every pe returns the same
+/// verdict.
+///
+/// Everything that can be checked without the text is checked before it is read: the inputs'
+/// sizes and formats on every pe, the stats and index files' paths (created now), and for raw
+/// input the entry width, the memory plan ([`plan::choose`], which sets the context's algorithm
+/// and exchange rounds, or refuses a run that cannot fit [`crate::Config::mem_per_pe`]) and the
+/// output (created now, its space reserved, every pe opening it), so a doomed run fails in
+/// seconds, not after the build. Sequence input is parsed and counted first ([`seq::scan`]);
+/// its plan and output follow, before its characters move to T's layout.
+///
+/// The phases' peak memory is sampled by one thread (see [`crate::stats`]) that runs from the
+/// start of the job to its end.
+pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
+    ctx.log.hold_sampler();
+    let report = run_sampled(ctx, job);
+    ctx.log.release_sampler();
+    report
+}
+
+/// [`run`] while the sampler runs.
+fn run_sampled(ctx: &mut Ctx, job: &Job) -> Result<Report> {
+    let t0 = Instant::now();
+    if !job.write_sa && job.bwt.is_none() && job.lcp.is_none() {
+        return ctx.comm.agree(Err(Error::Usage(
+            "--no-sa needs --bwt or --lcp: the run would write nothing".into(),
+        )));
+    }
+    let files = ctx.install(|ctx| InputFile::open_all(&ctx.comm, &job.inputs, &job.seq))?;
+    let inputs: Vec<&Path> = job.inputs.iter().map(|p| p.as_path()).collect();
+    let sequence = files.iter().any(|f| f.format != Format::Raw);
+    let early = ctx.install(|ctx| EarlyFiles::create(ctx, job, &inputs, sequence))?;
+    // T's length: the files' sizes for raw input, else parsed and counted.
+    let scanned = match InputFile::known_len(&files) {
+        Some(_) => None,
+        None => Some(ctx.install(|ctx| {
+            ctx.phase("scan", || {
+                seq::scan(&ctx.comm, &files, &job.seq, ctx.config.read_piece)
+            })
+        })?),
+    };
+    let n = match &scanned {
+        Some(s) => s.len() as usize,
+        None => InputFile::known_len(&files).unwrap_or(0),
+    };
+    // pe 0 holds the records' table to the end of the build: part of its peak at any p.
+    let mut held = scanned.as_ref().map_or(0, |s| s.records_bytes());
+    ctx.comm.broadcast(&mut held, 0);
+    let index = early.side.is_some();
+    let (width, plan) = ctx.install(|ctx| width_and_plan(ctx, job, n, held, index))?;
+    apply_plan(ctx, &plan);
+    ctx.install(|ctx| {
+        let run = Run {
+            job,
+            files: &files,
+            inputs: &inputs,
+            sequence,
+            n,
+            width,
+            plan,
+            t0,
+        };
+        run_here(ctx, run, early, scanned)
+    })
+}
+
+/// The entry width and the memory plan for n characters, pe 0 holding `held` bytes of records
+/// besides and writing the index files from them at the end where `index`. Collective.
+fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64, index: bool) -> Result<(usize, Plan)> {
+    let comm = &ctx.comm;
+    let width = comm.agree(
+        job.width
+            .resolve(n)
+            .map_err(|e| Error::Usage(e.to_string())),
+    )?;
+    let shape = Shape {
+        n,
+        pes: comm.size(),
+        base: match ctx.config.plan_base {
+            Some(b) => b,
+            None => Shape::measured_base(comm.all_reduce_max(crate::stats::rss_bytes())),
+        },
+        width,
+        index_at_least: ctx.tune.index_width,
+        check: job.check,
+        bwt: job.bwt.is_some(),
+        lcp: job.lcp.is_some(),
+        held,
+        index,
+    };
+    // The same on every pe (the same settings and size): pe 0 reports a refusal, every pe
+    // leaves with its status.
+    let plan = comm.agree(plan::choose(
+        &ctx.config,
+        &shape,
+        &ctx.config.mem_per_pe_from,
+    ))?;
+    if comm.rank() == 0 {
+        let changed = plan.knobs.algo != ctx.config.algo
+            || plan.knobs.round_bytes != ctx.config.round_bytes
+            || plan.knobs.sort_rounds != ctx.config.tune.sort_rounds
+            || plan.knobs.merge_rounds != ctx.config.tune.merge_rounds;
+        match job.show_plan || changed {
+            true => log::info!("{}", plan.summary()),
+            false => log::debug!("{}", plan.summary()),
+        }
+    }
+    Ok((width, plan))
+}
+
+/// Sets the context's algorithm, exchange rounds and sort and merge rounds from the plan's knobs.
+fn apply_plan(ctx: &mut Ctx, plan: &Plan) {
+    ctx.config.algo = plan.knobs.algo;
+    if let Some(r) = plan.knobs.round_bytes {
+        ctx.config.round_bytes = Some(r);
+        ctx.comm.set_round_bytes(r);
+    }
+    ctx.config.tune.sort_rounds = plan.knobs.sort_rounds;
+    ctx.tune.sort_rounds = plan.knobs.sort_rounds;
+    ctx.config.tune.merge_rounds = plan.knobs.merge_rounds;
+    ctx.tune.merge_rounds = plan.knobs.merge_rounds;
+}
+
+/// [`run`] on the calling thread's pool, once the plan is made, in four steps: the outputs
+/// created, the text read, the suffix array built and checked (and the BWT and LCP array made
+/// from it), every file written and put in place with the report.
+fn run_here(
+    ctx: &Ctx,
+    run: Run<'_>,
+    early: EarlyFiles,
+    scanned: Option<seq::Scanned<'_>>,
+) -> Result<Report> {
+    let mut files = Files::create(ctx, &run, early)?;
+    let seq::Loaded {
+        text,
+        layout,
+        records,
+    } = read(ctx, &run, &mut files, scanned)?;
+    let bwt_primary = build(ctx, &run, &files, text, &layout)?;
+    finish(ctx, &run, files, &records, bwt_primary)
+}
+
+/// Step 2: this pe's block of T (placed from the scan, or read), and for sequence input with an
+/// index `OUT.text` written. Collective.
+fn read(
+    ctx: &Ctx,
+    run: &Run<'_>,
+    files: &mut Files,
+    scanned: Option<seq::Scanned<'_>>,
+) -> Result<seq::Loaded> {
+    let (comm, job) = (&ctx.comm, run.job);
+    if comm.rank() == 0 {
+        log::info!(
+            "building the suffix array of {} ({} characters) on {} pes × {} threads with {:?}, {}-byte entries",
+            report::shown_inputs(&job.inputs),
+            run.n,
+            comm.size(),
+            ctx.config.threads,
+            ctx.config.algo,
+            run.width
+        );
+    }
+    let loaded = ctx.phase("read", || match scanned {
+        Some(s) => s.place(comm),
+        None => seq::load(comm, run.files, &job.seq, ctx.config.read_piece),
+    })?;
+    debug_assert_eq!(loaded.layout.len(), run.n);
+    if files.side.is_some() && run.sequence {
+        let (text, layout) = (&loaded.text, &loaded.layout);
+        files.text = Some(ctx.phase("write text", || {
+            write_text(comm, &job.output, run.inputs, job.force, text, layout)
+        })?);
+    }
+    Ok(loaded)
+}
+
+/// Step 3: the suffix array, checked (`--check`), written where it is held, and the BWT and the
+/// LCP array made from it and written; frees the text. Returns the BWT's primary index.
+/// Collective.
+///
+/// Into a regular file the build writes the suffix array itself as it becomes final (no pe
+/// holds it); the checker, the BWT and the LCP array read it back from there. A device, a FIFO
+/// or `--no-sa` keeps each pe's part in memory (written after the check).
+fn build(
+    ctx: &Ctx,
+    run: &Run<'_>,
+    files: &Files,
+    text: Vec<u8>,
+    layout: &Layout,
+) -> Result<Option<u64>> {
+    let comm = &ctx.comm;
+    let out = files.sa.as_ref();
+    let mut sa = match out {
+        Some(out) => suffix_array_or_write(ctx, &text, out)?,
+        None => Some(suffix_array(ctx, &text)?),
+    };
+    // Without an output the suffix array is held.
+    let source = match (&sa, out) {
+        (None, Some(out)) => Some(SaSource::File(out)),
+        (sa, _) => sa.as_deref().map(SaSource::Held),
+    };
+    if let (true, Some(source)) = (run.job.check, source) {
+        ctx.phase("check", || algo::check::check(ctx, &text, source, layout))?;
+        if comm.rank() == 0 {
+            log::info!("check passed: the output is the suffix array of the input");
+        }
+    }
+    let first = layout.start(comm.rank());
+    if let (Some(out), Some(sa)) = (out, &sa) {
+        ctx.phase("write", || out.write(comm, first, sa))?;
+    }
+    let mut bwt_primary = None;
+    if let (Some(bwt_out), Some(source)) = (&files.bwt, source) {
+        let part = algo::bwt::bwt(ctx, &text, source, layout)?;
+        ctx.phase("write bwt", || bwt_out.write(comm, part.first, &part.bytes))?;
+        bwt_primary = Some(part.primary);
+        if comm.rank() == 0 {
+            log::info!("BWT primary index: {}", part.primary);
+        }
+    }
+    if let Some(lcp_out) = &files.lcp {
+        // The LCP array takes this pe's part whole (read back when the build wrote it).
+        let part = match (sa.take(), out) {
+            (Some(sa), _) => sa,
+            (None, out) => ctx.phase("read sa", || {
+                let len = layout.local_len(comm.rank());
+                comm.agree(out.map_or(Ok(Vec::new()), |o| o.read_part(first, len)))
+            })?,
+        };
+        let lcp = algo::lcp::lcp(ctx, &text, part, layout)?;
+        ctx.phase("write lcp", || lcp_out.write(comm, first, &lcp))?;
+    }
+    drop(sa);
+    drop(text);
+    Ok(bwt_primary)
+}
+
+/// Step 4: every file written and made durable, the report gathered (and written to
+/// `--stats`), then every file put in place together. Collective.
+///
+/// A failure on the way (a full disk, an I/O error) replaces none of the requested files, so an
+/// output is never left beside another run's index files or stats.
+fn finish(
+    ctx: &Ctx,
+    run: &Run<'_>,
+    mut files: Files,
+    records: &[Record],
+    bwt_primary: Option<u64>,
+) -> Result<Report> {
+    let comm = &ctx.comm;
+    files.write_and_sync(comm, run, records, bwt_primary)?;
+    let report = Report::gather(ctx, run, bwt_primary);
+    if let Some(f) = &mut files.stats {
+        f.write(comm, report_json(&report, ctx, run.job).as_bytes())?;
+    }
+    files.commit(comm)?;
+    Ok(report)
+}
