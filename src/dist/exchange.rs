@@ -302,6 +302,16 @@ where
     });
 }
 
+/// `(0..len).map(f).collect()`, on the pe's threads when it has several (a plain loop with one:
+/// rayon's splitting would only add calls). Local.
+pub fn collect_range<T: Send>(len: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+    if rayon::current_num_threads() == 1 {
+        (0..len).map(f).collect()
+    } else {
+        (0..len).into_par_iter().map(f).collect()
+    }
+}
+
 /// `f(j, &v[j])` for every j with `!drop[j]`, in order, in parallel, into a vector of exactly
 /// that many elements (a filtered parallel collect would hold the result twice at its peak).
 pub fn collect_kept<T, U, F>(v: &[T], drop: &[bool], f: F) -> Vec<U>

@@ -10,12 +10,12 @@ pub mod sample_sort;
 pub mod shift;
 
 pub use exchange::{
-    bucket_step_into, build_by_kind, collect_kept, count_equal, each_equal, exchange, exchange_by,
-    exchange_tail, fetch, rebalance, rebalance_into, scatter, send_to_owners,
-    send_to_owners_in_pieces, PieceExchange, Select, Slots,
+    bucket_step_into, build_by_kind, collect_kept, collect_range, count_equal, each_equal,
+    exchange, exchange_by, exchange_tail, fetch, rebalance, rebalance_into, scatter,
+    send_to_owners, send_to_owners_in_pieces, PieceExchange, Select, Slots,
 };
 pub use layout::{Layout, OwnerCursor};
-pub use naming::{name_round, name_sorted, rank_round};
+pub use naming::{name_round, name_sorted, rank_round, GroupNames, Groups};
 pub use pair::Pair;
 pub use rounds::{
     release_freed, scramble, snap_cuts, sort_in_rounds, unscramble, Ranges, Round, RoundBounds,

@@ -1,4 +1,9 @@
-use super::*;
+//! Phase 1, the alphabet: one reduction finds the byte values the text uses, and keys pack their
+//! codes ([`Codes`]) into a 64- or 128-bit integer ([`KeyWord`]) whose order is the
+//! characters' lexicographic order. Memory per pe: a 256-entry histogram and code table.
+
+use super::bits;
+use crate::Ctx;
 
 /// Phase 1: the text's alphabet, packed for keys: a code per byte value that occurs (in byte
 /// order), `b` bits per code, `k` codes per key of one `word` ([`KeyWord`]; ⌊64/b⌋ per 64 bits):
@@ -21,7 +26,7 @@ pub(super) struct Codes {
 /// Alphabets of at most this many letters pack their keys in 64 bits (16 characters or more);
 /// larger ones in 128. Small alphabets (DNA) peak in the first sort, whose records the wider key
 /// makes half as large again; their 64-bit keys already hold 16 characters or more.
-pub(super) const NARROW_ALPHABET: u64 = 16;
+const NARROW_ALPHABET: u64 = 16;
 
 impl Codes {
     /// Collective: one reduction of a 256-entry histogram.
@@ -146,3 +151,35 @@ macro_rules! key_word {
 }
 key_word!(u64);
 key_word!(u128);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_words_pack_and_push_as_integers() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(3);
+        let code: [u64; 256] = std::array::from_fn(|c| c as u64 % 37);
+        for b in 1..=8u32 {
+            let m = (1u64 << b) - 1;
+            for _ in 0..200 {
+                let x = (rng.next() as u128) << 64 | rng.next() as u128;
+                let c = rng.next() & m;
+                assert_eq!(x.push(b, c), (x << b) | c as u128);
+                assert_eq!((x as u64).push(b, c), ((x as u64) << b) | c);
+                for (bits, k) in [(64, 64 / b), (128, 2 * (64 / b))] {
+                    let chars: Vec<u8> = (0..k).map(|_| rng.next() as u8).collect();
+                    let want = chars.iter().fold(0u128, |key, &ch| {
+                        (key << b) | (code[ch as usize] & m) as u128
+                    });
+                    let code_b: [u64; 256] = std::array::from_fn(|ch| code[ch] & m);
+                    if bits == 64 {
+                        assert_eq!(<u64 as KeyWord>::pack(&chars, &code_b, b) as u128, want);
+                    } else {
+                        assert_eq!(<u128 as KeyWord>::pack(&chars, &code_b, b), want);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,4 +1,20 @@
-use super::*;
+//! Phase 2, the keys: the first sort's record of every position ([`FirstKey`]: its next k
+//! characters packed big-endian, so integer order is lexicographic order, padded with the
+//! smallest code, the clamped length min(n − i, k) and the position i), made from the text and
+//! a halo of k − 1 characters ([`KeyGen`]), all at once or range by range ([`RangeKeys`]).
+//! Memory per pe: the halo; the records (16 B each with 64-bit keys, 24 B with 128-bit keys) of
+//! all positions with one sort range, else of one range at a time, and with 128-bit keys a byte
+//! per position naming its range.
+
+use std::cell::RefCell;
+
+use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
+
+use super::alphabet::{Codes, KeyWord};
+use crate::dist::{build_by_kind, right_halo, Layout, RoundBounds, Select, SortKey};
+use crate::local::LocalSort;
+use crate::Ctx;
 
 /// Positions take 56 bits of the first sort's record ([`FirstKey`]): a longer text goes to pDC3.
 pub(super) const POSITION_BITS: u32 = 56;
@@ -7,18 +23,18 @@ pub(super) const POSITION_BITS: u32 = 56;
 /// and a halo of k − 1 characters: all at once ([`KeyGen::all`]), one at a time
 /// ([`KeyGen::at`]), or those of one key range ([`KeyGen::range`], for the sort in rounds).
 pub(super) struct KeyGen<'a, R: FirstKey> {
-    pub(super) text: &'a [u8],
-    pub(super) halo: Vec<u8>,
+    text: &'a [u8],
+    halo: Vec<u8>,
     pub(super) codes: &'a Codes,
     /// The global position of `text[0]`, and the text's length.
-    pub(super) lo: usize,
-    pub(super) n: usize,
+    lo: usize,
+    n: usize,
     /// The used bits of a key (b·k).
-    pub(super) mask: R::Word,
+    mask: R::Word,
 }
 
 /// Positions per task when making keys.
-pub(super) const KEY_CHUNK: usize = 1 << 16;
+const KEY_CHUNK: usize = 1 << 16;
 
 impl<'a, R: FirstKey> KeyGen<'a, R> {
     /// Collective (the halo). `codes` packs keys of `R`'s word.
@@ -35,6 +51,20 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
         }
     }
 
+    /// The keys of this pe's positions and, with one sort range (`ranges` = 1), every record
+    /// made at once (a range would be made by filtering all). Collective (the halo).
+    pub(super) fn made(
+        ctx: &Ctx,
+        text: &'a [u8],
+        layout: &Layout,
+        codes: &'a Codes,
+        ranges: usize,
+    ) -> (Self, Option<Vec<R>>) {
+        let keys = KeyGen::new(ctx, text, layout, codes);
+        let held = (ranges == 1).then(|| keys.all());
+        (keys, held)
+    }
+
     /// Number of records (this pe's positions).
     pub(super) fn len(&self) -> usize {
         self.text.len()
@@ -42,7 +72,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
 
     /// The code of local character j (the halo past the slice; the smallest code past the end).
     #[inline]
-    pub(super) fn chr(&self, j: usize) -> u64 {
+    fn chr(&self, j: usize) -> u64 {
         let c = match self.text.get(j) {
             Some(&c) => c,
             None => match self.halo.get(j - self.text.len()) {
@@ -54,7 +84,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
     }
 
     #[inline]
-    pub(super) fn record(&self, j: usize, key: R::Word) -> R {
+    fn record(&self, j: usize, key: R::Word) -> R {
         let i = self.lo + j;
         R::new(key.shl(self.codes.align), (self.n - i).min(self.codes.k), i)
     }
@@ -74,7 +104,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
     /// Calls `f` on the records of local positions j0, j0 + 1, …, j0 + len − 1, in order (a
     /// window of k characters rolled forward one character per position).
     #[inline]
-    pub(super) fn each(&self, j0: usize, len: usize, mut f: impl FnMut(R)) {
+    fn each(&self, j0: usize, len: usize, mut f: impl FnMut(R)) {
         let (b, k) = (self.codes.b, self.codes.k);
         let mut key = R::Word::ones(0);
         for t in 0..k - 1 {
@@ -87,7 +117,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
     }
 
     /// The records of local positions j0, j0 + 1, … into `dst`.
-    pub(super) fn fill(&self, j0: usize, dst: &mut [R]) {
+    fn fill(&self, j0: usize, dst: &mut [R]) {
         let mut slots = dst.iter_mut();
         self.each(j0, slots.len(), |r| {
             if let Some(slot) = slots.next() {
@@ -188,6 +218,57 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
     }
 }
 
+/// The first sort's records range by range, as [`crate::dist::sort_in_rounds`] asks for them:
+/// those made at once when held, else each range's made from the text again (the phase "keys").
+pub(super) struct RangeKeys<'k, 'a, R: FirstKey> {
+    keys: &'k KeyGen<'a, R>,
+    held: RefCell<Option<Vec<R>>>,
+    /// With 128-bit keys in several ranges, the range of each position (a byte each, during
+    /// the sort).
+    round_of: RefCell<Vec<u8>>,
+}
+
+impl<'k, 'a, R: FirstKey> RangeKeys<'k, 'a, R> {
+    pub(super) fn new(keys: &'k KeyGen<'a, R>, held: Option<Vec<R>>) -> Self {
+        RangeKeys {
+            keys,
+            held: RefCell::new(held),
+            round_of: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The records of range k of `bounds` on this pe. Local.
+    pub(super) fn of_range(&self, ctx: &Ctx, bounds: &RoundBounds<R>, k: usize) -> Vec<R> {
+        if let Some(all) = self.held.borrow_mut().take() {
+            return all;
+        }
+        let keys = self.keys;
+        ctx.phase("keys", || {
+            if bounds.rounds() == 1 {
+                return keys.all();
+            }
+            // Keys of 64 bits (small alphabets: DNA's keys of 21 or 32 characters): a pass
+            // rolling over every position per range, and no byte per position held (the first
+            // sort is where such texts peak). Keys of 128 bits (16–24 characters): every
+            // position's range found once costs less than a pass per range.
+            if keys.codes.word == 64 {
+                let (lo, hi) = bounds.range(k);
+                return keys.range(lo, hi);
+            }
+            // Every position's range found once (a byte each, the memory of a character), then
+            // each range's records made from their characters, the others skipped.
+            if k == 0 {
+                *self.round_of.borrow_mut() = keys.rounds(bounds);
+            }
+            let records = keys.in_round(&self.round_of.borrow(), k as u8);
+            if k + 1 == bounds.rounds() {
+                *self.round_of.borrow_mut() = Vec::new();
+            }
+            records
+        })
+    }
+}
+
 /// A first-sort record: a key of k characters ([`KeyWord`]), the clamped length min(n − i, k),
 /// and the position i, ordered by key, then length, then position scrambled. Sample sort splits
 /// by the whole record (so equal keys spread over pes), but the local sort looks at the key
@@ -222,7 +303,7 @@ pub(super) trait FirstKey: SortKey + std::fmt::Debug {
 }
 
 /// [`FirstKey::tail`] of a record.
-pub(super) fn key_tail(clamped_len: usize, pos: usize) -> u64 {
+fn key_tail(clamped_len: usize, pos: usize) -> u64 {
     (clamped_len as u64) << POSITION_BITS | crate::dist::scramble(pos as u64, POSITION_BITS)
 }
 
@@ -230,7 +311,7 @@ pub(super) fn key_tail(clamped_len: usize, pos: usize) -> u64 {
 /// bytes.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Pod, Zeroable)]
-pub(super) struct HiKey(pub(super) u128);
+pub(super) struct HiKey(u128);
 
 impl HiKey {
     /// Key and clamped length: equal exactly for the suffixes of one group of the first sort.
@@ -272,7 +353,7 @@ impl SortKey for HiKey {
 /// (a `u128` field would align it to 32).
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-pub(super) struct WideKey(pub(super) [u64; 3]);
+pub(super) struct WideKey([u64; 3]);
 
 impl FirstKey for WideKey {
     type Word = u128;
@@ -319,7 +400,7 @@ impl SortKey for WideKey {
 /// shorter suffix whose padded key equals a longer one's is a prefix of it and sorts first.
 /// Positions within a group stay in any order. Local; one pass, plus O(length) for the runs that
 /// hold such a record.
-pub(super) fn order_tails<R: FirstKey>(v: &mut [R]) {
+fn order_tails<R: FirstKey>(v: &mut [R]) {
     let mut j = 1;
     while j < v.len() {
         if v[j].key() != v[j - 1].key() || v[j].clamped_len() == v[j - 1].clamped_len() {
@@ -352,5 +433,70 @@ pub(super) fn order_tails<R: FirstKey>(v: &mut [R]) {
             *slot = r;
         }
         j = e;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::cpu::CpuSort;
+
+    const POSITION_MASK: u64 = (1u64 << POSITION_BITS) - 1;
+
+    /// A first-sort record gives back the position it was made with (the scrambling is a
+    /// bijection of 56 bits), and its order is the key's, then the clamped length's.
+    #[test]
+    fn first_sort_records_keep_position_and_order() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(5);
+        let edges = [0, 1, 2, 3, (1 << 32) - 1, 1 << 32, (1 << POSITION_BITS) - 1];
+        let positions: Vec<u64> = edges
+            .into_iter()
+            .chain((0..10_000).map(|_| rng.next() & POSITION_MASK))
+            .collect();
+        let wide_key = 7u128 << 100 | 3 << 64 | 1;
+        for &i in &positions {
+            let r = HiKey::new(7 << 40, 9, i as usize);
+            assert_eq!((r.pos(), r.key(), r.clamped_len()), (i, 7 << 40, 9));
+            let w = WideKey::new(wide_key, 18, i as usize);
+            assert_eq!((w.pos(), w.key(), w.clamped_len()), (i, wide_key, 18));
+        }
+        let a = HiKey::new(5, 3, (1 << POSITION_BITS) - 1);
+        let b = HiKey::new(5, 4, 0);
+        let c = HiKey::new(6, 1, 12345);
+        assert!(a < b && b < c);
+        assert!(a.same_group(HiKey::new(5, 3, 0)) && !a.same_group(b));
+        // Wide keys order by both words of the key (the high one first), then the length.
+        let w = |key: u128, len, pos| WideKey::new(key, len, pos);
+        let order = [
+            w(5, 3, (1 << POSITION_BITS) - 1),
+            w(5, 4, 0),
+            w(6, 1, 12345),
+            w(1 << 64, 1, 0),
+            w(1 << 64 | 1, 1, 0),
+            w(u128::MAX, 25, 0),
+        ];
+        assert!(order.windows(2).all(|x| x[0] < x[1]), "{order:?}");
+        assert!(order[0].same_group(w(5, 3, 7)) && !order[0].same_group(order[1]));
+        // The local sort orders 24-byte records by key and puts shorter suffixes first.
+        let mut v: Vec<WideKey> = (0..3000u64)
+            .map(|i| {
+                w(
+                    ((i % 7) as u128) << 90 | (i % 3) as u128,
+                    18 - (i % 2) as usize,
+                    i as usize,
+                )
+            })
+            .collect();
+        WideKey::sort_local(&mut v, &CpuSort::new(1));
+        assert!(v
+            .windows(2)
+            .all(|x| (x[0].key(), x[0].clamped_len()) <= (x[1].key(), x[1].clamped_len())));
+        // Consecutive positions of one group are spread over the 56 bits (no range of the
+        // splitters takes one pe's block of positions whole).
+        let mut low: Vec<u64> = (0..1000)
+            .map(|i| HiKey::new(0, 8, i).0 as u64 & POSITION_MASK)
+            .collect();
+        low.sort_unstable();
+        assert!(low[500] > 1 << (POSITION_BITS - 3) && low[499] < 7 << (POSITION_BITS - 3));
     }
 }

@@ -1,4 +1,12 @@
-use super::*;
+//! The unresolved positions of a pe as a bit per position ([`OpenPositions`]): how a doubling
+//! round finds its suffixes while they are marked rather than listed, and how the run step finds
+//! the suffixes inside runs. Memory per pe: n/p/8 bytes, and a count per block of 64 words.
+
+use bytemuck::Pod;
+use rayon::prelude::*;
+
+use super::records::Depth;
+use crate::dist::collect_range;
 
 /// This pe's unresolved positions (depth not [`resolved`]) as one bit per position, with their
 /// count before each block of [`OpenPositions::BLOCK_WORDS`] words: a range of a doubling round
@@ -9,14 +17,14 @@ use super::*;
 pub(super) struct OpenPositions {
     pub(super) words: Vec<u64>,
     /// The unresolved positions before each block of words.
-    pub(super) before: Vec<usize>,
+    before: Vec<usize>,
     pub(super) count: usize,
 }
 
 impl OpenPositions {
-    pub(super) const BLOCK_WORDS: usize = 64;
+    const BLOCK_WORDS: usize = 64;
     /// Words per piece of the parallel passes.
-    pub(super) const PIECE_WORDS: usize = 1 << 10;
+    const PIECE_WORDS: usize = 1 << 10;
 
     /// The positions whose depth is `open`.
     pub(super) fn of(depth_of: &[Depth], open: impl Fn(Depth) -> bool + Sync) -> Self {
@@ -130,13 +138,13 @@ impl OpenPositions {
     }
 
     /// Pieces of [`Self::PIECE_WORDS`] words.
-    pub(super) fn pieces(&self) -> usize {
+    fn pieces(&self) -> usize {
         self.words.len().div_ceil(Self::PIECE_WORDS)
     }
 
     /// `f(j)` for the unresolved positions j of piece c in the words w with `word(w)`, in order.
     #[inline]
-    pub(super) fn each_of_piece(&self, c: usize, word: &impl Fn(usize) -> bool, mut f: impl FnMut(usize)) {
+    fn each_of_piece(&self, c: usize, word: &impl Fn(usize) -> bool, mut f: impl FnMut(usize)) {
         let first = c * Self::PIECE_WORDS;
         let end = (first + Self::PIECE_WORDS).min(self.words.len());
         for w in first..end {
@@ -154,7 +162,7 @@ impl OpenPositions {
 
     /// `make(j)` of the positions j with `keep(j)` in the words taken, `counts[c]` of them in
     /// piece c, in order: each piece fills its own part of the result. Local.
-    pub(super) fn fill<T: Pod + Send>(
+    fn fill<T: Pod + Send>(
         &self,
         counts: &[usize],
         word: impl Fn(usize) -> bool + Sync,
@@ -181,5 +189,91 @@ impl OpenPositions {
             debug_assert!(slots.next().is_none(), "piece {c}: fewer kept than counted");
         });
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The unresolved positions' bits list and count what a plain filter of the depths does (all,
+    /// by key range from one count, in the words taken), at lengths around the word, block and
+    /// piece sizes, dense and sparse, on 1 and 3 threads.
+    #[test]
+    fn open_positions_list_and_count_the_unresolved() {
+        let words = OpenPositions::PIECE_WORDS;
+        let lens = [
+            0,
+            1,
+            63,
+            64,
+            65,
+            4095,
+            4097,
+            64 * words - 1,
+            64 * words + 70,
+            3 * 64 * words,
+        ];
+        for threads in [1, 3] {
+            let pool = crate::dist::test_pool(threads);
+            pool.install(|| {
+                let mut rng = crate::dist::sample_sort::SplitMix::new(5);
+                for len in lens {
+                    for every in [1, 2, 97, 100_000] {
+                        let depth_of: Vec<Depth> = (0..len)
+                            .map(|_| {
+                                if rng.next().is_multiple_of(every) {
+                                    Depth::at_most(8)
+                                } else {
+                                    Depth::RESOLVED
+                                }
+                            })
+                            .collect();
+                        let open: Vec<usize> = (0..len)
+                            .filter(|&j| depth_of[j] != Depth::RESOLVED)
+                            .collect();
+                        let o = OpenPositions::of(&depth_of, |d| d != Depth::RESOLVED);
+                        assert_eq!(o.count, open.len());
+                        for (j, &at) in open.iter().enumerate() {
+                            assert_eq!(o.nth(j), at, "len {len}, every {every}, j {j}");
+                        }
+                        let odd: Vec<u32> = o.listed(|j| j % 2 == 1, |j| j as u32);
+                        let want: Vec<u32> = open
+                            .iter()
+                            .filter(|&&j| j % 2 == 1)
+                            .map(|&j| j as u32)
+                            .collect();
+                        assert_eq!(odd, want, "len {len}, every {every}");
+                        // Ranges counted in one pass, each filled in one more: position j in
+                        // range j mod 5, every third position in none.
+                        let range_of = |j: usize| (!j.is_multiple_of(3)).then_some(j % 5);
+                        let counts = o.count_by_range(5, range_of);
+                        for r in 0..5 {
+                            let got: Vec<u32> = o.listed_counted(
+                                &counts,
+                                5,
+                                r,
+                                |j| range_of(j) == Some(r),
+                                |j| j as u32,
+                            );
+                            let want: Vec<u32> = open
+                                .iter()
+                                .filter(|&&j| range_of(j) == Some(r))
+                                .map(|&j| j as u32)
+                                .collect();
+                            assert_eq!(got, want, "len {len}, every {every}, range {r}");
+                        }
+                        let mut each = Vec::new();
+                        o.each_in(|w| w % 3 != 1, |j| each.push(j));
+                        let want: Vec<usize> = open
+                            .iter()
+                            .copied()
+                            .filter(|&j| (j / 64) % 3 != 1)
+                            .collect();
+                        assert_eq!(each, want, "len {len}, every {every}: each_in");
+                    }
+                }
+            });
+        }
     }
 }

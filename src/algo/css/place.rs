@@ -1,4 +1,18 @@
-use super::*;
+//! Phase 7, place: every suffix's final name is its SA index, so (name, position) goes to the
+//! owner of that index. Memory per pe: the SA slice in the run's index width (half of 8-byte
+//! entries below 2^32 characters) until written, beside the pairs of one step (up to 8 steps,
+//! [`pieces`]); into a file the slice is never held whole ([`place_names_in_pieces`]).
+
+use rayon::prelude::*;
+
+use crate::algo::pieces;
+use crate::algo::sink::SaSink;
+use crate::algo::steps::{with_step, Pieces};
+use crate::dist::{
+    collect_range, exchange, scatter, send_to_owners, send_to_owners_in_pieces, Layout, Pair,
+};
+use crate::index::Index;
+use crate::Ctx;
 
 /// Sends each (SA index, position) pair to the pe owning that SA index and returns this pe's SA
 /// slice in the run's index width (half of 8-byte entries below 2^32 characters, until written),
@@ -38,7 +52,7 @@ pub(super) fn deliver_names<I: Index>(
 /// equal pieces of its owner's slice, and each pe writes its piece once it is complete. Holds
 /// the names (freed at the end), a step number per position (1 byte), and one step's pairs,
 /// their exchange and SA piece (the run's index width). Collective.
-pub(super) fn place_names_in_pieces<I: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<I>, sink: &SaSink) {
+fn place_names_in_pieces<I: Index>(ctx: &Ctx, layout: &Layout, name_of: Vec<I>, sink: &SaSink) {
     let comm = &ctx.comm;
     let me = comm.rank();
     let base = layout.start(me);
@@ -69,7 +83,7 @@ pub(super) fn place_names_in_pieces<I: Index>(ctx: &Ctx, layout: &Layout, name_o
 /// Phase 7 for final names held in text order: [`place`] of (name, position) pairs, made and
 /// sent in up to 8 steps from the end of `name_of`, each step's names freed once paired.
 /// Collective.
-pub(super) fn place_names<I: Index>(ctx: &Ctx, layout: &Layout, mut name_of: Vec<I>) -> Vec<I> {
+fn place_names<I: Index>(ctx: &Ctx, layout: &Layout, mut name_of: Vec<I>) -> Vec<I> {
     let comm = &ctx.comm;
     let lo = layout.start(comm.rank());
     let mut sa: Vec<I> = bytemuck::allocation::zeroed_vec(layout.local_len(comm.rank()));

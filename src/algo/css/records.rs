@@ -1,4 +1,21 @@
-use super::*;
+//! The records every phase after the first sort shares, each one generic definition in the
+//! run's index width `I` ([`Index`]: 32, 40 or 64 bits): a suffix still tied or an update of one
+//! ([`Suffix`], 3 indices), the answer about position i + d ([`Ahead`], 2), a doubling round's
+//! key ([`Refine`], 4), and the depth a position's group shares as doubling keeps it ([`Depth`],
+//! 2 bytes). Memory per pe: as the phases that hold them say.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::dist::SortKey;
+use crate::index::Index;
+use crate::local::LocalSort;
+
+/// The depth of a position whose suffix is alone in its group (its name is final): above every
+/// depth (at most n; [`super::index_width`] leaves room). Doubling never needs such a suffix's
+/// depth: a suffix whose successor's name is unique is alone in its new group.
+pub(super) fn resolved<I: Index>() -> I {
+    I::from_u64(I::MAX)
+}
 
 /// The depth of a position's group as doubling keeps it in text order: 2 bytes instead of an
 /// index (4, 5 or 8). Exact below 2^10; above, rounded down to its 10 leading bits (at most
@@ -8,7 +25,7 @@ use super::*;
 /// keep all their bits. Code `u16::MAX` is [`Depth::RESOLVED`].
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-pub(super) struct Depth(pub(super) u16);
+pub(super) struct Depth(u16);
 
 impl Depth {
     /// The depth of a suffix alone in its group ([`resolved`]).
@@ -16,7 +33,7 @@ impl Depth {
     /// A suffix inside a run of one character, before the run step (every group's depth is at
     /// least k ≥ 1).
     pub(super) const IN_RUN: Depth = Depth(0);
-    pub(super) const BITS: u32 = 10;
+    const BITS: u32 = 10;
 
     /// The largest storable depth not above d.
     pub(super) fn at_most(d: u64) -> Depth {
@@ -159,5 +176,102 @@ pub(super) fn updates_in_place<I: Index>(
     match bytemuck::allocation::try_cast_vec(words) {
         Ok(v) => v,
         Err((_, words)) => bytemuck::cast_slice(&words).to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::U40;
+    use crate::local::cpu::CpuSort;
+
+    #[test]
+    fn records_take_their_index_width() {
+        use std::mem::size_of;
+        assert_eq!(
+            [
+                size_of::<Suffix<u32>>(),
+                size_of::<Suffix<U40>>(),
+                size_of::<Suffix<u64>>()
+            ],
+            [12, 15, 24]
+        );
+        assert_eq!(
+            [
+                size_of::<Ahead<u32>>(),
+                size_of::<Ahead<U40>>(),
+                size_of::<Ahead<u64>>()
+            ],
+            [8, 10, 16]
+        );
+        assert_eq!(
+            [
+                size_of::<Refine<u32>>(),
+                size_of::<Refine<U40>>(),
+                size_of::<Refine<u64>>()
+            ],
+            [16, 20, 32]
+        );
+    }
+
+    /// The local sort of refinement records (the `u128` radix sort with 32 bits, a comparison
+    /// sort otherwise) gives their order (group, second, position, depth).
+    fn sorts_refinement_records<I: Index>() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(11);
+        let mut small = |m: u64| I::from_u64(rng.next() % m);
+        let mut v: Vec<Refine<I>> = (0..5000u64)
+            .map(|i| Refine {
+                group: small(7),
+                second: small(5),
+                pos: I::from_u64(i * 7919 % 5003 + (I::MAX >> 1)),
+                depth: small(I::MAX),
+            })
+            .collect();
+        let mut want = v.clone();
+        want.sort_by_key(|r| {
+            let f = |x: I| x.to_u64();
+            (f(r.group), f(r.second), f(r.pos), f(r.depth))
+        });
+        Refine::sort_local(&mut v, &CpuSort::new(2));
+        assert_eq!(v, want, "{} bits", I::BITS);
+    }
+
+    #[test]
+    fn refinement_records_sort_in_every_width() {
+        sorts_refinement_records::<u32>();
+        sorts_refinement_records::<U40>();
+        sorts_refinement_records::<u64>();
+    }
+
+    /// A stored depth is exact below 2^10, never above the depth, at most 0.2 % below it, keeps
+    /// the order of depths, and never reads as resolved; the index of a resolved one is
+    /// [`resolved`].
+    #[test]
+    fn depths_are_stored_as_lower_bounds_within_a_fifth_of_a_percent() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(3);
+        let mut ds: Vec<u64> = (0..1 << 12).collect();
+        ds.extend((10..64).flat_map(|b| [(1 << b) - 1, 1 << b, (1 << b) + 1, 21 << (b - 5)]));
+        ds.extend((0..10_000).map(|_| rng.next() >> (rng.next() % 64)));
+        ds.push(u64::MAX);
+        ds.sort_unstable();
+        let mut last = 0;
+        for &d in &ds {
+            let got = Depth::at_most(d);
+            assert_ne!(got, Depth::RESOLVED, "{d}");
+            let v = got.get();
+            if d < 1 << 10 {
+                assert_eq!(v, d);
+            }
+            assert!(
+                v <= d && v as f64 >= d as f64 * (1.0 - 1.0 / 512.0),
+                "{d} → {v}"
+            );
+            assert!(v >= last, "{d} → {v} below {last}");
+            assert_eq!(Depth::at_most(v), got, "{v} is stored exactly");
+            last = v;
+        }
+        assert_eq!(Depth::RESOLVED.index::<u32>(), resolved::<u32>());
+        assert_eq!(Depth::of(resolved::<U40>()), Depth::RESOLVED);
+        assert_eq!(Depth::of(1234u32).index::<u32>(), 1234);
     }
 }
