@@ -189,22 +189,9 @@ impl GroupNames {
         let first = round.offset + self.from;
         // A max-scan of group starts: the last start of each chunk, carried across chunks and pes.
         let chunk = if serial() { len.max(1) } else { CHUNK };
-        let last_start: Vec<Option<u64>> = (starts.chunks(chunk).enumerate())
-            .map(|(c, ch)| {
-                ch.iter()
-                    .rposition(|&s| s)
-                    .map(|j| first + (c * chunk + j) as u64)
-            })
-            .collect();
-        let local_max = last_start.iter().flatten().copied().max().unwrap_or(0);
-        let mut carry = comm.exscan_max(local_max).max(self.open);
-        let carries: Vec<u64> = (last_start.iter())
-            .map(|&l| {
-                let c = carry;
-                carry = l.unwrap_or(c);
-                c
-            })
-            .collect();
+        let last = last_starts(&starts, chunk, first);
+        let local_max = last.iter().flatten().copied().max().unwrap_or(0);
+        let carries = carries(&last, comm.exscan_max(local_max).max(self.open));
         let names = names_of(&starts, &carries, chunk, first);
         // alone[j]: does record j begin a group that the next record does not continue?
         let alone = collect_range(len, |j| {
@@ -227,6 +214,30 @@ impl GroupNames {
 /// chunk, no tasks).
 fn serial() -> bool {
     rayon::current_num_threads() == 1
+}
+
+/// The name of the last group start in each chunk of `chunk` records whose group starts are
+/// `starts` (None: none in it; a start at index j is named `first + j`). Local.
+fn last_starts(starts: &[bool], chunk: usize, first: u64) -> Vec<Option<u64>> {
+    (starts.chunks(chunk).enumerate())
+        .map(|(c, ch)| {
+            ch.iter()
+                .rposition(|&s| s)
+                .map(|j| first + (c * chunk + j) as u64)
+        })
+        .collect()
+}
+
+/// The name of the group open before each chunk: `carry` before the first, then the last start
+/// of the chunks before it ([`last_starts`]). Local.
+fn carries(last: &[Option<u64>], mut carry: u64) -> Vec<u64> {
+    (last.iter())
+        .map(|&l| {
+            let c = carry;
+            carry = l.unwrap_or(c);
+            c
+        })
+        .collect()
 }
 
 /// The names of records whose group starts are `starts`, in chunks of `chunk` records: chunk c
@@ -256,4 +267,44 @@ fn names_of<I: Index>(starts: &[bool], carries: &[u64], chunk: usize, first: u64
             .for_each(|(c, (nm, st))| fill(c, nm, st, carries[c]));
     }
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The chunked naming (a group's name carried across chunks) gives what one pass does, for
+    /// chunks of 1, 7 and [`CHUNK`] records, sparse and dense starts, on 1 and 3 threads.
+    #[test]
+    fn chunked_names_match_one_pass() {
+        let mut rng = crate::dist::sample_sort::SplitMix::new(7);
+        for threads in [1, 3] {
+            crate::dist::test_pool(threads).install(|| {
+                for len in [0usize, 1, 6, 7, 8, 100, CHUNK + 5, 3 * CHUNK] {
+                    for every in [1u64, 2, 50, 1 << 40] {
+                        // The first record starts a group unless a group is carried in.
+                        let carried = len % 2 == 1;
+                        let starts: Vec<bool> = (0..len)
+                            .map(|j| (j == 0 && !carried) || rng.next() % every == 0)
+                            .collect();
+                        let (first, carry_in) = (1000u64, 17u64);
+                        let mut want = Vec::with_capacity(len);
+                        let mut cur = carry_in;
+                        for (j, &s) in starts.iter().enumerate() {
+                            if s {
+                                cur = first + j as u64;
+                            }
+                            want.push(cur);
+                        }
+                        for chunk in [1usize, 7, CHUNK] {
+                            let last = last_starts(&starts, chunk, first);
+                            let got: Vec<u64> =
+                                names_of(&starts, &carries(&last, carry_in), chunk, first);
+                            assert_eq!(got, want, "{threads} threads, {len}, 1/{every}, {chunk}");
+                        }
+                    }
+                }
+            });
+        }
+    }
 }
