@@ -164,7 +164,7 @@ impl GroupNames {
     ///
     /// Entry: `round` as `sort_in_rounds` hands it to every pe, the rounds in order. Exit: the
     /// names and flags of this pe's records of the round ([`Groups`]). Memory: a flag per record
-    /// beside the names and flags returned, and a name per chunk of [`CHUNK`] records.
+    /// beside the names and flags returned, and a name per chunk of 2^16 records.
     pub fn round<I, T>(
         &mut self,
         comm: &Comm,

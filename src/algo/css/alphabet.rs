@@ -20,7 +20,7 @@ pub(super) struct Codes {
     /// Unused low bits of a key: word − b·k.
     pub(super) align: u32,
     /// k ones, b bits apart: a run's key is its character times this.
-    pub(super) repunit: u128,
+    repunit: u128,
 }
 
 /// Alphabets of at most this many letters pack their keys in 64 bits (16 characters or more);

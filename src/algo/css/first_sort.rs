@@ -109,10 +109,12 @@ struct FirstGroups<'c, I> {
 impl<R: FirstKey, I: Index> Grouping<R, I> for FirstGroups<'_, I> {
     const SPLITS: bool = false;
 
+    #[inline]
     fn same(&self, a: &R, b: &R) -> bool {
         a.same_group(*b)
     }
 
+    #[inline]
     fn entry(&self, r: &R, name: I) -> Suffix<I> {
         let in_run = self.codes.is_run(r.key());
         Suffix {

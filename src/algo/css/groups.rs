@@ -220,7 +220,7 @@ where
 
 /// Sends (name, position, depth) updates to the owners of the positions (the depth stored as
 /// [`Depth`]). Collective.
-pub(super) fn apply_updates<I: Index>(
+fn apply_updates<I: Index>(
     comm: &Comm,
     layout: &Layout,
     updates: Vec<Suffix<I>>,

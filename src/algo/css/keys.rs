@@ -127,7 +127,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
     }
 
     /// Every record, in position order.
-    pub(super) fn all(&self) -> Vec<R> {
+    fn all(&self) -> Vec<R> {
         let mut out = vec![R::zeroed(); self.len()];
         out.par_chunks_mut(KEY_CHUNK)
             .enumerate()
@@ -138,7 +138,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
     /// The records x with lo ≤ x < hi (None: unbounded), in position order, made and filtered
     /// in one pass (no record outside the range is stored). Memory: the result about twice while
     /// the pieces of the tasks are joined.
-    pub(super) fn range(&self, lo: Option<R>, hi: Option<R>) -> Vec<R> {
+    fn range(&self, lo: Option<R>, hi: Option<R>) -> Vec<R> {
         let keep = |x: &R| lo.is_none_or(|l| l <= *x) & hi.is_none_or(|h| *x < h);
         // One buffer of a chunk per task, reused; each chunk's records copied out at their size
         // (a vector grown by doubling leaves freed blocks behind in the allocator). Every record
@@ -165,7 +165,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
     /// The key range of every local position under `bounds` (one byte each), from its key
     /// alone where no bound shares the key ([`RoundBounds::round_of_coarse`]). One pass making
     /// every record, on the pe's threads.
-    pub(super) fn rounds(&self, bounds: &RoundBounds<R>) -> Vec<u8> {
+    fn rounds(&self, bounds: &RoundBounds<R>) -> Vec<u8> {
         let keys = bounds.coarse_keys(|b| b.key());
         let mut of = vec![0u8; self.len()];
         of.par_chunks_mut(KEY_CHUNK)
@@ -183,7 +183,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
 
     /// The records of the local positions j with `of[j] == this` ([`Self::rounds`]), in
     /// position order: each made from its k characters, the others skipped 64 at a time.
-    pub(super) fn in_round(&self, of: &[u8], this: u8) -> Vec<R> {
+    fn in_round(&self, of: &[u8], this: u8) -> Vec<R> {
         let [v] = build_by_kind::<R, 1>(
             0,
             self.len(),

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use super::records::Depth;
 use crate::dist::collect_range;
 
-/// This pe's unresolved positions (depth not [`resolved`]) as one bit per position, with their
+/// This pe's unresolved positions (depth not [`super::records::resolved`]) as one bit per position, with their
 /// count before each block of [`OpenPositions::BLOCK_WORDS`] words: a range of a doubling round
 /// finds its positions by skipping empty words (n/p/64 steps and one per unresolved position,
 /// however few are left), and a splitter draw finds the j-th one without a list of them. Made

@@ -264,14 +264,17 @@ struct Pairs;
 impl<I: Index> Grouping<Refine<I>, I> for Pairs {
     const SPLITS: bool = true;
 
+    #[inline]
     fn same(&self, a: &Refine<I>, b: &Refine<I>) -> bool {
         a.same_pair(b)
     }
 
+    #[inline]
     fn old(&self, r: &Refine<I>) -> u64 {
         r.group.to_u64()
     }
 
+    #[inline]
     fn entry(&self, r: &Refine<I>, name: I) -> Suffix<I> {
         Suffix {
             name,

@@ -140,6 +140,7 @@ struct RunKeys<'t> {
 
 impl RunKeys<'_> {
     /// The key of local position j in the group named g.
+    #[inline]
     fn key<I: Index>(&self, g: I, j: usize) -> u128 {
         let w = self.w;
         let ans = self.ends.end_of(j);
@@ -155,15 +156,18 @@ impl<I: Index> Grouping<u128, I> for RunKeys<'_> {
     const SPLITS: bool = true;
 
     /// Group, flag and s equal: the suffixes share exactly r characters.
+    #[inline]
     fn same(&self, a: &u128, b: &u128) -> bool {
         a >> self.w == b >> self.w
     }
 
+    #[inline]
     fn old(&self, x: &u128) -> u64 {
         (x >> (2 * self.w + 1)) as u64
     }
 
     /// The suffix at the key's position, with depth r.
+    #[inline]
     fn entry(&self, x: &u128, name: I) -> Suffix<I> {
         let flag = (x >> (2 * self.w)) & 1;
         let s = (x >> self.w) & self.max;
@@ -320,6 +324,7 @@ impl<'t> RunEnds<'t> {
     }
 
     /// The answer for local position j.
+    #[inline]
     fn end_of(&self, j: usize) -> u64 {
         let (text, len) = (self.text, self.text.len());
         let c = text[j];
