@@ -285,7 +285,7 @@ mod tests {
                         // The first record starts a group unless a group is carried in.
                         let carried = len % 2 == 1;
                         let starts: Vec<bool> = (0..len)
-                            .map(|j| (j == 0 && !carried) || rng.next() % every == 0)
+                            .map(|j| (j == 0 && !carried) || rng.next().is_multiple_of(every))
                             .collect();
                         let (first, carry_in) = (1000u64, 17u64);
                         let mut want = Vec::with_capacity(len);
