@@ -327,7 +327,7 @@ where
 /// `f(j, &v[j])` for every j with `keep(j, &v[j])`, in order, in parallel, into a vector of
 /// exactly that many elements ([`collect_kept`] with the test as a function: `keep` runs twice
 /// per element, so it should be cheap). Local.
-fn collect_where<T, U, K, F>(v: &[T], keep: K, f: F) -> Vec<U>
+pub fn collect_where<T, U, K, F>(v: &[T], keep: K, f: F) -> Vec<U>
 where
     T: Sync,
     U: Send + Sync,

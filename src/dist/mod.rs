@@ -10,8 +10,8 @@ pub mod sample_sort;
 pub mod shift;
 
 pub use exchange::{
-    bucket_step_into, build_by_kind, collect_kept, collect_range, count_equal, each_equal,
-    exchange, exchange_by, exchange_tail, fetch, rebalance, rebalance_into, scatter,
+    bucket_step_into, build_by_kind, collect_kept, collect_range, collect_where, count_equal,
+    each_equal, exchange, exchange_by, exchange_tail, fetch, rebalance, rebalance_into, scatter,
     send_to_owners, send_to_owners_in_pieces, PieceExchange, Select, Slots,
 };
 pub use layout::{Layout, OwnerCursor};

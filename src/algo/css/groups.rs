@@ -18,7 +18,7 @@ use super::records::{resolved, Depth, Suffix};
 use crate::algo::consume_from_end;
 use crate::comm::Comm;
 use crate::dist::{
-    collect_kept, send_to_owners, sort_in_rounds, GroupNames, Groups, Layout, Ranges, Round,
+    collect_where, send_to_owners, sort_in_rounds, GroupNames, Groups, Layout, Ranges, Round,
     RoundBounds, SortKey,
 };
 use crate::index::Index;
@@ -187,7 +187,8 @@ where
         drop((round, names));
         count += alone.iter().filter(|&&a| !a).count() as u64;
         if list {
-            let kept = collect_kept(&updates, &alone, |_, u| *u);
+            // By their depth, not by `alone`: the updates need not be in the records' order.
+            let kept = collect_where(&updates, |_, u| u.depth != resolved(), |_, u| *u);
             if still.is_empty() {
                 still = kept;
             } else {

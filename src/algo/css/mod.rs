@@ -250,11 +250,13 @@ impl Run<'_> {
         while doubling.remaining > 0 {
             if hand_over(ctx, n, doubling.progress(), knobs).is_some() {
                 ctx.log.refine_rounds.set(doubling.round);
+                drop(doubling); // the depths and the list, before the finish's peak
                 return finish(ctx, text, layout, name_of, sink, knobs.finish_dc3);
             }
             doubling.round(ctx, layout, &mut name_of);
         }
         ctx.log.refine_rounds.set(doubling.round);
+        drop(doubling);
         // 7. place
         deliver_names(ctx, layout, name_of, sink)
     }
