@@ -84,7 +84,7 @@ pub mod internals {
     pub use crate::dist::{
         exchange, exchange_by, exchange_tail, fetch, last_of_left, name_round, name_sorted,
         rank_round, rebalance, right_halo, sample_sort, send_to_owners, send_to_owners_in_pieces,
-        sort_in_rounds, Layout, OwnerCursor, Ranges, Round, SortEnv, SortKey,
+        sort_in_rounds, GroupNames, Groups, Layout, OwnerCursor, Ranges, Round, SortEnv, SortKey,
     };
     pub use crate::io::bgzf::{block as bgzf_block, read_part as bgzf_read_part, Inflated};
 }

@@ -1,6 +1,6 @@
 //! The distributed primitives of `psa::dist`: layouts, exchange_by and rebalance (also through a
 //! small MPI count limit), right_halo and last_of_left across empty pes, name_sorted, and
-//! sample_sort, sort_in_rounds, name_round and rank_round, on every pe at p = 1, 2, 3, 4, 7 (see `common::harness`).
+//! sample_sort, sort_in_rounds, name_round, rank_round and GroupNames, on every pe at p = 1, 2, 3, 4, 7 (see `common::harness`).
 
 mod common;
 
@@ -11,7 +11,7 @@ use psa::comm::Comm;
 use psa::internals::{
     exchange, exchange_by, exchange_tail, fetch, last_of_left, name_round, name_sorted, rank_round,
     rebalance, right_halo, sample_sort, send_to_owners, send_to_owners_in_pieces, sort_in_rounds,
-    Layout, OwnerCursor, Ranges, SortKey,
+    GroupNames, Groups, Layout, OwnerCursor, Ranges, SortKey,
 };
 use psa::{Algo, Ctx};
 
@@ -776,6 +776,74 @@ fn name_round_continues_across_rounds() {
                         },
                     );
                     assert_eq!(distinct, present, "{what}: distinct names");
+                }
+            }
+        }
+    });
+}
+
+/// GroupNames over sort_in_rounds for 1, 2, 7 and 64 rounds, n from 0 to 20 000, 1, 3, 50 and
+/// 2^20 key classes, names counted from 0 in 32 bits: every record's name is the number of
+/// records of smaller classes; a record is called alone exactly when it is alone in its class,
+/// except a round's last record while later rounds follow, which is called alone when it starts
+/// its class (whether the next round continues it is the caller's to settle); `first_starts`
+/// tells whether a pe's first record starts its class.
+#[test]
+fn group_names_start_at_their_first_record() {
+    mpi_test(|_| {
+        let ctx = ctx_with(Algo::Dc3, 1 << 20, |_| {});
+        let comm = &ctx.comm;
+        let (p, me) = (comm.size(), comm.rank());
+        for n in [0usize, 1, 3, 1000, 20_000] {
+            for classes in [1u64, 3, 50, 1 << 20] {
+                let l = Layout::block(n, p);
+                let mine: Vec<u64> = (l.start(me)..l.end(me))
+                    .map(|i| round_key(i as u64, classes))
+                    .collect();
+                let mut whole: Vec<u64> = (0..n as u64).map(|i| round_key(i, classes)).collect();
+                whole.sort_unstable();
+                let class = |k: usize| whole[k] >> 32;
+                let starts = |k: usize| k == 0 || class(k - 1) != class(k);
+                let ends = |k: usize| k + 1 == n || class(k + 1) != class(k);
+                let mut want = Vec::with_capacity(n);
+                for k in 0..n {
+                    want.push(if starts(k) { k as u32 } else { want[k - 1] });
+                }
+                for rounds in [1usize, 2, 7, 64] {
+                    let what = format!("n = {n}, {classes} classes, {rounds} rounds");
+                    let mut names = GroupNames::new(0);
+                    sort_in_rounds(
+                        &ctx,
+                        "sort",
+                        Ranges::new(rounds),
+                        mine.len(),
+                        |j| mine[j],
+                        |bounds, k| {
+                            let (lo, hi) = bounds.range(k);
+                            mine.iter()
+                                .copied()
+                                .filter(|&x| lo.is_none_or(|l| l <= x) && hi.is_none_or(|h| x < h))
+                                .collect()
+                        },
+                        |r| {
+                            let got: Groups<u32> = names.round(comm, &r, |a, b| a >> 32 == b >> 32);
+                            let at = r.offset as usize;
+                            let len = r.sorted.len();
+                            let round = r.index;
+                            assert_eq!(
+                                got.names[..],
+                                want[at..at + len],
+                                "{what}: names of round {round} on pe {me}"
+                            );
+                            assert_eq!(got.first_starts, (len > 0).then(|| starts(at)), "{what}");
+                            for (j, &a) in got.alone.iter().enumerate() {
+                                let k = at + j;
+                                let open = r.open_end() && j + 1 == len;
+                                let truth = starts(k) && (ends(k) || open);
+                                assert_eq!(a, truth, "{what}: record {k} alone");
+                            }
+                        },
+                    );
                 }
             }
         }

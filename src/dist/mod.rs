@@ -24,10 +24,13 @@ pub use exchange::{
     exchange, exchange_by, exchange_tail, fetch, rebalance, rebalance_into, PieceExchange,
 };
 pub use layout::{Layout, OwnerCursor};
-pub use naming::{name_round, name_sorted, rank_round};
+pub use naming::{name_round, name_sorted, rank_round, GroupNames, Groups};
 pub use owners::{send_to_owners, send_to_owners_in_pieces, Slots};
 pub use pair::Pair;
-pub use passes::{build_by_kind, collect_kept, count_equal, each_equal, scatter, Select};
+pub use passes::{
+    build_by_kind, collect_kept, collect_range, collect_where, count_equal, each_equal, scatter,
+    Select,
+};
 pub use rounds::{
     release_freed, scramble, snap_cuts, sort_in_rounds, unscramble, Ranges, Round, RoundBounds,
     MAX_RANGES, SNAP,

@@ -48,6 +48,16 @@ where
     });
 }
 
+/// `(0..len).map(f).collect()`, on the pe's threads when it has several (a plain loop with one:
+/// rayon's splitting would only add calls). Local.
+pub fn collect_range<T: Send>(len: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+    if !crate::util::parallel() {
+        (0..len).map(f).collect()
+    } else {
+        (0..len).into_par_iter().map(f).collect()
+    }
+}
+
 /// `f(j, &v[j])` for every j with `!drop[j]`, in order, in parallel, into a vector of exactly
 /// that many elements (a filtered parallel collect would hold the result twice at its peak).
 pub fn collect_kept<T, U, F>(v: &[T], drop: &[bool], f: F) -> Vec<U>
@@ -63,7 +73,7 @@ where
 /// `f(j, &v[j])` for every j with `keep(j, &v[j])`, in order, in parallel, into a vector of
 /// exactly that many elements ([`collect_kept`] with the test as a function: `keep` runs twice
 /// per element, so it should be cheap). Local.
-fn collect_where<T, U, K, F>(v: &[T], keep: K, f: F) -> Vec<U>
+pub fn collect_where<T, U, K, F>(v: &[T], keep: K, f: F) -> Vec<U>
 where
     T: Sync,
     U: Send + Sync,

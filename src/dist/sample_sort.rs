@@ -6,8 +6,7 @@ use rayon::prelude::*;
 use super::exchange;
 use crate::comm::Comm;
 use crate::local::LocalSort;
-// The generator's old home: `algo/css.rs` still names it here.
-pub(crate) use crate::util::SplitMix;
+use crate::util::SplitMix;
 
 /// What sample sort needs from its caller: the communicator, the local sort, and a log that
 /// times its sub-phases and keeps the share of the fullest pe. The run context (`crate::Ctx`)
