@@ -181,8 +181,8 @@ pub struct Cli {
     pub tuning: Tuning,
 }
 
-/// The hidden switches: each sets one field of [`psa::Tunables`], [`psa::GpuOptions`] or
-/// [`Config::mpi_max_count`] (whose docs say what it does); left out, the library's default.
+/// The hidden switches: each sets one field of [`Config`] or of its parts ([`psa::CssOptions`], …,
+/// [`psa::GpuOptions`]), whose docs say what it does; left out, the library's default.
 #[derive(Args, Debug)]
 pub struct Tuning {
     /// Largest element count of one MPI call (tests: 7 runs every all-to-all in rounds)
@@ -261,7 +261,7 @@ pub struct Tuning {
     pub gpu_sa_parts: Option<usize>,
 }
 
-/// `--css-finish`: [`psa::Tunables::css_finish_dc3`].
+/// `--css-finish`: [`psa::CssOptions::finish_dc3`].
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FinishArg {
     /// DC7 on the prefix names (the default)
@@ -399,37 +399,37 @@ impl Cli {
             // 0: the library's default (cores / pes on the node); --threads 0 means 1.
             threads: self.threads.map_or(0, |t| t.max(1)),
             base_case: self.base_case,
-            mpi_max_count: t.mpi_max_count.unwrap_or(d.mpi_max_count),
-            round_bytes: t.exchange_round_bytes,
             read_piece: t.read_piece.unwrap_or(d.read_piece),
-            map_threshold: (self.map_threshold > 0).then_some(self.map_threshold as usize),
-            huge_pages: !self.no_huge_pages,
+            force_wide: t.force_wide,
+            index_width: t.index_bits,
             ..d
         };
-        let tune = &mut c.tune;
-        tune.force_wide = t.force_wide;
-        tune.index_width = t.index_bits;
-        tune.name_by_sort = t.name_by_sort;
-        tune.discard_share = t.discard_share.unwrap_or(tune.discard_share);
-        tune.css_handover = t.css_handover.unwrap_or(tune.css_handover);
-        tune.css_predict = !t.no_css_predict;
+        c.comm.mpi_max_count = t.mpi_max_count.unwrap_or(c.comm.mpi_max_count);
+        c.comm.round_bytes = t.exchange_round_bytes;
+        c.alloc.map_threshold = (self.map_threshold > 0).then_some(self.map_threshold as usize);
+        c.alloc.huge_pages = !self.no_huge_pages;
+        let dcx = &mut c.dcx;
+        dcx.name_by_sort = t.name_by_sort;
+        dcx.discard_share = t.discard_share.unwrap_or(dcx.discard_share);
+        dcx.merge_rounds = t.merge_rounds.unwrap_or(dcx.merge_rounds);
+        let css = &mut c.css;
+        css.handover = t.css_handover.unwrap_or(css.handover);
+        css.predict = !t.no_css_predict;
         if let Some(f) = t.css_finish {
-            tune.css_finish_dc3 = matches!(f, FinishArg::Dc3);
+            css.finish_dc3 = matches!(f, FinishArg::Dc3);
         }
         if let Some(p) = t.css_predicted {
-            tune.css_predicted = match p {
+            css.predicted = match p {
                 PredictedArg::Dc7 => Predicted::Dc7,
                 PredictedArg::Dc3 => Predicted::Dc3,
                 PredictedArg::Sort => Predicted::SortThenDc7,
             };
         }
-        tune.gpu_pool = !t.no_gpu_pool;
-        tune.pool_piece = t.pool_piece.unwrap_or(tune.pool_piece);
-        tune.sort_rounds = t.sort_rounds.unwrap_or(tune.sort_rounds);
-        tune.merge_rounds = t.merge_rounds.unwrap_or(tune.merge_rounds);
-        tune.lcp_prefix = t.lcp_prefix.unwrap_or(tune.lcp_prefix);
-        tune.request_piece = t.request_piece.unwrap_or(tune.request_piece);
-        tune.lcp_sample = t.lcp_sample.unwrap_or(tune.lcp_sample);
+        css.sort_rounds = t.sort_rounds.unwrap_or(css.sort_rounds);
+        let lcp = &mut c.lcp;
+        lcp.prefix = t.lcp_prefix.unwrap_or(lcp.prefix);
+        lcp.request_piece = t.request_piece.unwrap_or(lcp.request_piece);
+        lcp.sample = t.lcp_sample.unwrap_or(lcp.sample);
         let gpu = &mut c.gpu;
         if let Some((n, bytes)) = t.gpu_stage {
             (gpu.stage_buffers, gpu.stage_buffer_bytes) = (n, bytes);
@@ -442,6 +442,8 @@ impl Cli {
             };
         }
         gpu.sa_parts = t.gpu_sa_parts.or(gpu.sa_parts);
+        gpu.pool = !t.no_gpu_pool;
+        gpu.pool_piece = t.pool_piece.unwrap_or(gpu.pool_piece);
         gpu.kernel_cache = self.kernel_cache.clone().or(kernel_cache);
         c
     }

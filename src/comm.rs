@@ -137,6 +137,19 @@ impl Comm {
         self.round_bytes.set(bytes.max(1));
     }
 
+    /// Runs `f` with exchange rounds of at most `bytes` (None: as they are), then puts back the
+    /// rounds as they were: a run's setting for its duration (a memory plan's), leaving the
+    /// communicator as it found it. Local (every pe must pass the same value).
+    pub fn in_rounds_of<R>(&self, bytes: Option<usize>, f: impl FnOnce() -> R) -> R {
+        let before = self.round_bytes.get();
+        if let Some(b) = bytes {
+            self.set_round_bytes(b);
+        }
+        let r = f();
+        self.round_bytes.set(before);
+        r
+    }
+
     /// The largest volume a pe sends in one exchange round, bytes (`usize::MAX`: no limit).
     pub fn round_bytes(&self) -> usize {
         self.round_bytes.get()

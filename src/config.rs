@@ -2,8 +2,14 @@
 //!
 //! The library reads no environment: a program sets the fields it needs, and the `psa` binary sets
 //! them from its command line (the same on every pe, so nothing needs broadcasting). The test and
-//! tuning switches of [`Tunables`] and [`GpuOptions`] are hidden flags of the binary; every field is
-//! written into `--stats` (`"config"`) and onto the `-v` log ([`Config::fields`]).
+//! tuning switches, one typed part per layer or algorithm that reads them ([`CommOptions`],
+//! [`AllocOptions`], [`CssOptions`], [`DcxOptions`], [`LcpOptions`], [`GpuOptions`]), are hidden
+//! flags of the binary; every field is written into `--stats` (`"config"`) and onto the `-v` log
+//! ([`Config::fields`]), the knobs a plan chose as the run kept them ([`Config::fields_with`]).
+//!
+//! The settings flow one way: a [`Config`] in, the memory plan's pure choice of [`Knobs`]
+//! (`plan::choose`), then each build's setting made once from both (`ctx::Settings`); nothing
+//! is written back into the configuration.
 
 use std::path::PathBuf;
 
@@ -28,6 +34,12 @@ pub enum Backend {
 }
 
 /// Settings of a run. Every pe must pass the same values (they steer collective paths).
+///
+/// The configuration is what a run is asked to do; it is never changed by the run. The knobs the
+/// memory plan may choose ([`Knobs`]: the algorithm, exchange rounds, key ranges) are read from
+/// it by [`Knobs::configured`] or chosen by [`crate::plan::choose`], and each build gets them as
+/// a value of its own. The algorithms' switches are grouped by what reads them: [`Self::comm`],
+/// [`Self::alloc`], [`Self::css`], [`Self::dcx`], [`Self::lcp`], [`Self::gpu`].
 #[derive(Clone, Debug)]
 pub struct Config {
     /// The algorithm (default: pCSS).
@@ -40,17 +52,8 @@ pub struct Config {
     pub threads: usize,
     /// A (sub)problem with at most this many characters in total is gathered on pe 0 and solved
     /// sequentially (a recursion level only when also at most half the text's largest block, or
-    /// 2^16: see [`crate::Ctx::gathers`]); larger ones recurse in parallel. At least 4.
+    /// 2^16: see `ctx::Settings::gathers`); larger ones recurse in parallel. At least 4.
     pub base_case: usize,
-    /// Largest element count of one MPI call (MPI counts are `i32`; default `i32::MAX`). Tests
-    /// lower it to run every all-to-all in rounds. Clamped to `1..=i32::MAX`, then raised to at
-    /// least the number of pes.
-    pub mpi_max_count: usize,
-    /// Largest volume a pe sends in one round of an exchange, bytes; None: one round. In rounds,
-    /// an exchange holds about one copy of its records instead of two (see
-    /// [`crate::comm::Comm::all_to_all_rounds`]); tests set it small to run every exchange in many
-    /// rounds (`--exchange-round-bytes N`).
-    pub round_bytes: Option<usize>,
     /// The memory budget of every pe, bytes: a file job ([`crate::driver::run`]) plans its knobs
     /// so that each pe's predicted peak stays inside it, and is refused before its input is read
     /// when even its leanest plan does not fit (see [`crate::plan`]; a caller of
@@ -72,8 +75,123 @@ pub struct Config {
     /// BGZF: the piece it parses and hands out; default 16 MiB); tests set it small to cut
     /// records and lines at every place (`--read-piece N`).
     pub read_piece: usize,
+    /// Use the wide-record paths (normally only for n ≥ 2^32..2^41) on any input, so tests reach
+    /// them (`--force-wide`): in the difference covers, pCSS, the checker and the LCP, 64-bit
+    /// indices (unless `index_width` says otherwise), and the difference covers' paths of huge
+    /// names (triples field by field, comparison sorts).
+    pub force_wide: bool,
+    /// The index width of the difference covers', pCSS' and the LCP's records at least this
+    /// (None: the narrowest that holds the level's positions and names, see
+    /// [`IndexWidth::choose`]), so tests and measurements reach the 40- and 64-bit records on
+    /// small inputs (`--index-bits 32|40|64`).
+    pub index_width: Option<IndexWidth>,
+    /// The communication layer's settings (`crate::comm::Comm`).
+    pub comm: CommOptions,
+    /// The allocator's settings (`crate::alloc`, set by [`crate::Ctx::new`]).
+    pub alloc: AllocOptions,
+    /// pCSS' switches.
+    pub css: CssOptions,
+    /// The difference covers' (pDC3, DC7) switches.
+    pub dcx: DcxOptions,
+    /// The LCP and BWT constructions' switches.
+    pub lcp: LcpOptions,
+    /// Settings of the GPU backend and of the relay through pe 0's device.
+    pub gpu: GpuOptions,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            algo: Algo::Css,
+            backend: Backend::Cpu,
+            threads: 0,
+            base_case: 1 << 22,
+            mem_per_pe: None,
+            mem_per_pe_from: String::new(),
+            plan_base: None,
+            plan_algo: true,
+            read_piece: 16 << 20,
+            force_wide: false,
+            index_width: None,
+            comm: CommOptions::default(),
+            alloc: AllocOptions::default(),
+            css: CssOptions::default(),
+            dcx: DcxOptions::default(),
+            lcp: LcpOptions::default(),
+            gpu: GpuOptions::default(),
+        }
+    }
+}
+
+impl Config {
+    /// The index width the records must use at least: `index_width`, else 64 bits with
+    /// `force_wide`.
+    pub fn forced_index_width(&self) -> Option<IndexWidth> {
+        self.index_width
+            .or(self.force_wide.then_some(IndexWidth::W64))
+    }
+}
+
+/// The knobs the memory plan chooses ([`crate::plan::choose`]): a build runs with these, the
+/// plan's or, without a plan, the configuration's ([`Knobs::configured`]). A new knob of the
+/// algorithms goes here, into its algorithm's cost function (`plan::costs`) and into `choose`'s
+/// list of candidates, leanest last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Knobs {
+    /// The algorithm ([`Config::algo`]).
+    pub algo: Algo,
+    /// Largest volume a pe sends in one exchange round ([`CommOptions::round_bytes`]); None: one
+    /// round.
+    pub round_bytes: Option<usize>,
+    /// Key ranges pCSS sorts one after the other ([`CssOptions::sort_rounds`]; 0: one).
+    /// Ignored by pDC3.
+    pub sort_rounds: usize,
+    /// Key ranges the difference covers merge in, one after the other
+    /// ([`DcxOptions::merge_rounds`]; 0: one): pDC3's, and DC7's when pCSS hands over.
+    pub merge_rounds: usize,
+}
+
+impl Knobs {
+    /// The knobs as `config` sets them (what a build runs with when nothing plans it).
+    pub fn configured(config: &Config) -> Knobs {
+        Knobs {
+            algo: config.algo,
+            round_bytes: config.comm.round_bytes,
+            sort_rounds: config.css.sort_rounds,
+            merge_rounds: config.dcx.merge_rounds,
+        }
+    }
+}
+
+/// The communication layer's settings. `psa` flags in parentheses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommOptions {
+    /// Largest element count of one MPI call (MPI counts are `i32`; default `i32::MAX`). Tests
+    /// lower it to run every all-to-all in rounds. Clamped to `1..=i32::MAX`, then raised to at
+    /// least the number of pes (`--mpi-max-count N`).
+    pub mpi_max_count: usize,
+    /// Largest volume a pe sends in one round of an exchange, bytes; None: one round. In rounds,
+    /// an exchange holds about one copy of its records instead of two (see
+    /// [`crate::comm::Comm::all_to_all_rounds`]); tests set it small to run every exchange in many
+    /// rounds (`--exchange-round-bytes N`). A memory plan may lower it for its run ([`Knobs`]).
+    pub round_bytes: Option<usize>,
+}
+
+impl Default for CommOptions {
+    fn default() -> Self {
+        CommOptions {
+            mpi_max_count: i32::MAX as usize,
+            round_bytes: None,
+        }
+    }
+}
+
+/// The allocator's settings, set for the whole process by [`crate::Ctx::new`]. `psa` flags in
+/// parentheses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllocOptions {
     /// Heap blocks of at least this many bytes are mapped from the kernel and given back to it
-    /// when freed (glibc's `M_MMAP_THRESHOLD`, set by [`crate::Ctx::new`] for the whole process).
+    /// when freed (glibc's `M_MMAP_THRESHOLD`).
     /// Without it glibc raises its threshold to 32 MiB as large blocks are freed, and the blocks
     /// of one phase stay resident after they are freed, under the next phase's: tens of bytes
     /// per character on small slices. Default 1 MiB (`--map-threshold SIZE`); None (`0`): the
@@ -85,48 +203,56 @@ pub struct Config {
     /// instead of per 4 KiB, and random access misses the TLB less. Default true
     /// (`--no-huge-pages` clears it).
     pub huge_pages: bool,
-    /// Test and tuning switches of the algorithms (read as `ctx.tune`).
-    pub tune: Tunables,
-    /// Settings of the GPU backend.
-    pub gpu: GpuOptions,
 }
 
-impl Default for Config {
+impl Default for AllocOptions {
     fn default() -> Self {
-        Config {
-            algo: Algo::Css,
-            backend: Backend::Cpu,
-            threads: 0,
-            base_case: 1 << 22,
-            mpi_max_count: i32::MAX as usize,
-            round_bytes: None,
-            mem_per_pe: None,
-            mem_per_pe_from: String::new(),
-            plan_base: None,
-            plan_algo: true,
-            read_piece: 16 << 20,
+        AllocOptions {
             map_threshold: Some(1 << 20),
             huge_pages: true,
-            tune: Tunables::default(),
-            gpu: GpuOptions::default(),
         }
     }
 }
 
-/// Test and tuning switches of the algorithms. The defaults are what psa normally does; the other
-/// values reach paths that tests must cover and measurements compare. `psa` flags in parentheses.
+/// pCSS' switches. The defaults are what psa normally does; the other values reach paths that
+/// tests must cover and measurements compare. `psa` flags in parentheses.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Tunables {
-    /// Use the wide-record paths (normally only for n ≥ 2^32..2^41) on any input, so tests reach
-    /// them (`--force-wide`): in the difference covers and pCSS, 64-bit indices (unless
-    /// `index_width` says otherwise), and the difference covers' paths of huge names (triples
-    /// field by field, comparison sorts).
-    pub force_wide: bool,
-    /// The index width of the difference covers' and pCSS' records at least this (None: the
-    /// narrowest that holds the level's positions and names, see [`IndexWidth::choose`]), so
-    /// tests and measurements reach the 40- and 64-bit records on small inputs
-    /// (`--index-bits 32|40|64`).
-    pub index_width: Option<IndexWidth>,
+pub struct CssOptions {
+    /// Fraction of unresolved suffixes above which pCSS hands over to DC7 (or DC3) instead of
+    /// doubling; 1 or more: never (default 0.85) (`--css-handover F`).
+    pub handover: f64,
+    /// pCSS predicts the hand-over from a sample of its keys and then skips its first sort
+    /// (default true); false: it always runs its first sort, so tests reach the hand-over after
+    /// the sort (`--no-css-predict`).
+    pub predict: bool,
+    /// pCSS's hand-over finishes with DC3 on the prefix names instead of DC7 (default false)
+    /// (`--css-finish dc3`).
+    pub finish_dc3: bool,
+    /// What pCSS does when its sample predicts the hand-over (default [`Predicted::Dc7`])
+    /// (`--css-predicted dc7|dc3|sort`).
+    pub predicted: Predicted,
+    /// Key ranges that pCSS's sorts run in, one after the other (a range's records are made,
+    /// sorted, named and freed before the next: less memory, see
+    /// `plan::css_costs`); 0 (the default): one, unless the memory plan needs more
+    /// (`--sort-rounds N`). A build reads the plan's ([`Knobs::sort_rounds`]).
+    pub sort_rounds: usize,
+}
+
+impl Default for CssOptions {
+    fn default() -> Self {
+        CssOptions {
+            handover: 0.85,
+            predict: true,
+            finish_dc3: false,
+            predicted: Predicted::Dc7,
+            sort_rounds: 0,
+        }
+    }
+}
+
+/// The difference covers' (pDC3, DC7) switches. `psa` flags in parentheses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DcxOptions {
     /// pDC3 names its samples by a sample sort of their triples even where the triples' codes fit
     /// a bitmap over all codes, whose set bits name them without a sort (default false; tests
     /// reach the sort on small alphabets and measurements compare) (`--name-by-sort`).
@@ -138,84 +264,54 @@ pub struct Tunables {
     /// and free ranks cost more memory than the shorter string saves; 0: whenever any is; more
     /// than 1: never, and names stay dense) (`--discard-share F`).
     pub discard_share: f64,
-    /// Fraction of unresolved suffixes above which pCSS hands over to DC7 (or DC3) instead of
-    /// doubling; 1 or more: never (default 0.85) (`--css-handover F`).
-    pub css_handover: f64,
-    /// pCSS predicts the hand-over from a sample of its keys and then skips its first sort
-    /// (default true); false: it always runs its first sort, so tests reach the hand-over after
-    /// the sort (`--no-css-predict`).
-    pub css_predict: bool,
-    /// pCSS's hand-over finishes with DC3 on the prefix names instead of DC7 (default false)
-    /// (`--css-finish dc3`).
-    pub css_finish_dc3: bool,
-    /// What pCSS does when its sample predicts the hand-over (default [`Predicted::Dc7`])
-    /// (`--css-predicted dc7|dc3|sort`).
-    pub css_predicted: Predicted,
-    /// With the GPU at p > 1, build a whole text that fits pe 0's device there (default true; see
-    /// `algo::pooled`); false: the distributed algorithm with device sorts (its recursion
-    /// levels still go to the device when they fit) (`--no-gpu-pool`).
-    pub gpu_pool: bool,
-    /// Records per message of that relay through pe 0 (default 2^24; at least 1;
-    /// tests use tiny pieces) (`--pool-piece N`).
-    pub pool_piece: usize,
-    /// Key ranges that pCSS's sorts run in, one after the other (a range's records are made,
-    /// sorted, named and freed before the next: less memory, see
-    /// `plan::css_costs`); 0 (the default): one, unless the memory plan needs more
-    /// (`--sort-rounds N`).
-    pub sort_rounds: usize,
     /// Key ranges that the difference covers (pDC3, DC7) sort their samples and merge in, one
     /// after the other (a range's sample keys are made from the text, sorted, named and freed
     /// before the next; then a range's merge records are made, exchanged, sorted, merged and
     /// freed; its suffix array part goes straight to its place): this many at DC7's top level,
     /// three quarters at pDC3's, a recursion level's merge in proportion to its size and its
     /// naming in half its merge's (`ctx::merge_ranges`, `ctx::name_ranges`); 0 (the default):
-    /// one, unless the memory plan needs more; at most 256 are used (`--merge-rounds N`).
+    /// one, unless the memory plan needs more; at most 256 are used (`--merge-rounds N`). A
+    /// build reads the plan's ([`Knobs::merge_rounds`]).
     pub merge_rounds: usize,
+}
+
+impl Default for DcxOptions {
+    fn default() -> Self {
+        DcxOptions {
+            name_by_sort: false,
+            discard_share: 0.5,
+            merge_rounds: 0,
+        }
+    }
+}
+
+/// The LCP and BWT constructions' switches. `psa` flags in parentheses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LcpOptions {
     /// Characters of every suffix the LCP construction compares exactly before it searches with
     /// fingerprints (at most 16, default 16; see `algo::lcp`); 0 and 1 send almost every pair
     /// to the fingerprint search, so tests reach it on small inputs (`--lcp-prefix N`).
-    pub lcp_prefix: usize,
+    pub prefix: usize,
     /// Queries a pe sends in one request round of the BWT and LCP constructions (more make
     /// more rounds, each with smaller buffers: about 40 bytes a query; default 2^20; at least
     /// 1; tests use tiny values) (`--request-piece N`).
     pub request_piece: usize,
     /// The sample step of the LCP search's first level (see `algo::lcp`; rounded up to a power
     /// of two; 0, the default: 1024); tests force 1, 2, 4 on small inputs (`--lcp-sample N`).
-    pub lcp_sample: usize,
+    pub sample: usize,
 }
 
-impl Tunables {
-    /// The index width the difference covers must use at least: `index_width`, else 64 bits
-    /// with `force_wide`.
-    pub fn forced_index_width(&self) -> Option<IndexWidth> {
-        self.index_width
-            .or(self.force_wide.then_some(IndexWidth::W64))
-    }
-}
-
-impl Default for Tunables {
+impl Default for LcpOptions {
     fn default() -> Self {
-        Tunables {
-            force_wide: false,
-            index_width: None,
-            name_by_sort: false,
-            discard_share: 0.5,
-            css_handover: 0.85,
-            css_predict: true,
-            css_finish_dc3: false,
-            css_predicted: Predicted::Dc7,
-            gpu_pool: true,
-            pool_piece: 1 << 24,
-            sort_rounds: 0,
-            merge_rounds: 0,
-            lcp_prefix: 16,
+        LcpOptions {
+            prefix: 16,
             request_piece: 1 << 20,
-            lcp_sample: 0,
+            sample: 0,
         }
     }
 }
 
-/// pCSS's path for inputs its sample predicts to be repetitive (see [`Tunables::css_predicted`]).
+/// pCSS's path for inputs its sample predicts to be repetitive (see [`CssOptions::predicted`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Predicted {
     /// DC7 on the text from the start (the default).
@@ -237,8 +333,9 @@ impl Predicted {
     }
 }
 
-/// Settings of the GPU backend (`local::gpu::GpuSort::open`, feature `gpu`); the defaults are what
-/// measurements chose, the other values are there to measure again. `psa` flags in parentheses.
+/// Settings of the GPU backend (`local::gpu::GpuSort::open`, feature `gpu`) and of the relay of
+/// whole texts through pe 0's device (`algo::pooled`); the defaults are what measurements chose,
+/// the other values are there to measure again. `psa` flags in parentheses.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuOptions {
     /// Pinned staging buffers of a transfer between pageable memory and the device, used in turn
@@ -262,6 +359,13 @@ pub struct GpuOptions {
     /// as few as the free device memory allows. Tests force many pieces on small texts
     /// (`--gpu-sa-parts N`).
     pub sa_parts: Option<usize>,
+    /// With the GPU at p > 1, build a whole text that fits pe 0's device there (default true; see
+    /// `algo::pooled`); false: the distributed algorithm with device sorts (its recursion
+    /// levels still go to the device when they fit) (`--no-gpu-pool`).
+    pub pool: bool,
+    /// Records per message of that relay through pe 0 (default 2^24; at least 1;
+    /// tests use tiny pieces) (`--pool-piece N`).
+    pub pool_piece: usize,
 }
 
 impl Default for GpuOptions {
@@ -273,6 +377,8 @@ impl Default for GpuOptions {
             pin: PinMethod::Register,
             kernel_cache: None,
             sa_parts: None,
+            pool: true,
+            pool_piece: 1 << 24,
         }
     }
 }
@@ -301,56 +407,72 @@ impl Config {
     /// Every setting as (name, value as JSON), in one list so that `--stats` and the log show the
     /// same fields. The names are those of the `psa` flags with `_` for `-`.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
-        let (t, g) = (&self.tune, &self.gpu);
+        self.fields_with(&Knobs::configured(self))
+    }
+
+    /// [`Self::fields`] as a run kept them: the algorithm, the exchange rounds and the key
+    /// ranges from `knobs` (a plan's), every other setting from the configuration.
+    pub fn fields_with(&self, knobs: &Knobs) -> Vec<(&'static str, String)> {
         let s = |v: &str| json_str(v);
-        vec![
-            ("algo", s(&format!("{:?}", self.algo).to_lowercase())),
+        let opt = |v: Option<u64>| v.map_or("null".into(), |b| b.to_string());
+        let mut v = vec![
+            ("algo", s(&format!("{:?}", knobs.algo).to_lowercase())),
             ("backend", s(&format!("{:?}", self.backend).to_lowercase())),
             ("threads", self.threads.to_string()),
             ("base_case", self.base_case.to_string()),
-            ("mpi_max_count", self.mpi_max_count.to_string()),
+            ("mpi_max_count", self.comm.mpi_max_count.to_string()),
             (
                 "exchange_round_bytes",
-                self.round_bytes.map_or("null".into(), |b| b.to_string()),
+                opt(knobs.round_bytes.map(|b| b as u64)),
             ),
-            (
-                "mem_per_pe",
-                self.mem_per_pe.map_or("null".into(), |b| b.to_string()),
-            ),
+            ("mem_per_pe", opt(self.mem_per_pe)),
             ("mem_per_pe_from", s(&self.mem_per_pe_from)),
-            (
-                "plan_base",
-                self.plan_base.map_or("null".into(), |b| b.to_string()),
-            ),
+            ("plan_base", opt(self.plan_base)),
             ("plan_algo", self.plan_algo.to_string()),
             ("read_piece", self.read_piece.to_string()),
             (
                 "map_threshold",
-                self.map_threshold.map_or("null".into(), |b| b.to_string()),
+                opt(self.alloc.map_threshold.map(|b| b as u64)),
             ),
-            ("huge_pages", self.huge_pages.to_string()),
-            ("force_wide", t.force_wide.to_string()),
+            ("huge_pages", self.alloc.huge_pages.to_string()),
+            ("force_wide", self.force_wide.to_string()),
             (
                 "index_bits",
-                t.index_width
-                    .map_or("null".into(), |w| w.bits().to_string()),
+                opt(self.index_width.map(|w| u64::from(w.bits()))),
             ),
-            ("name_by_sort", t.name_by_sort.to_string()),
-            ("discard_share", format!("{:?}", t.discard_share)),
-            ("css_handover", format!("{:?}", t.css_handover)),
-            ("css_predict", t.css_predict.to_string()),
-            (
-                "css_finish",
-                s(if t.css_finish_dc3 { "dc3" } else { "dc7" }),
-            ),
-            ("css_predicted", s(t.css_predicted.name())),
-            ("gpu_pool", t.gpu_pool.to_string()),
-            ("pool_piece", t.pool_piece.to_string()),
-            ("sort_rounds", t.sort_rounds.to_string()),
-            ("merge_rounds", t.merge_rounds.to_string()),
-            ("lcp_prefix", t.lcp_prefix.to_string()),
-            ("request_piece", t.request_piece.to_string()),
-            ("lcp_sample", t.lcp_sample.to_string()),
+        ];
+        v.extend(self.algo_fields(knobs));
+        v.extend(self.gpu_fields());
+        v
+    }
+
+    /// [`Self::fields_with`]'s part of the difference covers', pCSS', the relay's and the LCP's
+    /// switches (in the order `--stats` has always shown them).
+    fn algo_fields(&self, knobs: &Knobs) -> Vec<(&'static str, String)> {
+        let (d, c, g, l) = (&self.dcx, &self.css, &self.gpu, &self.lcp);
+        let s = |v: &str| json_str(v);
+        vec![
+            ("name_by_sort", d.name_by_sort.to_string()),
+            ("discard_share", format!("{:?}", d.discard_share)),
+            ("css_handover", format!("{:?}", c.handover)),
+            ("css_predict", c.predict.to_string()),
+            ("css_finish", s(if c.finish_dc3 { "dc3" } else { "dc7" })),
+            ("css_predicted", s(c.predicted.name())),
+            ("gpu_pool", g.pool.to_string()),
+            ("pool_piece", g.pool_piece.to_string()),
+            ("sort_rounds", knobs.sort_rounds.to_string()),
+            ("merge_rounds", knobs.merge_rounds.to_string()),
+            ("lcp_prefix", l.prefix.to_string()),
+            ("request_piece", l.request_piece.to_string()),
+            ("lcp_sample", l.sample.to_string()),
+        ]
+    }
+
+    /// [`Self::fields_with`]'s part of the GPU backend's settings.
+    fn gpu_fields(&self) -> Vec<(&'static str, String)> {
+        let g = &self.gpu;
+        let s = |v: &str| json_str(v);
+        vec![
             ("gpu_stage_buffers", g.stage_buffers.to_string()),
             ("gpu_stage_buffer_bytes", g.stage_buffer_bytes.to_string()),
             ("gpu_copy_piece", g.copy_piece.to_string()),
@@ -370,7 +492,12 @@ impl Config {
 
     /// The settings as one JSON object (`{"algo": "css", …}`).
     pub fn to_json(&self) -> String {
-        let body: Vec<String> = (self.fields().into_iter())
+        self.to_json_with(&Knobs::configured(self))
+    }
+
+    /// [`Self::to_json`] as a run kept them ([`Self::fields_with`]).
+    pub fn to_json_with(&self, knobs: &Knobs) -> String {
+        let body: Vec<String> = (self.fields_with(knobs).into_iter())
             .map(|(k, v)| format!("{}: {v}", json_str(k)))
             .collect();
         format!("{{{}}}", body.join(", "))
@@ -412,38 +539,48 @@ mod tests {
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "a name twice in {names:?}");
-        // One entry per field of Config (tune and gpu flattened): a new field must be added here.
+        // One entry per field of Config (its parts flattened): a new field must be added here.
         let Config {
             algo: _,
             backend: _,
             threads: _,
             base_case: _,
-            mpi_max_count: _,
-            round_bytes: _,
             mem_per_pe: _,
             mem_per_pe_from: _,
             plan_base: _,
             plan_algo: _,
             read_piece: _,
-            map_threshold: _,
-            huge_pages: _,
-            tune:
-                Tunables {
-                    force_wide: _,
-                    index_width: _,
+            force_wide: _,
+            index_width: _,
+            comm:
+                CommOptions {
+                    mpi_max_count: _,
+                    round_bytes: _,
+                },
+            alloc:
+                AllocOptions {
+                    map_threshold: _,
+                    huge_pages: _,
+                },
+            css:
+                CssOptions {
+                    handover: _,
+                    predict: _,
+                    finish_dc3: _,
+                    predicted: _,
+                    sort_rounds: _,
+                },
+            dcx:
+                DcxOptions {
                     name_by_sort: _,
                     discard_share: _,
-                    css_handover: _,
-                    css_predict: _,
-                    css_finish_dc3: _,
-                    css_predicted: _,
-                    gpu_pool: _,
-                    pool_piece: _,
-                    sort_rounds: _,
                     merge_rounds: _,
-                    lcp_prefix: _,
+                },
+            lcp:
+                LcpOptions {
+                    prefix: _,
                     request_piece: _,
-                    lcp_sample: _,
+                    sample: _,
                 },
             gpu:
                 GpuOptions {
@@ -453,16 +590,42 @@ mod tests {
                     pin: _,
                     kernel_cache: _,
                     sa_parts: _,
+                    pool: _,
+                    pool_piece: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 13 + 15 + 6);
+        assert_eq!(names.len(), 11 + 2 + 2 + 5 + 3 + 3 + 8);
+    }
+
+    /// The knobs a run kept replace the configured ones in what `--stats` shows, and nothing else.
+    #[test]
+    fn fields_with_shows_the_knobs() {
+        let mut c = Config::default();
+        c.css.sort_rounds = 2;
+        let k = Knobs {
+            algo: Algo::Dc3,
+            round_bytes: Some(4096),
+            sort_rounds: 8,
+            merge_rounds: 16,
+        };
+        let (configured, kept) = (c.fields(), c.fields_with(&k));
+        let changed: Vec<&str> = (configured.iter().zip(&kept))
+            .filter(|(a, b)| a != b)
+            .map(|(a, _)| a.0)
+            .collect();
+        assert_eq!(
+            changed,
+            ["algo", "exchange_round_bytes", "sort_rounds", "merge_rounds"]
+        );
+        assert!(c.to_json().contains("\"sort_rounds\": 2,"));
+        assert!(c.to_json_with(&k).contains("\"algo\": \"dc3\","));
     }
 
     #[test]
     fn json_and_summary_show_the_values() {
         let mut c = Config::default();
-        c.tune.css_predicted = Predicted::SortThenDc7;
-        c.tune.css_handover = 2.0;
+        c.css.predicted = Predicted::SortThenDc7;
+        c.css.handover = 2.0;
         c.gpu.kernel_cache = Some(PathBuf::from("/tmp/k \"x\""));
         let j = c.to_json();
         assert!(j.starts_with("{\"algo\": \"css\", \"backend\": \"cpu\", \"threads\": 0,"));

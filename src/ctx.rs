@@ -1,17 +1,18 @@
 //! The run context: what every algorithm calls back into. [`Ctx`] holds the communicator, the
 //! local sorter, the settings and the phase log; [`Ctx::phase`] times a phase, counts its bytes and
 //! records its peak memory; [`Ctx::install`] runs work on the pool of `config.threads` threads.
+//! [`Settings`] is one build's setting, made once before it starts from the knobs it runs with
+//! and its text's size, and handed to the algorithms as a value.
 //!
 //! It sits below the algorithms and above the primitives: it uses `comm`, `local`, `stats` and
 //! `alloc`, and the distributed primitives see it only through [`SortEnv`] (what sample sort needs).
 
 use std::cell::OnceCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::alloc;
 use crate::comm::Comm;
-use crate::config::{Config, Tunables};
+use crate::config::{Config, Knobs};
 use crate::dist::SortEnv;
 use crate::local::{self, DeviceSuffixArray, LocalSort};
 use crate::stats::{PhaseLog, PhaseRecord};
@@ -32,20 +33,16 @@ pub struct Ctx {
     pub comm: Comm,
     /// The local sort backend ([`local::cpu::CpuSort`] unless replaced, see [`crate::backend_for`]).
     pub sorter: Box<dyn LocalSort>,
-    /// The settings, with `threads` resolved (never 0).
+    /// The settings, with `threads` resolved (never 0); never changed after [`Ctx::new`] (a
+    /// build's plan travels beside it, see [`Settings`]).
     pub config: Config,
     /// The phases recorded so far.
     pub log: PhaseLog,
-    /// The algorithms' switches: a copy of `config.tune` made by [`Ctx::new`].
-    pub(crate) tune: Tunables,
     /// The CPUs of this node that its pes may run on together (an affinity mask): pe 0 runs the
     /// sequential base case on all of them while every other pe waits asleep.
     pub(crate) node_cpus: Vec<u64>,
     /// The context's own rayon pool, made when first needed (None when it could not be made).
     pool: OnceCell<Option<rayon::ThreadPool>>,
-    /// Characters of the current build's text and of its largest block (0 before one starts):
-    /// what [`Ctx::gathers`] measures a recursion level against.
-    top: [AtomicUsize; 2],
 }
 
 /// A recursion level of at most this many characters may always be gathered on pe 0 (its
@@ -81,8 +78,8 @@ impl Ctx {
     /// of this process over the pes of its node). Collective: every pe must make one, with the
     /// same settings.
     pub fn new(world: mpi::topology::SimpleCommunicator, mut config: Config) -> Self {
-        let comm = Comm::with_max_count(world, config.mpi_max_count);
-        if let Some(b) = config.round_bytes {
+        let comm = Comm::with_max_count(world, config.comm.mpi_max_count);
+        if let Some(b) = config.comm.round_bytes {
             comm.set_round_bytes(b);
         }
         if config.threads == 0 {
@@ -90,54 +87,18 @@ impl Ctx {
         }
         let sorter: Box<dyn LocalSort> = Box::new(local::cpu::CpuSort::new(config.threads));
         alloc::set_rank(comm.rank());
-        if let Some(bytes) = config.map_threshold {
-            alloc::map_blocks_from(bytes, config.huge_pages);
+        if let Some(bytes) = config.alloc.map_threshold {
+            alloc::map_blocks_from(bytes, config.alloc.huge_pages);
         }
         let node_cpus = comm.node_cpus();
         Ctx {
             comm,
             sorter,
-            tune: config.tune.clone(),
             config,
             log: PhaseLog::default(),
             node_cpus,
             pool: OnceCell::new(),
-            top: Default::default(),
         }
-    }
-
-    /// Starts a build of a text of `n` characters whose largest block is `block`. Local (the
-    /// same on every pe).
-    pub(crate) fn start_text(&self, n: usize, block: usize) {
-        self.top[0].store(n, Ordering::Relaxed);
-        self.top[1].store(block, Ordering::Relaxed);
-    }
-
-    /// The key ranges a difference cover's level of `n` characters merges in
-    /// ([`merge_ranges`]; `bare_top`: the instance's top level holds nothing beneath its merge
-    /// but its text and ranks, as pDC3's does). Local (the same on every pe).
-    pub(crate) fn merge_rounds_at(&self, n: usize, bare_top: bool) -> usize {
-        let top = self.top[0].load(Ordering::Relaxed);
-        merge_ranges(self.tune.merge_rounds, n, top, bare_top)
-    }
-
-    /// The key ranges a difference cover's level of `n` characters names its samples in
-    /// ([`name_ranges`]). Local (the same on every pe).
-    pub(crate) fn name_rounds_at(&self, n: usize) -> usize {
-        let top = self.top[0].load(Ordering::Relaxed);
-        name_ranges(self.tune.merge_rounds, n, top)
-    }
-
-    /// Whether a (sub)problem of `n` characters is gathered and solved on pe 0: at most
-    /// `config.base_case` characters, and below the whole text (a recursion level) at most half
-    /// the text's largest block (or [`MIN_GATHER`]) while p > 1, so that pe 0, which holds about
-    /// 24 bytes per gathered character (the names, libsais' text and suffix array, the 8-byte
-    /// suffix array it sends back), stays near the other pes' peak. Local.
-    pub fn gathers(&self, n: usize) -> bool {
-        let top = self.top[0].load(Ordering::Relaxed);
-        let block = self.top[1].load(Ordering::Relaxed);
-        n <= self.config.base_case.max(4)
-            && (self.comm.size() == 1 || n >= top || n <= MIN_GATHER.max(block / 2))
     }
 
     /// Runs `f` (given this context) where the library runs its parallel work: on the calling
@@ -280,6 +241,55 @@ impl SortEnv for Ctx {
 
     fn note_imbalance(&self, local: usize, total: usize) {
         Ctx::note_imbalance(self, local, total)
+    }
+}
+
+/// One build's setting: the knobs it runs with (the memory plan's, or the configuration's
+/// where nothing planned it: [`Knobs::configured`]) and its text's size. Made once by the entry
+/// points before the build starts ([`Settings::of_text`]), never changed, and handed down the
+/// algorithms as a value: what a recursion level measures itself against. The same on every pe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// The algorithm, exchange rounds and key ranges.
+    pub(crate) knobs: Knobs,
+    /// Characters of the build's text.
+    pub(crate) n: usize,
+    /// Characters of its largest block.
+    pub(crate) block: usize,
+}
+
+impl Settings {
+    /// The setting of a build with `knobs` of the text each pe holds `local` characters of.
+    /// Collective (one reduction, one all-gather of the lengths by the layout).
+    pub(crate) fn of_text(ctx: &Ctx, knobs: Knobs, layout: &crate::dist::Layout, local: usize) -> Self {
+        Settings {
+            knobs,
+            n: layout.len(),
+            block: ctx.comm.all_reduce_max(local as u64) as usize,
+        }
+    }
+
+    /// Whether a (sub)problem of `n` characters is gathered and solved on pe 0: at most
+    /// `config.base_case` characters, and below the whole text (a recursion level) at most half
+    /// the text's largest block (or [`MIN_GATHER`]) while p > 1, so that pe 0, which holds about
+    /// 24 bytes per gathered character (the names, libsais' text and suffix array, the 8-byte
+    /// suffix array it sends back), stays near the other pes' peak. Local.
+    pub(crate) fn gathers(&self, ctx: &Ctx, n: usize) -> bool {
+        n <= ctx.config.base_case.max(4)
+            && (ctx.comm.size() == 1 || n >= self.n || n <= MIN_GATHER.max(self.block / 2))
+    }
+
+    /// The key ranges a difference cover's level of `n` characters merges in
+    /// ([`merge_ranges`]; `bare_top`: the instance's top level holds nothing beneath its merge
+    /// but its text and ranks, as pDC3's does). Local.
+    pub(crate) fn merge_rounds_at(&self, n: usize, bare_top: bool) -> usize {
+        merge_ranges(self.knobs.merge_rounds, n, self.n, bare_top)
+    }
+
+    /// The key ranges a difference cover's level of `n` characters names its samples in
+    /// ([`name_ranges`]). Local.
+    pub(crate) fn name_rounds_at(&self, n: usize) -> usize {
+        name_ranges(self.knobs.merge_rounds, n, self.n)
     }
 }
 

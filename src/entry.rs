@@ -6,8 +6,8 @@
 use crate::algo;
 use crate::algo::sink::SaSink;
 use crate::comm;
-use crate::config::{Algo, Backend};
-use crate::ctx::Ctx;
+use crate::config::{Algo, Backend, Knobs};
+use crate::ctx::{Ctx, Settings};
 use crate::dist;
 use crate::error::{Error, Result};
 use crate::io;
@@ -19,14 +19,8 @@ use crate::local::{self, LocalSort};
 /// Exit: each pe holds the suffix array entries for the same global range as its slice, as global
 /// positions. Suffixes compare as byte strings; a proper prefix sorts first.
 pub fn suffix_array(ctx: &Ctx, text: &[u8]) -> Result<Vec<u64>> {
-    ctx.install(|ctx| {
-        ctx.sampling(|| {
-            let sink = SaSink::hold();
-            let sa = suffix_array_here(ctx, text, &sink)?;
-            sink.finish(&ctx.comm)?;
-            Ok(sa.expect("a sink that holds returns the part"))
-        })
-    })
+    let built = build(ctx, Knobs::configured(&ctx.config), text, None)?;
+    Ok(built.sa.expect("a sink that holds returns the part"))
 }
 
 /// The suffix array of a distributed text for `out` (created for it, with room for n entries).
@@ -43,37 +37,57 @@ pub fn suffix_array_or_write(
     text: &[u8],
     out: &io::OutputFile,
 ) -> Result<Option<Vec<u64>>> {
+    Ok(build(ctx, Knobs::configured(&ctx.config), text, Some(out))?.sa)
+}
+
+/// What a build gives back: this pe's part of the suffix array (None where it was written into
+/// the output file), and pCSS' doubling rounds (0 for the other paths).
+pub(crate) struct Built {
+    pub(crate) sa: Option<Vec<u64>>,
+    pub(crate) refine_rounds: usize,
+}
+
+/// [`suffix_array`] (`out` None) or [`suffix_array_or_write`] with `knobs` (a plan's, or the
+/// configuration's), on the context's threads. Collective.
+pub(crate) fn build(
+    ctx: &Ctx,
+    knobs: Knobs,
+    text: &[u8],
+    out: Option<&io::OutputFile>,
+) -> Result<Built> {
     ctx.install(|ctx| {
-        let sink = match out.is_positional() {
-            true => SaSink::to_file(out),
-            false => SaSink::hold(),
+        let sink = match out {
+            Some(out) if out.is_positional() => SaSink::to_file(out),
+            _ => SaSink::hold(),
         };
         ctx.sampling(|| {
-            let sa = suffix_array_here(ctx, text, &sink)?;
+            let built = suffix_array_here(ctx, knobs, text, &sink)?;
             sink.finish(&ctx.comm)?;
-            Ok(sa)
+            Ok(built)
         })
     })
 }
 
 /// The suffix array for `sink` on the calling thread's pool: this pe's part when it holds, None
-/// when it wrote it (the caller ends the sink with [`SaSink::finish`]).
-fn suffix_array_here(ctx: &Ctx, text: &[u8], sink: &SaSink) -> Result<Option<Vec<u64>>> {
+/// when it wrote it (the caller ends the sink with [`SaSink::finish`]). The build's setting is
+/// made here, once, from `knobs` and the text.
+fn suffix_array_here(ctx: &Ctx, knobs: Knobs, text: &[u8], sink: &SaSink) -> Result<Built> {
     check_config(ctx)?;
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
-    ctx.start_text(
-        layout.len(),
-        ctx.comm.all_reduce_max(text.len() as u64) as usize,
-    );
+    let set = Settings::of_text(ctx, knobs, &layout, text.len());
+    let device = |sa: Option<Vec<u64>>| Built {
+        sa,
+        refine_rounds: 0,
+    };
     if ctx.config.backend == Backend::Gpu {
         // A backend that builds suffix arrays itself does it all when the text fits: at p = 1
         // from the one slice, at p > 1 streamed through pe 0 to its device (algo::pooled); into
         // a file, pe 0 writes what the device gives (no pe holds its part, nothing goes back
         // through MPI).
         match sink.file() {
-            Some(out) if ctx.tune.gpu_pool => {
+            Some(out) if ctx.config.gpu.pool => {
                 if let Some(written) = algo::pooled::pooled_sa_to_file(ctx, text, &layout, out) {
-                    return written.map(|()| None);
+                    return written.map(|()| device(None));
                 }
             }
             _ if ctx.comm.size() == 1 => {
@@ -81,15 +95,15 @@ fn suffix_array_here(ctx: &Ctx, text: &[u8], sink: &SaSink) -> Result<Option<Vec
                     ctx.device_suffix_array()?.suffix_array_bytes(text)
                 });
                 if let Some(sa) = sa {
-                    return Ok(sink.deliver_layout(ctx, sa, &layout));
+                    return Ok(device(sink.deliver_layout(ctx, sa, &layout)));
                 }
             }
-            _ if ctx.tune.gpu_pool => {
+            _ if ctx.config.gpu.pool => {
                 let sa = ctx.phase("device suffix array", || {
                     algo::pooled::pooled_sa(ctx, text, &layout)
                 });
                 if let Some(sa) = sa {
-                    return Ok(Some(sa));
+                    return Ok(device(Some(sa)));
                 }
             }
             _ => {}
@@ -97,7 +111,7 @@ fn suffix_array_here(ctx: &Ctx, text: &[u8], sink: &SaSink) -> Result<Option<Vec
         // The device did not take it or failed: the distributed algorithm (without asking the
         // device again at level 0).
     }
-    Ok(distributed(ctx, text, &layout, sink))
+    Ok(distributed(ctx, &set, text, &layout, sink))
 }
 
 /// Errors in the configuration, on every pe. Collective.
@@ -111,11 +125,23 @@ fn check_config(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
-/// The configured distributed algorithm, its level 0 into `sink`. Collective.
-fn distributed(ctx: &Ctx, text: &[u8], layout: &dist::Layout, sink: &SaSink) -> Option<Vec<u64>> {
-    match ctx.config.algo {
-        Algo::Dc3 => algo::dc3::dc3(ctx, text, layout, sink),
-        Algo::Css => algo::css::css(ctx, text, layout, sink),
+/// The build's distributed algorithm, its level 0 into `sink`. Collective.
+fn distributed(
+    ctx: &Ctx,
+    set: &Settings,
+    text: &[u8],
+    layout: &dist::Layout,
+    sink: &SaSink,
+) -> Built {
+    match set.knobs.algo {
+        Algo::Dc3 => Built {
+            sa: algo::dc3::dc3(ctx, set, text, layout, sink),
+            refine_rounds: 0,
+        },
+        Algo::Css => {
+            let (sa, refine_rounds) = algo::css::css(ctx, set, text, layout, sink);
+            Built { sa, refine_rounds }
+        }
     }
 }
 

@@ -63,7 +63,10 @@ pub use algo::bwt::{bwt, BwtPart};
 pub use algo::check::check;
 pub use algo::lcp::lcp;
 pub use algo::sink::SaSource;
-pub use config::{Algo, Backend, Config, GpuOptions, PinMethod, Predicted, Tunables};
+pub use config::{
+    AllocOptions, Algo, Backend, CommOptions, Config, CssOptions, DcxOptions, GpuOptions, Knobs,
+    LcpOptions, PinMethod, Predicted,
+};
 pub use ctx::Ctx;
 pub use dist::Layout;
 pub use entry::{abort_on_panic, backend_for, suffix_array, suffix_array_or_write};

@@ -216,7 +216,7 @@ fn main() -> ExitCode {
         log::info!("settings: {}", ctx.config.summary());
     }
     let result = ctx.comm.agree(psa::backend_for(&ctx)).and_then(|sorter| {
-        let mut ctx = ctx.with_sorter(sorter);
+        let ctx = ctx.with_sorter(sorter);
         let job = Job {
             output: cli.output.clone().unwrap_or_else(|| {
                 let mut s = cli.inputs[0].clone().into_os_string();
@@ -234,7 +234,7 @@ fn main() -> ExitCode {
             force: cli.force,
             show_plan: cli.verbose >= 1,
         };
-        let report = run(&mut ctx, &job)?;
+        let report = run(&ctx, &job)?;
         if rank == 0 {
             if cli.verbose >= 1 {
                 log::info!("phases (max and mean over pes):\n{}", report_table(&report));

@@ -19,6 +19,7 @@
 
 use crate::config::json_str;
 use crate::config::{Algo, Config};
+pub use crate::config::Knobs;
 use crate::error::{Error, Result};
 use crate::index::IndexWidth;
 
@@ -47,7 +48,7 @@ pub struct Shape {
     pub base: u64,
     /// Bytes per entry of the output.
     pub width: usize,
-    /// The algorithms' records' index width at least ([`crate::Tunables::index_width`]; None:
+    /// The algorithms' records' index width at least ([`crate::Config::index_width`]; None:
     /// what n needs).
     pub index_at_least: Option<IndexWidth>,
     /// Whether the distributed checker runs.
@@ -80,24 +81,6 @@ impl Shape {
     pub fn block(&self) -> usize {
         self.n.div_ceil(self.pes.max(1))
     }
-}
-
-/// The settings a plan chooses. A new knob of the algorithms (pCSS' sort in bucket rounds, a
-/// `sort_rounds` field of [`crate::Tunables`]) goes here, into its algorithm's cost function
-/// ([`costs`]) and into [`choose`]'s list of candidates, leanest last.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Knobs {
-    /// The algorithm.
-    pub algo: Algo,
-    /// Largest volume a pe sends in one exchange round ([`Config::round_bytes`]); None: one
-    /// round.
-    pub round_bytes: Option<usize>,
-    /// Key ranges pCSS sorts one after the other ([`crate::Tunables::sort_rounds`]; 0: auto).
-    /// Ignored by pDC3.
-    pub sort_rounds: usize,
-    /// Key ranges the difference covers merge in, one after the other
-    /// ([`crate::Tunables::merge_rounds`]; 0: auto): pDC3's, and DC7's when pCSS hands over.
-    pub merge_rounds: usize,
 }
 
 /// What an algorithm holds per character of a pe's block, bytes (the model's coefficients).
@@ -359,20 +342,18 @@ fn rounds(shape: &Shape, knobs: &Knobs) -> usize {
 fn candidates(config: &Config, shape: &Shape, algo: Algo, budget: u64) -> Vec<Knobs> {
     let configured = Knobs {
         algo,
-        round_bytes: config.round_bytes,
-        sort_rounds: config.tune.sort_rounds,
-        merge_rounds: config.tune.merge_rounds,
+        ..Knobs::configured(config)
     };
     let mut v = vec![configured];
     for ranges in [4, 8, 16, 64] {
         let auto = |r: usize| if r == 0 { ranges } else { r };
         let k = match algo {
-            Algo::Css if config.tune.sort_rounds == 0 => Knobs {
+            Algo::Css if config.css.sort_rounds == 0 => Knobs {
                 sort_rounds: ranges,
-                merge_rounds: auto(config.tune.merge_rounds),
+                merge_rounds: auto(config.dcx.merge_rounds),
                 ..configured
             },
-            Algo::Dc3 if config.tune.merge_rounds == 0 => Knobs {
+            Algo::Dc3 if config.dcx.merge_rounds == 0 => Knobs {
                 merge_rounds: ranges,
                 ..configured
             },
@@ -389,7 +370,7 @@ fn candidates(config: &Config, shape: &Shape, algo: Algo, budget: u64) -> Vec<Kn
     let room = budget.saturating_sub(peak_per_pe(shape, &at_floor)) / 2;
     let largest = MIN_ROUND_BYTES.saturating_add(usize::try_from(room).unwrap_or(usize::MAX));
     let fitted = (largest / MIN_ROUND_BYTES) * MIN_ROUND_BYTES;
-    let fitted = config.round_bytes.map_or(fitted, |r| r.min(fitted));
+    let fitted = config.comm.round_bytes.map_or(fitted, |r| r.min(fitted));
     for r in [fitted.max(MIN_ROUND_BYTES), MIN_ROUND_BYTES] {
         let k = Knobs {
             round_bytes: Some(r),
@@ -504,11 +485,11 @@ fn refusal(
             .map(|algo| Knobs {
                 algo,
                 round_bytes: Some(MIN_ROUND_BYTES),
-                sort_rounds: match (algo, config.tune.sort_rounds) {
+                sort_rounds: match (algo, config.css.sort_rounds) {
                     (Algo::Css, 0) => 64,
                     (_, r) => r,
                 },
-                merge_rounds: match config.tune.merge_rounds {
+                merge_rounds: match config.dcx.merge_rounds {
                     0 => 64,
                     r => r,
                 },
@@ -753,7 +734,7 @@ mod tests {
         // pCSS in one key range: only the exchange rounds are left to choose.
         let config = |budget| {
             let mut c = config(budget);
-            c.tune.sort_rounds = 1;
+            c.css.sort_rounds = 1;
             c
         };
         let s = shape(1 << 20, 2);
@@ -828,7 +809,7 @@ mod tests {
         let free = choose(&config(None), &s, "")?;
         assert_eq!(free.knobs.sort_rounds, 0, "auto without a budget");
         let fixed = |rounds, budget| Config {
-            tune: crate::Tunables {
+            css: crate::config::CssOptions {
                 sort_rounds: rounds,
                 ..Default::default()
             },
@@ -850,7 +831,7 @@ mod tests {
         let s = shape(1 << 26, 4);
         let dc3 = |rounds, budget| Config {
             algo: Algo::Dc3,
-            tune: crate::Tunables {
+            dcx: crate::config::DcxOptions {
                 merge_rounds: rounds,
                 ..Default::default()
             },

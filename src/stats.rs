@@ -42,13 +42,12 @@ pub struct PhaseRecord {
 pub struct PhaseLog {
     /// The phases that ended, in the order they ended (a phase after the phases inside it).
     pub phases: RefCell<Vec<PhaseRecord>>,
-    /// The recursion level of the phases running now (see [`crate::Ctx::deeper`]).
+    /// The recursion level of the phases running now, for their records (see
+    /// [`crate::Ctx::deeper`]; the algorithms pass their level down as a value).
     pub(crate) level: std::cell::Cell<usize>,
     /// Every sort's size (records over all pes) and this pe's share of it over the mean (1.0:
     /// perfectly balanced); see [`PhaseLog::max_imbalance`].
     pub(crate) sorts: RefCell<Vec<(u64, f64)>>,
-    /// Prefix-doubling rounds pCSS needed (0 for DC3).
-    pub refine_rounds: std::cell::Cell<usize>,
     /// For each phase running now, outermost first: the highest peak of the phases it contains
     /// that have ended, and the sampled resident sizes seen while it ran beside them (see
     /// [`PhaseStart`]).

@@ -400,8 +400,8 @@ fn jobs_in_process(
                     force: false,
                     show_plan: false,
                 };
-                let mut ctx = psa::Ctx::new(SimpleCommunicator::world(), build.config);
-                let result = psa::driver::run(&mut ctx, &job);
+                let ctx = psa::Ctx::new(SimpleCommunicator::world(), build.config);
+                let result = psa::driver::run(&ctx, &job);
                 drop(ctx);
                 if let Some(want) = &want {
                     let label = format!(

@@ -41,7 +41,7 @@ pub fn check<'a>(
     let sa = sa.into();
     // The inverse in the narrowest index width that holds n (the "unset" marker), or the one
     // the configuration forces.
-    let width = IndexWidth::choose(layout.len() as u64, ctx.tune.forced_index_width());
+    let width = IndexWidth::choose(layout.len() as u64, ctx.config.forced_index_width());
     ctx.install(|ctx| {
         ctx.sampling(|| match width {
             IndexWidth::W32 => check_here::<u32>(ctx, text, sa, layout),
@@ -176,7 +176,7 @@ impl OrderShape {
                 })
                 .max()
                 .unwrap_or(0);
-            piece_bits + 8 + rank_bits <= 64 && !ctx.tune.force_wide
+            piece_bits + 8 + rank_bits <= 64 && !ctx.config.force_wide
         };
         let record_bytes = ORDER_RECORD_BYTES[usize::from(!one_word)];
         let steps = key_steps(layout, round_bytes, record_bytes, order_room);

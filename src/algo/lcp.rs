@@ -12,7 +12,7 @@
 //!
 //! 1. `lcp phi`: each SA entry i > 0 sends (SA[i], SA[i − 1]) to the owner of text position
 //!    SA[i] (rounds of a request piece, 16 bytes a record): each pe holds Φ of its text slice.
-//! 2. `lcp prefixes`: for every local position j, the first [`crate::Tunables::lcp_prefix`]
+//! 2. `lcp prefixes`: for every local position j, the first [`crate::LcpOptions::prefix`]
 //!    (≤ 16) characters of suffix Φ[j] fetched exactly (16 bytes an answer) and compared with
 //!    T[j..], which is local: on real text most pairs differ there and are done; the rest are
 //!    open, PLCP ≥ lcp_prefix.
@@ -24,7 +24,7 @@
 //!    powers, so no power is fetched or computed by squaring.
 //! 4. `lcp search`: the open positions level by level, as the sparse-PLCP idea samples them:
 //!    level 0 takes the open positions j ≡ 0 mod s of each pe's slice (s =
-//!    [`crate::Tunables::lcp_sample`], default [`AUTO_SAMPLE`]) and the slice's last one; level
+//!    [`crate::LcpOptions::sample`], default [`AUTO_SAMPLE`]) and the slice's last one; level
 //!    ℓ the open odd multiples of s/2^ℓ, down to 1. A position's bounds come from the nearest
 //!    known PLCP on each side (within s on level 0, within the level's step after it, so one
 //!    is always there): PLCP[j] ∈ [PLCP[j0] − (j − j0), PLCP[j1] + (j1 − j)] for j0 < j < j1,
@@ -64,7 +64,7 @@
 //!
 //! Per pe beyond the text: the SA narrowed to 4 bytes an entry (8 when n ≥ 2^32 − 1; the
 //! caller's 8-byte SA is freed at the start), Φ and PLCP (4 bytes each, likewise), the hashes (8
-//! bytes per character) and the pieces' buffers: a piece is [`crate::Tunables::request_piece`]
+//! bytes per character) and the pieces' buffers: a piece is [`crate::LcpOptions::request_piece`]
 //! queries, at most 1/32 of the block (at least 2^13), about 40 bytes a query (a search pair
 //! 64 bytes, its two window answers 48 and their staging). About 21 bytes per character at the
 //! search's peak, 17 at the end (the LCP entries, 8 bytes each, with the SA, PLCP and text).
@@ -311,7 +311,7 @@ struct WindowAnswer {
 /// [`ATTEMPTS`] bases in a row gave a detected collision.
 pub fn lcp(ctx: &Ctx, text: &[u8], sa: Vec<u64>, layout: &Layout) -> Result<Vec<u64>> {
     let forced_wide = ctx
-        .tune
+        .config
         .forced_index_width()
         .is_some_and(|w| w != IndexWidth::W32);
     ctx.install(
@@ -325,13 +325,13 @@ pub fn lcp(ctx: &Ctx, text: &[u8], sa: Vec<u64>, layout: &Layout) -> Result<Vec<
 /// Queries a pe sends in one request round: `request_piece`, at most 1/32 of the block (at
 /// least 2^13), so that the rounds' buffers stay small beside the per-character arrays.
 fn piece_len(ctx: &Ctx, block: usize) -> usize {
-    ctx.tune.request_piece.min((block / 32).max(1 << 13)).max(2)
+    ctx.config.lcp.request_piece.min((block / 32).max(1 << 13)).max(2)
 }
 
 /// The sample step of the search's first level: `lcp_sample`, or [`AUTO_SAMPLE`]; a power of
 /// two.
 fn sample_step(ctx: &Ctx) -> usize {
-    match ctx.tune.lcp_sample {
+    match ctx.config.lcp.sample {
         0 => AUTO_SAMPLE,
         s => s.next_power_of_two(),
     }
@@ -429,7 +429,7 @@ fn prefixes<W: Word>(
     let comm = &ctx.comm;
     let n = layout.len() as u64;
     let lo = layout.start(comm.rank()) as u64;
-    let k = ctx.tune.lcp_prefix.min(PREFIX_MAX) as u64;
+    let k = ctx.config.lcp.prefix.min(PREFIX_MAX) as u64;
     let len = phi.len();
     let mut plcp = vec![W::NONE; len];
     let rounds = comm.all_reduce_max(len.div_ceil(piece) as u64) as usize;
@@ -527,7 +527,7 @@ fn search<W: Word>(
     let comm = &ctx.comm;
     let n = layout.len() as u64;
     let lo = layout.start(comm.rank()) as u64;
-    let k = ctx.tune.lcp_prefix.min(PREFIX_MAX) as u64;
+    let k = ctx.config.lcp.prefix.min(PREFIX_MAX) as u64;
     let len = plcp.len();
     let step = sample_step(ctx);
     let per_piece = (piece / 2).max(1);

@@ -6,7 +6,7 @@
 //! builds the suffix array, and pe 0 streams each pe its part back. Pe 0 relays in pieces of
 //! [`PIECE`] characters: no pe's memory ever holds the whole text or the whole suffix array (the
 //! device does). Texts that do not fit, or any failure on the device, leave the work to the
-//! distributed algorithm, decided together by every pe. [`crate::Tunables::gpu_pool`] = false
+//! distributed algorithm, decided together by every pe. [`crate::GpuOptions::pool`] = false
 //! (`psa --no-gpu-pool`) turns this off for the whole text (to measure the distributed algorithm
 //! with device sorts); recursion levels still go to the device when they fit.
 //!
@@ -123,7 +123,7 @@ fn build<'a, T: Pod + Send + Sync>(
         return None;
     }
 
-    let piece = ctx.tune.pool_piece;
+    let piece = ctx.config.gpu.pool_piece;
     let mut failed: Option<String> = None;
     // Pe 0's piece buffers (the largest piece any pe sends or gets), in its backend's memory.
     let most = comm.all_reduce_max(layout.local_len(comm.rank()) as u64) as usize;
@@ -168,7 +168,7 @@ impl Built<'_> {
         {
             let front: &mut [u32] = &mut bytemuck::cast_slice_mut(&mut sa[..])[..len];
             let (session, pieces) = (&mut self.session, self.pieces.as_deref_mut());
-            comm.stream_from_root(front, root, ctx.tune.pool_piece, pieces, |dst, off, out| {
+            comm.stream_from_root(front, root, ctx.config.gpu.pool_piece, pieces, |dst, off, out| {
                 if let (None, Some(s)) = (&failed, session.as_mut()) {
                     failed = s.download(layout.start(dst) + off, out).err();
                 }

@@ -18,8 +18,9 @@ use std::time::Instant;
 use crate::dist::Layout;
 use crate::error::{Error, Result};
 use crate::io::seq::{self, Format, InputFile, Record};
+use crate::config::Knobs;
 use crate::plan::{self, Plan, Shape};
-use crate::{algo, suffix_array, suffix_array_or_write, Ctx, SaSource};
+use crate::{algo, entry, Ctx, SaSource};
 use files::{write_text, EarlyFiles, Files};
 use job::Run;
 
@@ -32,15 +33,16 @@ pub use report::{report_json, report_table};
 ///
 /// Everything that can be checked without the text is checked before it is read: the inputs'
 /// sizes and formats on every pe, the stats and index files' paths (created now), and for raw
-/// input the entry width, the memory plan ([`plan::choose`], which sets the context's algorithm
-/// and exchange rounds, or refuses a run that cannot fit [`crate::Config::mem_per_pe`]) and the
-/// output (created now, its space reserved, every pe opening it), so a doomed run fails in
-/// seconds, not after the build. Sequence input is parsed and counted first ([`seq::scan`]);
+/// input the entry width, the memory plan ([`plan::choose`], whose knobs — the algorithm, the
+/// exchange rounds, the key ranges — the job then runs with, or which refuses a run that cannot
+/// fit [`crate::Config::mem_per_pe`]) and the output (created now, its space reserved, every pe
+/// opening it), so a doomed run fails in seconds, not after the build. The context's
+/// configuration is not changed: the plan travels with the job. Sequence input is parsed and counted first ([`seq::scan`]);
 /// its plan and output follow, before its characters move to T's layout.
 ///
 /// The phases' peak memory is sampled by one thread (see [`crate::stats`]) that runs from the
 /// start of the job to its end.
-pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
+pub fn run(ctx: &Ctx, job: &Job) -> Result<Report> {
     ctx.log.hold_sampler();
     let report = run_sampled(ctx, job);
     ctx.log.release_sampler();
@@ -48,7 +50,7 @@ pub fn run(ctx: &mut Ctx, job: &Job) -> Result<Report> {
 }
 
 /// [`run`] while the sampler runs.
-fn run_sampled(ctx: &mut Ctx, job: &Job) -> Result<Report> {
+fn run_sampled(ctx: &Ctx, job: &Job) -> Result<Report> {
     let t0 = Instant::now();
     if !job.write_sa && job.bwt.is_none() && job.lcp.is_none() {
         return ctx.comm.agree(Err(Error::Usage(
@@ -77,7 +79,7 @@ fn run_sampled(ctx: &mut Ctx, job: &Job) -> Result<Report> {
     ctx.comm.broadcast(&mut held, 0);
     let index = early.side.is_some();
     let (width, plan) = ctx.install(|ctx| width_and_plan(ctx, job, n, held, index))?;
-    apply_plan(ctx, &plan);
+    let rounds = plan.knobs.round_bytes;
     ctx.install(|ctx| {
         let run = Run {
             job,
@@ -89,7 +91,8 @@ fn run_sampled(ctx: &mut Ctx, job: &Job) -> Result<Report> {
             plan,
             t0,
         };
-        run_here(ctx, run, early, scanned)
+        ctx.comm
+            .in_rounds_of(rounds, || run_here(ctx, run, early, scanned))
     })
 }
 
@@ -110,7 +113,7 @@ fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64, index: bool) -> Res
             None => Shape::measured_base(comm.all_reduce_max(crate::stats::rss_bytes())),
         },
         width,
-        index_at_least: ctx.tune.index_width,
+        index_at_least: ctx.config.index_width,
         check: job.check,
         bwt: job.bwt.is_some(),
         lcp: job.lcp.is_some(),
@@ -125,10 +128,7 @@ fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64, index: bool) -> Res
         &ctx.config.mem_per_pe_from,
     ))?;
     if comm.rank() == 0 {
-        let changed = plan.knobs.algo != ctx.config.algo
-            || plan.knobs.round_bytes != ctx.config.round_bytes
-            || plan.knobs.sort_rounds != ctx.config.tune.sort_rounds
-            || plan.knobs.merge_rounds != ctx.config.tune.merge_rounds;
+        let changed = plan.knobs != Knobs::configured(&ctx.config);
         match job.show_plan || changed {
             true => log::info!("{}", plan.summary()),
             false => log::debug!("{}", plan.summary()),
@@ -137,22 +137,10 @@ fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64, index: bool) -> Res
     Ok((width, plan))
 }
 
-/// Sets the context's algorithm, exchange rounds and sort and merge rounds from the plan's knobs.
-fn apply_plan(ctx: &mut Ctx, plan: &Plan) {
-    ctx.config.algo = plan.knobs.algo;
-    if let Some(r) = plan.knobs.round_bytes {
-        ctx.config.round_bytes = Some(r);
-        ctx.comm.set_round_bytes(r);
-    }
-    ctx.config.tune.sort_rounds = plan.knobs.sort_rounds;
-    ctx.tune.sort_rounds = plan.knobs.sort_rounds;
-    ctx.config.tune.merge_rounds = plan.knobs.merge_rounds;
-    ctx.tune.merge_rounds = plan.knobs.merge_rounds;
-}
-
 /// [`run`] on the calling thread's pool, once the plan is made, in four steps: the outputs
 /// created, the text read, the suffix array built and checked (and the BWT and LCP array made
-/// from it), every file written and put in place with the report.
+/// from it), every file written and put in place with the report; with the plan's exchange
+/// rounds.
 fn run_here(
     ctx: &Ctx,
     run: Run<'_>,
@@ -165,8 +153,8 @@ fn run_here(
         layout,
         records,
     } = read(ctx, &run, &mut files, scanned)?;
-    let bwt_primary = build(ctx, &run, &files, text, &layout)?;
-    finish(ctx, &run, files, &records, bwt_primary)
+    let built = build(ctx, &run, &files, text, &layout)?;
+    finish(ctx, &run, files, &records, built)
 }
 
 /// Step 2: this pe's block of T (placed from the scan, or read), and for sequence input with an
@@ -185,7 +173,7 @@ fn read(
             run.n,
             comm.size(),
             ctx.config.threads,
-            ctx.config.algo,
+            run.plan.knobs.algo,
             run.width
         );
     }
@@ -203,9 +191,9 @@ fn read(
     Ok(loaded)
 }
 
-/// Step 3: the suffix array, checked (`--check`), written where it is held, and the BWT and the
-/// LCP array made from it and written; frees the text. Returns the BWT's primary index.
-/// Collective.
+/// Step 3: the suffix array with the plan's knobs, checked (`--check`), written where it is held,
+/// and the BWT and the LCP array made from it and written; frees the text. Returns what the
+/// report takes from it (pCSS' doubling rounds, the BWT's primary index). Collective.
 ///
 /// Into a regular file the build writes the suffix array itself as it becomes final (no pe
 /// holds it); the checker, the BWT and the LCP array read it back from there. A device, a FIFO
@@ -216,13 +204,10 @@ fn build(
     files: &Files,
     text: Vec<u8>,
     layout: &Layout,
-) -> Result<Option<u64>> {
+) -> Result<Built> {
     let comm = &ctx.comm;
     let out = files.sa.as_ref();
-    let mut sa = match out {
-        Some(out) => suffix_array_or_write(ctx, &text, out)?,
-        None => Some(suffix_array(ctx, &text)?),
-    };
+    let entry::Built { mut sa, refine_rounds } = entry::build(ctx, run.plan.knobs, &text, out)?;
     // Without an output the suffix array is held.
     let source = match (&sa, out) {
         (None, Some(out)) => Some(SaSource::File(out)),
@@ -261,7 +246,18 @@ fn build(
     }
     drop(sa);
     drop(text);
-    Ok(bwt_primary)
+    Ok(Built {
+        refine_rounds,
+        bwt_primary,
+    })
+}
+
+/// What the build step gives the report.
+struct Built {
+    /// pCSS' doubling rounds (0 for the other paths).
+    refine_rounds: usize,
+    /// The BWT's primary index (with `--bwt`).
+    bwt_primary: Option<u64>,
 }
 
 /// Step 4: every file written and made durable, the report gathered (and written to
@@ -274,11 +270,11 @@ fn finish(
     run: &Run<'_>,
     mut files: Files,
     records: &[Record],
-    bwt_primary: Option<u64>,
+    built: Built,
 ) -> Result<Report> {
     let comm = &ctx.comm;
-    files.write_and_sync(comm, run, records, bwt_primary)?;
-    let report = Report::gather(ctx, run, bwt_primary);
+    files.write_and_sync(comm, run, records, built.bwt_primary)?;
+    let report = Report::gather(ctx, run, built.refine_rounds, built.bwt_primary);
     if let Some(f) = &mut files.stats {
         f.write(comm, report_json(&report, ctx, run.job).as_bytes())?;
     }

@@ -13,15 +13,20 @@ use crate::Ctx;
 
 impl Report {
     /// What the job measured, gathered from every pe: its time since `run.t0`, the phases, each
-    /// pe's peak memory and bytes sent. Collective.
-    pub(super) fn gather(ctx: &Ctx, run: &Run<'_>, bwt_primary: Option<u64>) -> Report {
+    /// pe's peak memory and bytes sent; with pCSS' doubling rounds and the BWT's primary index
+    /// from the build. Collective.
+    pub(super) fn gather(
+        ctx: &Ctx,
+        run: &Run<'_>,
+        refine_rounds: usize,
+        bwt_primary: Option<u64>,
+    ) -> Report {
         let comm = &ctx.comm;
         let total_secs = comm_max_f64(ctx, run.t0.elapsed().as_secs_f64());
         let phases = summarise(comm, &ctx.log);
         let peak_rss = comm.all_gather(ctx.log.run_peak_rss());
         let bytes_sent = comm.all_gather(comm.bytes_sent());
         let max_imbalance = comm_max_f64(ctx, ctx.log.max_imbalance());
-        let refine_rounds = ctx.log.refine_rounds.get();
         Report {
             n: run.n,
             width: run.width,
@@ -106,22 +111,14 @@ pub fn report_table(r: &Report) -> String {
     s
 }
 
-/// The settings of the run as a JSON object: [`crate::Config::fields`], with the switches the
-/// algorithms read (`ctx.tune`).
-fn config_json(ctx: &Ctx) -> String {
-    let config = crate::Config {
-        tune: ctx.tune.clone(),
-        ..ctx.config.clone()
-    };
-    config.to_json()
-}
 
 /// A path as JSON: a string, or null for none.
 fn path_json(p: Option<&PathBuf>) -> String {
     p.map_or("null".into(), |p| json_str(&p.display().to_string()))
 }
 
-/// The report as JSON (for `--stats`), with every setting under `"config"` and the job's own
+/// The report as JSON (for `--stats`), with every setting under `"config"` (the plan's knobs as
+/// the run kept them: [`crate::Config::fields_with`]) and the job's own
 /// (inputs and their formats, outputs, the width asked for) at the top.
 pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
     let list = |v: &[u64]| {
@@ -172,11 +169,11 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
             Width::Fixed(w) => w.to_string(),
         }),
         job.force,
-        config_json(ctx),
+        ctx.config.to_json_with(&r.plan.knobs),
         r.n,
         ctx.comm.size(),
         ctx.config.threads,
-        json_str(&format!("{:?}", ctx.config.algo).to_lowercase()),
+        json_str(&format!("{:?}", r.plan.knobs.algo).to_lowercase()),
         json_str(ctx.sorter.name()),
         r.width,
         r.checked,

@@ -5,6 +5,7 @@
 use super::keys::POSITION_BITS;
 use super::Knobs;
 use crate::algo::sink::SaSink;
+use crate::ctx::Settings;
 use crate::dist::Layout;
 use crate::index::Index;
 use crate::util::bits;
@@ -50,7 +51,7 @@ pub(super) enum HandOver {
 }
 
 /// An algorithm that builds the whole suffix array (same contract as [`super::css`]).
-pub(super) type Build = fn(&Ctx, &[u8], &Layout, &SaSink) -> Option<Vec<u64>>;
+pub(super) type Build = fn(&Ctx, &Settings, &[u8], &Layout, &SaSink) -> Option<Vec<u64>>;
 
 impl HandOver {
     /// The algorithm that builds the whole suffix array instead, if this hand-over is one.
@@ -86,7 +87,7 @@ pub(super) fn hand_over(ctx: &Ctx, n: usize, at: Progress, knobs: &Knobs) -> Opt
     };
     match at {
         Progress::Start => {
-            (ctx.gathers(n) || bits(n as u64) > POSITION_BITS).then_some(HandOver::Dc3)
+            (knobs.set.gathers(ctx, n) || bits(n as u64) > POSITION_BITS).then_some(HandOver::Dc3)
         }
         Progress::Predicted { shared, k } => {
             (shared > limit).then(|| predicted(shared, k, knobs.predicted, say))
@@ -137,19 +138,19 @@ fn predicted(shared: f64, k: usize, to: Predicted, say: bool) -> HandOver {
 }
 
 /// The hand-over's finish: the suffix array from the current prefix names (every group's depth is
-/// at least k ≥ 8), by DC7 ([`crate::algo::dc7::finish_from_names`]) or, with `dc3`
-/// (`--css-finish dc3`), by DC3. Collective.
+/// at least k ≥ 8), by DC7 ([`crate::algo::dc7::finish_from_names`]) or, with
+/// [`Knobs::finish_dc3`] (`--css-finish dc3`), by DC3. Collective.
 pub(super) fn finish<I: Index>(
     ctx: &Ctx,
     text: &[u8],
     layout: &Layout,
     name_of: Vec<I>,
     sink: &SaSink,
-    dc3: bool,
+    knobs: &Knobs,
 ) -> Option<Vec<u64>> {
-    if dc3 {
-        crate::algo::dc3::finish_from_names(ctx, text, layout, name_of, sink)
+    if knobs.finish_dc3 {
+        crate::algo::dc3::finish_from_names(ctx, &knobs.set, text, layout, name_of, sink)
     } else {
-        crate::algo::dc7::finish_from_names(ctx, layout, name_of, sink)
+        crate::algo::dc7::finish_from_names(ctx, &knobs.set, layout, name_of, sink)
     }
 }

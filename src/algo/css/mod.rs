@@ -84,6 +84,7 @@ mod refine;
 mod runs;
 
 use crate::algo::sink::SaSink;
+use crate::ctx::Settings;
 use crate::dist::Layout;
 use crate::index::{Index, IndexWidth, U40};
 use crate::{Ctx, Predicted};
@@ -95,14 +96,22 @@ use place::{deliver_names, place};
 use predict::predict;
 use refine::Doubling;
 
-/// Builds the suffix array with pCSS. Collective; same contract as [`super::dc3::dc3`] (a `sink`
-/// that writes gets every entry written where it belongs, and every pe gets None).
+/// Builds the suffix array with pCSS, the build's setting `set`. Collective; same contract as
+/// [`super::dc3::dc3`] (a `sink` that writes gets every entry written where it belongs, and every
+/// pe gets None). Returns beside it the doubling rounds it ran (0 where it handed over before
+/// doubling or needed none).
 #[must_use]
-pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
-    let knobs = Knobs::of(ctx);
+pub fn css(
+    ctx: &Ctx,
+    set: &Settings,
+    text: &[u8],
+    layout: &Layout,
+    sink: &SaSink,
+) -> (Option<Vec<u64>>, usize) {
+    let knobs = Knobs::of(ctx, set);
     let n = layout.len();
     if let Some(build) = hand_over(ctx, n, Progress::Start, &knobs).and_then(HandOver::whole) {
-        return build(ctx, text, layout, sink);
+        return (build(ctx, set, text, layout, sink), 0);
     }
     let codes = ctx.phase("alphabet", || Codes::of(ctx, text));
     let run = Run {
@@ -123,8 +132,12 @@ pub fn css(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec
     }
 }
 
-/// pCSS' settings, read from the tunables once, here, and passed down as values.
+/// pCSS' settings, read from the configuration and the build's setting once, here, and passed
+/// down as values.
 pub(super) struct Knobs {
+    /// The build's setting (for the hand-over's gathering test and the difference covers it
+    /// hands to).
+    set: Settings,
     /// The hand-over fraction (`--css-handover`, [`handover::hand_over`]).
     handover: f64,
     /// Whether to predict before the first sort (`--css-predict`, and a hand-over fraction
@@ -134,21 +147,22 @@ pub(super) struct Knobs {
     predicted: Predicted,
     /// The finish on the prefix names by DC3 instead of DC7 (`--css-finish dc3`).
     finish_dc3: bool,
-    /// The key ranges of the sorts (`--sort-rounds`; 0, auto: one, the fastest; a memory budget
-    /// makes the plan, [`crate::plan`], choose more).
+    /// The key ranges of the sorts (the build's: `--sort-rounds`; 0, auto: one, the fastest; a
+    /// memory budget makes the plan, [`crate::plan`], choose more).
     sort_rounds: usize,
 }
 
 impl Knobs {
     /// Local (every pe has the same settings).
-    fn of(ctx: &Ctx) -> Self {
-        let t = &ctx.tune;
+    fn of(ctx: &Ctx, set: &Settings) -> Self {
+        let c = &ctx.config.css;
         Knobs {
-            handover: t.css_handover,
-            predict: t.css_handover < 1.0 && t.css_predict,
-            predicted: t.css_predicted,
-            finish_dc3: t.css_finish_dc3,
-            sort_rounds: t.sort_rounds.max(1),
+            set: *set,
+            handover: c.handover,
+            predict: c.handover < 1.0 && c.predict,
+            predicted: c.predicted,
+            finish_dc3: c.finish_dc3,
+            sort_rounds: set.knobs.sort_rounds.max(1),
         }
     }
 }
@@ -164,8 +178,9 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// Phases 2–7 with names, positions and depths in `I` and first-sort records `R`.
-    fn build<I: Index, R: FirstKey>(&self) -> Option<Vec<u64>> {
+    /// Phases 2–7 with names, positions and depths in `I` and first-sort records `R`; the suffix
+    /// array (as [`css`]) and the doubling rounds run.
+    fn build<I: Index, R: FirstKey>(&self) -> (Option<Vec<u64>>, usize) {
         let Run {
             ctx,
             text,
@@ -185,8 +200,7 @@ impl Run<'_> {
         let decided = predicted
             .and_then(|(shared, k)| hand_over(ctx, n, Progress::Predicted { shared, k }, knobs));
         if let Some(build) = decided.and_then(HandOver::whole) {
-            ctx.log.refine_rounds.set(0);
-            return build(ctx, text, layout, sink);
+            return (build(ctx, &knobs.set, text, layout, sink), 0);
         }
         // 3–4. sort keys, names (with the finish decided, only the number of tied suffixes matters).
         let first = first_sort::<I, R>(ctx, layout, &keys, held, rounds, decided.is_none());
@@ -196,15 +210,13 @@ impl Run<'_> {
         let name_of = match first.names {
             // Every name is final: it is the suffix's index in the SA.
             Names::Sorted(pairs) if tied == 0 => {
-                ctx.log.refine_rounds.set(0);
                 let sa = ctx.phase("place", || place::<I, _>(ctx, layout, pairs));
-                return sink.deliver_layout_of(ctx, sa, layout);
+                return (sink.deliver_layout_of(ctx, sa, layout), 0);
             }
             names => names.into_text(ctx, layout),
         };
         if tied == 0 {
-            ctx.log.refine_rounds.set(0);
-            return deliver_names(ctx, layout, name_of, sink);
+            return (deliver_names(ctx, layout, name_of, sink), 0);
         }
         // Predicted to crawl, or too many tied suffixes outside runs (the run step cannot
         // resolve them): the finish on the first sort's names (depth k ≥ 8).
@@ -214,21 +226,20 @@ impl Run<'_> {
             deep,
         };
         if decided.is_some() || hand_over(ctx, n, at, knobs).is_some() {
-            ctx.log.refine_rounds.set(0);
-            return finish(ctx, text, layout, name_of, sink, knobs.finish_dc3);
+            return (finish(ctx, text, layout, name_of, sink, knobs), 0);
         }
         self.refine(first.tied, name_of, rounds)
     }
 
     /// Phases 5–7 from the first sort's tied suffixes and names: the run step, doubling rounds
     /// until every suffix is alone — unless the hand-over, asked before each round, finishes —
-    /// and the placing.
+    /// and the placing. Returns the suffix array (as [`css`]) and the doubling rounds run.
     fn refine<I: Index>(
         &self,
         tied: first_sort::Tied<I>,
         mut name_of: Vec<I>,
         rounds: usize,
-    ) -> Option<Vec<u64>> {
+    ) -> (Option<Vec<u64>>, usize) {
         let Run {
             ctx,
             text,
@@ -249,16 +260,16 @@ impl Run<'_> {
         // 6. refine
         while doubling.remaining > 0 {
             if hand_over(ctx, n, doubling.progress(), knobs).is_some() {
-                ctx.log.refine_rounds.set(doubling.round);
+                let done = doubling.round;
                 drop(doubling); // the depths and the list, before the finish's peak
-                return finish(ctx, text, layout, name_of, sink, knobs.finish_dc3);
+                return (finish(ctx, text, layout, name_of, sink, knobs), done);
             }
             doubling.round(ctx, layout, &mut name_of);
         }
-        ctx.log.refine_rounds.set(doubling.round);
+        let done = doubling.round;
         drop(doubling);
         // 7. place
-        deliver_names(ctx, layout, name_of, sink)
+        (deliver_names(ctx, layout, name_of, sink), done)
     }
 
     /// Pe 0 logs the keys, the ranges and the suffixes the first sort left tied.
@@ -278,7 +289,7 @@ impl Run<'_> {
 /// The index width of pCSS' records for a text of n characters: names (+ 1), positions and
 /// depths are at most n, and one value above them marks a resolved suffix
 /// ([`records::resolved`]). The narrowest that holds n + 1, or the forced one
-/// ([`crate::Tunables::forced_index_width`]). Local.
+/// ([`crate::Config::forced_index_width`]). Local.
 fn index_width(ctx: &Ctx, n: usize) -> IndexWidth {
-    IndexWidth::choose(n as u64 + 1, ctx.tune.forced_index_width())
+    IndexWidth::choose(n as u64 + 1, ctx.config.forced_index_width())
 }

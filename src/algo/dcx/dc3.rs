@@ -24,7 +24,7 @@
 //!    layout (a recursion level only needs each entry's global index).
 //!
 //! A (sub)problem of at most `config.base_case` characters — a recursion level also at most half
-//! the text's largest block ([`Ctx::gathers`]) — is gathered on pe 0 and solved by libsais (see
+//! the text's largest block (`ctx::Settings::gathers`) — is gathered on pe 0 and solved by libsais (see
 //! [`super::super::seq`]); larger ones recurse in parallel, so no pe ever holds much more than
 //! its share of any level.
 //!
@@ -39,16 +39,17 @@ use bytemuck::{Pod, Zeroable};
 use super::cover::{Cover, Dc3};
 use super::merge::{merge, radix_sort_group, sort_group, Head, Packed2, Rec};
 use super::{
-    bits, index_width, name_by_codes, name_pairs, name_samples, sample_ranks, Chars, Named, Phases,
-    SampleKey, SampleSource, Samples, SortedPart, Symbol, CODE_BITS,
+    bits, index_width, name_by_codes, name_pairs, name_samples, sample_ranks, Chars, Level, Named,
+    Phases, SampleKey, SampleSource, Samples, SortedPart, Symbol, CODE_BITS,
 };
 use crate::algo::sink::SaSink;
+use crate::ctx::Settings;
 use crate::dist::{scramble, unscramble, Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
 use crate::Ctx;
 
-const PHASES: Phases = Phases {
+pub(super) const PHASES: Phases = Phases {
     sample_keys: "triples",
     sort_samples: "sort triples",
     name_samples: "name",
@@ -60,27 +61,35 @@ const PHASES: Phases = Phases {
 /// given by `layout`. Exit: each pe holds SA entries for the same range, or (a `sink` that
 /// writes) has written its entries into the output file as they became final and gets None.
 #[must_use]
-pub fn dc3(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
-    SortedPart::into_sink(level_to(ctx, text, layout, sink), ctx, layout, sink)
+pub fn dc3(
+    ctx: &Ctx,
+    set: &Settings,
+    text: &[u8],
+    layout: &Layout,
+    sink: &SaSink,
+) -> Option<Vec<u64>> {
+    let lv = Level::top(set, &PHASES);
+    SortedPart::into_sink(level_to(ctx, lv, text, layout, sink), ctx, layout, sink)
 }
 
-/// One DC3 level on a text of `layout.len()` characters, also the skeleton's recursion (for DC7
-/// too). Its suffix array goes to `sink` as it becomes final (None: written to the file at level
+/// One DC3 level (`lv`) on a text of `layout.len()` characters, also the skeleton's recursion
+/// (for DC7 too). Its suffix array goes to `sink` as it becomes final (None: written to the file at level
 /// 0, or handed to the level above), or with a sink that holds is returned sorted across pes but
 /// not rebalanced (the caller decides whether it needs the input's layout).
 pub(super) fn level_to<C: Symbol>(
     ctx: &Ctx,
+    lv: Level,
     t: &[C],
     layout: &Layout,
     sink: &SaSink,
 ) -> Option<SortedPart> {
     let n = layout.len();
     let first = layout.start(ctx.comm.rank()) as u64;
-    if ctx.gathers(n) {
+    if lv.gathers(ctx, n) {
         let sa = ctx.phase("base case", || base_case(ctx, t, layout));
         return SortedPart::new(sa, first).deliver_to(ctx, sink);
     }
-    if fits_device(ctx, n) {
+    if fits_device(ctx, lv, n) {
         // No pe gathers the level: its names stream through pe 0 to the device and back. If the
         // device does not take it after all, the level recurses as without a GPU.
         if let Some(sa) = ctx.phase("device suffix array", || C::pooled_sa(ctx, t, layout)) {
@@ -94,9 +103,9 @@ pub(super) fn level_to<C: Symbol>(
     // Positions up to n (the dummy), ranks up to the samples + 1.
     let largest = (n as u64 + 2).max(set.largest);
     match index_width(ctx, largest) {
-        IndexWidth::W32 => level_with::<C, u32>(ctx, layout, &chars, &set, &smp, sink),
-        IndexWidth::W40 => level_with::<C, U40>(ctx, layout, &chars, &set, &smp, sink),
-        IndexWidth::W64 => level_with::<C, u64>(ctx, layout, &chars, &set, &smp, sink),
+        IndexWidth::W32 => level_with::<C, u32>(ctx, lv, layout, &chars, &set, &smp, sink),
+        IndexWidth::W40 => level_with::<C, U40>(ctx, lv, layout, &chars, &set, &smp, sink),
+        IndexWidth::W64 => level_with::<C, u64>(ctx, lv, layout, &chars, &set, &smp, sink),
     }
 }
 
@@ -139,6 +148,7 @@ impl CharSet {
 /// Steps 1–6 of a level in the index width `I`.
 fn level_with<C: Symbol, I: Index>(
     ctx: &Ctx,
+    lv: Level,
     layout: &Layout,
     chars: &Chars<C>,
     set: &CharSet,
@@ -152,7 +162,7 @@ fn level_with<C: Symbol, I: Index>(
         bits((layout.len() + usize::from(smp.dummy)) as u64),
     );
     // --force-wide takes the path of huge names: triples field by field.
-    let tb = if ctx.tune.force_wide {
+    let tb = if ctx.config.force_wide {
         u32::MAX
     } else {
         3 * bc + bi
@@ -162,22 +172,22 @@ fn level_with<C: Symbol, I: Index>(
         Some(d) => (Some(d), bits(d[256])),
         None => (None, bc),
     };
-    let named = if 3 * bd <= CODE_BITS && !ctx.tune.name_by_sort && !ctx.tune.force_wide {
+    let named = if 3 * bd <= CODE_BITS && !ctx.config.dcx.name_by_sort && !ctx.config.force_wide {
         let at = |i: usize| {
             let c = chars.at(i);
             dense.map_or(c, |d| d[c as usize])
         };
         let code = |i: usize| (at(i) << (2 * bd)) | (at(i + 1) << bd) | at(i + 2);
-        name_by_codes::<Dc3, I>(ctx, layout, smp, 3 * bd, code, &PHASES)
+        name_by_codes::<Dc3, I>(ctx, layout, smp, 3 * bd, code, lv)
     } else if tb <= 64 {
-        name_triples::<u64, I, C>(ctx, layout, chars, smp, bc, bi)
+        name_triples::<u64, I, C>(ctx, lv, layout, chars, smp, (bc, bi))
     } else if tb <= 128 {
-        name_triples::<u128, I, C>(ctx, layout, chars, smp, bc, bi)
+        name_triples::<u128, I, C>(ctx, lv, layout, chars, smp, (bc, bi))
     } else {
-        name_triples::<Triple<I>, I, C>(ctx, layout, chars, smp, bc, bi)
+        name_triples::<Triple<I>, I, C>(ctx, lv, layout, chars, smp, (bc, bi))
     };
-    let rank = sample_ranks::<Dc3, I>(ctx, layout, smp, named);
-    merge_by_chars::<I, C>(ctx, layout, chars, alphabet, rank, sink)
+    let rank = sample_ranks::<Dc3, I>(ctx, lv, layout, smp, named);
+    merge_by_chars::<I, C>(ctx, lv, layout, chars, alphabet, rank, sink)
 }
 
 /// Finishes a suffix array from order-consistent prefix names, for pCSS when prefix doubling
@@ -190,21 +200,24 @@ fn level_with<C: Symbol, I: Index>(
 #[must_use]
 pub fn finish_from_names<N: Index>(
     ctx: &Ctx,
+    set: &Settings,
     text: &[u8],
     layout: &Layout,
     name_of: Vec<N>,
     sink: &SaSink,
 ) -> Option<Vec<u64>> {
+    let lv = Level::top(set, &PHASES);
     // Names up to n (+ 1), positions below n, ranks up to the samples + 1.
     match index_width(ctx, layout.len() as u64 + 3) {
-        IndexWidth::W32 => finish_with::<u32, N>(ctx, text, layout, name_of, sink),
-        IndexWidth::W40 => finish_with::<U40, N>(ctx, text, layout, name_of, sink),
-        IndexWidth::W64 => finish_with::<u64, N>(ctx, text, layout, name_of, sink),
+        IndexWidth::W32 => finish_with::<u32, N>(ctx, lv, text, layout, name_of, sink),
+        IndexWidth::W40 => finish_with::<U40, N>(ctx, lv, text, layout, name_of, sink),
+        IndexWidth::W64 => finish_with::<u64, N>(ctx, lv, text, layout, name_of, sink),
     }
 }
 
 fn finish_with<I: Index, N: Index>(
     ctx: &Ctx,
+    lv: Level,
     text: &[u8],
     layout: &Layout,
     name_of: Vec<N>,
@@ -213,10 +226,10 @@ fn finish_with<I: Index, N: Index>(
     let smp = Samples::<Dc3>::new(layout.len(), false);
     let pairs = name_pairs::<Dc3, I, N>(ctx, layout, &smp, &name_of);
     drop(name_of);
-    let rank = sample_ranks::<Dc3, I>(ctx, layout, &smp, Named::plain(pairs, false));
+    let rank = sample_ranks::<Dc3, I>(ctx, lv, layout, &smp, Named::plain(pairs, false));
     let chars = Chars::new(ctx, text, layout, 2);
     let alphabet = largest_char(ctx, text);
-    let part = merge_by_chars::<I, u8>(ctx, layout, &chars, alphabet, rank, sink);
+    let part = merge_by_chars::<I, u8>(ctx, lv, layout, &chars, alphabet, rank, sink);
     SortedPart::into_sink(part, ctx, layout, sink)
 }
 
@@ -230,11 +243,11 @@ fn largest_char<C: Symbol>(ctx: &Ctx, t: &[C]) -> u64 {
 /// pe), sorts and names them ([`Named`]). Collective.
 fn name_triples<K: TripleKey, I: Index, C: Symbol>(
     ctx: &Ctx,
+    lv: Level,
     layout: &Layout,
     chars: &Chars<C>,
     smp: &Samples<Dc3>,
-    bc: u32,
-    bi: u32,
+    (bc, bi): (u32, u32),
 ) -> Named<I> {
     let comm = &ctx.comm;
     let me = comm.rank();
@@ -246,12 +259,13 @@ fn name_triples<K: TripleKey, I: Index, C: Symbol>(
         key: |i: usize| K::pack([at(i), at(i + 1), at(i + 2)], i as u64, bc, bi),
         dummy: (smp.dummy && me == comm.size() - 1).then(|| K::pack([0, 0, 0], n as u64, bc, bi)),
     };
-    name_samples(ctx, n, smp, source, bi, &PHASES)
+    name_samples(ctx, n, smp, source, bi, lv)
 }
 
 /// Step 6 with heads of two characters from `chars`.
 fn merge_by_chars<I: Index, C: Symbol>(
     ctx: &Ctx,
+    lv: Level,
     layout: &Layout,
     chars: &Chars<C>,
     alphabet: u64,
@@ -262,13 +276,13 @@ fn merge_by_chars<I: Index, C: Symbol>(
     let samples = n - n.div_ceil(3);
     let bits = (bits(alphabet), bits(samples as u64 + 1));
     let at = |i: usize| chars.at(i);
-    if bits.0 <= Packed2::<I>::HALF && !ctx.tune.force_wide {
+    if bits.0 <= Packed2::<I>::HALF && !ctx.config.force_wide {
         // Both characters in one index.
         let head = |i: usize| Packed2::<I>::new(at(i), at(i + 1));
-        merge_heads(ctx, layout, rank, &head, bits, sink)
+        merge_heads(ctx, lv, layout, rank, &head, bits, sink)
     } else {
         let head = |i: usize| [at(i), at(i + 1)].map(I::from_u64);
-        merge_heads(ctx, layout, rank, &head, bits, sink)
+        merge_heads(ctx, lv, layout, rank, &head, bits, sink)
     }
 }
 
@@ -278,6 +292,7 @@ fn merge_by_chars<I: Index, C: Symbol>(
 /// per position cost nothing measurable).
 fn merge_heads<H: Head, I: Index>(
     ctx: &Ctx,
+    lv: Level,
     layout: &Layout,
     rank: Vec<I>,
     head: &(dyn Fn(usize) -> H + Sync),
@@ -285,7 +300,7 @@ fn merge_heads<H: Head, I: Index>(
     sink: &SaSink,
 ) -> Option<SortedPart> {
     let sort = |v| sort_mod0(ctx, v, char_bits, rank_bits);
-    merge::<Dc3, H, I, { Dc3::KINDS }>(ctx, layout, rank, head, &PHASES, sort, sink)
+    merge::<Dc3, H, I, { Dc3::KINDS }>(ctx, layout, rank, head, lv, sort, sink)
 }
 
 /// A DC3 merge record: two characters (packed into one index where they fit, [`Packed2`]), the
@@ -310,7 +325,7 @@ fn sort_mod0<H: Head, I: Index>(
             ctx.sorter.as_ref(),
             char_bits,
             rank_bits,
-            ctx.tune.force_wide,
+            ctx.config.force_wide,
         )
     }
 }
@@ -362,11 +377,12 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
     comm.all_to_all_v(&sa, &counts)
 }
 
-/// Whether a recursion level (a string of names, below the top level) should go whole to pe 0's
-/// device: with a backend that builds suffix arrays (--gpu), one that fits the device is streamed
-/// there (`pooled`) instead of recursing further. Collective: pe 0's capacity decides for all.
-fn fits_device(ctx: &Ctx, n: usize) -> bool {
-    if ctx.log.level.get() == 0 || ctx.config.backend != crate::Backend::Gpu {
+/// Whether a recursion level (`lv`, a string of names below the top level) should go whole to pe
+/// 0's device: with a backend that builds suffix arrays (--gpu), one that fits the device is
+/// streamed there (`pooled`) instead of recursing further. Collective: pe 0's capacity decides
+/// for all.
+fn fits_device(ctx: &Ctx, lv: Level, n: usize) -> bool {
+    if lv.depth == 0 || ctx.config.backend != crate::Backend::Gpu {
         return false;
     }
     let mut cap = if ctx.comm.rank() == 0 {

@@ -33,10 +33,12 @@ use bytemuck::{Pod, Zeroable};
 use super::cover::{Cover, Dc7};
 use super::merge::{merge, radix_sort_group, sort_group, Head, Name, Rec};
 use super::{
-    bits, index_width, map_maybe_par, name_pairs, name_samples, sample_ranks, Chars, Named, Phases,
+    bits, index_width, map_maybe_par, name_pairs, name_samples, sample_ranks, Chars, Level, Named,
+    Phases,
     SampleKey, SampleSource, Samples, SortedPart,
 };
 use crate::algo::sink::SaSink;
+use crate::ctx::Settings;
 use crate::dist::{scramble, unscramble, Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
@@ -60,24 +62,40 @@ const CB: u32 = 9;
 /// texts where most suffixes share long prefixes (pCSS predicts these). Collective; same
 /// contract as [`super::dc3::dc3`].
 #[must_use]
-pub fn dc7(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
-    if layout.len() <= X + 1 || ctx.gathers(layout.len()) {
-        return super::dc3::dc3(ctx, text, layout, sink);
+pub fn dc7(
+    ctx: &Ctx,
+    set: &Settings,
+    text: &[u8],
+    layout: &Layout,
+    sink: &SaSink,
+) -> Option<Vec<u64>> {
+    let lv = Level::top(set, &PHASES);
+    if layout.len() <= X + 1 || lv.gathers(ctx, layout.len()) {
+        return super::dc3::dc3(ctx, set, text, layout, sink);
     }
     match index_width(ctx, layout.len() as u64 + 2) {
-        IndexWidth::W32 => from_text::<u32>(ctx, text, layout, sink),
-        IndexWidth::W40 => from_text::<U40>(ctx, text, layout, sink),
-        IndexWidth::W64 => from_text::<u64>(ctx, text, layout, sink),
+        IndexWidth::W32 => from_text::<u32>(ctx, lv, text, layout, sink),
+        IndexWidth::W40 => from_text::<U40>(ctx, lv, text, layout, sink),
+        IndexWidth::W64 => from_text::<u64>(ctx, lv, text, layout, sink),
     }
 }
 
-/// [`dc7`] with every pe keeping its part (for tests and benchmarks). Collective.
+/// [`dc7`] with every pe keeping its part, the knobs as configured (for tests and benchmarks).
+/// Collective.
 #[must_use]
 pub fn dc7_held(ctx: &Ctx, text: &[u8], layout: &Layout) -> Vec<u64> {
-    dc7(ctx, text, layout, &SaSink::hold()).expect("a sink that holds returns the part")
+    let knobs = crate::config::Knobs::configured(&ctx.config);
+    let set = Settings::of_text(ctx, knobs, layout, text.len());
+    dc7(ctx, &set, text, layout, &SaSink::hold()).expect("a sink that holds returns the part")
 }
 
-fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -> Option<Vec<u64>> {
+fn from_text<I: Index>(
+    ctx: &Ctx,
+    lv: Level,
+    text: &[u8],
+    layout: &Layout,
+    sink: &SaSink,
+) -> Option<Vec<u64>> {
     let smp = Samples::<Dc7>::new(layout.len(), true);
     let chars = ctx.phase("halo", || Chars::new(ctx, text, layout, X - 1));
     // The last sample of each class (the dummy, if any, included) reaches past the end: its
@@ -89,12 +107,13 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -
         key: |i: usize| WindowKey::new(window(&chars, i), i),
         dummy: (smp.dummy && me == ctx.comm.size() - 1).then(|| WindowKey::new(0, layout.len())),
     };
-    let named = name_samples::<Dc7, WindowKey, I>(ctx, layout.len(), &smp, source, 64, &PHASES);
-    let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, named);
+    let named = name_samples::<Dc7, WindowKey, I>(ctx, layout.len(), &smp, source, 64, lv);
+    let rank = sample_ranks::<Dc7, I>(ctx, lv, layout, &smp, named);
     // The groups' keys: (first l ≤ 3 characters, rank).
     let (head_bits, rank_bits) = (CB * GROUP_OFFSET_MAX, bits(layout.len() as u64 + 1));
     merge_all::<Window, I>(
         ctx,
+        lv,
         layout,
         rank,
         |i| Window::at(&chars, i),
@@ -104,7 +123,7 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -
                 ctx.sorter.as_ref(),
                 head_bits,
                 rank_bits,
-                ctx.tune.force_wide,
+                ctx.config.force_wide,
             )
         },
         sink,
@@ -117,19 +136,22 @@ fn from_text<I: Index>(ctx: &Ctx, text: &[u8], layout: &Layout, sink: &SaSink) -
 #[must_use]
 pub fn finish_from_names<N: Index>(
     ctx: &Ctx,
+    set: &Settings,
     layout: &Layout,
     name_of: Vec<N>,
     sink: &SaSink,
 ) -> Option<Vec<u64>> {
+    let lv = Level::top(set, &PHASES);
     match index_width(ctx, layout.len() as u64 + 2) {
-        IndexWidth::W32 => from_names::<u32, N>(ctx, layout, name_of, sink),
-        IndexWidth::W40 => from_names::<U40, N>(ctx, layout, name_of, sink),
-        IndexWidth::W64 => from_names::<u64, N>(ctx, layout, name_of, sink),
+        IndexWidth::W32 => from_names::<u32, N>(ctx, lv, layout, name_of, sink),
+        IndexWidth::W40 => from_names::<U40, N>(ctx, lv, layout, name_of, sink),
+        IndexWidth::W64 => from_names::<u64, N>(ctx, lv, layout, name_of, sink),
     }
 }
 
 fn from_names<I: Index, N: Index>(
     ctx: &Ctx,
+    lv: Level,
     layout: &Layout,
     name_of: Vec<N>,
     sink: &SaSink,
@@ -141,10 +163,11 @@ fn from_names<I: Index, N: Index>(
     let narrow: Vec<I> = map_maybe_par(&name_of, |_, &x| I::from_u64(x.to_u64()));
     drop(name_of);
     let name_of = narrow;
-    let rank = sample_ranks::<Dc7, I>(ctx, layout, &smp, Named::plain(pairs, false));
+    let rank = sample_ranks::<Dc7, I>(ctx, lv, layout, &smp, Named::plain(pairs, false));
     let bits = bits(layout.len() as u64 + 1);
     merge_all::<Name<I>, I>(
         ctx,
+        lv,
         layout,
         rank,
         move |i| Name(name_of[i - lo]),
@@ -158,14 +181,14 @@ fn from_names<I: Index, N: Index>(
 /// rebalanced to `layout` or written by `sink`. Collective.
 fn merge_all<H: Head, I: Index>(
     ctx: &Ctx,
+    lv: Level,
     layout: &Layout,
     rank: Vec<I>,
     head: impl Fn(usize) -> H + Sync,
     sort_group: impl Fn(Vec<Dc7Rec<H, I>>) -> Vec<Dc7Rec<H, I>>,
     sink: &SaSink,
 ) -> Option<Vec<u64>> {
-    let part =
-        merge::<Dc7, H, I, { Dc7::KINDS }>(ctx, layout, rank, head, &PHASES, sort_group, sink);
+    let part = merge::<Dc7, H, I, { Dc7::KINDS }>(ctx, layout, rank, head, lv, sort_group, sink);
     SortedPart::into_sink(part, ctx, layout, sink)
 }
 
@@ -263,7 +286,7 @@ fn sort_by_names<I: Index>(
     if I::BITS == 32 {
         radix_sort_group(v, ctx.sorter.as_ref())
     } else {
-        sort_group(v, ctx.sorter.as_ref(), bits, bits, ctx.tune.force_wide)
+        sort_group(v, ctx.sorter.as_ref(), bits, bits, ctx.config.force_wide)
     }
 }
 

@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 use bytemuck::{Pod, Zeroable};
 
 use super::cover::Cover;
-use super::{map_maybe_par, map_range_maybe_par, Phases, SortedPart};
+use super::{map_maybe_par, map_range_maybe_par, Level, SortedPart};
 use crate::algo::sink::SaSink;
 use crate::dist::{
     build_by_kind, exchange, gathered_sample, rebalance_into, release_freed, right_halo, scatter,
@@ -312,8 +312,8 @@ pub(super) fn sort_group<C: Cover, H: Head, I: Index>(
 /// `layout` ([`SortedPart::placed`]). With a `sink` that writes (level 0 into the output file)
 /// every pe writes each round's part at its SA index instead and gets None.
 ///
-/// In the level's key ranges ([`Ctx::merge_rounds_at`], fewer at the top level of an instance
-/// whose top holds nothing else, [`Phases::bare_top`]) of the final order ([`RoundBounds`],
+/// In the level's key ranges ([`Level::merge_rounds`], fewer at the top level of an instance
+/// whose top holds nothing else, `Phases::bare_top`) of the final order ([`RoundBounds`],
 /// from a sample of all records, each bound moved to a nearby sample record where there is one;
 /// a sample position's round and pe follow from its rank against the bounds that are samples),
 /// one after the other:
@@ -336,7 +336,7 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     layout: &Layout,
     rank: Vec<I>,
     head: impl Fn(usize) -> H + Sync,
-    phases: &Phases,
+    lv: Level,
     sort_group: impl Fn(Vec<Rec<C, H, I>>) -> Vec<Rec<C, H, I>>,
     sink: &SaSink,
 ) -> Option<SortedPart> {
@@ -344,7 +344,8 @@ pub(super) fn merge<C: Cover, H: Head, I: Index, const KINDS: usize>(
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
-    let mut rounds = ctx.merge_rounds_at(n, phases.bare_top);
+    let phases = lv.phases;
+    let mut rounds = lv.merge_rounds(n);
     // The sample positions among the X − 1 after this pe's slice: at most S.
     let halo = ctx.phase("merge records", || right_halo(comm, &rank, C::S));
     let (lo, hi) = (layout.start(me), layout.end(me));

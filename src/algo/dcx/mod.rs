@@ -73,6 +73,7 @@ use crate::dist::{
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
 use crate::util::{bits, parallel, CHUNK};
+use crate::ctx::Settings;
 use crate::Ctx;
 use cover::Cover;
 use names::{name_by_codes, name_pairs, name_samples, Named, SampleKey, SampleSource, CODE_BITS};
@@ -192,9 +193,9 @@ fn map_maybe_par<T: Sync, U: Send>(v: &[T], f: impl Fn(usize, &T) -> U + Sync) -
 }
 
 /// The index width of a level whose positions, ranks and characters are at most `largest`: the
-/// narrowest that holds them, or the forced one ([`crate::Tunables::forced_index_width`]).
+/// narrowest that holds them, or the forced one ([`crate::Config::forced_index_width`]).
 fn index_width(ctx: &Ctx, largest: u64) -> IndexWidth {
-    IndexWidth::choose(largest, ctx.tune.forced_index_width())
+    IndexWidth::choose(largest, ctx.config.forced_index_width())
 }
 
 /// Character access for one level: this pe's slice, the characters after it up to a halo (from
@@ -288,6 +289,55 @@ impl<C: Cover> Samples<C> {
     }
 }
 
+/// Where a level of a difference cover stands, handed down the recursion as a value: the build's
+/// setting (what the level measures itself against: [`Settings::gathers`], its key ranges), its
+/// depth (0: the text; a recursion level may go whole to the device, `dc3::fits_device`) and
+/// the instance that runs it (its phase names; every recursion level is pDC3's). The same on
+/// every pe.
+#[derive(Clone, Copy)]
+pub(crate) struct Level {
+    set: Settings,
+    depth: usize,
+    phases: &'static Phases,
+}
+
+impl Level {
+    /// The top level (the text) of an instance with `phases`.
+    fn top(set: &Settings, phases: &'static Phases) -> Self {
+        Level {
+            set: *set,
+            depth: 0,
+            phases,
+        }
+    }
+
+    /// The recursion level below this one (pDC3's).
+    fn deeper(self) -> Self {
+        Level {
+            depth: self.depth + 1,
+            phases: &dc3::PHASES,
+            ..self
+        }
+    }
+
+    /// Whether a (sub)problem of `n` characters at this level is gathered on pe 0
+    /// ([`Settings::gathers`]). Local.
+    fn gathers(&self, ctx: &Ctx, n: usize) -> bool {
+        self.set.gathers(ctx, n)
+    }
+
+    /// The key ranges this level of `n` characters merges in (fewer at the top of an instance
+    /// whose top holds nothing else: [`Phases::bare_top`]). Local.
+    fn merge_rounds(&self, n: usize) -> usize {
+        self.set.merge_rounds_at(n, self.phases.bare_top)
+    }
+
+    /// The key ranges this level of `n` characters names its samples in. Local.
+    fn name_rounds(&self, n: usize) -> usize {
+        self.set.name_rounds_at(n)
+    }
+}
+
 /// The names an instance gives its phases (kept stable for the phase tables and benchmarks), and
 /// what its top level holds beneath its merge.
 struct Phases {
@@ -301,7 +351,7 @@ struct Phases {
     sort_groups: &'static str,
     /// Whether the instance's top level holds nothing beneath its merge but the text and its
     /// ranks (pDC3's; not DC7's, which finishes pCSS beside pCSS' names): it merges in fewer
-    /// key ranges ([`Ctx::merge_rounds_at`]).
+    /// key ranges ([`Level::merge_rounds`]).
     bare_top: bool,
 }
 
@@ -321,6 +371,7 @@ struct Phases {
 #[must_use]
 fn sample_ranks<C: Cover, I: Index>(
     ctx: &Ctx,
+    lv: Level,
     layout: &Layout,
     smp: &Samples<C>,
     named: Named<I>,
@@ -359,7 +410,7 @@ fn sample_ranks<C: Cover, I: Index>(
     }
     let names = if ranked {
         let tagged = place_names(ctx, smp.m, pairs, I::from_u64);
-        ranks_discarding(ctx, smp, tagged, n, &send).map(Names::Tagged)
+        ranks_discarding(ctx, lv, smp, tagged, n, &send).map(Names::Tagged)
     } else {
         Some(Names::Pairs(pairs))
     };
@@ -380,7 +431,7 @@ fn sample_ranks<C: Cover, I: Index>(
                 })
             })
         };
-        recurse(ctx, smp.m, names, &SaSink::to_hand(&hand));
+        recurse(ctx, lv, smp.m, names, &SaSink::to_hand(&hand));
     }
     rank.into_inner()
 }
@@ -395,7 +446,7 @@ fn sample_ranks<C: Cover, I: Index>(
 /// samples, in the order the recursion gives, take the ranks that no discarded sample took,
 /// smallest first. Hands every rank to `send` as (rank − dummy, sample index). Returns the
 /// string untouched, for the whole recursion, where fewer than
-/// [`Tunables::discard_share`](crate::Tunables) of the samples would go. Collective.
+/// [`DcxOptions::discard_share`](crate::config::DcxOptions) of the samples would go. Collective.
 ///
 /// Communication: one count, the discarded names to the owners of their values (block layout
 /// of 0..=m), the recursion of the m' kept names, and per piece of its suffix array three
@@ -405,6 +456,7 @@ fn sample_ranks<C: Cover, I: Index>(
 /// a bit per value of 0..=m (the free ranks).
 fn ranks_discarding<C: Cover, I: Index>(
     ctx: &Ctx,
+    lv: Level,
     smp: &Samples<C>,
     tagged: Vec<I>,
     n: usize,
@@ -426,7 +478,7 @@ fn ranks_discarding<C: Cover, I: Index>(
     };
     let discarded = (0..tagged.len()).filter(|&j| !kept(&tagged, j)).count() as u64;
     let discarded = comm.all_reduce_sum(discarded);
-    if discarded == 0 || (discarded as f64) < ctx.tune.discard_share * smp.m as f64 {
+    if discarded == 0 || (discarded as f64) < ctx.config.dcx.discard_share * smp.m as f64 {
         return Some(tagged);
     }
     // Values 0..=m: rank 0 is no rank.
@@ -499,6 +551,7 @@ fn ranks_discarding<C: Cover, I: Index>(
     };
     recurse(
         ctx,
+        lv,
         kept.len(),
         Names::Tagged(kept_names),
         &SaSink::to_hand(&hand),
@@ -603,30 +656,31 @@ fn sample_layout<C: Cover>(layout: &Layout) -> Layout {
     )
 }
 
-/// The recursion step: the names go to their places in the recursion string (block layout), and
-/// the string is solved one level deeper by pDC3, its suffix array handed to `sink` as it becomes
+/// The recursion step below `lv`: the names go to their places in the recursion string (block
+/// layout), and the string is solved one level deeper by pDC3, its suffix array handed to `sink` as it becomes
 /// final. The string stays alive under every deeper level, so it is stored in the narrowest
 /// symbol that holds its largest name: a byte up to 256 names (DNA's trigrams), 16 bits up to
 /// 65,535 (English's), else an index width; a forced index width ([`index_width`]) takes that
 /// width instead, so tests reach the wide strings on small inputs. Collective (one reduction for
 /// the largest name).
-fn recurse<I: Index>(ctx: &Ctx, m: usize, names: Names<I>, sink: &SaSink) {
+fn recurse<I: Index>(ctx: &Ctx, lv: Level, m: usize, names: Names<I>, sink: &SaSink) {
     // Names from samples' windows are at most m; prefix names (pCSS' hand-over) up to n.
     let most = match &names {
         Names::Pairs(pairs) => pairs.iter().map(|x| x.a()).max(),
         Names::Tagged(tagged) => tagged.iter().map(|x| x.to_u64() >> 1).max(),
     };
     let largest = ctx.comm.all_reduce_max(most.unwrap_or(0));
-    let forced = ctx.tune.forced_index_width().is_some();
+    let forced = ctx.config.forced_index_width().is_some();
+    let lv = lv.deeper();
     match index_width(ctx, largest) {
         // (With the GPU a level may go whole to the device as integers, not as bytes.)
         _ if !forced && largest <= 256 && ctx.config.backend != crate::Backend::Gpu => {
-            recurse_in::<I, u8>(ctx, m, names, sink)
+            recurse_in::<I, u8>(ctx, lv, m, names, sink)
         }
-        _ if !forced && largest <= u16::MAX as u64 => recurse_in::<I, u16>(ctx, m, names, sink),
-        IndexWidth::W32 => recurse_in::<I, u32>(ctx, m, names, sink),
-        IndexWidth::W40 => recurse_in::<I, U40>(ctx, m, names, sink),
-        IndexWidth::W64 => recurse_in::<I, u64>(ctx, m, names, sink),
+        _ if !forced && largest <= u16::MAX as u64 => recurse_in::<I, u16>(ctx, lv, m, names, sink),
+        IndexWidth::W32 => recurse_in::<I, u32>(ctx, lv, m, names, sink),
+        IndexWidth::W40 => recurse_in::<I, U40>(ctx, lv, m, names, sink),
+        IndexWidth::W64 => recurse_in::<I, u64>(ctx, lv, m, names, sink),
     }
 }
 
@@ -651,8 +705,8 @@ fn place_names<I: Index, T: Pod + Send + Sync>(
     })
 }
 
-/// [`recurse`] with the recursion string in symbols `N`.
-fn recurse_in<I: Index, N: Symbol>(ctx: &Ctx, m: usize, names: Names<I>, sink: &SaSink) {
+/// [`recurse`] with the recursion string in symbols `N`, solved as level `lv`.
+fn recurse_in<I: Index, N: Symbol>(ctx: &Ctx, lv: Level, m: usize, names: Names<I>, sink: &SaSink) {
     let comm = &ctx.comm;
     let rl = Layout::block(m, comm.size());
     let r_text: Vec<N> = match names {
@@ -661,7 +715,7 @@ fn recurse_in<I: Index, N: Symbol>(ctx: &Ctx, m: usize, names: Names<I>, sink: &
             .map(|x| N::of_val(x.to_u64() >> 1))
             .collect(),
     };
-    ctx.deeper(|| dc3::level_to(ctx, &r_text, &rl, sink));
+    ctx.deeper(|| dc3::level_to(ctx, lv, &r_text, &rl, sink));
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use rayon::prelude::*;
 
 use super::cover::Cover;
-use super::{Phases, Samples};
+use super::{Level, Samples};
 use crate::dist::{
     build_by_kind, name_round, rank_round, sort_in_rounds, Layout, Pair, Ranges, RoundBounds,
     Select, SortKey,
@@ -107,10 +107,10 @@ impl<I: Index> Named<I> {
 }
 
 /// Step 1 for sample keys: sorts them and names them, in the key ranges of a level of `n`
-/// characters ([`Ctx::name_rounds_at`]) one after the other ([`sort_in_rounds`]: the round of
+/// characters ([`Level::name_rounds`]) one after the other ([`sort_in_rounds`]: the round of
 /// every sample is found once, then each range's keys are made from the text again, sorted,
 /// named and freed; a window whose samples straddle two ranges keeps one name, [`name_round`]).
-/// Where a level may discard ([`Tunables::discard_share`](crate::Tunables) at most 1, and
+/// Where a level may discard ([`DcxOptions::discard_share`](crate::config::DcxOptions) at most 1, and
 /// twice the names fit `I`) the names are ranked and tagged ([`rank_round`], [`Named`]),
 /// otherwise plain. Collective.
 ///
@@ -123,11 +123,12 @@ pub(super) fn name_samples<C: Cover, K: SampleKey, I: Index>(
     smp: &Samples<C>,
     source: SampleSource<K, impl Fn(usize) -> K + Sync>,
     bi: u32,
-    phases: &Phases,
+    lv: Level,
 ) -> Named<I> {
     let comm = &ctx.comm;
-    let rounds = ctx.name_rounds_at(n);
-    let ranked = ctx.tune.discard_share <= 1.0 && 2 * smp.m as u64 + 3 <= I::MAX;
+    let phases = lv.phases;
+    let rounds = lv.name_rounds(n);
+    let ranked = ctx.config.dcx.discard_share <= 1.0 && 2 * smp.m as u64 + 3 <= I::MAX;
     let round_of = std::cell::RefCell::new((Vec::new(), None));
     let mut pairs: Vec<[I; 2]> = Vec::new();
     let (mut distinct, mut last) = (0u64, 0u64);
@@ -205,9 +206,10 @@ pub(super) fn name_by_codes<C: Cover, I: Index>(
     smp: &Samples<C>,
     bits: u32,
     code: impl Fn(usize) -> u64 + Sync,
-    phases: &Phases,
+    lv: Level,
 ) -> Named<I> {
     debug_assert!(bits <= CODE_BITS);
+    let phases = lv.phases;
     let comm = &ctx.comm;
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
