@@ -461,7 +461,7 @@ fn chunked_all_to_all() {
     jobs_in_process(&[1, 2, 3, 4], &inputs, |_, _, _| {
         let mut builds = Vec::new();
         for algo in [Algo::Dc3, Algo::Css] {
-            let chunked = |c: &mut psa::Config| c.mpi_max_count = 7;
+            let chunked = |c: &mut psa::Config| c.comm.mpi_max_count = 7;
             builds.push(
                 Build::new(
                     format!("{algo:?}, --mpi-max-count 7 --base-case 4 --check"),
@@ -495,9 +495,9 @@ fn exchanges_in_rounds(algo: Algo) {
             "--exchange-round-bytes 4096"
         };
         let build = Build::new(format!("{algo:?}, {label}"), algo, |c| {
-            c.round_bytes = Some(4096);
+            c.comm.round_bytes = Some(4096);
             if chunked {
-                c.mpi_max_count = 7;
+                c.comm.mpi_max_count = 7;
             }
         });
         vec![build.deep(4)]
@@ -572,10 +572,10 @@ fn css_sorts_in_rounds(rounds: usize, predict: bool, handover: Option<f64>) {
     }
     jobs_in_process(PES, &table_inputs(), |_, _, _| {
         let build = Build::new(&label, Algo::Css, |c| {
-            c.tune.sort_rounds = rounds;
-            c.tune.css_predict = predict;
+            c.css.sort_rounds = rounds;
+            c.css.predict = predict;
             if let Some(h) = handover {
-                c.tune.css_handover = h;
+                c.css.handover = h;
             }
         });
         vec![build.deep(4)]
@@ -638,16 +638,15 @@ fn sa_written_as_it_becomes_final() {
                     if wide { " --name-by-sort" } else { "" },
                 );
                 let mut build = Build::new(label, algo, |c| {
-                    c.round_bytes = Some(256);
-                    let t = &mut c.tune;
-                    t.merge_rounds = 9;
-                    t.sort_rounds = 5;
-                    t.index_width = Some(bits);
-                    t.css_predict = false;
-                    t.css_handover = 0.2;
-                    t.css_finish_dc3 = finish_dc3;
+                    c.comm.round_bytes = Some(256);
+                    c.dcx.merge_rounds = 9;
+                    c.css.sort_rounds = 5;
+                    c.index_width = Some(bits);
+                    c.css.predict = false;
+                    c.css.handover = 0.2;
+                    c.css.finish_dc3 = finish_dc3;
                     // pDC3's samples named by their sort on small alphabets too.
-                    t.name_by_sort = wide;
+                    c.dcx.name_by_sort = wide;
                 })
                 .deep(64);
                 build.width = Width::Fixed(width);
@@ -683,8 +682,8 @@ fn wide_record_paths() {
                 ("--index-bits 40", Some(IndexWidth::W40), false),
             ] {
                 let wide = |c: &mut psa::Config| {
-                    c.tune.index_width = bits;
-                    c.tune.force_wide = force_wide;
+                    c.index_width = bits;
+                    c.force_wide = force_wide;
                 };
                 let deep = Build::new(
                     format!("{algo:?}, {switch} --base-case 4 --check"),
@@ -719,25 +718,25 @@ fn css_finishes_without_prediction() {
         ("dna_20000", gen::dna(16, 20_000)),
         ("a_n_1000", gen::a_n(1000)),
     ];
-    type Edit = fn(&mut psa::Tunables);
+    type Edit = fn(&mut psa::CssOptions);
     let switches: [(&str, Edit); 4] = [
-        ("--no-css-predict", |t| t.css_predict = false),
+        ("--no-css-predict", |t| t.predict = false),
         ("--no-css-predict --css-finish dc3", |t| {
-            t.css_predict = false;
-            t.css_finish_dc3 = true;
+            t.predict = false;
+            t.finish_dc3 = true;
         }),
         ("--no-css-predict --css-handover 2", |t| {
-            t.css_predict = false;
-            t.css_handover = 2.0;
+            t.predict = false;
+            t.handover = 2.0;
         }),
-        ("--css-predicted dc3", |t| t.css_predicted = Predicted::Dc3),
+        ("--css-predicted dc3", |t| t.predicted = Predicted::Dc3),
     ];
     jobs_in_process(PES, &inputs, |_, _, _| {
         let build = |(label, edit): (&str, Edit)| {
             Build::new(
                 format!("css, {label} --base-case 4 --check"),
                 Algo::Css,
-                |c| edit(&mut c.tune),
+                |c| edit(&mut c.css),
             )
             .deep(4)
         };

@@ -23,7 +23,7 @@ fn leanest(n: usize, p: usize, algo: Algo, sort_rounds: usize) -> u64 {
         plan_algo: false,
         ..Config::default()
     };
-    config.tune.sort_rounds = sort_rounds;
+    config.css.sort_rounds = sort_rounds;
     let shape = Shape {
         n,
         pes: p,

@@ -27,9 +27,9 @@ fn checker_accepts_right_rejects_wrong() {
             (Some(40), None, true),
         ] {
             let ctx = ctx_with(Algo::Dc3, 1 << 20, |c| {
-                c.round_bytes = round_bytes;
-                c.tune.index_width = width;
-                c.tune.force_wide = force_wide;
+                c.comm.round_bytes = round_bytes;
+                c.index_width = width;
+                c.force_wide = force_wide;
             });
             check_the_checker(&ctx, comm);
         }
@@ -308,7 +308,7 @@ fn hard_inputs() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 /// The records of every algorithm in every index width on the hard inputs: 32 bits (what these
-/// texts get by default), 40 and 64 forced (`Tunables::index_width`), and 64 with the paths of
+/// texts get by default), 40 and 64 forced (`Config::index_width`), and 64 with the paths of
 /// huge names (`force_wide`: triples field by field, comparison sorts). Each through pDC3, DC7 from
 /// the text, pCSS handing over to both (DC7 when its sample predicts it, DC7 and DC3 from the
 /// prefix names), and pCSS' own records (names, depths, unresolved suffixes, refinement keys)
@@ -333,11 +333,11 @@ fn index_widths_on_hard_inputs() {
             let layout = Layout::block(text.len(), p);
             let (lo, hi) = (layout.start(me), layout.end(me));
             for (wname, width, force_wide) in widths {
-                let tuned = |algo, edit: fn(&mut psa::Tunables)| {
+                let tuned = |algo, edit: fn(&mut psa::CssOptions)| {
                     ctx_with(algo, 4, |c| {
-                        c.tune.index_width = width;
-                        c.tune.force_wide = force_wide;
-                        edit(&mut c.tune);
+                        c.index_width = width;
+                        c.force_wide = force_wide;
+                        edit(&mut c.css);
                     })
                 };
                 // pCSS hands over on the inputs that its first sort leaves unresolved (Fibonacci,
@@ -349,31 +349,31 @@ fn index_widths_on_hard_inputs() {
                         tuned(Algo::Css, |_| {}),
                     ),
                     ("css, DC7 from names after the first sort when predicted", {
-                        tuned(Algo::Css, |t| t.css_predicted = Predicted::SortThenDc7)
+                        tuned(Algo::Css, |t| t.predicted = Predicted::SortThenDc7)
                     }),
                     ("css, DC7 from names", {
                         tuned(Algo::Css, |t| {
-                            t.css_predict = false;
-                            t.css_handover = 0.0;
+                            t.predict = false;
+                            t.handover = 0.0;
                         })
                     }),
                     ("css, DC3 from names", {
                         tuned(Algo::Css, |t| {
-                            t.css_predict = false;
-                            t.css_handover = 0.0;
-                            t.css_finish_dc3 = true;
+                            t.predict = false;
+                            t.handover = 0.0;
+                            t.finish_dc3 = true;
                         })
                     }),
                     ("css, doubling to the end", {
                         tuned(Algo::Css, |t| {
-                            t.css_predict = false;
-                            t.css_handover = 2.0;
+                            t.predict = false;
+                            t.handover = 2.0;
                         })
                     }),
                     ("css, doubling to the end in 3 key ranges", {
                         tuned(Algo::Css, |t| {
-                            t.css_predict = false;
-                            t.css_handover = 2.0;
+                            t.predict = false;
+                            t.handover = 2.0;
                             t.sort_rounds = 3;
                         })
                     }),
@@ -396,7 +396,7 @@ fn index_widths_on_hard_inputs() {
     });
 }
 
-/// The difference covers' merge in key ranges (`Tunables::merge_rounds`, as a memory budget
+/// The difference covers' merge in key ranges (`DcxOptions::merge_rounds`, as a memory budget
 /// makes it run) on the hard inputs: 2 ranges in 32-bit records and 7 in 40-bit ones through
 /// pDC3, DC7 from the text, and pCSS handing over to DC7 (from the text when predicted, from the
 /// prefix names after its first sort), with base case 4 (the recursion levels merge in ranges
@@ -426,11 +426,11 @@ fn merge_rounds_on_hard_inputs() {
             let layout = Layout::block(text.len(), p);
             let (lo, hi) = (layout.start(me), layout.end(me));
             for (wname, width, rounds, base, with_css) in settings {
-                let tuned = |algo, edit: fn(&mut psa::Tunables)| {
+                let tuned = |algo, edit: fn(&mut psa::CssOptions)| {
                     ctx_with(algo, base, |c| {
-                        c.tune.index_width = Some(width);
-                        c.tune.merge_rounds = rounds;
-                        edit(&mut c.tune);
+                        c.index_width = Some(width);
+                        c.dcx.merge_rounds = rounds;
+                        edit(&mut c.css);
                     })
                 };
                 let mut runs: Vec<(&str, psa::Ctx)> = vec![("dc3", tuned(Algo::Dc3, |_| {}))];
@@ -441,7 +441,7 @@ fn merge_rounds_on_hard_inputs() {
                     ));
                     runs.push((
                         "css, DC7 from names after the first sort when predicted",
-                        tuned(Algo::Css, |t| t.css_predicted = Predicted::SortThenDc7),
+                        tuned(Algo::Css, |t| t.predicted = Predicted::SortThenDc7),
                     ));
                 }
                 let case = |algo: &str| {
@@ -486,8 +486,8 @@ fn merge_rounds_balance_a_text_of_period_3() {
         for width in [IndexWidth::W32, IndexWidth::W40] {
             let ctx = |algo| {
                 ctx_with(algo, 1000, |c| {
-                    c.tune.index_width = Some(width);
-                    c.tune.merge_rounds = 8;
+                    c.index_width = Some(width);
+                    c.dcx.merge_rounds = 8;
                 })
             };
             let case = format!("(abc)^40000 at p = {p}, {width:?}, 8 merge rounds");
@@ -509,7 +509,7 @@ fn merge_rounds_balance_a_text_of_period_3() {
     });
 }
 
-/// Discarding (`Tunables::discard_share`): with the samples named by their sort on every level
+/// Discarding (`DcxOptions::discard_share`): with the samples named by their sort on every level
 /// (`name_by_sort`), samples with a window of their own leave the recursion whenever there is
 /// one (share 0), or never (share 2: plain names), on the hard inputs through pDC3 and DC7 from
 /// the text, in 32- and 40-bit records, in one key range and in three, with base case 4 (the
@@ -533,10 +533,10 @@ fn discarding_on_hard_inputs() {
             let (lo, hi) = (layout.start(me), layout.end(me));
             for (share, width, rounds) in settings {
                 let ctx = ctx_with(Algo::Dc3, 4, |c| {
-                    c.tune.index_width = Some(width);
-                    c.tune.merge_rounds = rounds;
-                    c.tune.name_by_sort = true;
-                    c.tune.discard_share = share;
+                    c.index_width = Some(width);
+                    c.dcx.merge_rounds = rounds;
+                    c.dcx.name_by_sort = true;
+                    c.dcx.discard_share = share;
                 });
                 let case = format!(
                     "{name} (n = {}), discard share {share}, {width:?}, {rounds} merge rounds",

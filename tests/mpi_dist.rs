@@ -569,7 +569,7 @@ fn sample_sort_keys_and_shapes() {
 #[test]
 fn sample_sort_max_count_7() {
     mpi_test(|_| {
-        let ctx = ctx_with(Algo::Dc3, 1 << 20, |c| c.mpi_max_count = 7);
+        let ctx = ctx_with(Algo::Dc3, 1 << 20, |c| c.comm.mpi_max_count = 7);
         check_sample_sort(&ctx, "sample_sort (max count 7)");
     });
 }

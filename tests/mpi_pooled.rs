@@ -189,9 +189,9 @@ fn check_pooled(world: &Comm, fail: PoolFail) {
             ctx_with(algo, base, |c| {
                 c.backend = Backend::Gpu;
                 if let Some(k) = piece {
-                    c.tune.pool_piece = k;
+                    c.gpu.pool_piece = k;
                     if level == 1 {
-                        c.tune.index_width = Some(psa::IndexWidth::W40);
+                        c.index_width = Some(psa::IndexWidth::W40);
                     }
                 }
             })
