@@ -33,8 +33,8 @@ pub struct Ctx {
     pub comm: Comm,
     /// The local sort backend ([`local::cpu::CpuSort`] unless replaced, see [`crate::backend_for`]).
     pub sorter: Box<dyn LocalSort>,
-    /// The settings, with `threads` resolved (never 0); never changed after [`Ctx::new`] (a
-    /// build's plan travels beside it, see [`Settings`]).
+    /// The settings, with `threads` resolved (never 0); no run changes them (a build's plan
+    /// travels beside them, see [`Settings`]).
     pub config: Config,
     /// The phases recorded so far.
     pub log: PhaseLog,
