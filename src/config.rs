@@ -615,7 +615,12 @@ mod tests {
             .collect();
         assert_eq!(
             changed,
-            ["algo", "exchange_round_bytes", "sort_rounds", "merge_rounds"]
+            [
+                "algo",
+                "exchange_round_bytes",
+                "sort_rounds",
+                "merge_rounds"
+            ]
         );
         assert!(c.to_json().contains("\"sort_rounds\": 2,"));
         assert!(c.to_json_with(&k).contains("\"algo\": \"dc3\","));

@@ -261,7 +261,12 @@ pub(crate) struct Settings {
 impl Settings {
     /// The setting of a build with `knobs` of the text each pe holds `local` characters of.
     /// Collective (one reduction, one all-gather of the lengths by the layout).
-    pub(crate) fn of_text(ctx: &Ctx, knobs: Knobs, layout: &crate::dist::Layout, local: usize) -> Self {
+    pub(crate) fn of_text(
+        ctx: &Ctx,
+        knobs: Knobs,
+        layout: &crate::dist::Layout,
+        local: usize,
+    ) -> Self {
         Settings {
             knobs,
             n: layout.len(),

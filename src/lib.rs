@@ -64,7 +64,7 @@ pub use algo::check::check;
 pub use algo::lcp::lcp;
 pub use algo::sink::SaSource;
 pub use config::{
-    AllocOptions, Algo, Backend, CommOptions, Config, CssOptions, DcxOptions, GpuOptions, Knobs,
+    Algo, AllocOptions, Backend, CommOptions, Config, CssOptions, DcxOptions, GpuOptions, Knobs,
     LcpOptions, PinMethod, Predicted,
 };
 pub use ctx::Ctx;

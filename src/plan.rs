@@ -18,8 +18,8 @@
 //! beside the measured peak and their ratio, so the model can be checked on every run.
 
 use crate::config::json_str;
-use crate::config::{Algo, Config};
 pub use crate::config::Knobs;
+use crate::config::{Algo, Config};
 use crate::error::{Error, Result};
 use crate::index::IndexWidth;
 

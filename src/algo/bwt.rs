@@ -64,7 +64,12 @@ fn bwt_here(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -> Result<Bwt
     // Queries: T[SA[i] − 1] for every entry but suffix 0's, in SA order; pe 0 first asks T[n−1].
     // In pieces of at most `piece` queries per pe, so that the requests (8 bytes each, a few
     // copies inside `fetch`) stay small beside the SA and the BWT itself.
-    let piece = ctx.config.lcp.request_piece.min((len / 32).max(1 << 13)).max(2);
+    let piece = ctx
+        .config
+        .lcp
+        .request_piece
+        .min((len / 32).max(1 << 13))
+        .max(2);
     let pieces = comm.all_reduce_max(len.div_ceil(piece) as u64) as usize;
     let mut bytes: Vec<u8> = Vec::with_capacity(len + 1);
     // r0: the rank of suffix 0, found by the pe that holds it.

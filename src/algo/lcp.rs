@@ -325,7 +325,11 @@ pub fn lcp(ctx: &Ctx, text: &[u8], sa: Vec<u64>, layout: &Layout) -> Result<Vec<
 /// Queries a pe sends in one request round: `request_piece`, at most 1/32 of the block (at
 /// least 2^13), so that the rounds' buffers stay small beside the per-character arrays.
 fn piece_len(ctx: &Ctx, block: usize) -> usize {
-    ctx.config.lcp.request_piece.min((block / 32).max(1 << 13)).max(2)
+    ctx.config
+        .lcp
+        .request_piece
+        .min((block / 32).max(1 << 13))
+        .max(2)
 }
 
 /// The sample step of the search's first level: `lcp_sample`, or [`AUTO_SAMPLE`]; a power of

@@ -168,15 +168,21 @@ impl Built<'_> {
         {
             let front: &mut [u32] = &mut bytemuck::cast_slice_mut(&mut sa[..])[..len];
             let (session, pieces) = (&mut self.session, self.pieces.as_deref_mut());
-            comm.stream_from_root(front, root, ctx.config.gpu.pool_piece, pieces, |dst, off, out| {
-                if let (None, Some(s)) = (&failed, session.as_mut()) {
-                    failed = s.download(layout.start(dst) + off, out).err();
-                }
-                if failed.is_some() {
-                    // Never leave a piece half written (all is discarded after the agreement).
-                    out.fill(0);
-                }
-            });
+            comm.stream_from_root(
+                front,
+                root,
+                ctx.config.gpu.pool_piece,
+                pieces,
+                |dst, off, out| {
+                    if let (None, Some(s)) = (&failed, session.as_mut()) {
+                        failed = s.download(layout.start(dst) + off, out).err();
+                    }
+                    if failed.is_some() {
+                        // Never leave a piece half written (all is discarded after the agreement).
+                        out.fill(0);
+                    }
+                },
+            );
             // SAFETY: `sa` holds len u64, and its first len u32 slots are initialised.
             unsafe { widen_in_place(sa.as_mut_ptr(), len) };
         }

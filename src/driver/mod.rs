@@ -15,10 +15,10 @@ mod report;
 use std::path::Path;
 use std::time::Instant;
 
+use crate::config::Knobs;
 use crate::dist::Layout;
 use crate::error::{Error, Result};
 use crate::io::seq::{self, Format, InputFile, Record};
-use crate::config::Knobs;
 use crate::plan::{self, Plan, Shape};
 use crate::{algo, entry, Ctx, SaSource};
 use files::{write_text, EarlyFiles, Files};
@@ -37,8 +37,9 @@ pub use report::{report_json, report_table};
 /// exchange rounds, the key ranges — the job then runs with, or which refuses a run that cannot
 /// fit [`crate::Config::mem_per_pe`]) and the output (created now, its space reserved, every pe
 /// opening it), so a doomed run fails in seconds, not after the build. The context's
-/// configuration is not changed: the plan travels with the job. Sequence input is parsed and counted first ([`seq::scan`]);
-/// its plan and output follow, before its characters move to T's layout.
+/// configuration is not changed: the plan travels with the job. Sequence input is parsed and
+/// counted first ([`seq::scan`]); its plan and output follow, before its characters move to T's
+/// layout.
 ///
 /// The phases' peak memory is sampled by one thread (see [`crate::stats`]) that runs from the
 /// start of the job to its end.
@@ -198,16 +199,13 @@ fn read(
 /// Into a regular file the build writes the suffix array itself as it becomes final (no pe
 /// holds it); the checker, the BWT and the LCP array read it back from there. A device, a FIFO
 /// or `--no-sa` keeps each pe's part in memory (written after the check).
-fn build(
-    ctx: &Ctx,
-    run: &Run<'_>,
-    files: &Files,
-    text: Vec<u8>,
-    layout: &Layout,
-) -> Result<Built> {
+fn build(ctx: &Ctx, run: &Run<'_>, files: &Files, text: Vec<u8>, layout: &Layout) -> Result<Built> {
     let comm = &ctx.comm;
     let out = files.sa.as_ref();
-    let entry::Built { mut sa, refine_rounds } = entry::build(ctx, run.plan.knobs, &text, out)?;
+    let entry::Built {
+        mut sa,
+        refine_rounds,
+    } = entry::build(ctx, run.plan.knobs, &text, out)?;
     // Without an output the suffix array is held.
     let source = match (&sa, out) {
         (None, Some(out)) => Some(SaSource::File(out)),

@@ -111,7 +111,6 @@ pub fn report_table(r: &Report) -> String {
     s
 }
 
-
 /// A path as JSON: a string, or null for none.
 fn path_json(p: Option<&PathBuf>) -> String {
     p.map_or("null".into(), |p| json_str(&p.display().to_string()))

@@ -24,8 +24,8 @@
 //!    layout (a recursion level only needs each entry's global index).
 //!
 //! A (sub)problem of at most `config.base_case` characters — a recursion level also at most half
-//! the text's largest block (`ctx::Settings::gathers`) — is gathered on pe 0 and solved by libsais (see
-//! [`super::super::seq`]); larger ones recurse in parallel, so no pe ever holds much more than
+//! the text's largest block (`ctx::Settings::gathers`) — is gathered on pe 0 and solved by
+//! libsais (see [`super::super::seq`]); larger ones recurse in parallel, so no pe ever holds much more than
 //! its share of any level.
 //!
 //! Memory per level (records per pe ≈ n/p): triples 8–32 B each, merge records 16 B each where
@@ -73,9 +73,9 @@ pub fn dc3(
 }
 
 /// One DC3 level (`lv`) on a text of `layout.len()` characters, also the skeleton's recursion
-/// (for DC7 too). Its suffix array goes to `sink` as it becomes final (None: written to the file at level
-/// 0, or handed to the level above), or with a sink that holds is returned sorted across pes but
-/// not rebalanced (the caller decides whether it needs the input's layout).
+/// (for DC7 too). Its suffix array goes to `sink` as it becomes final (None: written to the file
+/// at level 0, or handed to the level above), or with a sink that holds is returned sorted across
+/// pes but not rebalanced (the caller decides whether it needs the input's layout).
 pub(super) fn level_to<C: Symbol>(
     ctx: &Ctx,
     lv: Level,

@@ -34,8 +34,7 @@ use super::cover::{Cover, Dc7};
 use super::merge::{merge, radix_sort_group, sort_group, Head, Name, Rec};
 use super::{
     bits, index_width, map_maybe_par, name_pairs, name_samples, sample_ranks, Chars, Level, Named,
-    Phases,
-    SampleKey, SampleSource, Samples, SortedPart,
+    Phases, SampleKey, SampleSource, Samples, SortedPart,
 };
 use crate::algo::sink::SaSink;
 use crate::ctx::Settings;

@@ -67,13 +67,13 @@ use rayon::prelude::*;
 
 use super::pieces;
 use super::sink::SaSink;
+use crate::ctx::Settings;
 use crate::dist::{
     exchange, last_of_left, rebalance, right_halo, send_to_owners_in_pieces, Layout, Pair,
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
 use crate::util::{bits, parallel, CHUNK};
-use crate::ctx::Settings;
 use crate::Ctx;
 use cover::Cover;
 use names::{name_by_codes, name_pairs, name_samples, Named, SampleKey, SampleSource, CODE_BITS};
@@ -657,8 +657,8 @@ fn sample_layout<C: Cover>(layout: &Layout) -> Layout {
 }
 
 /// The recursion step below `lv`: the names go to their places in the recursion string (block
-/// layout), and the string is solved one level deeper by pDC3, its suffix array handed to `sink` as it becomes
-/// final. The string stays alive under every deeper level, so it is stored in the narrowest
+/// layout), and the string is solved one level deeper by pDC3, its suffix array handed to `sink`
+/// as it becomes final. The string stays alive under every deeper level, so it is stored in the narrowest
 /// symbol that holds its largest name: a byte up to 256 names (DNA's trigrams), 16 bits up to
 /// 65,535 (English's), else an index width; a forced index width ([`index_width`]) takes that
 /// width instead, so tests reach the wide strings on small inputs. Collective (one reduction for

@@ -110,8 +110,8 @@ impl<I: Index> Named<I> {
 /// characters ([`Level::name_rounds`]) one after the other ([`sort_in_rounds`]: the round of
 /// every sample is found once, then each range's keys are made from the text again, sorted,
 /// named and freed; a window whose samples straddle two ranges keeps one name, [`name_round`]).
-/// Where a level may discard ([`DcxOptions::discard_share`](crate::config::DcxOptions) at most 1, and
-/// twice the names fit `I`) the names are ranked and tagged ([`rank_round`], [`Named`]),
+/// Where a level may discard ([`DcxOptions::discard_share`](crate::config::DcxOptions) at most
+/// 1, and twice the names fit `I`) the names are ranked and tagged ([`rank_round`], [`Named`]),
 /// otherwise plain. Collective.
 ///
 /// Memory: one range's keys (two copies during its exchange), the pairs named so far (two
