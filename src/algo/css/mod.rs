@@ -185,6 +185,8 @@ impl Run<'_> {
         let decided = predicted
             .and_then(|(shared, k)| hand_over(ctx, n, Progress::Predicted { shared, k }, knobs));
         if let Some(build) = decided.and_then(HandOver::whole) {
+            // The difference cover makes its own records: the keys go first.
+            drop((keys, held));
             ctx.log.refine_rounds.set(0);
             return build(ctx, text, layout, sink);
         }
