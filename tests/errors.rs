@@ -1072,6 +1072,57 @@ fn a_full_file_system_is_found_before_the_build() {
     }
 }
 
+/// The records table and the metadata get their room before the build, as the SA does (T10):
+/// an index of many long-named records whose SA fits a small file system but whose side files do
+/// not fails before the input is read, leaving nothing there.
+#[test]
+fn no_room_for_the_index_files_is_found_before_the_build() {
+    let dir = TempDir::new("disk_full_side");
+    let mut fa = Vec::new();
+    for k in 0..20_000 {
+        fa.extend_from_slice(format!(">{k:0>150}\nACGTACGTAC\n").as_bytes());
+    }
+    dir.write("in.fa", &fa);
+    let small = dir.join("small");
+    fs::create_dir(&small).unwrap();
+    let mnt = small.to_string_lossy().into_owned();
+    if !can(&format!("mount -t tmpfs -o size=2m tmpfs '{mnt}'")) {
+        eprintln!("no_room_for_the_index_files_is_found_before_the_build: SKIPPED: cannot mount a small tmpfs here (needs root)");
+        return;
+    }
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    // 220,000 characters: 880 KB of SA and 220 KB of text fit in 2 MiB; the records table's
+    // 3.3 MB and the metadata's do not.
+    for p in [1, 3] {
+        let o = run_psa(p, ["-o", "small/out.sa", "in.fa"], dir.path());
+        o.assert_error(5, "cannot reserve", &format!("p = {p}"));
+        assert!(o.stderr.contains("No space left"), "p = {p}: {}", o.describe());
+        assert!(failed_before_reading(&o), "p = {p}: {}", o.describe());
+        assert_eq!(
+            fs::read_dir(&small).unwrap().count(),
+            0,
+            "p = {p}: files left in the full file system"
+        );
+    }
+    // With room, the reservation's rest is given back: the files are as long as their content.
+    let o = run_psa(3, ["-o", "out.sa", "in.fa"], dir.path());
+    assert!(o.success(), "{}", o.describe());
+    let table = fs::read(dir.join("out.sa.records.tsv")).unwrap();
+    assert!(table.ends_with(b"\t219989\t10\n"), "{:?}", &table[table.len() - 40..]);
+    let q = Command::new(PSA)
+        .args(["query", "out.sa", "ACGTACGTAC"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(q.stdout, b"ACGTACGTAC\t20000\n", "{q:?}");
+}
+
 #[test]
 fn an_output_directory_one_pe_cannot_see_is_found_before_the_build() {
     let dir = TempDir::new("node_local");
