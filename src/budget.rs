@@ -89,8 +89,11 @@ fn slurm_grant(
     }
     let node = env_value(var, "SLURM_MEM_PER_NODE", size, megabytes, warnings)?;
     let pes = local_pes.max(1);
-    Some((node / pes as u64, format!("SLURM_MEM_PER_NODE / {pes} pe(s) on the node")))
-        .filter(|_| node > 0)
+    Some((
+        node / pes as u64,
+        format!("SLURM_MEM_PER_NODE / {pes} pe(s) on the node"),
+    ))
+    .filter(|_| node > 0)
 }
 
 /// Memory a pe of this node may count on: the node's available memory (MemAvailable) or its

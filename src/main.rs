@@ -86,9 +86,14 @@ fn print_clap(e: &clap::Error) {
 fn launcher_rank(warnings: &mut Vec<String>) -> Option<usize> {
     let var = |v: &str| std::env::var(v).ok();
     let what = ("a whole number", "not taken as this process's rank");
-    ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"]
-        .iter()
-        .find_map(|v| budget::env_value(&var, v, what, |r| r.parse().ok(), warnings))
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| budget::env_value(&var, v, what, |r| r.parse().ok(), warnings))
 }
 
 /// Where compiled GPU kernels are kept by default: `$XDG_CACHE_HOME/psa`, else `~/.cache/psa`.

@@ -1102,7 +1102,11 @@ fn no_room_for_the_index_files_is_found_before_the_build() {
     for p in [1, 3] {
         let o = run_psa(p, ["-o", "small/out.sa", "in.fa"], dir.path());
         o.assert_error(5, "cannot reserve", &format!("p = {p}"));
-        assert!(o.stderr.contains("No space left"), "p = {p}: {}", o.describe());
+        assert!(
+            o.stderr.contains("No space left"),
+            "p = {p}: {}",
+            o.describe()
+        );
         assert!(failed_before_reading(&o), "p = {p}: {}", o.describe());
         assert_eq!(
             fs::read_dir(&small).unwrap().count(),
@@ -1114,7 +1118,11 @@ fn no_room_for_the_index_files_is_found_before_the_build() {
     let o = run_psa(3, ["-o", "out.sa", "in.fa"], dir.path());
     assert!(o.success(), "{}", o.describe());
     let table = fs::read(dir.join("out.sa.records.tsv")).unwrap();
-    assert!(table.ends_with(b"\t219989\t10\n"), "{:?}", &table[table.len() - 40..]);
+    assert!(
+        table.ends_with(b"\t219989\t10\n"),
+        "{:?}",
+        &table[table.len() - 40..]
+    );
     let q = Command::new(PSA)
         .args(["query", "out.sa", "ACGTACGTAC"])
         .current_dir(dir.path())
@@ -1415,9 +1423,18 @@ fn error_lines_are_whole_and_printed_once() {
             let mut c = match traced {
                 true => {
                     let mut c = mpirun(p, "strace");
-                    c.args(["-qq", "-f", "-ff", "-e", "trace=write", "-s", "100000", "-o"])
-                        .arg(trace.join("w"))
-                        .arg(PSA);
+                    c.args([
+                        "-qq",
+                        "-f",
+                        "-ff",
+                        "-e",
+                        "trace=write",
+                        "-s",
+                        "100000",
+                        "-o",
+                    ])
+                    .arg(trace.join("w"))
+                    .arg(PSA);
                     c
                 }
                 false => mpirun(p, PSA),
@@ -1488,7 +1505,8 @@ fn garbage_in_slurm_variables_is_named_and_ignored() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("SLURM_PROCID='zero' is not a whole number: ignored") && err.contains("unexpected argument"),
+        err.contains("SLURM_PROCID='zero' is not a whole number: ignored")
+            && err.contains("unexpected argument"),
         "{err}"
     );
 }

@@ -404,7 +404,13 @@ fn names_are_kept_byte_for_byte() {
             .current_dir(dir.path())
             .output()
             .unwrap();
-        let want = [&b"ACGTG\t2\n"[..], b"ACGTG\t", &long, b"\t0\nACGTG\tplain\t0\n"].concat();
+        let want = [
+            &b"ACGTG\t2\n"[..],
+            b"ACGTG\t",
+            &long,
+            b"\t0\nACGTG\tplain\t0\n",
+        ]
+        .concat();
         let mut got: Vec<&[u8]> = o.stdout.split_inclusive(|&b| b == b'\n').collect();
         got[1..].sort();
         let mut want: Vec<&[u8]> = want.split_inclusive(|&b| b == b'\n').collect();
@@ -419,7 +425,9 @@ fn names_are_kept_byte_for_byte() {
         assert!(out.contains("\"record\": \"r\u{fffd}\u{fffd}1\""), "{out}");
         // A raw input's path as its name.
         let mut c = common::mpirun(p, PSA);
-        c.args(["-q", "-o", "r.sa"]).arg(raw).current_dir(dir.path());
+        c.args(["-q", "-o", "r.sa"])
+            .arg(raw)
+            .current_dir(dir.path());
         assert!(c.output().unwrap().status.success());
         let got = std::fs::read(dir.join("r.sa.records.tsv")).unwrap();
         assert_eq!(got, table(&[b"raw\xe9.txt"], &[(0, 8)]));
@@ -439,7 +447,11 @@ fn names_are_kept_byte_for_byte() {
         std::fs::write(dir.join(&name), cr).unwrap();
         for p in 1..=6 {
             let o = run_psa(p, ["-o", "cr.sa", &name], dir.path());
-            o.assert_error(3, "a carriage return alone ends a line", &format!("{name} p={p}"));
+            o.assert_error(
+                3,
+                "a carriage return alone ends a line",
+                &format!("{name} p={p}"),
+            );
         }
     }
 }

@@ -245,8 +245,15 @@ fn warn_repeated_names(records: &[Record]) {
 /// for raw input one a file, named by its path. Local; pe 0 holds what they need.
 pub(super) fn side_bytes(comm: &Comm, run: &Run<'_>, scanned: Option<&Scanned<'_>>) -> (u64, u64) {
     use std::os::unix::ffi::OsStrExt;
-    let Some(meta) = index_meta(comm, run.files, run.job, run.n, run.width, run.sequence, &[])
-    else {
+    let Some(meta) = index_meta(
+        comm,
+        run.files,
+        run.job,
+        run.n,
+        run.width,
+        run.sequence,
+        &[],
+    ) else {
         return (0, 0);
     };
     let raw = || {

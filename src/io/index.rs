@@ -317,7 +317,9 @@ impl IndexMeta {
 
     /// The bytes of the records table ([`Self::records_tsv`]) of this index's records.
     fn records_tsv_len(&self) -> u64 {
-        Self::records_tsv_len_of((self.records.iter()).map(|r| (&r.name[..], false, r.start, r.len)))
+        Self::records_tsv_len_of(
+            (self.records.iter()).map(|r| (&r.name[..], false, r.start, r.len)),
+        )
     }
 
     /// The bytes of the records table ([`Self::records_tsv`]) of `rows`: (name, whether `/rc`
@@ -776,7 +778,10 @@ mod tests {
             len: 3,
         };
         let tsv = IndexMeta::records_tsv(std::slice::from_ref(&rec));
-        assert_eq!(tsv, [&b"name\tstart\tlength\n"[..], &name, b"\t0\t3\n"].concat());
+        assert_eq!(
+            tsv,
+            [&b"name\tstart\tlength\n"[..], &name, b"\t0\t3\n"].concat()
+        );
         let mut meta = current();
         meta.records = vec![RecordMeta {
             name: name.clone(),
@@ -825,7 +830,11 @@ mod tests {
         let real = meta.encode().len() as u64;
         assert!(real <= bound && bound <= real + 64, "{real} {bound}");
         // Twins: the name and "/rc".
-        let twins = |twin| records.iter().map(move |r| (&r.name[..], twin, r.start, r.len));
+        let twins = |twin| {
+            records
+                .iter()
+                .map(move |r| (&r.name[..], twin, r.start, r.len))
+        };
         let with_rc: Vec<Record> = (records.iter())
             .map(|r| Record {
                 name: [&r.name[..], b"/rc"].concat(),

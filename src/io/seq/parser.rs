@@ -207,7 +207,8 @@ impl Parser {
             }
             // A carriage return inside a line (not before its '\n'): the lines end in CR alone
             // (classic Mac), which would make the whole file one header.
-            let cr_inside = (seg.iter().position(|&b| b == b'\r')).is_some_and(|k| k + 1 < seg.len());
+            let cr_inside =
+                (seg.iter().position(|&b| b == b'\r')).is_some_and(|k| k + 1 < seg.len());
             if cr_inside || (self.st.cr_last && !seg.is_empty()) {
                 return self.error(
                     "a carriage return alone ends a line here (classic Mac line breaks): convert them first, e.g. tr '\\r' '\\n' < IN > OUT",
@@ -372,9 +373,7 @@ pub(super) fn assemble(frags: Vec<Frag>) -> Vec<(Vec<u8>, u64)> {
             }
         }
     }
-    out.into_iter()
-        .map(|(n, at, _)| (n, at))
-        .collect()
+    out.into_iter().map(|(n, at, _)| (n, at)).collect()
 }
 
 #[cfg(test)]
@@ -437,7 +436,10 @@ mod tests {
         for (bytes, format) in alone {
             for cut in 0..=bytes.len() {
                 let e = parse(bytes, format, cut).unwrap_err();
-                assert!(e.msg.contains("carriage return alone"), "{bytes:?} cut at {cut}: {e:?}");
+                assert!(
+                    e.msg.contains("carriage return alone"),
+                    "{bytes:?} cut at {cut}: {e:?}"
+                );
             }
         }
         for (bytes, format) in [
