@@ -272,7 +272,9 @@ mod tests {
             let b = slurm_grant(&env(vars), 2, &mut warnings);
             (b.map(|b| b.0), warnings)
         };
-        let cases: &[(&[(&str, &str)], Option<u64>, &str)] = &[
+        // The variables set, the budget wanted, the warning's beginning.
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<u64>, &'a str);
+        let cases: &[Case] = &[
             (&[("SLURM_MEM_PER_CPU", "lots")], None, "SLURM_MEM_PER_CPU='lots' is not a memory size"),
             (&[("SLURM_MEM_PER_NODE", "-5")], None, "SLURM_MEM_PER_NODE='-5' is not a memory size"),
             (
