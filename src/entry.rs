@@ -155,10 +155,10 @@ pub fn backend_for(ctx: &Ctx) -> Result<Box<dyn LocalSort>> {
 pub fn abort_on_panic() {
     std::panic::set_hook(Box::new(|info| {
         let Some(rank) = comm::world_rank_if_running() else {
-            eprintln!("psa: internal error: {info}");
+            crate::util::say(&format!("psa: internal error: {info}"));
             return;
         };
-        eprintln!("psa: internal error on pe {rank}: {info}");
+        crate::util::say(&format!("psa: internal error on pe {rank}: {info}"));
         io::remove_partial_now();
         // No collective here: the other pes may be anywhere.
         comm::abort_world(101);

@@ -69,6 +69,7 @@ pub use dist::Layout;
 pub use entry::{abort_on_panic, backend_for, suffix_array, suffix_array_or_write};
 pub use error::{Error, Result};
 pub use index::IndexWidth;
+pub use util::say;
 
 /// Not part of the library's interface: the pieces psa's own integration tests (`tests/`) and
 /// benchmark tools (`examples/sais-baseline.rs`) call directly — the distributed primitives, the

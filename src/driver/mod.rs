@@ -21,6 +21,7 @@ use crate::io::seq::{self, Format, InputFile, Record};
 use crate::plan::{self, Plan, Shape};
 use crate::{algo, suffix_array, suffix_array_or_write, Ctx, SaSource};
 use files::{write_text, EarlyFiles, Files};
+use index_files::side_bytes;
 use job::Run;
 
 pub use job::{Job, Report};
@@ -160,6 +161,9 @@ fn run_here(
     scanned: Option<seq::Scanned<'_>>,
 ) -> Result<Report> {
     let mut files = Files::create(ctx, &run, early)?;
+    if let Some(side) = &files.side {
+        side.reserve(&ctx.comm, side_bytes(&ctx.comm, &run, scanned.as_ref()))?;
+    }
     let seq::Loaded {
         text,
         layout,

@@ -82,8 +82,10 @@ pub struct InputMeta {
 /// One record of T in the index.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct RecordMeta {
-    /// The record's name (a FASTA/FASTQ header's first word, or the file's path for raw input).
-    pub name: String,
+    /// The record's name, its bytes as they are (a FASTA/FASTQ header's first word, or the
+    /// file's path for raw input). Encoded as a string was (format versions 1 to 3 wrote
+    /// strings, whose encoding is that of their bytes).
+    pub name: Vec<u8>,
     /// Its first character's offset in T.
     pub start: u64,
     /// Its characters, without the `$` that ends it.
@@ -303,22 +305,65 @@ impl IndexMeta {
     }
 
     /// `OUT.records.tsv`: a header line, then name, start and length of each record.
+    /// Names are written byte for byte, UTF-8 or not.
     pub fn records_tsv(records: &[Record]) -> Vec<u8> {
-        let mut s = String::from("name\tstart\tlength\n");
+        let mut s = b"name\tstart\tlength\n".to_vec();
         for r in records {
-            s.push_str(&format!("{}\t{}\t{}\n", tsv_field(&r.name), r.start, r.len));
+            s.extend_from_slice(&tsv_field(&r.name));
+            s.extend_from_slice(format!("\t{}\t{}\n", r.start, r.len).as_bytes());
         }
-        s.into_bytes()
+        s
     }
 
     /// The bytes of the records table ([`Self::records_tsv`]) of this index's records.
     fn records_tsv_len(&self) -> u64 {
+        Self::records_tsv_len_of(
+            (self.records.iter()).map(|r| (&r.name[..], false, r.start, r.len)),
+        )
+    }
+
+    /// The bytes of the records table ([`Self::records_tsv`]) of `rows`: (name, whether `/rc`
+    /// follows it, start, length).
+    pub fn records_tsv_len_of<'a>(rows: impl Iterator<Item = Row<'a>>) -> u64 {
         let digits = |x: u64| x.checked_ilog10().unwrap_or(0) as u64 + 1;
-        let rows = self
-            .records
-            .iter()
-            .map(|r| tsv_field(&r.name).len() as u64 + digits(r.start) + digits(r.len) + 3);
+        let rows = rows.map(|(name, twin, start, len)| {
+            tsv_field(name).len() as u64 + 3 * twin as u64 + digits(start) + digits(len) + 3
+        });
         rows.fold("name\tstart\tlength\n".len() as u64, u64::saturating_add)
+    }
+
+    /// At most the bytes of this metadata's file ([`Self::encode`]) once it holds `rows` (as in
+    /// [`Self::records_tsv_len_of`]) besides its records and its stamps: its own with the
+    /// largest stamps, and each row's (bincode's integers take 1, 3, 5 or 9 bytes).
+    pub fn encoded_len_with<'a>(&self, rows: impl Iterator<Item = Row<'a>>) -> u64 {
+        let varint = |x: u64| match x {
+            0..=250 => 1,
+            251..=0xffff => 3,
+            0x1_0000..=0xffff_ffff => 5,
+            _ => 9,
+        };
+        let widest = FileStamp {
+            size: u64::MAX,
+            modified: (i64::MIN, u32::MAX),
+        };
+        let mut own = self.clone();
+        own.stamps = Some(BuildStamps {
+            build: u64::MAX,
+            sa: widest,
+            text: Some(widest),
+            records_size: u64::MAX,
+        });
+        let mut size = bincode::enc::write::SizeWriter::default();
+        bincode::encode_into_writer(&own, &mut size, bincode::config::standard())
+            .expect("counting an encoding's bytes does not fail");
+        let (mut count, mut bytes) = (self.records.len() as u64, 0u64);
+        for (name, twin, start, len) in rows {
+            let name = name.len() as u64 + 3 * twin as u64;
+            bytes = bytes.saturating_add(varint(name) + name + varint(start) + varint(len));
+            count += 1;
+        }
+        let counted = varint(count) - varint(self.records.len() as u64);
+        (MAGIC.len() + size.bytes_written) as u64 + counted + bytes
     }
 
     /// Whether the file `m` describes is this index's `side` file as its build left it: the
@@ -334,6 +379,9 @@ impl IndexMeta {
     }
 }
 
+/// A row of the records table: (name, whether `/rc` follows it, start in T, length).
+pub type Row<'a> = (&'a [u8], bool, u64, u64);
+
 /// A file a build writes beside the SA, besides `OUT.meta`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -344,19 +392,20 @@ pub enum Side {
 }
 
 /// A field of a tab-separated line: a backslash, tab, newline or carriage return in it (a raw
-/// input's path may hold them) written as `\\`, `\t`, `\n`, `\r`, so every line keeps its fields.
-pub fn tsv_field(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.contains(['\\', '\t', '\n', '\r']) {
+/// input's path may hold them) written as `\\`, `\t`, `\n`, `\r`, so every line keeps its fields;
+/// every other byte as it is, UTF-8 or not.
+pub fn tsv_field(s: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !s.iter().any(|b| b"\\\t\n\r".contains(b)) {
         return s.into();
     }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c => out.push(c),
+    let mut out = Vec::with_capacity(s.len() + 8);
+    for &b in s {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b => out.push(b),
         }
     }
     out.into()
@@ -709,14 +758,93 @@ mod tests {
 
     #[test]
     fn tsv_fields_keep_their_lines() {
-        assert_eq!(tsv_field("chr1"), "chr1");
-        assert_eq!(tsv_field("a\tb\nc\\d\r"), "a\\tb\\nc\\\\d\\r");
+        assert_eq!(&tsv_field(b"chr1")[..], b"chr1");
+        assert_eq!(&tsv_field(b"a\tb\nc\\d\r")[..], b"a\\tb\\nc\\\\d\\r");
         let tsv = IndexMeta::records_tsv(&[Record {
             name: "dir\tx/in\n.txt".into(),
             start: 0,
             len: 3,
         }]);
         assert_eq!(tsv, b"name\tstart\tlength\ndir\\tx/in\\n.txt\t0\t3\n");
+    }
+
+    /// Names that are not UTF-8 keep their bytes in the table and the metadata (T4).
+    #[test]
+    fn names_are_kept_byte_for_byte() {
+        let name = b"r\xff\xfe\x80x".to_vec();
+        let rec = Record {
+            name: name.clone(),
+            start: 0,
+            len: 3,
+        };
+        let tsv = IndexMeta::records_tsv(std::slice::from_ref(&rec));
+        assert_eq!(
+            tsv,
+            [&b"name\tstart\tlength\n"[..], &name, b"\t0\t3\n"].concat()
+        );
+        let mut meta = current();
+        meta.records = vec![RecordMeta {
+            name: name.clone(),
+            start: 0,
+            len: 3,
+        }];
+        meta.stamps.as_mut().unwrap().records_size = tsv.len() as u64;
+        let back = IndexMeta::decode(Path::new("m"), &meta.encode()).unwrap();
+        assert_eq!(back.records[0].name, name);
+    }
+
+    /// The room reserved for the side files (T10): the records table's exactly, the
+    /// metadata's at least its encoding, with at most the stamps' largest size to spare.
+    #[test]
+    fn side_files_sizes_are_known_before_the_build() {
+        let names: Vec<Vec<u8>> = (0..300u64)
+            .map(|k| format!("rec{k}\t{}", "x".repeat(k as usize % 300)).into_bytes())
+            .chain([b"\xff\xfe".to_vec(), Vec::new()])
+            .collect();
+        let mut at = 0u64;
+        let records: Vec<Record> = (names.iter().enumerate())
+            .map(|(k, name)| {
+                let len = (k as u64 * 977) % 70_000;
+                at += len + 1;
+                Record {
+                    name: name.clone(),
+                    start: at - len - 1,
+                    len,
+                }
+            })
+            .collect();
+        let rows = || records.iter().map(|r| (&r.name[..], false, r.start, r.len));
+        let tsv = IndexMeta::records_tsv(&records);
+        assert_eq!(IndexMeta::records_tsv_len_of(rows()), tsv.len() as u64);
+        let mut meta = current();
+        meta.n = at;
+        meta.records.clear();
+        let bound = meta.encoded_len_with(rows());
+        meta.records = (records.iter())
+            .map(|r| RecordMeta {
+                name: r.name.clone(),
+                start: r.start,
+                len: r.len,
+            })
+            .collect();
+        let real = meta.encode().len() as u64;
+        assert!(real <= bound && bound <= real + 64, "{real} {bound}");
+        // Twins: the name and "/rc".
+        let twins = |twin| {
+            records
+                .iter()
+                .map(move |r| (&r.name[..], twin, r.start, r.len))
+        };
+        let with_rc: Vec<Record> = (records.iter())
+            .map(|r| Record {
+                name: [&r.name[..], b"/rc"].concat(),
+                ..r.clone()
+            })
+            .collect();
+        assert_eq!(
+            IndexMeta::records_tsv_len_of(twins(true)),
+            IndexMeta::records_tsv(&with_rc).len() as u64
+        );
     }
 
     #[test]
