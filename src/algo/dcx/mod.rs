@@ -73,6 +73,7 @@ use crate::dist::{
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
 use crate::util::{bits, parallel, CHUNK};
+use crate::token::Token;
 use crate::Ctx;
 use cover::Cover;
 use names::{name_by_codes, name_pairs, name_samples, Named, SampleKey, SampleSource, CODE_BITS};
@@ -141,6 +142,60 @@ impl<I: Index> Symbol for I {
     fn pooled_sa(ctx: &Ctx, text: &[I], layout: &Layout) -> Option<Vec<u64>> {
         super::pooled::pooled_sa_ints(ctx, text, layout)
     }
+}
+
+/// A token of the input text (`--token-width 2|4`) as a level's character: the value token + 1
+/// (0 stands for "past the end"), so every token value is a character, the largest included
+/// (a `u32` token's characters reach 2^32: such a level takes 40-bit records). A type of its own,
+/// because the recursion's names in `u16` and `u32` are characters of their own value.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub struct Tok<T>(pub T);
+
+// SAFETY: a transparent wrapper of a Pod token.
+unsafe impl<T: Token> bytemuck::Zeroable for Tok<T> {}
+// SAFETY: as above.
+unsafe impl<T: Token> Pod for Tok<T> {}
+
+impl<T: Token> Tok<T> {
+    /// The input's tokens as level characters (no copy).
+    pub fn wrap(t: &[T]) -> &[Tok<T>] {
+        bytemuck::cast_slice(t)
+    }
+}
+
+impl<T: Token> Symbol for Tok<T> {
+    #[inline]
+    fn val(self) -> u64 {
+        self.0.to_u64() + 1
+    }
+    #[inline]
+    fn of_val(v: u64) -> Self {
+        Tok(T::from_u64(v - 1))
+    }
+    fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64> {
+        // libsais' integer variants on the values (dense renumbering where they are sparse).
+        match T::BITS {
+            16 => super::seq::sa_ints(&vals::<T, u32>(text), threads),
+            _ => super::seq::sa_ints(&vals::<T, u64>(text), threads),
+        }
+    }
+    fn device_sa(text: &[Self], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
+        // The device takes 32-bit values: all but a text holding the token 2^32 − 1.
+        let narrow: Option<Vec<u32>> = (text.iter())
+            .map(|x| u32::try_from(x.val()).ok())
+            .collect();
+        device.suffix_array_ints(&narrow?)
+    }
+    fn pooled_sa(_ctx: &Ctx, _text: &[Self], _layout: &Layout) -> Option<Vec<u64>> {
+        // Token texts are not pooled on pe 0's device (its recursion levels may be).
+        None
+    }
+}
+
+/// The characters' values of a token text in the index type `I`.
+fn vals<T: Token, I: Index>(text: &[Tok<T>]) -> Vec<I> {
+    text.iter().map(|x| I::from_u64(x.val())).collect()
 }
 
 /// A suffix array as a sequence sorted across pes (pe r's entries before pe r+1's) in some
