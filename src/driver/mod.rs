@@ -220,7 +220,7 @@ fn read(
 /// Into a regular file the build writes the suffix array itself as it becomes final (no pe
 /// holds it); the checker, the BWT and the LCP array read it back from there. A device, a FIFO
 /// or `--no-sa` keeps each pe's part in memory (written after the check).
-pub(super) fn build<T: Token>(
+fn build<T: Token>(
     ctx: &Ctx,
     run: &Run<'_>,
     files: &Files,
