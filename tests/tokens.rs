@@ -128,7 +128,7 @@ fn token_inputs_refused_clearly() {
         dir.write("ok.bin", &[1, 2, 3, 4]);
         let r = run_psa(p, ["--token-width", "2", "-o", "out.sa", "ok.bin", "odd.bin"], dir.path());
         r.assert_error(3, "'odd.bin' has 5 bytes, not a multiple of the token width 2", "odd size");
-        let r = run_psa(p, ["--token-width", "4", "-o", "out.sa", "ok.bin", "ok.bin", "ok.bin", "odd.bin"], dir.path());
+        let r = run_psa(p, ["--token-width", "4", "-o", "out.sa", "ok.bin", "odd.bin"], dir.path());
         r.assert_error(3, "'odd.bin' has 5 bytes, not a multiple of the token width 4", "odd size");
         assert!(!dir.join("out.sa").exists(), "an output was left");
         dir.write("x.fa", b">a\nACGT\n");

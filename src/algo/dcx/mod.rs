@@ -174,11 +174,9 @@ impl<T: Token> Symbol for Tok<T> {
         Tok(T::from_u64(v - 1))
     }
     fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64> {
-        // libsais' integer variants on the values (dense renumbering where they are sparse).
-        match T::BITS {
-            16 => super::seq::sa_ints(&vals::<T, u32>(text), threads),
-            _ => super::seq::sa_ints(&vals::<T, u64>(text), threads),
-        }
+        // libsais' integer variant on the values numbered densely from 1: its buckets grow with
+        // the largest value (a u32 token of 2^32 − 1 would ask for 2^32 of them).
+        super::seq::sa_ints(&dense_vals(text), threads)
     }
     fn device_sa(text: &[Self], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
         // The device takes 32-bit values: all but a text holding the token 2^32 − 1.
@@ -193,9 +191,15 @@ impl<T: Token> Symbol for Tok<T> {
     }
 }
 
-/// The characters' values of a token text in the index type `I`.
-fn vals<T: Token, I: Index>(text: &[Tok<T>]) -> Vec<I> {
-    text.iter().map(|x| I::from_u64(x.val())).collect()
+/// A gathered token text's values renumbered 1, 2, … in order (at most 2^32 − 1 distinct
+/// tokens are possible, so they fit 32 bits).
+fn dense_vals<T: Token>(text: &[Tok<T>]) -> Vec<u32> {
+    let mut present: Vec<T> = text.iter().map(|x| x.0).collect();
+    present.par_sort_unstable();
+    present.dedup();
+    (text.par_iter())
+        .map(|x| present.partition_point(|&v| v < x.0) as u32 + 1)
+        .collect()
 }
 
 /// A suffix array as a sequence sorted across pes (pe r's entries before pe r+1's) in some
