@@ -44,7 +44,14 @@ fn inputs(w: usize) -> Vec<(&'static str, Vec<u64>)> {
 
 /// SA, BWT and LCP of `psa --token-width w` on `tokens` (split over `parts` files) at p, with
 /// the forced 40-bit records where `wide`, against the oracle. Returns a failure or None.
-fn run_one(w: usize, name: &str, tokens: &[u64], p: usize, parts: usize, wide: bool) -> Option<String> {
+fn run_one(
+    w: usize,
+    name: &str,
+    tokens: &[u64],
+    p: usize,
+    parts: usize,
+    wide: bool,
+) -> Option<String> {
     let dir = TempDir::new(&format!("tokens-{w}-{name}-{p}"));
     let cut = |k: usize| tokens.len() * k / parts;
     let files: Vec<String> = (0..parts)
@@ -87,7 +94,10 @@ fn run_one(w: usize, name: &str, tokens: &[u64], p: usize, parts: usize, wide: b
         return Some(format!("{case}: SA {}", first_diff(&got_sa, &sa)));
     }
     if got_bwt != bwt || got_primary.trim() != primary.to_string() {
-        return Some(format!("{case}: BWT {} (primary {got_primary:?} vs {primary})", first_diff(&got_bwt, &bwt)));
+        return Some(format!(
+            "{case}: BWT {} (primary {got_primary:?} vs {primary})",
+            first_diff(&got_bwt, &bwt)
+        ));
     }
     if got_lcp != lcp {
         return Some(format!("{case}: LCP {}", first_diff(&got_lcp, &lcp)));
@@ -126,21 +136,68 @@ fn token_inputs_refused_clearly() {
         let dir = TempDir::new(&format!("tokens-refused-{p}"));
         dir.write("odd.bin", &[1, 2, 3, 4, 5]);
         dir.write("ok.bin", &[1, 2, 3, 4]);
-        let r = run_psa(p, ["--token-width", "2", "-o", "out.sa", "ok.bin", "odd.bin"], dir.path());
-        r.assert_error(3, "'odd.bin' has 5 bytes, not a multiple of the token width 2", "odd size");
-        let r = run_psa(p, ["--token-width", "4", "-o", "out.sa", "ok.bin", "odd.bin"], dir.path());
-        r.assert_error(3, "'odd.bin' has 5 bytes, not a multiple of the token width 4", "odd size");
+        let r = run_psa(
+            p,
+            ["--token-width", "2", "-o", "out.sa", "ok.bin", "odd.bin"],
+            dir.path(),
+        );
+        r.assert_error(
+            3,
+            "'odd.bin' has 5 bytes, not a multiple of the token width 2",
+            "odd size",
+        );
+        let r = run_psa(
+            p,
+            ["--token-width", "4", "-o", "out.sa", "ok.bin", "odd.bin"],
+            dir.path(),
+        );
+        r.assert_error(
+            3,
+            "'odd.bin' has 5 bytes, not a multiple of the token width 4",
+            "odd size",
+        );
         assert!(!dir.join("out.sa").exists(), "an output was left");
         dir.write("x.fa", b">a\nACGT\n");
-        let r = run_psa(p, ["--token-width", "2", "-o", "out.sa", "x.fa"], dir.path());
-        r.assert_error(2, "--token-width 2 reads raw files of tokens, but 'x.fa' is FASTA", "fasta");
-        let r = run_psa(p, ["--token-width", "2", "--algo", "css", "-o", "out.sa", "ok.bin"], dir.path());
+        let r = run_psa(
+            p,
+            ["--token-width", "2", "-o", "out.sa", "x.fa"],
+            dir.path(),
+        );
+        r.assert_error(
+            2,
+            "--token-width 2 reads raw files of tokens, but 'x.fa' is FASTA",
+            "fasta",
+        );
+        let r = run_psa(
+            p,
+            [
+                "--token-width",
+                "2",
+                "--algo",
+                "css",
+                "-o",
+                "out.sa",
+                "ok.bin",
+            ],
+            dir.path(),
+        );
         r.assert_error(2, "--algo css takes bytes only for now", "css");
-        let r = run_psa(p, ["--token-width", "3", "-o", "out.sa", "ok.bin"], dir.path());
+        let r = run_psa(
+            p,
+            ["--token-width", "3", "-o", "out.sa", "ok.bin"],
+            dir.path(),
+        );
         r.assert_error(2, "token width must be 1, 2 or 4", "width 3");
         dir.write("empty.bin", b"");
-        let r = run_psa(p, ["--token-width", "4", "-o", "out.sa", "--check", "empty.bin"], dir.path());
+        let r = run_psa(
+            p,
+            ["--token-width", "4", "-o", "out.sa", "--check", "empty.bin"],
+            dir.path(),
+        );
         assert!(r.success(), "{}", r.describe());
-        assert_eq!(fs::metadata(dir.join("out.sa")).map(|m| m.len()).ok(), Some(0));
+        assert_eq!(
+            fs::metadata(dir.join("out.sa")).map(|m| m.len()).ok(),
+            Some(0)
+        );
     }
 }

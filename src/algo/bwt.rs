@@ -49,12 +49,7 @@ pub fn bwt<'a, T: Token>(
     ctx.install(|ctx| ctx.phase("bwt", || bwt_here(ctx, text, sa, layout)))
 }
 
-fn bwt_here<T: Token>(
-    ctx: &Ctx,
-    text: &[T],
-    sa: SaSource,
-    layout: &Layout,
-) -> Result<BwtPart<T>> {
+fn bwt_here<T: Token>(ctx: &Ctx, text: &[T], sa: SaSource, layout: &Layout) -> Result<BwtPart<T>> {
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();

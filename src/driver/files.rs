@@ -12,10 +12,10 @@ use crate::comm::Comm;
 use crate::dist::Layout;
 use crate::error::{Error, Result};
 use crate::io::index::side_path;
-use crate::token::TokenWidth;
 use crate::io::output::{commit_all, Named};
 use crate::io::seq::Record;
 use crate::io::{OutputFile, SideFile};
+use crate::token::TokenWidth;
 use crate::Ctx;
 
 /// The stats file, the index's side files and the BWT's primary index file, created before the

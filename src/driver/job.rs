@@ -7,8 +7,8 @@ use std::time::Instant;
 use crate::io::seq::{InputFile, SeqOptions};
 use crate::io::Width;
 use crate::plan::Plan;
-use crate::token::TokenWidth;
 use crate::stats::PhaseSummary;
+use crate::token::TokenWidth;
 
 /// What the command line asks for.
 #[derive(Clone, Debug)]

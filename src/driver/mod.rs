@@ -58,7 +58,8 @@ fn run_sampled(ctx: &mut Ctx, job: &Job) -> Result<Report> {
         )));
     }
     let files = ctx.install(|ctx| InputFile::open_all(&ctx.comm, &job.inputs, &job.seq))?;
-    ctx.comm.agree(tokens::admissible(job.token_width, &files))?;
+    ctx.comm
+        .agree(tokens::admissible(job.token_width, &files))?;
     let inputs: Vec<&Path> = job.inputs.iter().map(|p| p.as_path()).collect();
     let sequence = files.iter().any(|f| f.format != Format::Raw);
     let early = ctx.install(|ctx| EarlyFiles::create(ctx, job, &inputs, sequence))?;
@@ -173,8 +174,14 @@ fn run_here(
             } = read(ctx, &run, &mut files, scanned)?;
             (build(ctx, &run, &files, text, &layout)?, records)
         }
-        TokenWidth::W2 => (tokens::read_and_build::<u16>(ctx, &run, &files)?, Vec::new()),
-        TokenWidth::W4 => (tokens::read_and_build::<u32>(ctx, &run, &files)?, Vec::new()),
+        TokenWidth::W2 => (
+            tokens::read_and_build::<u16>(ctx, &run, &files)?,
+            Vec::new(),
+        ),
+        TokenWidth::W4 => (
+            tokens::read_and_build::<u32>(ctx, &run, &files)?,
+            Vec::new(),
+        ),
     };
     finish(ctx, &run, files, &records, bwt_primary)
 }

@@ -5,8 +5,8 @@
 use super::job::Run;
 use super::{build, Files};
 use crate::error::Result;
-use crate::io::tokens::read_tokens;
 pub(super) use crate::io::tokens::admissible;
+use crate::io::tokens::read_tokens;
 use crate::token::Token;
 use crate::Ctx;
 

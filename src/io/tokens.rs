@@ -1,8 +1,8 @@
 //! Token input (`--token-width 2|4`): raw files read as little-endian tokens, each pe its block
 //! of the tokens of all inputs concatenated.
 
-use super::seq::{Format, InputFile};
 use super::read_range;
+use super::seq::{Format, InputFile};
 use crate::comm::Comm;
 use crate::dist::Layout;
 use crate::error::{Error, Result};
@@ -44,7 +44,11 @@ pub fn admissible(width: TokenWidth, files: &[InputFile]) -> Result<()> {
 /// [`READ_PIECE`] bytes. Collective (an error on any pe is an error on all).
 ///
 /// Memory: the pe's tokens and one piece of bytes.
-pub fn read_tokens<T: Token>(comm: &Comm, files: &[InputFile], n: usize) -> Result<(Vec<T>, Layout)> {
+pub fn read_tokens<T: Token>(
+    comm: &Comm,
+    files: &[InputFile],
+    n: usize,
+) -> Result<(Vec<T>, Layout)> {
     let layout = Layout::block(n, comm.size());
     let me = comm.rank();
     let w = T::WIDTH.bytes();

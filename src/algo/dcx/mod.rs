@@ -72,8 +72,8 @@ use crate::dist::{
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
-use crate::util::{bits, parallel, CHUNK};
 use crate::token::Token;
+use crate::util::{bits, parallel, CHUNK};
 use crate::Ctx;
 use cover::Cover;
 use names::{name_by_codes, name_pairs, name_samples, Named, SampleKey, SampleSource, CODE_BITS};
@@ -180,9 +180,7 @@ impl<T: Token> Symbol for Tok<T> {
     }
     fn device_sa(text: &[Self], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
         // The device takes 32-bit values: all but a text holding the token 2^32 − 1.
-        let narrow: Option<Vec<u32>> = (text.iter())
-            .map(|x| u32::try_from(x.val()).ok())
-            .collect();
+        let narrow: Option<Vec<u32>> = (text.iter()).map(|x| u32::try_from(x.val()).ok()).collect();
         device.suffix_array_ints(&narrow?)
     }
     fn pooled_sa(_ctx: &Ctx, _text: &[Self], _layout: &Layout) -> Option<Vec<u64>> {
