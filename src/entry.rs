@@ -12,6 +12,7 @@ use crate::dist;
 use crate::error::{Error, Result};
 use crate::io;
 use crate::local::{self, LocalSort};
+use crate::token::{Token, TokenWidth};
 
 /// Builds the suffix array of a distributed text. Collective.
 ///
@@ -54,6 +55,65 @@ pub fn suffix_array_or_write(
             Ok(sa)
         })
     })
+}
+
+/// Builds the suffix array of a distributed text of tokens ([`Token`]: `u8`, `u16` or `u32`).
+/// Collective. Entry and exit as [`suffix_array`], in tokens: suffixes compare token by token
+/// by the tokens' values, and the entries are token positions. `u8` tokens are the byte path;
+/// wider ones are built by pDC3 (`config.algo` must be [`Algo::Dc3`]: pCSS takes bytes only
+/// for now, an [`Error::Unsupported`] otherwise) on the CPU (with `--gpu`, only the recursion's
+/// levels may go to the device).
+pub fn suffix_array_tokens<T: Token>(ctx: &Ctx, text: &[T]) -> Result<Vec<u64>> {
+    if T::WIDTH == TokenWidth::W1 {
+        return suffix_array(ctx, bytemuck::cast_slice(text));
+    }
+    ctx.install(|ctx| {
+        ctx.sampling(|| {
+            let sink = SaSink::hold();
+            let sa = tokens_here(ctx, text, &sink)?;
+            sink.finish(&ctx.comm)?;
+            Ok(sa.expect("a sink that holds returns the part"))
+        })
+    })
+}
+
+/// [`suffix_array_or_write`] for a text of tokens (see [`suffix_array_tokens`]). Collective.
+pub fn suffix_array_tokens_or_write<T: Token>(
+    ctx: &Ctx,
+    text: &[T],
+    out: &io::OutputFile,
+) -> Result<Option<Vec<u64>>> {
+    if T::WIDTH == TokenWidth::W1 {
+        return suffix_array_or_write(ctx, bytemuck::cast_slice(text), out);
+    }
+    ctx.install(|ctx| {
+        let sink = match out.is_positional() {
+            true => SaSink::to_file(out),
+            false => SaSink::hold(),
+        };
+        ctx.sampling(|| {
+            let sa = tokens_here(ctx, text, &sink)?;
+            sink.finish(&ctx.comm)?;
+            Ok(sa)
+        })
+    })
+}
+
+/// The suffix array of a token text wider than bytes for `sink`, on the calling thread's pool.
+fn tokens_here<T: Token>(ctx: &Ctx, text: &[T], sink: &SaSink) -> Result<Option<Vec<u64>>> {
+    check_config(ctx)?;
+    if ctx.config.algo != Algo::Dc3 {
+        return ctx.comm.agree(Err(Error::Unsupported(format!(
+            "pCSS takes bytes only for now: a text of {}-byte tokens needs the algorithm dc3 (--algo dc3)",
+            T::WIDTH
+        ))));
+    }
+    let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
+    ctx.start_text(
+        layout.len(),
+        ctx.comm.all_reduce_max(text.len() as u64) as usize,
+    );
+    Ok(algo::dc3::dc3(ctx, text, &layout, sink))
 }
 
 /// The suffix array for `sink` on the calling thread's pool: this pe's part when it holds, None

@@ -247,6 +247,7 @@ fn main() -> ExitCode {
             lcp: cli.lcp.clone(),
             inputs: cli.inputs.clone(),
             seq: cli.seq_options(),
+            token_width: cli.token_width,
             width: cli.width,
             check: cli.check,
             stats: cli.stats.clone(),

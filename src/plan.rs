@@ -21,6 +21,7 @@ use crate::config::json_str;
 use crate::config::{Algo, Config};
 use crate::error::{Error, Result};
 use crate::index::IndexWidth;
+use crate::token::TokenWidth;
 
 /// Resident memory of a pe before it holds any of the text where it was not measured
 /// ([`Shape::base`]): the binary, MPI's buffers, the thread pool.
@@ -47,6 +48,10 @@ pub struct Shape {
     pub base: u64,
     /// Bytes per entry of the output.
     pub width: usize,
+    /// Bytes per token of the text (`--token-width`; n counts tokens). Wider than a byte: only
+    /// pDC3 takes it, and every per-character cost is taken times the width
+    /// ([`token_factor`]).
+    pub token_width: TokenWidth,
     /// The algorithms' records' index width at least ([`crate::Tunables::index_width`]; None:
     /// what n needs).
     pub index_at_least: Option<IndexWidth>,
@@ -154,6 +159,13 @@ fn width_factor(shape: &Shape) -> f64 {
     }
 }
 
+/// How much more a build holds per token than per byte: the token width, an upper bound (the
+/// text and BWT grow by the width; the sample keys and merge records grow less: a 16-bit token
+/// text's triples take 128-bit keys instead of 64, its merge records 20 bytes instead of 16).
+fn token_factor(shape: &Shape) -> f64 {
+    shape.token_width.bytes() as f64
+}
+
 /// pCSS: keys and positions (16 bytes) of one key range exchanged, and at least what the leanest
 /// plan's exchange rounds were measured to save (3.7 bytes a character at 64 ranges); the rest of
 /// [`CSS`] held. In one range the 128-bit keys of alphabets of more than 16 letters make them 24
@@ -173,9 +185,10 @@ fn css_costs(shape: &Shape, knobs: &Knobs) -> Costs {
 /// ranks sent to text order, which no key range cuts); the rest of [`DC3`] held.
 fn dc3_costs(shape: &Shape, knobs: &Knobs) -> Costs {
     let rounds = knobs.merge_rounds.max(1);
-    let exchanged = (12.0 / rounds as f64).max(4.0);
+    let tokens = token_factor(shape);
+    let exchanged = (12.0 / rounds as f64).max(4.0) * tokens;
     Costs {
-        held: step(DC3, rounds) * width_factor(shape) - exchanged,
+        held: step(DC3, rounds) * width_factor(shape) * tokens - exchanged,
         exchanged,
     }
 }
@@ -227,9 +240,11 @@ pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
     };
     let build = chars * c.held + exchange;
     let after = |on: bool, per_char: f64| if on { chars * per_char } else { 0.0 };
-    let check = after(shape.check, check_bytes_per_char(shape));
-    let bwt = after(shape.bwt, BWT_BYTES_PER_CHAR);
-    let lcp = after(shape.lcp, LCP_BYTES_PER_CHAR);
+    // A token text holds the text (and the BWT) in tokens, the rest as for bytes.
+    let wider = token_factor(shape) - 1.0;
+    let check = after(shape.check, check_bytes_per_char(shape) + wider);
+    let bwt = after(shape.bwt, BWT_BYTES_PER_CHAR + 2.0 * wider);
+    let lcp = after(shape.lcp, LCP_BYTES_PER_CHAR + wider);
     // After the build pe 0 writes the records table and the index's metadata from its records:
     // about twice their bytes again.
     let index = if shape.index {
@@ -405,13 +420,7 @@ fn candidates(config: &Config, shape: &Shape, algo: Algo, budget: u64) -> Vec<Kn
 /// The plan of a run of `shape` under `config` (see the module's docs). Local and pure: every pe
 /// passing the same settings and shape gets the same plan (or the same refusal).
 pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
-    let mut algos = vec![config.algo];
-    if config.plan_algo {
-        algos.push(match config.algo {
-            Algo::Css => Algo::Dc3,
-            Algo::Dc3 => Algo::Css,
-        });
-    }
+    let algos = algorithms(config, shape)?;
     let budget = config.mem_per_pe;
     let all: Vec<Knobs> = algos
         .iter()
@@ -439,6 +448,29 @@ pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
     Err(Error::Budget(refusal(
         config, shape, budget, source, leanest,
     )))
+}
+
+/// The algorithms the plan may choose from, the configured first: the other one too where
+/// [`Config::plan_algo`] allows. A token text (wider than a byte) takes pDC3 alone: pCSS reads
+/// bytes only for now, and asking for it is refused ([`Error::Usage`]).
+fn algorithms(config: &Config, shape: &Shape) -> Result<Vec<Algo>> {
+    if shape.token_width != TokenWidth::W1 {
+        return match (config.algo, config.plan_algo) {
+            (Algo::Css, false) => Err(Error::Usage(format!(
+                "--algo css takes bytes only for now: --token-width {} needs --algo dc3 (or no --algo)",
+                shape.token_width
+            ))),
+            _ => Ok(vec![Algo::Dc3]),
+        };
+    }
+    let mut algos = vec![config.algo];
+    if config.plan_algo {
+        algos.push(match config.algo {
+            Algo::Css => Algo::Dc3,
+            Algo::Dc3 => Algo::Css,
+        });
+    }
+    Ok(algos)
 }
 
 /// The message of a refused run: the budget, the need, the leanest plan, and what to do.
@@ -498,9 +530,10 @@ fn refusal(
     let mut pes = shape.pes.max(1);
     let fits = |pes: usize| {
         let s = Shape { pes, ..*shape };
+        let allowed = algorithms(config, shape).unwrap_or_default();
         let knobs = [Algo::Css, Algo::Dc3]
             .into_iter()
-            .filter(|&a| a == config.algo || config.plan_algo)
+            .filter(|a| allowed.contains(a))
             .map(|algo| Knobs {
                 algo,
                 round_bytes: Some(MIN_ROUND_BYTES),
@@ -630,6 +663,7 @@ mod tests {
             base: BASE_BYTES,
             width: 4,
             index_at_least: None,
+            token_width: TokenWidth::W1,
             check: false,
             bwt: false,
             lcp: false,
@@ -914,6 +948,7 @@ mod tests {
                 check,
                 base: (base * (1 << 20) as f64) as u64,
                 index_at_least: wide.then_some(IndexWidth::W40),
+                token_width: TokenWidth::W1,
                 ..shape(n, pes)
             };
             let knobs = Knobs {
