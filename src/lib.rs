@@ -74,8 +74,8 @@ pub use entry::{
 };
 pub use error::{Error, Result};
 pub use index::IndexWidth;
-pub use util::say;
 pub use token::{Token, TokenWidth};
+pub use util::say;
 
 /// Not part of the library's interface: the pieces psa's own integration tests (`tests/`) and
 /// benchmark tools (`examples/sais-baseline.rs`) call directly — the distributed primitives, the
