@@ -118,6 +118,9 @@ fn tokens_wrong_sa_rejected_css_refused() {
         assert_eq!(sa, naive_sa(&bytes)[lo..hi]);
         let css = ctx_with(Algo::Css, 4, |_| {});
         let e = psa::suffix_array_tokens(&css, &text[..0]).expect_err("pCSS refuses tokens");
-        assert!(e.to_string().contains("dc3"), "{e}");
+        // pe 0 holds the message; the others learn that pe 0 failed.
+        if me == 0 {
+            assert!(e.to_string().contains("dc3"), "{e}");
+        }
     });
 }
