@@ -33,7 +33,7 @@ static PHASE_LEN: AtomicUsize = AtomicUsize::new(0);
 static QUERY: AtomicBool = AtomicBool::new(false);
 
 /// Makes a failed allocation end the process as `psa query`'s: its message names no pe, phase
-/// or nodes (a query has none) but what a query holds, and the exit status is 1. Process-wide;
+/// or nodes (a query has none) but what a query holds, and the exit status is 4. Process-wide;
 /// `psa query` calls it first.
 pub fn in_query() {
     QUERY.store(true, Ordering::Relaxed);

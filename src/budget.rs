@@ -12,7 +12,7 @@ pub type Budget = (u64, String);
 /// `local_pes` (megabytes; 0 means the whole node: not a grant), but no more than
 /// [`node_memory_per_pe`]: a grant is per Slurm task, and `mpirun -n 4` inside a job of one task
 /// starts four pes in that task's cgroup. Without Slurm [`node_memory_per_pe`]. None when nothing
-/// is known. With `warn`, a variable that is not a size is reported (it is ignored).
+/// is known. With `warn`, a variable whose value cannot be used is reported ([`env_value`]).
 pub fn default_budget(
     var: &dyn Fn(&str) -> Option<String>,
     root: &Path,
@@ -20,7 +20,11 @@ pub fn default_budget(
     warn: bool,
 ) -> Option<Budget> {
     let node = node_memory_per_pe(root, local_pes);
-    let slurm = slurm_grant(var, local_pes, warn);
+    let mut warnings = Vec::new();
+    let slurm = slurm_grant(var, local_pes, &mut warnings);
+    for w in warnings.iter().filter(|_| warn) {
+        log::warn!("{w}");
+    }
     match (slurm, node) {
         (Some(s), Some(n)) if n.0 < s.0 => Some((
             n.0,
@@ -30,30 +34,51 @@ pub fn default_budget(
     }
 }
 
-/// Slurm's grant per pe (see [`default_budget`]). None without one.
+/// The one rule for the environment variables psa reads (Slurm's, the launchers' ranks): unset
+/// or blank, None; a value `parse` cannot use, None and a warning pushed to `warnings` naming the
+/// variable, its value, what it must be (`what`) and what psa does instead (`instead`): it is
+/// ignored, never an error and never ignored silently.
+pub fn env_value<T>(
+    var: &dyn Fn(&str) -> Option<String>,
+    name: &str,
+    (what, instead): (&str, &str),
+    parse: impl Fn(&str) -> Option<T>,
+    warnings: &mut Vec<String>,
+) -> Option<T> {
+    let v = var(name)?;
+    let v = v.trim();
+    if v.is_empty() {
+        return None;
+    }
+    let got = parse(v);
+    if got.is_none() {
+        warnings.push(format!("{name}='{v}' is not {what}: ignored ({instead})"));
+    }
+    got
+}
+
+/// Megabytes as Slurm writes them, or a size with its unit ("4G"); None for anything else,
+/// a number of megabytes past 2^64 bytes included.
+fn megabytes(v: &str) -> Option<u64> {
+    match v.bytes().all(|b| b.is_ascii_digit()) {
+        true => v.parse::<u64>().ok()?.checked_mul(1 << 20),
+        false => psa::plan::parse_size(v).ok(),
+    }
+}
+
+/// Slurm's grant per pe (see [`default_budget`]); what cannot be used is pushed to `warnings`.
+/// None without one.
 fn slurm_grant(
     var: &dyn Fn(&str) -> Option<String>,
     local_pes: usize,
-    warn: bool,
+    warnings: &mut Vec<String>,
 ) -> Option<Budget> {
-    let mb = |name: &str| -> Option<u64> {
-        let v = var(name)?;
-        let v = v.trim();
-        // Slurm writes megabytes; a unit is allowed too ("4G").
-        let bytes = v
-            .parse::<u64>()
-            .ok()
-            .and_then(|m| m.checked_mul(1 << 20))
-            .or_else(|| psa::plan::parse_size(v).ok());
-        if bytes.is_none() && warn {
-            log::warn!("{name}='{v}' is not a memory size: ignored for the default --mem-per-pe");
-        }
-        bytes.filter(|&b| b > 0)
-    };
-    if let Some(per_cpu) = mb("SLURM_MEM_PER_CPU") {
-        let cpus = var("SLURM_CPUS_PER_TASK")
-            .and_then(|c| c.trim().parse::<u64>().ok())
-            .filter(|&c| c > 0);
+    let size = ("a memory size", "for the default --mem-per-pe");
+    let per_cpu = env_value(var, "SLURM_MEM_PER_CPU", size, megabytes, warnings);
+    if let Some(per_cpu) = per_cpu.filter(|&b| b > 0) {
+        let count = ("a positive whole number", "1 CPU per task");
+        let positive = |c: &str| c.parse::<u64>().ok().filter(|&c| c > 0);
+        let cpus = env_value(var, "SLURM_CPUS_PER_TASK", count, positive, warnings);
         return Some(match cpus {
             Some(c) => (
                 per_cpu.saturating_mul(c),
@@ -62,12 +87,13 @@ fn slurm_grant(
             None => (per_cpu, "SLURM_MEM_PER_CPU".into()),
         });
     }
-    let node = mb("SLURM_MEM_PER_NODE")?;
+    let node = env_value(var, "SLURM_MEM_PER_NODE", size, megabytes, warnings)?;
     let pes = local_pes.max(1);
     Some((
         node / pes as u64,
         format!("SLURM_MEM_PER_NODE / {pes} pe(s) on the node"),
     ))
+    .filter(|_| node > 0)
 }
 
 /// Memory a pe of this node may count on: the node's available memory (MemAvailable) or its
@@ -235,6 +261,57 @@ mod tests {
             .ok_or("no budget")?;
         assert_eq!(b.0, 2000 << 20);
         Ok(())
+    }
+
+    /// Every Slurm variable psa reads follows one rule: a value it cannot use is ignored with
+    /// a warning naming the variable and the value, and the next source is taken.
+    #[test]
+    fn slurm_garbage_is_named_and_ignored() {
+        let grant = |vars: &[(&str, &str)]| {
+            let mut warnings = Vec::new();
+            let b = slurm_grant(&env(vars), 2, &mut warnings);
+            (b.map(|b| b.0), warnings)
+        };
+        // The variables set, the budget wanted, the warning's beginning.
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<u64>, &'a str);
+        let cases: &[Case] = &[
+            (&[("SLURM_MEM_PER_CPU", "lots")], None, "SLURM_MEM_PER_CPU='lots' is not a memory size"),
+            (&[("SLURM_MEM_PER_NODE", "-5")], None, "SLURM_MEM_PER_NODE='-5' is not a memory size"),
+            (
+                &[("SLURM_MEM_PER_NODE", "99999999999999999")],
+                None,
+                "SLURM_MEM_PER_NODE='99999999999999999' is not a memory size",
+            ),
+            (
+                &[("SLURM_MEM_PER_CPU", "x"), ("SLURM_MEM_PER_NODE", "1000")],
+                Some(500 << 20),
+                "SLURM_MEM_PER_CPU='x' is not a memory size",
+            ),
+            (
+                &[("SLURM_MEM_PER_CPU", "100"), ("SLURM_CPUS_PER_TASK", "two")],
+                Some(100 << 20),
+                "SLURM_CPUS_PER_TASK='two' is not a positive whole number: ignored (1 CPU per task)",
+            ),
+            (
+                &[("SLURM_MEM_PER_CPU", "100"), ("SLURM_CPUS_PER_TASK", "0")],
+                Some(100 << 20),
+                "SLURM_CPUS_PER_TASK='0' is not a positive whole number",
+            ),
+        ];
+        for (vars, want, warning) in cases {
+            let (got, warnings) = grant(vars);
+            assert_eq!(got, *want, "{vars:?}");
+            assert_eq!(warnings.len(), 1, "{vars:?}: {warnings:?}");
+            assert!(warnings[0].starts_with(warning), "{vars:?}: {warnings:?}");
+        }
+        // Usable values, 0 (the whole node) and blank ones warn of nothing.
+        for vars in [
+            &[("SLURM_MEM_PER_CPU", "4G"), ("SLURM_CPUS_PER_TASK", " 2 ")][..],
+            &[("SLURM_MEM_PER_NODE", "0")],
+            &[("SLURM_MEM_PER_CPU", " "), ("SLURM_MEM_PER_NODE", "")],
+        ] {
+            assert!(grant(vars).1.is_empty(), "{vars:?}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use clap::{ArgAction, ArgGroup, Args, Parser, ValueEnum};
 use psa::io::seq::{Format, SeqOptions};
 use psa::io::Width;
 use psa::IndexWidth;
+use psa::TokenWidth;
 use psa::{Algo, Backend, Config, PinMethod, Predicted};
 
 /// `--format`: [`Format`].
@@ -102,11 +103,12 @@ pub struct Cli {
     pub output: Option<PathBuf>,
     /// Also write the BWT to PATH (libsais' convention: the BWT of T$ without the $, n bytes) and
     /// its primary index to PATH.primary (a decimal number; also in --stats and the log, which
-    /// alone hold it when PATH is a device or FIFO)
+    /// alone hold it when PATH is a device or FIFO); with --token-width, n tokens of that width
     #[arg(long, value_name = "PATH")]
     pub bwt: Option<PathBuf>,
     /// Also write the LCP array to PATH: LCP[0] = 0, LCP[i] = longest common prefix of the
-    /// suffixes SA[i-1] and SA[i] in bytes of T, n entries of --width bytes, little-endian
+    /// suffixes SA[i-1] and SA[i] in characters of T (tokens with --token-width), n entries of
+    /// --width bytes, little-endian
     #[arg(long, value_name = "PATH")]
     pub lcp: Option<PathBuf>,
     /// Write no suffix array (nor the index files beside it), only --bwt and/or --lcp
@@ -125,6 +127,12 @@ pub struct Cli {
     /// dc3 when only dc3 fits --mem-per-pe]
     #[arg(long, value_enum)]
     pub algo: Option<AlgoArg>,
+    /// Read every input as little-endian unsigned tokens of this many bytes (1, 2 or 4: nanoGPT's
+    /// train.bin, infini-gram's tokenized.N); the SA holds token positions, --bwt writes tokens of
+    /// this width, --lcp counts tokens. Raw input only; an input whose size is not a multiple of
+    /// the width is refused. Wider than 1 builds with dc3
+    #[arg(long, default_value = "1", value_parser = TokenWidth::parse, value_name = "BYTES")]
+    pub token_width: TokenWidth,
     /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5, 8 past 40 bits), 4, 5 or 8
     #[arg(long, default_value = "auto", value_parser = Width::parse)]
     pub width: Width,

@@ -12,6 +12,7 @@ use crate::dist;
 use crate::error::{Error, Result};
 use crate::io;
 use crate::local::{self, LocalSort};
+use crate::token::{Token, TokenWidth};
 
 /// Builds the suffix array of a distributed text. Collective.
 ///
@@ -47,12 +48,12 @@ pub(crate) struct Built {
     pub(crate) refine_rounds: usize,
 }
 
-/// [`suffix_array`] (`out` None) or [`suffix_array_or_write`] with `knobs` (a plan's, or the
-/// configuration's), on the context's threads. Collective.
-pub(crate) fn build(
+/// [`suffix_array_tokens`] (`out` None) or [`suffix_array_tokens_or_write`] with `knobs` (a
+/// plan's, or the configuration's), on the context's threads. Collective.
+pub(crate) fn build<T: Token>(
     ctx: &Ctx,
     knobs: Knobs,
-    text: &[u8],
+    text: &[T],
     out: Option<&io::OutputFile>,
 ) -> Result<Built> {
     ctx.install(|ctx| {
@@ -61,10 +62,50 @@ pub(crate) fn build(
             _ => SaSink::hold(),
         };
         ctx.sampling(|| {
-            let built = suffix_array_here(ctx, knobs, text, &sink)?;
+            let built = match T::WIDTH {
+                TokenWidth::W1 => suffix_array_here(ctx, knobs, bytemuck::cast_slice(text), &sink)?,
+                _ => tokens_here(ctx, knobs, text, &sink)?,
+            };
             sink.finish(&ctx.comm)?;
             Ok(built)
         })
+    })
+}
+
+/// Builds the suffix array of a distributed text of tokens ([`Token`]: `u8`, `u16` or `u32`).
+/// Collective. Entry and exit as [`suffix_array`], in tokens: suffixes compare token by token
+/// by the tokens' values, and the entries are token positions. `u8` tokens are the byte path;
+/// wider ones are built by pDC3 (`config.algo` must be [`Algo::Dc3`]: pCSS takes bytes only
+/// for now, an [`Error::Unsupported`] otherwise) on the CPU (with `--gpu`, only the recursion's
+/// levels may go to the device).
+pub fn suffix_array_tokens<T: Token>(ctx: &Ctx, text: &[T]) -> Result<Vec<u64>> {
+    let built = build(ctx, Knobs::configured(&ctx.config), text, None)?;
+    Ok(built.sa.expect("a sink that holds returns the part"))
+}
+
+/// [`suffix_array_or_write`] for a text of tokens (see [`suffix_array_tokens`]). Collective.
+pub fn suffix_array_tokens_or_write<T: Token>(
+    ctx: &Ctx,
+    text: &[T],
+    out: &io::OutputFile,
+) -> Result<Option<Vec<u64>>> {
+    Ok(build(ctx, Knobs::configured(&ctx.config), text, Some(out))?.sa)
+}
+
+/// The suffix array of a token text wider than bytes for `sink`, on the calling thread's pool.
+fn tokens_here<T: Token>(ctx: &Ctx, knobs: Knobs, text: &[T], sink: &SaSink) -> Result<Built> {
+    check_config(ctx)?;
+    if knobs.algo != Algo::Dc3 {
+        return ctx.comm.agree(Err(Error::Unsupported(format!(
+            "pCSS takes bytes only for now: a text of {}-byte tokens needs the algorithm dc3 (--algo dc3)",
+            T::WIDTH
+        ))));
+    }
+    let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
+    let set = Settings::of_text(ctx, knobs, &layout, text.len());
+    Ok(Built {
+        sa: algo::dc3::dc3(ctx, &set, text, &layout, sink),
+        refine_rounds: 0,
     })
 }
 
@@ -181,10 +222,10 @@ pub fn backend_for(ctx: &Ctx) -> Result<Box<dyn LocalSort>> {
 pub fn abort_on_panic() {
     std::panic::set_hook(Box::new(|info| {
         let Some(rank) = comm::world_rank_if_running() else {
-            eprintln!("psa: internal error: {info}");
+            crate::util::say(&format!("psa: internal error: {info}"));
             return;
         };
-        eprintln!("psa: internal error on pe {rank}: {info}");
+        crate::util::say(&format!("psa: internal error on pe {rank}: {info}"));
         io::remove_partial_now();
         // No collective here: the other pes may be anywhere.
         comm::abort_world(101);

@@ -29,6 +29,8 @@ mod config;
 mod error;
 // Index widths of records (32, 40 or 64 bits).
 mod index;
+// Integer alphabets: tokens of 1, 2 or 4 bytes.
+pub mod token;
 // Small helpers every layer shares (bit widths, SplitMix64, the parallel loops' chunks).
 mod util;
 
@@ -69,9 +71,14 @@ pub use config::{
 };
 pub use ctx::Ctx;
 pub use dist::Layout;
-pub use entry::{abort_on_panic, backend_for, suffix_array, suffix_array_or_write};
+pub use entry::{
+    abort_on_panic, backend_for, suffix_array, suffix_array_or_write, suffix_array_tokens,
+    suffix_array_tokens_or_write,
+};
 pub use error::{Error, Result};
 pub use index::IndexWidth;
+pub use token::{Token, TokenWidth};
+pub use util::say;
 
 /// Not part of the library's interface: the pieces psa's own integration tests (`tests/`) and
 /// benchmark tools (`examples/sais-baseline.rs`) call directly — the distributed primitives, the
@@ -81,7 +88,7 @@ pub use index::IndexWidth;
 pub mod internals {
     pub use crate::algo::dc7::dc7_held as dc7;
     pub use crate::algo::lcp::PREFIX_MAX as LCP_PREFIX_MAX;
-    pub use crate::algo::oracle::naive_sa;
+    pub use crate::algo::oracle::{naive_bwt, naive_lcp, naive_sa};
     pub use crate::algo::seq::{sa_bytes, sa_ints};
     pub use crate::config::json_str;
     pub use crate::dist::{

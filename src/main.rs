@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use mpi::traits::Communicator;
 use psa::driver::{report_table, run, Job};
-use psa::{Ctx, Error};
+use psa::{say, Ctx, Error};
 
 use cli::{Cli, QueryCli};
 
@@ -68,9 +68,24 @@ fn threads_per_pe(asked: Option<usize>, rank: usize) -> Option<usize> {
     }
 }
 
+/// clap's message: help and the version on standard output as clap writes them, an error as
+/// one write of its lines ([`say`]).
+fn print_clap(e: &clap::Error) {
+    match e.use_stderr() {
+        true => say(e.render().to_string().trim_end()),
+        false => {
+            let _ = e.print();
+        }
+    }
+}
+
 /// This process's rank as its launcher (mpirun, srun) tells it, before MPI starts: argument
-/// errors are printed by rank 0 alone. None when no launcher started it.
-fn launcher_rank() -> Option<usize> {
+/// errors are printed by rank 0 alone. None when no launcher started it. A variable that is not
+/// a rank is ignored with a warning ([`budget::env_value`]), which the process that prints the
+/// argument error prints.
+fn launcher_rank(warnings: &mut Vec<String>) -> Option<usize> {
+    let var = |v: &str| std::env::var(v).ok();
+    let what = ("a whole number", "not taken as this process's rank");
     [
         "OMPI_COMM_WORLD_RANK",
         "PMIX_RANK",
@@ -78,7 +93,7 @@ fn launcher_rank() -> Option<usize> {
         "SLURM_PROCID",
     ]
     .iter()
-    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    .find_map(|v| budget::env_value(&var, v, what, |r| r.parse().ok(), warnings))
 }
 
 /// Where compiled GPU kernels are kept by default: `$XDG_CACHE_HOME/psa`, else `~/.cache/psa`.
@@ -95,12 +110,12 @@ fn query_main() -> ExitCode {
     let cli = match QueryCli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
+            print_clap(&e);
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
     if cli.pattern.is_empty() && cli.patterns.is_none() {
-        eprintln!("psa query: error: give patterns, or --patterns FILE");
+        say("psa query: error: give patterns, or --patterns FILE");
         return ExitCode::from(2);
     }
     // Out of memory, a query speaks of itself (it has no pes or phases).
@@ -110,9 +125,9 @@ fn query_main() -> ExitCode {
         // and thousands of threads take minutes to start).
         let cores = usable_cores();
         if t > cores {
-            eprintln!(
+            say(&format!(
                 "psa query: warning: --threads {t} is more than the {cores} core(s) this process may run on: using {cores}"
-            );
+            ));
         }
         let _ = rayon::ThreadPoolBuilder::new()
             .num_threads(t.min(cores))
@@ -120,11 +135,11 @@ fn query_main() -> ExitCode {
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    let warn = |w: &str| eprintln!("psa query: warning: {w}");
+    let warn = |w: &str| say(&format!("psa query: warning: {w}"));
     match psa::io::query::run(&cli.query(), &mut out, warn) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("psa query: error: {e}");
+            say(&format!("psa query: error: {e}"));
             ExitCode::from(e.exit_code())
         }
     }
@@ -146,8 +161,12 @@ fn main() -> ExitCode {
         Err(e) => {
             // Every pe parsed the same argv and reached the same verdict; one prints it.
             let code = if e.use_stderr() { 2 } else { 0 };
-            if launcher_rank().unwrap_or(0) == 0 {
-                let _ = e.print();
+            let mut warnings = Vec::new();
+            if launcher_rank(&mut warnings).unwrap_or(0) == 0 {
+                for w in warnings {
+                    say(&format!("psa: warning: {w}"));
+                }
+                print_clap(&e);
             } else if code != 0 {
                 // A launcher ends the job at the first non-zero exit, possibly before rank 0
                 // has printed: the others leave late (the launcher usually ends them first).
@@ -158,7 +177,7 @@ fn main() -> ExitCode {
     };
     let Some(universe) = mpi::initialize() else {
         let e = Error::System("MPI could not be initialised".into());
-        eprintln!("psa: error: {e}");
+        say(&format!("psa: error: {e}"));
         return ExitCode::from(e.exit_code());
     };
     let world = universe.world();
@@ -228,6 +247,7 @@ fn main() -> ExitCode {
             lcp: cli.lcp.clone(),
             inputs: cli.inputs.clone(),
             seq: cli.seq_options(),
+            token_width: cli.token_width,
             width: cli.width,
             check: cli.check,
             stats: cli.stats.clone(),
@@ -275,8 +295,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// The exit of a pe whose run failed with `e` (agreed over the pes): the failing pe prints the
-/// message, the others leave with its status.
 /// Caps a `--mem-per-pe` above what the kernel enforces per pe (the cgroup's limit shared by
 /// the node's pes: the smallest over all pes), loudly: with that budget the plan
 /// would let a pe grow until the kernel ends it without a word from psa. Collective.
@@ -309,16 +327,19 @@ fn cap_to_hard_limit(ctx: &mut Ctx, given: u64) {
     );
 }
 
+/// The exit of a pe whose run failed with `e` (agreed over the pes, [`psa::comm::Comm::agree`]):
+/// the failing pe (the lowest, when several failed) prints the message as one line, the others
+/// ([`Error::Remote`]) leave with its status without a word.
 fn exit_with(e: Error, size: usize, rank: usize) -> ExitCode {
     if !matches!(e, Error::Remote { .. }) {
         // Where it failed matters when pes run on several nodes (a path that one node lacks).
-        match size {
-            1 => eprintln!("psa: error: {e}"),
-            _ => eprintln!(
+        say(&match size {
+            1 => format!("psa: error: {e}"),
+            _ => format!(
                 "psa: error on pe {rank} (host {}): {e}",
                 psa::io::host_name()
             ),
-        }
+        });
     }
     ExitCode::from(e.exit_code())
 }

@@ -22,6 +22,7 @@ pub use crate::config::Knobs;
 use crate::config::{Algo, Config};
 use crate::error::{Error, Result};
 use crate::index::IndexWidth;
+use crate::token::TokenWidth;
 
 /// Resident memory of a pe before it holds any of the text where it was not measured
 /// ([`Shape::base`]): the binary, MPI's buffers, the thread pool.
@@ -48,6 +49,10 @@ pub struct Shape {
     pub base: u64,
     /// Bytes per entry of the output.
     pub width: usize,
+    /// Bytes per token of the text (`--token-width`; n counts tokens). Wider than a byte: only
+    /// pDC3 takes it, and every per-character cost is taken times the width
+    /// ([`token_factor`]).
+    pub token_width: TokenWidth,
     /// The algorithms' records' index width at least ([`crate::Config::index_width`]; None:
     /// what n needs).
     pub index_at_least: Option<IndexWidth>,
@@ -137,6 +142,13 @@ fn width_factor(shape: &Shape) -> f64 {
     }
 }
 
+/// How much more a build holds per token than per byte: the token width, an upper bound (the
+/// text and BWT grow by the width; the sample keys and merge records grow less: a 16-bit token
+/// text's triples take 128-bit keys instead of 64, its merge records 20 bytes instead of 16).
+fn token_factor(shape: &Shape) -> f64 {
+    shape.token_width.bytes() as f64
+}
+
 /// pCSS: keys and positions (16 bytes) of one key range exchanged, and at least what the leanest
 /// plan's exchange rounds were measured to save (3.7 bytes a character at 64 ranges); the rest of
 /// [`CSS`] held. In one range the 128-bit keys of alphabets of more than 16 letters make them 24
@@ -156,9 +168,10 @@ fn css_costs(shape: &Shape, knobs: &Knobs) -> Costs {
 /// ranks sent to text order, which no key range cuts); the rest of [`DC3`] held.
 fn dc3_costs(shape: &Shape, knobs: &Knobs) -> Costs {
     let rounds = knobs.merge_rounds.max(1);
-    let exchanged = (12.0 / rounds as f64).max(4.0);
+    let tokens = token_factor(shape);
+    let exchanged = (12.0 / rounds as f64).max(4.0) * tokens;
     Costs {
-        held: step(DC3, rounds) * width_factor(shape) - exchanged,
+        held: step(DC3, rounds) * width_factor(shape) * tokens - exchanged,
         exchanged,
     }
 }
@@ -210,9 +223,11 @@ pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
     };
     let build = chars * c.held + exchange;
     let after = |on: bool, per_char: f64| if on { chars * per_char } else { 0.0 };
-    let check = after(shape.check, check_bytes_per_char(shape));
-    let bwt = after(shape.bwt, BWT_BYTES_PER_CHAR);
-    let lcp = after(shape.lcp, LCP_BYTES_PER_CHAR);
+    // A token text holds the text (and the BWT) in tokens, the rest as for bytes.
+    let wider = token_factor(shape) - 1.0;
+    let check = after(shape.check, check_bytes_per_char(shape) + wider);
+    let bwt = after(shape.bwt, BWT_BYTES_PER_CHAR + 2.0 * wider);
+    let lcp = after(shape.lcp, LCP_BYTES_PER_CHAR + wider);
     // After the build pe 0 writes the records table and the index's metadata from its records:
     // about twice their bytes again.
     let index = if shape.index {
@@ -386,13 +401,7 @@ fn candidates(config: &Config, shape: &Shape, algo: Algo, budget: u64) -> Vec<Kn
 /// The plan of a run of `shape` under `config` (see the module's docs). Local and pure: every pe
 /// passing the same settings and shape gets the same plan (or the same refusal).
 pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
-    let mut algos = vec![config.algo];
-    if config.plan_algo {
-        algos.push(match config.algo {
-            Algo::Css => Algo::Dc3,
-            Algo::Dc3 => Algo::Css,
-        });
-    }
+    let algos = algorithms(config, shape)?;
     let budget = config.mem_per_pe;
     let all: Vec<Knobs> = algos
         .iter()
@@ -420,6 +429,29 @@ pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
     Err(Error::Budget(refusal(
         config, shape, budget, source, leanest,
     )))
+}
+
+/// The algorithms the plan may choose from, the configured first: the other one too where
+/// [`Config::plan_algo`] allows. A token text (wider than a byte) takes pDC3 alone: pCSS reads
+/// bytes only for now, and asking for it is refused ([`Error::Usage`]).
+fn algorithms(config: &Config, shape: &Shape) -> Result<Vec<Algo>> {
+    if shape.token_width != TokenWidth::W1 {
+        return match (config.algo, config.plan_algo) {
+            (Algo::Css, false) => Err(Error::Usage(format!(
+                "--algo css takes bytes only for now: --token-width {} needs --algo dc3 (or no --algo)",
+                shape.token_width
+            ))),
+            _ => Ok(vec![Algo::Dc3]),
+        };
+    }
+    let mut algos = vec![config.algo];
+    if config.plan_algo {
+        algos.push(match config.algo {
+            Algo::Css => Algo::Dc3,
+            Algo::Dc3 => Algo::Css,
+        });
+    }
+    Ok(algos)
 }
 
 /// The message of a refused run: the budget, the need, the leanest plan, and what to do.
@@ -479,9 +511,10 @@ fn refusal(
     let mut pes = shape.pes.max(1);
     let fits = |pes: usize| {
         let s = Shape { pes, ..*shape };
+        let allowed = algorithms(config, shape).unwrap_or_default();
         let knobs = [Algo::Css, Algo::Dc3]
             .into_iter()
-            .filter(|&a| a == config.algo || config.plan_algo)
+            .filter(|a| allowed.contains(a))
             .map(|algo| Knobs {
                 algo,
                 round_bytes: Some(MIN_ROUND_BYTES),
@@ -585,378 +618,4 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    /// Slurm is named where its grant, or a cgroup's limit below it, bound the budget.
-    #[test]
-    fn slurm_is_advised_only_where_its_grant_binds() {
-        let below = "below SLURM_MEM_PER_CPU's 2.0 GiB";
-        assert!(!slurm_hint("SLURM_MEM_PER_CPU").is_empty());
-        assert!(!slurm_hint("SLURM_MEM_PER_NODE / 2 pe(s) on the node").is_empty());
-        let cgroup = format!("the cgroup's memory limit / 3 pe(s) on the node, {below}");
-        assert!(!slurm_hint(&cgroup).is_empty());
-        let free = format!("MemAvailable / 3 pe(s) on the node, {below}");
-        assert!(slurm_hint(&free).is_empty());
-        assert!(slurm_hint("--mem-per-pe").is_empty());
-    }
-
-    use super::*;
-
-    /// What a test that plans returns: a refused plan fails it.
-    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
-
-    fn shape(n: usize, pes: usize) -> Shape {
-        Shape {
-            n,
-            pes,
-            base: BASE_BYTES,
-            width: 4,
-            index_at_least: None,
-            check: false,
-            bwt: false,
-            lcp: false,
-            held: 0,
-            index: true,
-        }
-    }
-
-    fn config(budget: Option<u64>) -> Config {
-        Config {
-            mem_per_pe: budget,
-            plan_algo: false,
-            ..Config::default()
-        }
-    }
-
-    #[test]
-    fn sizes_parse() {
-        for (s, want) in [
-            ("3G", 3u64 << 30),
-            ("512M", 512 << 20),
-            ("1.5G", 3 << 29),
-            ("1024K", 1 << 20),
-            ("1000000", 1_000_000),
-            ("2GiB", 2 << 30),
-            ("64mb", 64 << 20),
-            ("1t", 1 << 40),
-        ] {
-            assert_eq!(parse_size(s), Ok(want), "{s}");
-        }
-        for s in ["", "G", "3X", "-1G", "1.5", "1e3M", "3 G G"] {
-            assert!(
-                parse_size(s).is_err_and(|e| e.contains("not a size")),
-                "{s}"
-            );
-        }
-        for s in ["99999999999T", "99999999999999999999", "16777216T", "1e30"] {
-            let r = parse_size(s);
-            let want = if s == "1e30" {
-                "not a size"
-            } else {
-                "too large"
-            };
-            assert!(r.as_ref().is_err_and(|e| e.contains(want)), "{s}: {r:?}");
-        }
-    }
-
-    #[test]
-    fn no_budget_keeps_the_configured_knobs() -> TestResult {
-        let p = choose(&config(None), &shape(1 << 30, 4), "")?;
-        assert_eq!(p.knobs.round_bytes, None);
-        assert_eq!(p.knobs.algo, Algo::Css);
-        assert!(p.peak > p.leanest);
-        Ok(())
-    }
-
-    /// pe 0's table of a sequence input's records adds to the peak at any p: once through the
-    /// build, three times at its end (the records table and the metadata written from it), once
-    /// where no index files are written; a refusal names it, and what pe 0 needs without any text.
-    #[test]
-    fn pe_0s_records_table_counts_at_any_p() -> TestResult {
-        const GIB: u64 = 1 << 30;
-        for pes in [1, 16, 1024] {
-            let text = shape(1 << 26, pes);
-            let with = |held| Shape { held, ..text };
-            let plain = choose(&config(None), &text, "")?;
-            let small = choose(&config(None), &with(1 << 20), "")?;
-            // Once through the build, where the build outweighs the end (not at p = 1024).
-            assert!(small.peak >= plain.peak + (1 << 20), "p = {pes}");
-            if pes <= 16 {
-                assert_eq!(small.peak, plain.peak + (1 << 20), "p = {pes}");
-                assert_eq!(small.leanest, plain.leanest + (1 << 20), "p = {pes}");
-            }
-            let empty = Shape { n: 0, ..with(GIB) };
-            assert_eq!(
-                choose(&config(None), &empty, "")?.peak,
-                BASE_BYTES + per_peer(&empty) + 3 * GIB
-            );
-            // Without index files (--no-sa, an output that is a device or FIFO) the table is
-            // held once, not written.
-            let unwritten = Shape {
-                index: false,
-                ..empty
-            };
-            assert_eq!(
-                choose(&config(None), &unwritten, "")?.peak,
-                BASE_BYTES + per_peer(&unwritten) + GIB
-            );
-            let e = choose(&config(Some(GIB / 2)), &unwritten, "--mem-per-pe").unwrap_err();
-            let e = e.to_string();
-            let bare = |held| size_text(BASE_BYTES + per_peer(&unwritten) + held);
-            let needle = format!(
-                "pe 0 needs {} without any text (its records table)",
-                bare(GIB)
-            );
-            assert!(e.contains(&needle), "p = {pes}: no '{needle}' in {e}");
-            let e = choose(&config(Some(2 * GIB)), &with(GIB), "--mem-per-pe").unwrap_err();
-            let e = e.to_string();
-            for needle in [
-                "pe 0 also holds the table of the input's records, 1.0 GiB, at any p".to_string(),
-                format!(
-                    "pe 0 needs {} without any text (its records table, and the index files",
-                    bare(3 * GIB)
-                ),
-            ] {
-                assert!(e.contains(&needle), "p = {pes}: no '{needle}' in {e}");
-            }
-        }
-        Ok(())
-    }
-
-    #[test]
-    fn a_large_budget_needs_no_rounds() -> TestResult {
-        let p = choose(&config(Some(1 << 40)), &shape(1 << 20, 2), "")?;
-        assert_eq!((p.knobs.round_bytes, p.rounds), (None, 1));
-        Ok(())
-    }
-
-    #[test]
-    fn tighter_budgets_give_smaller_rounds_down_to_the_leanest() -> TestResult {
-        // pCSS in one key range: only the exchange rounds are left to choose.
-        let config = |budget| {
-            let mut c = config(budget);
-            c.css.sort_rounds = 1;
-            c
-        };
-        let s = shape(1 << 20, 2);
-        let one = choose(&config(None), &s, "")?;
-        let mut last = usize::MAX;
-        for budget in [
-            one.peak - 1,
-            one.peak - (1 << 20),
-            one.leanest + 8192,
-            one.leanest,
-        ] {
-            let p = choose(&config(Some(budget)), &s, "")?;
-            assert!(p.peak <= budget, "{p:?}");
-            let r = p.knobs.round_bytes.ok_or("no rounds")?;
-            assert!(r <= last && r.is_multiple_of(MIN_ROUND_BYTES), "{p:?}");
-            last = r;
-        }
-        assert_eq!(last, MIN_ROUND_BYTES);
-        let e = choose(&config(Some(one.leanest - 1)), &s, "the test").unwrap_err();
-        assert_eq!(e.exit_code(), 4);
-        let m = e.to_string();
-        assert!(
-            m.contains(&format!("at least {} bytes", one.leanest)),
-            "{m}"
-        );
-        assert!(m.contains("(the test)") && m.contains("more pes"), "{m}");
-        Ok(())
-    }
-
-    #[test]
-    fn the_other_algorithm_when_free_to_choose() -> TestResult {
-        // The algorithm whose leanest plan needs more cannot fit a budget just below it; free to
-        // choose, the plan takes the other one (in key ranges).
-        let s = shape(1 << 24, 4);
-        let leanest = |algo| {
-            choose(
-                &Config {
-                    algo,
-                    ..config(None)
-                },
-                &s,
-                "",
-            )
-            .map(|p| p.leanest)
-        };
-        let (css, dc3) = (leanest(Algo::Css)?, leanest(Algo::Dc3)?);
-        assert_ne!(css, dc3);
-        let (fat, lean) = match css > dc3 {
-            true => (Algo::Css, Algo::Dc3),
-            false => (Algo::Dc3, Algo::Css),
-        };
-        let budget = css.max(dc3) - 1;
-        let fixed = Config {
-            algo: fat,
-            ..config(Some(budget))
-        };
-        assert!(choose(&fixed, &s, "").is_err());
-        let free = Config {
-            plan_algo: true,
-            ..fixed
-        };
-        let p = choose(&free, &s, "")?;
-        assert_eq!(p.knobs.algo, lean);
-        assert!(p.knobs.merge_rounds > 1 || p.knobs.sort_rounds > 1, "{p:?}");
-        assert!(p.peak <= budget);
-        Ok(())
-    }
-
-    #[test]
-    fn pcss_sorts_in_more_key_ranges_under_a_tight_budget() -> TestResult {
-        let s = shape(1 << 26, 4);
-        let free = choose(&config(None), &s, "")?;
-        assert_eq!(free.knobs.sort_rounds, 0, "auto without a budget");
-        let fixed = |rounds, budget| Config {
-            css: crate::config::CssOptions {
-                sort_rounds: rounds,
-                ..Default::default()
-            },
-            ..config(budget)
-        };
-        // Below what 4 ranges need even with the smallest exchange rounds.
-        let four = choose(&fixed(4, None), &s, "")?.leanest;
-        let tight = choose(&config(Some(four - 1)), &s, "")?;
-        assert!(tight.knobs.sort_rounds >= 8, "{tight:?}");
-        assert!(tight.peak < four);
-        // A configured number of ranges is kept.
-        assert_eq!(choose(&fixed(2, None), &s, "")?.knobs.sort_rounds, 2);
-        assert!(choose(&fixed(4, Some(four - 1)), &s, "").is_err());
-        Ok(())
-    }
-
-    #[test]
-    fn pdc3_merges_in_key_ranges_under_a_tight_budget() -> TestResult {
-        let s = shape(1 << 26, 4);
-        let dc3 = |rounds, budget| Config {
-            algo: Algo::Dc3,
-            dcx: crate::config::DcxOptions {
-                merge_rounds: rounds,
-                ..Default::default()
-            },
-            ..config(budget)
-        };
-        let free = choose(&dc3(0, None), &s, "")?;
-        assert_eq!(free.knobs.merge_rounds, 0, "one range without a budget");
-        // Below one range's need: key ranges before any exchange rounds.
-        let tight = choose(&dc3(0, Some(free.peak - 1)), &s, "")?;
-        assert!(tight.knobs.merge_rounds >= 4, "{tight:?}");
-        assert_eq!(tight.knobs.round_bytes, None, "{tight:?}");
-        assert!(tight.summary().contains("merging in"), "{tight:?}");
-        // The leanest plan merges in 64 ranges.
-        let leanest = choose(&dc3(0, Some(free.leanest)), &s, "")?;
-        assert_eq!(leanest.knobs.merge_rounds, 64, "{leanest:?}");
-        // A configured number of ranges is kept.
-        let fixed = choose(&dc3(2, None), &s, "")?;
-        assert_eq!(fixed.knobs.merge_rounds, 2);
-        assert!(fixed.peak < free.peak);
-        Ok(())
-    }
-
-    /// The model against peaks measured on the fullest pe (`scripts/plan-calibration.sh`: 16 MiB
-    /// texts at p = 4, and 80 MiB ones and 40 MB of Rust source at p = 16 on the 16-core GPU
-    /// host): for every plan the input it fits closest and DNA. Never below a measured peak;
-    /// DNA's within 2.5 times (the worst text of each size sets the model: see [`CSS`]).
-    #[test]
-    fn the_model_covers_the_measured_peaks() {
-        // (n, p, algo, key ranges, exchange rounds of 4 KiB, 40-bit records, --check, the
-        // plan's base MiB, measured MiB)
-        let measured = [
-            (16777216, 2, Algo::Css, 1, false, false, false, 21.0, 443.0), // random
-            (83886080, 16, Algo::Css, 1, false, false, false, 21.0, 219.0), // dna
-            (83886080, 16, Algo::Css, 2, false, false, true, 21.0, 211.0), // an
-            (83886080, 16, Algo::Css, 2, false, false, true, 21.0, 161.0), // dna
-            (40080860, 16, Algo::Css, 4, false, false, true, 21.0, 94.0),  // source
-            (83886080, 16, Algo::Css, 4, false, false, true, 21.0, 118.0), // dna
-            (40080860, 16, Algo::Css, 8, false, false, true, 21.0, 77.0),  // source
-            (83886080, 16, Algo::Css, 8, false, false, true, 21.0, 95.0),  // dna
-            (40080860, 16, Algo::Css, 8, false, true, true, 21.0, 81.0),   // source
-            (83886080, 16, Algo::Css, 8, false, true, true, 21.0, 100.0),  // dna
-            (40080860, 16, Algo::Css, 16, false, false, true, 21.0, 77.0), // source
-            (83886080, 16, Algo::Css, 16, false, false, true, 21.0, 89.0), // dna
-            (83886080, 16, Algo::Css, 64, false, false, true, 21.0, 118.0), // fib
-            (83886080, 16, Algo::Css, 64, false, false, true, 21.0, 90.0), // dna
-            (16777216, 4, Algo::Css, 64, true, false, true, 24.0, 78.0),   // fib
-            (83886080, 16, Algo::Css, 64, true, false, true, 21.0, 66.0),  // dna
-            (40080860, 16, Algo::Dc3, 1, false, false, false, 21.0, 120.0), // source
-            (83886080, 16, Algo::Dc3, 1, false, false, false, 21.0, 198.0), // dna
-            (40080860, 16, Algo::Dc3, 4, false, false, true, 21.0, 94.0),  // source
-            (83886080, 16, Algo::Dc3, 4, false, false, true, 21.0, 120.0), // dna
-            (83886080, 16, Algo::Dc3, 8, false, false, true, 21.0, 132.0), // repblock
-            (83886080, 16, Algo::Dc3, 8, false, false, true, 21.0, 95.0),  // dna
-            (83886080, 16, Algo::Dc3, 64, false, false, true, 21.0, 134.0), // repblock
-            (83886080, 16, Algo::Dc3, 64, false, false, true, 21.0, 86.0), // dna
-            (83886080, 16, Algo::Dc3, 64, true, false, true, 21.0, 114.0), // repblock
-            (83886080, 16, Algo::Dc3, 64, true, false, true, 21.0, 63.0),  // dna
-        ];
-        for (n, pes, algo, ranges, rounds, wide, check, base, mib) in measured {
-            let s = Shape {
-                check,
-                base: (base * (1 << 20) as f64) as u64,
-                index_at_least: wide.then_some(IndexWidth::W40),
-                ..shape(n, pes)
-            };
-            let knobs = Knobs {
-                algo,
-                round_bytes: rounds.then_some(MIN_ROUND_BYTES),
-                sort_rounds: ranges,
-                merge_rounds: ranges,
-            };
-            let ratio = peak_per_pe(&s, &knobs) as f64 / (mib * (1 << 20) as f64);
-            assert!(
-                (1.0..=2.5).contains(&ratio),
-                "n {n}, p {pes}, {algo:?} in {ranges} ranges: {ratio:.2} × measured"
-            );
-        }
-    }
-
-    #[test]
-    fn a_budget_below_the_base_says_so() {
-        let m = choose(&config(Some(1 << 20)), &shape(100, 1), "--mem-per-pe")
-            .unwrap_err()
-            .to_string();
-        assert!(m.contains("before it holds any text"), "{m}");
-    }
-
-    /// Where the budget is the node's memory shared by the pes on it, more pes on that node only
-    /// shrink each share: the refusal asks for more nodes.
-    #[test]
-    fn a_node_shared_budget_asks_for_more_nodes() {
-        let s = shape(1 << 30, 2);
-        for (source, nodes) in [
-            ("MemAvailable / 2 pe(s) on the node", true),
-            ("the cgroup's memory limit / 2 pe(s) on the node", true),
-            ("SLURM_MEM_PER_NODE / 2 pe(s) on the node", true),
-            ("--mem-per-pe", false),
-            ("SLURM_MEM_PER_CPU", false),
-            (
-                "ulimit -v less 1.0 MiB of address space held but not resident",
-                false,
-            ),
-        ] {
-            let m = choose(&config(Some(4 << 30)), &s, source)
-                .unwrap_err()
-                .to_string();
-            assert_eq!(m.contains("use more nodes"), nodes, "{source}: {m}");
-            assert_eq!(m.contains("use more pes"), !nodes, "{source}: {m}");
-        }
-    }
-
-    #[test]
-    fn the_refusal_names_enough_pes() {
-        let s = shape(1 << 30, 2);
-        let budget = 4 << 30;
-        let m = choose(&config(Some(budget)), &s, "x")
-            .unwrap_err()
-            .to_string();
-        let pes: usize = m
-            .split("about ")
-            .nth(1)
-            .and_then(|t| t.split(' ').next())
-            .and_then(|t| t.parse().ok())
-            .unwrap_or_else(|| panic!("{m}"));
-        assert!(choose(&config(Some(budget)), &shape(1 << 30, pes), "").is_ok());
-        assert!(choose(&config(Some(budget)), &shape(1 << 30, pes / 2), "").is_err());
-    }
-}
+mod tests;

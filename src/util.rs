@@ -1,7 +1,8 @@
 //! Small helpers every layer shares, each once: the bit width of a number ([`bits`]), a seeded
 //! generator ([`SplitMix`]), the chunks of the parallel loops and whether a loop is worth
 //! handing to rayon's pool ([`CHUNK`], [`serial`], [`parallel`]), and a pointer that may cross
-//! threads for loops whose chunks write disjoint slots ([`SyncPtr`]).
+//! threads for loops whose chunks write disjoint slots ([`SyncPtr`]), and a line written to
+//! standard error whole ([`say`]).
 
 /// Bits needed to write `x` (0 for 0).
 #[inline]
@@ -64,6 +65,18 @@ impl SplitMix {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
         z ^ (z >> 31)
     }
+}
+
+/// Writes `line` and a line break to standard error in one `write` (the whole line built
+/// first, standard error locked): `eprintln!` writes each piece of its format apart (standard
+/// error is unbuffered), so the lines of pes sharing a terminal or a launcher's pipe would mix
+/// mid-line. Failing to write is ignored (there is nowhere else to say it).
+pub fn say(line: &str) {
+    use std::io::Write;
+    let mut s = String::with_capacity(line.len() + 1);
+    s.push_str(line);
+    s.push('\n');
+    let _ = std::io::stderr().lock().write_all(s.as_bytes());
 }
 
 /// The next number of the tests' xorshift generator (13, 7, 17) from the state `x`, which it

@@ -29,6 +29,7 @@ fn leanest(n: usize, p: usize, algo: Algo, sort_rounds: usize) -> u64 {
         pes: p,
         base: psa::plan::BASE_BYTES,
         index_at_least: None,
+        token_width: psa::TokenWidth::W1,
         width: 4,
         check: false,
         bwt: false,

@@ -1072,6 +1072,65 @@ fn a_full_file_system_is_found_before_the_build() {
     }
 }
 
+/// The records table and the metadata get their room before the build, as the SA does (T10):
+/// an index of many long-named records whose SA fits a small file system but whose side files do
+/// not fails before the input is read, leaving nothing there.
+#[test]
+fn no_room_for_the_index_files_is_found_before_the_build() {
+    let dir = TempDir::new("disk_full_side");
+    let mut fa = Vec::new();
+    for k in 0..20_000 {
+        fa.extend_from_slice(format!(">{k:0>150}\nACGTACGTAC\n").as_bytes());
+    }
+    dir.write("in.fa", &fa);
+    let small = dir.join("small");
+    fs::create_dir(&small).unwrap();
+    let mnt = small.to_string_lossy().into_owned();
+    if !can(&format!("mount -t tmpfs -o size=2m tmpfs '{mnt}'")) {
+        eprintln!("no_room_for_the_index_files_is_found_before_the_build: SKIPPED: cannot mount a small tmpfs here (needs root)");
+        return;
+    }
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    // 220,000 characters: 880 KB of SA and 220 KB of text fit in 2 MiB; the records table's
+    // 3.3 MB and the metadata's do not.
+    for p in [1, 3] {
+        let o = run_psa(p, ["-o", "small/out.sa", "in.fa"], dir.path());
+        o.assert_error(5, "cannot reserve", &format!("p = {p}"));
+        assert!(
+            o.stderr.contains("No space left"),
+            "p = {p}: {}",
+            o.describe()
+        );
+        assert!(failed_before_reading(&o), "p = {p}: {}", o.describe());
+        assert_eq!(
+            fs::read_dir(&small).unwrap().count(),
+            0,
+            "p = {p}: files left in the full file system"
+        );
+    }
+    // With room, the reservation's rest is given back: the files are as long as their content.
+    let o = run_psa(3, ["-o", "out.sa", "in.fa"], dir.path());
+    assert!(o.success(), "{}", o.describe());
+    let table = fs::read(dir.join("out.sa.records.tsv")).unwrap();
+    assert!(
+        table.ends_with(b"\t219989\t10\n"),
+        "{:?}",
+        &table[table.len() - 40..]
+    );
+    let q = Command::new(PSA)
+        .args(["query", "out.sa", "ACGTACGTAC"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(q.stdout, b"ACGTACGTAC\t20000\n", "{q:?}");
+}
+
 #[test]
 fn an_output_directory_one_pe_cannot_see_is_found_before_the_build() {
     let dir = TempDir::new("node_local");
@@ -1336,6 +1395,120 @@ fn argument_errors_are_printed_once_and_errors_name_the_pe() {
     assert_eq!(o.stdout.matches("Usage:").count(), 1, "{}", o.describe());
     let o = run_psa(3, ["missing.txt"], dir.path());
     o.assert_error(5, "on pe 0 (host ", "");
+}
+
+/// Lines on standard error are whole (T13): every pe writes each message, warning or log line
+/// in one `write` (seen under strace, where it is installed), and a job-wide error is printed
+/// once, by one pe, even when every pe fails at once: bad input in every pe's range, a missing
+/// input, an argument error.
+#[test]
+fn error_lines_are_whole_and_printed_once() {
+    let dir = TempDir::new("whole_lines");
+    let mut fa = Vec::new();
+    for k in 0..400 {
+        fa.extend_from_slice(format!(">r{k}\nACGT\x01ACGT\n").as_bytes());
+    }
+    dir.write("bad.fa", &fa);
+    let traced = can("strace -o /dev/null true");
+    let cases: [(&[&str], i32, &str); 3] = [
+        (&["-vv", "-o", "x.sa", "bad.fa"], 3, "bad.fa: line 2: "),
+        (&["-vv", "missing.txt"], 5, "missing.txt"),
+        (&["--no-such-flag", "bad.fa"], 2, "unexpected argument"),
+    ];
+    for (args, code, needle) in cases {
+        for p in [1, 6] {
+            let trace = dir.join("trace");
+            let _ = fs::remove_dir_all(&trace);
+            fs::create_dir(&trace).unwrap();
+            let mut c = match traced {
+                true => {
+                    let mut c = mpirun(p, "strace");
+                    c.args([
+                        "-qq",
+                        "-f",
+                        "-ff",
+                        "-e",
+                        "trace=write",
+                        "-s",
+                        "100000",
+                        "-o",
+                    ])
+                    .arg(trace.join("w"))
+                    .arg(PSA);
+                    c
+                }
+                false => mpirun(p, PSA),
+            };
+            c.args(args).current_dir(dir.path());
+            let o = run_with_timeout(c, dir.path(), DEFAULT_TIMEOUT);
+            let what = format!("{args:?} p = {p}");
+            o.assert_error(code, needle, &what);
+            let errors = o.stderr.lines().filter(|l| l.contains(needle)).count();
+            assert_eq!(errors, 1, "{what}: {}", o.describe());
+            for line in o.stderr.lines() {
+                let inner = line.get(1..).unwrap_or("");
+                assert!(
+                    !inner.contains("[psa pe") && !inner.contains("psa: "),
+                    "{what}: a line of psa's inside another:\n{line}"
+                );
+            }
+            for f in fs::read_dir(&trace).unwrap() {
+                let text = fs::read_to_string(f.unwrap().path()).unwrap();
+                for w in text.lines().filter(|l| l.starts_with("write(2, ")) {
+                    assert!(
+                        w.contains("\\n\", "),
+                        "{what}: a write to stderr that is not whole lines: {w}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// One rule for every Slurm and launcher variable psa reads (T13): a value it cannot use is
+/// ignored with a warning naming the variable and the value, printed once.
+#[test]
+fn garbage_in_slurm_variables_is_named_and_ignored() {
+    let dir = TempDir::new("slurm_garbage");
+    dir.write("in.txt", b"banana");
+    let cases: [&[(&str, &str)]; 4] = [
+        &[("SLURM_MEM_PER_CPU", "lots")],
+        &[("SLURM_MEM_PER_NODE", "99999999999999999")],
+        &[("SLURM_MEM_PER_CPU", "1000"), ("SLURM_CPUS_PER_TASK", "x2")],
+        &[("SLURM_MEM_PER_CPU", "1000"), ("SLURM_CPUS_PER_TASK", "0")],
+    ];
+    for env in cases {
+        let (name, value) = env[env.len() - 1];
+        for p in [1, 3] {
+            let o = run_psa_env(p, ["--force", "in.txt"], env, dir.path(), DEFAULT_TIMEOUT);
+            assert!(o.success(), "{env:?} p = {p}: {}", o.describe());
+            let warning = format!("{name}='{value}' is not ");
+            assert_eq!(
+                o.stderr.matches(&warning).count(),
+                1,
+                "{env:?} p = {p}: {}",
+                o.describe()
+            );
+            assert!(o.stderr.contains(": ignored ("), "{}", o.describe());
+        }
+    }
+    // The launcher's rank, read before MPI starts to print an argument error once.
+    let o = Command::new(PSA)
+        .arg("--no-such-flag")
+        .env("SLURM_PROCID", "zero")
+        .env_remove("OMPI_COMM_WORLD_RANK")
+        .env_remove("PMIX_RANK")
+        .env_remove("PMI_RANK")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("SLURM_PROCID='zero' is not a whole number: ignored")
+            && err.contains("unexpected argument"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -102,7 +102,13 @@ fn verify(comm: &Comm, tag: &str, paths: &[PathBuf], case: &Case) {
         let got_recs: Vec<_> = got
             .records
             .iter()
-            .map(|r| (r.name.clone(), r.start, r.len))
+            .map(|r| {
+                (
+                    String::from_utf8_lossy(&r.name).into_owned(),
+                    r.start,
+                    r.len,
+                )
+            })
             .collect();
         assert_eq!(got_recs, recs, "{tag}: records");
     } else {

@@ -354,6 +354,108 @@ fn bad_input_names_file_and_line() {
     );
 }
 
+/// Record names are bytes (T4): a header that is not UTF-8, long enough to be cut by pe
+/// boundaries, keeps its bytes in the records table and in `psa query --locate`'s answers (a raw
+/// input's path too); JSON shows U+FFFD for them. Lines that end in a carriage return alone are
+/// refused at every p, also where a pe's range ends just after one.
+#[test]
+fn names_are_kept_byte_for_byte() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = TempDir::new("seq-names-bytes");
+    let long: Vec<u8> = (0..300u32).map(|i| 0x80 + (i % 120) as u8).collect();
+    let names: [&[u8]; 3] = [b"r\xff\xfe1", &long, b"plain"];
+    let mut fa = Vec::new();
+    for (k, name) in names.iter().enumerate() {
+        fa.extend_from_slice(b">");
+        fa.extend_from_slice(name);
+        fa.extend_from_slice(b" desc \xe9\n");
+        fa.extend_from_slice(format!("ACGT{}\n", "G".repeat(k)).as_bytes());
+    }
+    std::fs::write(dir.join("n.fa"), &fa).unwrap();
+    let raw = std::ffi::OsStr::from_bytes(b"raw\xe9.txt");
+    std::fs::write(dir.path().join(raw), b"ACGTACGT").unwrap();
+    let table = |names: &[&[u8]], starts: &[(u64, u64)]| {
+        let mut want = b"name\tstart\tlength\n".to_vec();
+        for (name, (s, l)) in names.iter().zip(starts) {
+            want.extend_from_slice(name);
+            want.extend_from_slice(format!("\t{s}\t{l}\n").as_bytes());
+        }
+        want
+    };
+    for p in [1, 2, 3, 5] {
+        let o = run_psa(p, ["-o", "n.sa", "n.fa"], dir.path());
+        assert!(o.success(), "p={p}: {}", o.describe());
+        let got = std::fs::read(dir.join("n.sa.records.tsv")).unwrap();
+        assert_eq!(
+            got,
+            table(&names, &[(0, 4), (5, 5), (11, 6)]),
+            "p={p}: {}",
+            String::from_utf8_lossy(&got)
+        );
+        let o = Command::new(PSA)
+            .args(["query", "--locate", "n.sa", "ACGTGG"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        assert_eq!(o.stdout, [&b"ACGTGG\t1\nACGTGG\tplain\t0\n"[..]].concat());
+        let o = Command::new(PSA)
+            .args(["query", "--locate", "n.sa", "ACGTG"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let want = [
+            &b"ACGTG\t2\n"[..],
+            b"ACGTG\t",
+            &long,
+            b"\t0\nACGTG\tplain\t0\n",
+        ]
+        .concat();
+        let mut got: Vec<&[u8]> = o.stdout.split_inclusive(|&b| b == b'\n').collect();
+        got[1..].sort();
+        let mut want: Vec<&[u8]> = want.split_inclusive(|&b| b == b'\n').collect();
+        want[1..].sort();
+        assert_eq!(got, want, "p={p}: {}", String::from_utf8_lossy(&o.stdout));
+        let o = Command::new(PSA)
+            .args(["query", "--locate", "--json", "n.sa", "ACGT"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let out = String::from_utf8(o.stdout).expect("JSON is UTF-8");
+        assert!(out.contains("\"record\": \"r\u{fffd}\u{fffd}1\""), "{out}");
+        // A raw input's path as its name.
+        let mut c = common::mpirun(p, PSA);
+        c.args(["-q", "-o", "r.sa"])
+            .arg(raw)
+            .current_dir(dir.path());
+        assert!(c.output().unwrap().status.success());
+        let got = std::fs::read(dir.join("r.sa.records.tsv")).unwrap();
+        assert_eq!(got, table(&[b"raw\xe9.txt"], &[(0, 8)]));
+        let o = Command::new(PSA)
+            .args(["query", "--locate", "r.sa", "GTAC"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(o.stdout, b"GTAC\t1\nGTAC\traw\xe9.txt\t2\n");
+    }
+    // Carriage returns alone: refused wherever the pes' ranges fall.
+    for (k, cr) in [&b">a one\rACGT"[..], b">a\rACGTACGT\r", b"@r\rAC\r+\rII\r"]
+        .iter()
+        .enumerate()
+    {
+        let name = format!("cr{k}.{}", if cr[0] == b'@' { "fq" } else { "fa" });
+        std::fs::write(dir.join(&name), cr).unwrap();
+        for p in 1..=6 {
+            let o = run_psa(p, ["-o", "cr.sa", &name], dir.path());
+            o.assert_error(
+                3,
+                "a carriage return alone ends a line",
+                &format!("{name} p={p}"),
+            );
+        }
+    }
+}
+
 /// A raw input whose name is not UTF-8 is found again by `psa query`; a damaged index (an SA
 /// entry not below n) is reported as damaged, with exit status 3 (bad input), not as an internal error.
 #[test]

@@ -10,21 +10,22 @@
 //! Phases: `bwt` — one request ([`fetch`], in pieces of at most `request_piece` queries and
 //! 1/32 of the block): every pe asks the owner of SA[i] − 1 for its character (pe 0 also for
 //! T[n − 1]), and finds r0 by one reduction. Each pe ends with the bytes of U for its SA entries,
-//! one contiguous range of U. Memory per pe beside the text: the BWT (1 byte per entry) and one
+//! one contiguous range of U. Memory per pe beside the text: the BWT (a character per entry) and one
 //! piece of the SA (read from memory or from the output file: [`SaSource`]), its queries and
 //! answers.
 
 use super::sink::SaSource;
 use crate::dist::{fetch, Layout};
 use crate::error::Result;
+use crate::token::Token;
 use crate::Ctx;
 
-/// This pe's part of the BWT.
+/// This pe's part of the BWT, in characters `T` (bytes, or the tokens of a token text).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BwtPart {
-    /// The bytes of U this pe holds (one per SA entry it holds, less the entry of SA = 0; pe 0
-    /// also U[0]).
-    pub bytes: Vec<u8>,
+pub struct BwtPart<T = u8> {
+    /// The characters of U this pe holds (one per SA entry it holds, less the entry of SA = 0;
+    /// pe 0 also U[0]).
+    pub bytes: Vec<T>,
     /// Where `bytes` start in U.
     pub first: usize,
     /// The primary index (libsais' convention; 0 for an empty text). The same on every pe.
@@ -38,17 +39,17 @@ pub struct BwtPart {
 /// [`BwtPart`]; the parts of all pes, in pe order, are U. Cost: one [`fetch`] of one character
 /// per SA entry (in pieces) and a few reductions. An error reading the file is an error on
 /// every pe.
-pub fn bwt<'a>(
+pub fn bwt<'a, T: Token>(
     ctx: &Ctx,
-    text: &[u8],
+    text: &[T],
     sa: impl Into<SaSource<'a>>,
     layout: &Layout,
-) -> Result<BwtPart> {
+) -> Result<BwtPart<T>> {
     let sa = sa.into();
     ctx.install(|ctx| ctx.phase("bwt", || bwt_here(ctx, text, sa, layout)))
 }
 
-fn bwt_here(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -> Result<BwtPart> {
+fn bwt_here<T: Token>(ctx: &Ctx, text: &[T], sa: SaSource, layout: &Layout) -> Result<BwtPart<T>> {
     let comm = &ctx.comm;
     let me = comm.rank();
     let n = layout.len();
@@ -71,7 +72,7 @@ fn bwt_here(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -> Result<Bwt
         .min((len / 32).max(1 << 13))
         .max(2);
     let pieces = comm.all_reduce_max(len.div_ceil(piece) as u64) as usize;
-    let mut bytes: Vec<u8> = Vec::with_capacity(len + 1);
+    let mut bytes: Vec<T> = Vec::with_capacity(len + 1);
     // r0: the rank of suffix 0, found by the pe that holds it.
     let mut here = u64::MAX;
     for k in 0..pieces.max(1) {

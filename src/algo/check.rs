@@ -15,6 +15,7 @@ use super::steps::Pieces;
 use crate::dist::{bucket_step_into, right_halo, scatter, Layout, PieceExchange};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexWidth, U40};
+use crate::token::Token;
 use crate::util::bits;
 use crate::Ctx;
 
@@ -32,9 +33,9 @@ use crate::Ctx;
 /// step of keys with their places (one word each where they fit, else two; sent and received)
 /// and keys (at most 255 steps). Communication: two all-to-alls of the n pairs, in pieces; the
 /// suffix array is read once.
-pub fn check<'a>(
+pub fn check<'a, T: Token>(
     ctx: &Ctx,
-    text: &[u8],
+    text: &[T],
     sa: impl Into<SaSource<'a>>,
     layout: &Layout,
 ) -> Result<()> {
@@ -44,19 +45,31 @@ pub fn check<'a>(
     let width = IndexWidth::choose(layout.len() as u64, ctx.config.forced_index_width());
     ctx.install(|ctx| {
         ctx.sampling(|| match width {
-            IndexWidth::W32 => check_here::<u32>(ctx, text, sa, layout),
-            IndexWidth::W40 => check_here::<U40>(ctx, text, sa, layout),
-            IndexWidth::W64 => check_here::<u64>(ctx, text, sa, layout),
+            IndexWidth::W32 => check_here::<u32, T>(ctx, text, sa, layout),
+            IndexWidth::W40 => check_here::<U40, T>(ctx, text, sa, layout),
+            IndexWidth::W64 => check_here::<u64, T>(ctx, text, sa, layout),
         })
     })
 }
 
 /// [`check`] on the calling thread's pool, the inverse held in `I`.
-fn check_here<I: Index>(ctx: &Ctx, text: &[u8], sa: SaSource, layout: &Layout) -> Result<()> {
+fn check_here<I: Index, T: Token>(
+    ctx: &Ctx,
+    text: &[T],
+    sa: SaSource,
+    layout: &Layout,
+) -> Result<()> {
     let comm = &ctx.comm;
     let me = comm.rank();
     let (lo, hi) = (layout.start(me), layout.end(me));
     comm.agree(admissible(me, sa.len(hi - lo), hi - lo, layout.len()))?;
+    // A key is a character above a rank in one word.
+    if T::BITS + bits(layout.len() as u64) > 64 {
+        return comm.agree(Err(Error::Unsupported(format!(
+            "the checker takes at most 2^32 tokens of 4 bytes, got {}",
+            layout.len()
+        ))));
+    }
 
     // Pieces of at most `piece` records per pe, so that the exchanged records stay small beside
     // the inverse, and where they can within what the build left below its peak: the fewest
@@ -153,6 +166,8 @@ struct OrderShape {
     one_word: bool,
     /// Bits of a rank (of n + 1 values).
     rank_bits: u32,
+    /// Bits of a character (8 for bytes, 16 or 32 for tokens).
+    char_bits: u32,
     /// Steps of the order.
     steps: usize,
 }
@@ -162,7 +177,7 @@ impl OrderShape {
     /// enough (below about 2^28 characters at p = 16), else (or with `--force-wide`) they travel
     /// as two, in twice the steps (a step's buffers then take no more memory). The same on
     /// every pe.
-    fn new(ctx: &Ctx, layout: &Layout, order_room: usize) -> OrderShape {
+    fn new(ctx: &Ctx, layout: &Layout, order_room: usize, char_bits: u32) -> OrderShape {
         let round_bytes = ctx.comm.round_bytes();
         let rank_bits = bits(layout.len() as u64);
         let one_word = {
@@ -176,13 +191,14 @@ impl OrderShape {
                 })
                 .max()
                 .unwrap_or(0);
-            piece_bits + 8 + rank_bits <= 64 && !ctx.config.force_wide
+            piece_bits + char_bits + rank_bits <= 64 && !ctx.config.force_wide
         };
         let record_bytes = ORDER_RECORD_BYTES[usize::from(!one_word)];
         let steps = key_steps(layout, round_bytes, record_bytes, order_room);
         OrderShape {
             one_word,
             rank_bits,
+            char_bits,
             steps,
         }
     }
@@ -195,9 +211,9 @@ impl OrderShape {
 /// neighbours compared in the piece, with the last key of the piece before, and the last key
 /// of this pe with the first of the next pe that holds any. Positions and ranks are read in
 /// order; nothing is looked up at random. Frees the inverse. Collective.
-fn order<I: Index>(
+fn order<I: Index, T: Token>(
     ctx: &Ctx,
-    text: &[u8],
+    text: &[T],
     isa: Vec<I>,
     layout: &Layout,
     room: usize,
@@ -206,7 +222,7 @@ fn order<I: Index>(
     let (p, hi) = (comm.size(), layout.end(comm.rank()));
     let next = right_halo(comm, &isa, 1);
     let order_room = room.saturating_sub((0..p).map(|q| layout.local_len(q)).max().unwrap_or(0));
-    let shape = OrderShape::new(ctx, layout, order_room);
+    let shape = OrderShape::new(ctx, layout, order_room, T::BITS);
     log::debug!("check: {} steps of the order", shape.steps);
     let steps = StepCounts::new(ctx, &isa, layout, shape.steps);
     let mut sorted = SortedKeys::default();
@@ -323,9 +339,9 @@ impl SortedKeys {
 /// The steps of the order check: each position's key sent with its place to the pe holding
 /// its SA index (`isa` and the first rank of the next pe, `next`), each pe's received keys
 /// placed in SA order and seen by `sorted`. Collective.
-fn send_keys<I: Index>(
+fn send_keys<I: Index, T: Token>(
     ctx: &Ctx,
-    text: &[u8],
+    text: &[T],
     (isa, next): (&[I], &[I]),
     layout: &Layout,
     shape: &OrderShape,
@@ -337,6 +353,7 @@ fn send_keys<I: Index>(
     let OrderShape {
         one_word,
         rank_bits,
+        char_bits,
         steps,
     } = *shape;
     let StepCounts {
@@ -344,13 +361,13 @@ fn send_keys<I: Index>(
         chunk,
         per_chunk,
     } = counted;
-    // The key of j with the character `shift` bits up (56 in the two-word records).
+    // The key of j with the character `shift` bits up (64 − its bits in the two-word records).
     let key = |j: usize, shift: u32| {
         let nr = match isa.get(j + 1) {
             Some(&r) => r.to_u64() + 1,
             None => next.first().map_or(0, |&r| r.to_u64() + 1),
         };
-        (text[j] as u64) << shift | nr
+        text[j].to_u64() << shift | nr
     };
     let piece = |q: usize, s: usize| piece_start(layout, steps, q, s);
     ctx.phase("· order", || {
@@ -373,7 +390,7 @@ fn send_keys<I: Index>(
                 (per_chunk.iter()).map(|c| &c[s * p..(s + 1) * p]).collect();
             let counted = (*chunk, &counts[..]);
             if one_word {
-                let shift = 8 + rank_bits;
+                let shift = char_bits + rank_bits;
                 let make = |j: usize| {
                     let (q, at) = to(j);
                     (q, at << shift | key(j, rank_bits))
@@ -386,7 +403,7 @@ fn send_keys<I: Index>(
             } else {
                 let make = |j: usize| {
                     let (q, at) = to(j);
-                    (q, [at, key(j, 56)])
+                    (q, [at, key(j, 64 - char_bits)])
                 };
                 let sent = bucket_step_into(step, s as u8, counted, p, make, &mut send_two);
                 comm.all_to_all_v_into(&send_two, &sent, &mut recv_two);

@@ -75,6 +75,7 @@ use rayon::prelude::*;
 use crate::dist::{fetch, last_of_left, right_halo, send_to_owners, Layout};
 use crate::error::{Error, Result};
 use crate::index::IndexWidth;
+use crate::token::Token;
 use crate::util::CHUNK;
 use crate::Ctx;
 
@@ -185,32 +186,48 @@ impl Word for u64 {
     }
 }
 
-/// This pe's slice of T and the first [`PREFIX_MAX`] characters after it: windows of 16
-/// characters at any local position.
-struct Windows<'a> {
-    text: &'a [u8],
-    halo: Vec<u8>,
+/// This pe's slice of T and the first [`PREFIX_MAX`] characters after it: windows of 16 bytes
+/// at any local position (16 characters of a byte text, 8 or 4 of a token text:
+/// [`Windows::chars`]).
+struct Windows<'a, T> {
+    text: &'a [T],
+    halo: Vec<T>,
 }
 
-impl Windows<'_> {
-    /// T[i..i + 16) of local position i, big-endian, zero-padded past the end of T.
+impl<T: Token> Windows<'_, T> {
+    /// Characters in a window.
+    fn chars(&self) -> u64 {
+        (PREFIX_MAX / T::WIDTH.bytes()) as u64
+    }
+
+    /// T[i..i + chars) of local position i, each character big-endian, zero-padded past the end
+    /// of T.
     fn at(&self, i: usize) -> [u64; 2] {
         let mut b = [0u8; PREFIX_MAX];
-        for (j, c) in b.iter_mut().enumerate() {
+        let w = T::WIDTH.bytes();
+        for (j, c) in b.chunks_exact_mut(w).enumerate() {
             let x = i + j;
-            *c = match x < self.text.len() {
-                true => self.text[x],
-                false => self.halo.get(x - self.text.len()).copied().unwrap_or(0),
+            let t = match x < self.text.len() {
+                true => Some(self.text[x]),
+                false => self.halo.get(x - self.text.len()).copied(),
             };
+            let v = t.map_or(0, |t| t.to_u64());
+            c.copy_from_slice(&v.to_be_bytes()[8 - w..]);
         }
         [
             u64::from_be_bytes(b[..8].try_into().unwrap_or_default()),
             u64::from_be_bytes(b[8..].try_into().unwrap_or_default()),
         ]
     }
+
+    /// The length of the common prefix of two windows in characters (at most
+    /// [`Windows::chars`]; padding counts as characters).
+    fn common(&self, x: [u64; 2], y: [u64; 2]) -> u64 {
+        common(x, y) / T::WIDTH.bytes() as u64
+    }
 }
 
-/// The length of the common prefix of two windows (at most 16; padding counts as characters).
+/// The length of the common prefix of two windows in bytes (at most 16).
 fn common(x: [u64; 2], y: [u64; 2]) -> u64 {
     match (x[0] ^ y[0], x[1] ^ y[1]) {
         (0, 0) => PREFIX_MAX as u64,
@@ -309,15 +326,15 @@ struct WindowAnswer {
 /// `layout`; `sa` is consumed (a narrower copy is kept while it is needed). Exit: this pe's LCP
 /// entries, for the same range as its SA entries. An error (the same on every pe) only when
 /// [`ATTEMPTS`] bases in a row gave a detected collision.
-pub fn lcp(ctx: &Ctx, text: &[u8], sa: Vec<u64>, layout: &Layout) -> Result<Vec<u64>> {
+pub fn lcp<T: Token>(ctx: &Ctx, text: &[T], sa: Vec<u64>, layout: &Layout) -> Result<Vec<u64>> {
     let forced_wide = ctx
         .config
         .forced_index_width()
         .is_some_and(|w| w != IndexWidth::W32);
     ctx.install(
         |ctx| match layout.len() < u32::MAX as usize && !forced_wide {
-            true => lcp_here::<u32>(ctx, text, sa, layout),
-            false => lcp_here::<u64>(ctx, text, sa, layout),
+            true => lcp_here::<u32, T>(ctx, text, sa, layout),
+            false => lcp_here::<u64, T>(ctx, text, sa, layout),
         },
     )
 }
@@ -344,7 +361,12 @@ fn sample_step(ctx: &Ctx) -> usize {
 /// The sample step when `lcp_sample` is 0 (see the module documentation).
 pub const AUTO_SAMPLE: usize = 1024;
 
-fn lcp_here<W: Word>(ctx: &Ctx, text: &[u8], sa: Vec<u64>, layout: &Layout) -> Result<Vec<u64>> {
+fn lcp_here<W: Word, T: Token>(
+    ctx: &Ctx,
+    text: &[T],
+    sa: Vec<u64>,
+    layout: &Layout,
+) -> Result<Vec<u64>> {
     let comm = &ctx.comm;
     let n = layout.len() as u64;
     let piece = piece_len(ctx, text.len());
@@ -423,9 +445,9 @@ fn phi<W: Word>(ctx: &Ctx, sa: &[W], layout: &Layout, len: usize, piece: usize) 
 /// Step 1: PLCP at every local position by an exact comparison of the first `lcp_prefix`
 /// characters: final where they differ or a suffix ends, [`Word::NONE`] (open) where not.
 /// Collective: one round per `piece` positions asks 16 characters at Φ[j].
-fn prefixes<W: Word>(
+fn prefixes<W: Word, T: Token>(
     ctx: &Ctx,
-    windows: &Windows,
+    windows: &Windows<T>,
     phi: &[W],
     layout: &Layout,
     piece: usize,
@@ -433,7 +455,7 @@ fn prefixes<W: Word>(
     let comm = &ctx.comm;
     let n = layout.len() as u64;
     let lo = layout.start(comm.rank()) as u64;
-    let k = ctx.config.lcp.prefix.min(PREFIX_MAX) as u64;
+    let k = (ctx.config.lcp.prefix as u64).min(windows.chars());
     let len = phi.len();
     let mut plcp = vec![W::NONE; len];
     let rounds = comm.all_reduce_max(len.div_ceil(piece) as u64) as usize;
@@ -453,7 +475,7 @@ fn prefixes<W: Word>(
             }
             let (a, b) = (phi[j].get(), lo + j as u64);
             let shorter = n - a.max(b);
-            let l = common(got[d], windows.at(j)).min(k).min(shorter);
+            let l = windows.common(got[d], windows.at(j)).min(k).min(shorter);
             if l < k || l == shorter {
                 *out = W::of(l);
             }
@@ -463,7 +485,7 @@ fn prefixes<W: Word>(
 }
 
 /// Step 2: this pe's fingerprints of T's prefixes, made global. Collective.
-fn hashes(ctx: &Ctx, text: &[u8], layout: &Layout, base: u64) -> Hashes {
+fn hashes<T: Token>(ctx: &Ctx, text: &[T], layout: &Layout, base: u64) -> Hashes {
     let comm = &ctx.comm;
     let powers = Powers::new(base);
     let lo = layout.start(comm.rank());
@@ -477,7 +499,7 @@ fn hashes(ctx: &Ctx, text: &[u8], layout: &Layout, base: u64) -> Hashes {
             let mut p = powers.pow((lo + c * CHUNK) as u64);
             let mut acc = 0;
             for (o, &x) in out.iter_mut().zip(t) {
-                acc = add(acc, mul(x as u64, p));
+                acc = add(acc, mul(x.to_u64(), p));
                 *o = acc;
                 p = mul(p, base);
             }
@@ -519,9 +541,9 @@ fn fetch_h(ctx: &Ctx, hashes: &Hashes, layout: &Layout, xs: &[u64]) -> Vec<u64> 
 
 /// Step 3: PLCP at every open position, level by level (see the module documentation).
 /// Returns whether this pe met a collision. Collective.
-fn search<W: Word>(
+fn search<W: Word, T: Token>(
     ctx: &Ctx,
-    windows: &Windows,
+    windows: &Windows<T>,
     hashes: &Hashes,
     layout: &Layout,
     phi: &[W],
@@ -531,7 +553,7 @@ fn search<W: Word>(
     let comm = &ctx.comm;
     let n = layout.len() as u64;
     let lo = layout.start(comm.rank()) as u64;
-    let k = ctx.config.lcp.prefix.min(PREFIX_MAX) as u64;
+    let k = (ctx.config.lcp.prefix as u64).min(windows.chars());
     let len = plcp.len();
     let step = sample_step(ctx);
     let per_piece = (piece / 2).max(1);
@@ -586,8 +608,8 @@ fn search<W: Word>(
             drop(queries);
             let open = pairs.iter_mut().filter(|s| !s.done());
             for (s, w) in open.zip(got.chunks_exact(2)) {
-                let c = common(w[0].chars, w[1].chars);
-                if c < PREFIX_MAX as u64 || s.lo + c >= s.hi() - 1 {
+                let c = windows.common(w[0].chars, w[1].chars);
+                if c < windows.chars() || s.lo + c >= s.hi() - 1 {
                     let l = (s.lo + c).min(s.hi() - 1);
                     (s.lo, s.hi) = (l, l + 1);
                 } else {
@@ -713,14 +735,14 @@ fn partition_open(all: &mut [Pair]) -> usize {
 /// The check of fingerprint results: for each found ℓ (≥ 1), T[a+ℓ−1] = T[b+ℓ−1] and T[a+ℓ] ≠
 /// T[b+ℓ] unless one suffix ends at ℓ, exactly. Returns whether all passed. Collective (one
 /// request round).
-fn verify(ctx: &Ctx, text: &[u8], layout: &Layout, found: &[Pair]) -> bool {
+fn verify<T: Token>(ctx: &Ctx, text: &[T], layout: &Layout, found: &[Pair]) -> bool {
     let n = layout.len() as u64;
     let queries: Vec<u64> = found
         .iter()
         .flat_map(|s| [s.a + s.lo - 1, s.b + s.lo - 1, s.a + s.lo, s.b + s.lo])
         .map(|x| x.min(n - 1))
         .collect();
-    let chars: Vec<u8> = fetch(&ctx.comm, layout, &queries, |i| text[i]);
+    let chars: Vec<T> = fetch(&ctx.comm, layout, &queries, |i| text[i]);
     found.iter().zip(chars.chunks_exact(4)).all(|(s, c)| {
         let ends = s.a.max(s.b) + s.lo == n;
         c[0] == c[1] && (ends || c[2] != c[3])

@@ -15,6 +15,7 @@ use crate::io::index::side_path;
 use crate::io::output::{commit_all, Named};
 use crate::io::seq::Record;
 use crate::io::{OutputFile, SideFile};
+use crate::token::TokenWidth;
 use crate::Ctx;
 
 /// The stats file, the index's side files and the BWT's primary index file, created before the
@@ -68,7 +69,8 @@ impl EarlyFiles {
             )?),
             None => None,
         };
-        let side = match job.write_sa {
+        // `psa query` reads byte texts: a token text gets no index files (yet).
+        let side = match job.write_sa && job.token_width == TokenWidth::W1 {
             true => IndexFiles::create(comm, &job.output, inputs, job.force, sequence)?,
             false => None,
         };
@@ -233,7 +235,7 @@ impl Files {
         let bwt = job
             .bwt
             .as_ref()
-            .map(|p| named(p, 1, "BWT output"))
+            .map(|p| named(p, job.token_width.bytes(), "BWT output"))
             .transpose()?;
         let lcp = (job.lcp.as_ref())
             .map(|p| named(p, run.width, "LCP output"))

@@ -4,14 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
-use super::job::Job;
+use super::job::{Job, Run};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::io::index::{
     side_path, BuildStamps, FileStamp, IndexMeta, InputMeta, RecordMeta, Side, VERSION,
 };
 use crate::io::output::{random_tag, Named, Staged};
-use crate::io::seq::{InputFile, Record};
+use crate::io::seq::{InputFile, Record, Scanned};
 use crate::io::SideFile;
 
 /// The index's side files (`OUT.records.tsv`, `OUT.meta`), planned and created before the
@@ -122,6 +122,13 @@ impl IndexFiles {
         self.meta.write(comm, &bytes)
     }
 
+    /// Reserves the room the records table and the metadata will take (pe 0's `sizes`,
+    /// [`side_bytes`]), so that a full file system shows before the build. Collective.
+    pub(super) fn reserve(&self, comm: &Comm, (table, meta): (u64, u64)) -> Result<()> {
+        self.records.reserve(comm, table)?;
+        self.meta.reserve(comm, meta)
+    }
+
     /// Adds the records table and then the metadata to the files a job puts in place; returns
     /// the stale text to warn of once they are.
     pub(super) fn into_staged(self, staged: &mut Vec<Option<Staged>>) -> Option<PathBuf> {
@@ -226,9 +233,44 @@ fn warn_repeated_names(records: &[Record]) {
         log::warn!(
             "{} record(s) have the name of an earlier one (the first: '{}', record {}): psa query --locate names their hits alike (its --json output's text_offset tells them apart)",
             repeated.len(),
-            records[first].name,
+            String::from_utf8_lossy(&records[first].name),
             first + 1
         );
+    }
+}
+
+/// The bytes the records table and the metadata of a job will take (pe 0's; (0, 0)
+/// elsewhere): the table's exactly, the metadata's at most (its stamps counted at their
+/// largest). The records are the scan's (`scanned`, with their reverse complements' twins), or
+/// for raw input one a file, named by its path. Local; pe 0 holds what they need.
+pub(super) fn side_bytes(comm: &Comm, run: &Run<'_>, scanned: Option<&Scanned<'_>>) -> (u64, u64) {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(meta) = index_meta(
+        comm,
+        run.files,
+        run.job,
+        run.n,
+        run.width,
+        run.sequence,
+        &[],
+    ) else {
+        return (0, 0);
+    };
+    let raw = || {
+        (run.files.iter()).scan(0u64, |at, f| {
+            *at += f.size;
+            Some((f.path.as_os_str().as_bytes(), false, *at - f.size, f.size))
+        })
+    };
+    match scanned {
+        Some(s) => (
+            IndexMeta::records_tsv_len_of(s.rows()),
+            meta.encoded_len_with(s.rows()),
+        ),
+        None => (
+            IndexMeta::records_tsv_len_of(raw()),
+            meta.encoded_len_with(raw()),
+        ),
     }
 }
 

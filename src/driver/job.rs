@@ -8,6 +8,7 @@ use crate::io::seq::{InputFile, SeqOptions};
 use crate::io::Width;
 use crate::plan::Plan;
 use crate::stats::PhaseSummary;
+use crate::token::TokenWidth;
 
 /// What the command line asks for.
 #[derive(Clone, Debug)]
@@ -25,6 +26,10 @@ pub struct Job {
     pub bwt: Option<PathBuf>,
     /// Where the LCP array goes (`--lcp`): n entries of the SA's width.
     pub lcp: Option<PathBuf>,
+    /// Bytes per token of every input (`--token-width`; 1: bytes). Wider tokens: raw input
+    /// only, each input's size a multiple of it; n, the SA, the BWT and the LCP array count
+    /// tokens.
+    pub token_width: TokenWidth,
     /// Bytes per SA entry.
     pub width: Width,
     /// Run the distributed checker before the output is put in place (renamed).

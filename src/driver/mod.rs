@@ -11,6 +11,7 @@ mod files;
 mod index_files;
 mod job;
 mod report;
+mod tokens;
 
 use std::path::Path;
 use std::time::Instant;
@@ -20,8 +21,10 @@ use crate::dist::Layout;
 use crate::error::{Error, Result};
 use crate::io::seq::{self, Format, InputFile, Record};
 use crate::plan::{self, Plan, Shape};
+use crate::token::{Token, TokenWidth};
 use crate::{algo, entry, Ctx, SaSource};
 use files::{write_text, EarlyFiles, Files};
+use index_files::side_bytes;
 use job::Run;
 
 pub use job::{Job, Report};
@@ -59,6 +62,8 @@ fn run_sampled(ctx: &Ctx, job: &Job) -> Result<Report> {
         )));
     }
     let files = ctx.install(|ctx| InputFile::open_all(&ctx.comm, &job.inputs, &job.seq))?;
+    ctx.comm
+        .agree(tokens::admissible(job.token_width, &files))?;
     let inputs: Vec<&Path> = job.inputs.iter().map(|p| p.as_path()).collect();
     let sequence = files.iter().any(|f| f.format != Format::Raw);
     let early = ctx.install(|ctx| EarlyFiles::create(ctx, job, &inputs, sequence))?;
@@ -73,7 +78,7 @@ fn run_sampled(ctx: &Ctx, job: &Job) -> Result<Report> {
     };
     let n = match &scanned {
         Some(s) => s.len() as usize,
-        None => InputFile::known_len(&files).unwrap_or(0),
+        None => InputFile::known_len(&files).unwrap_or(0) / job.token_width.bytes(),
     };
     // pe 0 holds the records' table to the end of the build: part of its peak at any p.
     let mut held = scanned.as_ref().map_or(0, |s| s.records_bytes());
@@ -115,6 +120,7 @@ fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64, index: bool) -> Res
         },
         width,
         index_at_least: ctx.config.index_width,
+        token_width: job.token_width,
         check: job.check,
         bwt: job.bwt.is_some(),
         lcp: job.lcp.is_some(),
@@ -149,12 +155,27 @@ fn run_here(
     scanned: Option<seq::Scanned<'_>>,
 ) -> Result<Report> {
     let mut files = Files::create(ctx, &run, early)?;
-    let seq::Loaded {
-        text,
-        layout,
-        records,
-    } = read(ctx, &run, &mut files, scanned)?;
-    let built = build(ctx, &run, &files, text, &layout)?;
+    if let Some(side) = &files.side {
+        side.reserve(&ctx.comm, side_bytes(&ctx.comm, &run, scanned.as_ref()))?;
+    }
+    let (built, records) = match run.job.token_width {
+        TokenWidth::W1 => {
+            let seq::Loaded {
+                text,
+                layout,
+                records,
+            } = read(ctx, &run, &mut files, scanned)?;
+            (build(ctx, &run, &files, text, &layout)?, records)
+        }
+        TokenWidth::W2 => (
+            tokens::read_and_build::<u16>(ctx, &run, &files)?,
+            Vec::new(),
+        ),
+        TokenWidth::W4 => (
+            tokens::read_and_build::<u32>(ctx, &run, &files)?,
+            Vec::new(),
+        ),
+    };
     finish(ctx, &run, files, &records, built)
 }
 
@@ -199,7 +220,13 @@ fn read(
 /// Into a regular file the build writes the suffix array itself as it becomes final (no pe
 /// holds it); the checker, the BWT and the LCP array read it back from there. A device, a FIFO
 /// or `--no-sa` keeps each pe's part in memory (written after the check).
-fn build(ctx: &Ctx, run: &Run<'_>, files: &Files, text: Vec<u8>, layout: &Layout) -> Result<Built> {
+fn build<T: Token>(
+    ctx: &Ctx,
+    run: &Run<'_>,
+    files: &Files,
+    text: Vec<T>,
+    layout: &Layout,
+) -> Result<Built> {
     let comm = &ctx.comm;
     let out = files.sa.as_ref();
     let entry::Built {
@@ -251,7 +278,7 @@ fn build(ctx: &Ctx, run: &Run<'_>, files: &Files, text: Vec<u8>, layout: &Layout
 }
 
 /// What the build step gives the report.
-struct Built {
+pub(super) struct Built {
     /// pCSS' doubling rounds (0 for the other paths).
     refine_rounds: usize,
     /// The BWT's primary index (with `--bwt`).

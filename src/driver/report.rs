@@ -145,7 +145,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         })
         .collect();
     format!(
-        "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"formats\": [{}],\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"output\": {},\n  \"bwt\": {},\n  \"lcp\": {},\n  \"width_asked\": {},\n  \"force\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"bwt_primary\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"measured_over_planned\": {:.4},\n  \"phases\": [\n{}\n  ]\n}}\n",
+        "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"formats\": [{}],\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"token_width\": {},\n  \"output\": {},\n  \"bwt\": {},\n  \"lcp\": {},\n  \"width_asked\": {},\n  \"force\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"bwt_primary\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"measured_over_planned\": {:.4},\n  \"phases\": [\n{}\n  ]\n}}\n",
         json_str(&job.inputs.first().map(|p| p.display().to_string()).unwrap_or_default()),
         job.inputs
             .iter()
@@ -160,6 +160,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
             .join(", "),
         job.seq.keep_case,
         job.seq.revcomp,
+        job.token_width.bytes(),
         path_json(job.write_sa.then_some(&job.output)),
         path_json(job.bwt.as_ref()),
         path_json(job.lcp.as_ref()),

@@ -82,8 +82,10 @@ pub struct InputMeta {
 /// One record of T in the index.
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct RecordMeta {
-    /// The record's name (a FASTA/FASTQ header's first word, or the file's path for raw input).
-    pub name: String,
+    /// The record's name, its bytes as they are (a FASTA/FASTQ header's first word, or the
+    /// file's path for raw input). Encoded as a string was (format versions 1 to 3 wrote
+    /// strings, whose encoding is that of their bytes).
+    pub name: Vec<u8>,
     /// Its first character's offset in T.
     pub start: u64,
     /// Its characters, without the `$` that ends it.
@@ -303,22 +305,65 @@ impl IndexMeta {
     }
 
     /// `OUT.records.tsv`: a header line, then name, start and length of each record.
+    /// Names are written byte for byte, UTF-8 or not.
     pub fn records_tsv(records: &[Record]) -> Vec<u8> {
-        let mut s = String::from("name\tstart\tlength\n");
+        let mut s = b"name\tstart\tlength\n".to_vec();
         for r in records {
-            s.push_str(&format!("{}\t{}\t{}\n", tsv_field(&r.name), r.start, r.len));
+            s.extend_from_slice(&tsv_field(&r.name));
+            s.extend_from_slice(format!("\t{}\t{}\n", r.start, r.len).as_bytes());
         }
-        s.into_bytes()
+        s
     }
 
     /// The bytes of the records table ([`Self::records_tsv`]) of this index's records.
     fn records_tsv_len(&self) -> u64 {
+        Self::records_tsv_len_of(
+            (self.records.iter()).map(|r| (&r.name[..], false, r.start, r.len)),
+        )
+    }
+
+    /// The bytes of the records table ([`Self::records_tsv`]) of `rows`: (name, whether `/rc`
+    /// follows it, start, length).
+    pub fn records_tsv_len_of<'a>(rows: impl Iterator<Item = Row<'a>>) -> u64 {
         let digits = |x: u64| x.checked_ilog10().unwrap_or(0) as u64 + 1;
-        let rows = self
-            .records
-            .iter()
-            .map(|r| tsv_field(&r.name).len() as u64 + digits(r.start) + digits(r.len) + 3);
+        let rows = rows.map(|(name, twin, start, len)| {
+            tsv_field(name).len() as u64 + 3 * twin as u64 + digits(start) + digits(len) + 3
+        });
         rows.fold("name\tstart\tlength\n".len() as u64, u64::saturating_add)
+    }
+
+    /// At most the bytes of this metadata's file ([`Self::encode`]) once it holds `rows` (as in
+    /// [`Self::records_tsv_len_of`]) besides its records and its stamps: its own with the
+    /// largest stamps, and each row's (bincode's integers take 1, 3, 5 or 9 bytes).
+    pub fn encoded_len_with<'a>(&self, rows: impl Iterator<Item = Row<'a>>) -> u64 {
+        let varint = |x: u64| match x {
+            0..=250 => 1,
+            251..=0xffff => 3,
+            0x1_0000..=0xffff_ffff => 5,
+            _ => 9,
+        };
+        let widest = FileStamp {
+            size: u64::MAX,
+            modified: (i64::MIN, u32::MAX),
+        };
+        let mut own = self.clone();
+        own.stamps = Some(BuildStamps {
+            build: u64::MAX,
+            sa: widest,
+            text: Some(widest),
+            records_size: u64::MAX,
+        });
+        let mut size = bincode::enc::write::SizeWriter::default();
+        bincode::encode_into_writer(&own, &mut size, bincode::config::standard())
+            .expect("counting an encoding's bytes does not fail");
+        let (mut count, mut bytes) = (self.records.len() as u64, 0u64);
+        for (name, twin, start, len) in rows {
+            let name = name.len() as u64 + 3 * twin as u64;
+            bytes = bytes.saturating_add(varint(name) + name + varint(start) + varint(len));
+            count += 1;
+        }
+        let counted = varint(count) - varint(self.records.len() as u64);
+        (MAGIC.len() + size.bytes_written) as u64 + counted + bytes
     }
 
     /// Whether the file `m` describes is this index's `side` file as its build left it: the
@@ -334,6 +379,9 @@ impl IndexMeta {
     }
 }
 
+/// A row of the records table: (name, whether `/rc` follows it, start in T, length).
+pub type Row<'a> = (&'a [u8], bool, u64, u64);
+
 /// A file a build writes beside the SA, besides `OUT.meta`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -344,19 +392,20 @@ pub enum Side {
 }
 
 /// A field of a tab-separated line: a backslash, tab, newline or carriage return in it (a raw
-/// input's path may hold them) written as `\\`, `\t`, `\n`, `\r`, so every line keeps its fields.
-pub fn tsv_field(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.contains(['\\', '\t', '\n', '\r']) {
+/// input's path may hold them) written as `\\`, `\t`, `\n`, `\r`, so every line keeps its fields;
+/// every other byte as it is, UTF-8 or not.
+pub fn tsv_field(s: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !s.iter().any(|b| b"\\\t\n\r".contains(b)) {
         return s.into();
     }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c => out.push(c),
+    let mut out = Vec::with_capacity(s.len() + 8);
+    for &b in s {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b => out.push(b),
         }
     }
     out.into()
@@ -668,213 +717,4 @@ fn partition(n: usize, pred: impl Fn(usize) -> bool) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `OUT.meta` as version 1 wrote it: the magic, then the fields in order (bincode's standard
-    /// encoding of a struct is its fields one after another), the inputs without times.
-    fn v1_bytes(version: u32, inputs_size: u64) -> Vec<u8> {
-        let fields = (
-            version,
-            100u64,
-            4u32,
-            false,
-            false,
-            false,
-            vec![(
-                "in.txt".to_string(),
-                b"/data/in.txt".to_vec(),
-                inputs_size,
-                "raw".to_string(),
-                false,
-            )],
-            vec![RecordMeta {
-                name: "in.txt".into(),
-                start: 0,
-                len: 100,
-            }],
-        );
-        let mut v = MAGIC.to_vec();
-        v.extend(bincode::encode_to_vec(fields, bincode::config::standard()).unwrap());
-        v
-    }
-
-    fn read_bytes(tag: &str, bytes: &[u8]) -> Result<IndexMeta> {
-        let path = std::env::temp_dir().join(format!("psa-meta-{}-{tag}", std::process::id()));
-        std::fs::write(&path, bytes).unwrap();
-        let meta = IndexMeta::read(&path);
-        std::fs::remove_file(&path).unwrap();
-        meta
-    }
-
-    #[test]
-    fn tsv_fields_keep_their_lines() {
-        assert_eq!(tsv_field("chr1"), "chr1");
-        assert_eq!(tsv_field("a\tb\nc\\d\r"), "a\\tb\\nc\\\\d\\r");
-        let tsv = IndexMeta::records_tsv(&[Record {
-            name: "dir\tx/in\n.txt".into(),
-            start: 0,
-            len: 3,
-        }]);
-        assert_eq!(tsv, b"name\tstart\tlength\ndir\\tx/in\\n.txt\t0\t3\n");
-    }
-
-    #[test]
-    fn version_1_is_read_without_times() {
-        let meta = read_bytes("v1", &v1_bytes(1, 100)).unwrap();
-        assert_eq!((meta.version, meta.n, meta.width), (1, 100, 4));
-        assert_eq!(meta.inputs.len(), 1);
-        let input = &meta.inputs[0];
-        assert_eq!(
-            (
-                &input.given[..],
-                &input.absolute[..],
-                input.size,
-                input.modified
-            ),
-            ("in.txt", &b"/data/in.txt"[..], 100, None)
-        );
-        assert_eq!(meta.records[0].len, 100);
-        // Its sizes are checked as version 2's are: a raw input of another size is damage.
-        let e = read_bytes("v1-bad", &v1_bytes(1, 99)).unwrap_err();
-        assert!(e.to_string().contains("is damaged"), "{e}");
-        // Cut short.
-        let whole = v1_bytes(1, 100);
-        let e = read_bytes("v1-short", &whole[..whole.len() - 3]).unwrap_err();
-        assert!(e.to_string().contains("is damaged"), "{e}");
-    }
-
-    /// A sequence index of the current version, with stamps.
-    fn current() -> IndexMeta {
-        IndexMeta {
-            version: VERSION,
-            n: 10,
-            width: 5,
-            sequence: true,
-            keep_case: true,
-            revcomp: false,
-            inputs: vec![InputMeta {
-                given: "r.fa".into(),
-                absolute: b"/x/r.fa".to_vec(),
-                size: 20,
-                modified: Some((1_700_000_000, 5)),
-                format: "fasta".into(),
-                gzip: false,
-            }],
-            records: vec![RecordMeta {
-                name: "r".into(),
-                start: 0,
-                len: 10,
-            }],
-            stamps: Some(BuildStamps {
-                build: 0x1234_5678_9abc_def0,
-                sa: FileStamp {
-                    size: 50,
-                    modified: (1_700_000_001, 7),
-                },
-                text: Some(FileStamp {
-                    size: 10,
-                    modified: (1_700_000_002, 9),
-                }),
-                records_size: 28,
-            }),
-        }
-    }
-
-    #[test]
-    fn the_current_version_round_trips_and_a_newer_one_is_named() {
-        let meta = current();
-        assert_eq!(read_bytes("v3", &meta.encode()).unwrap(), meta);
-        let e = read_bytes("v9", &v1_bytes(9, 100)).unwrap_err();
-        let newer =
-            format!("format version 9, written by a newer psa; this one reads 1 to {VERSION}");
-        assert!(e.to_string().contains(&newer), "{e}");
-        let e = read_bytes("nomagic", b"PSAINDEY").unwrap_err();
-        assert!(e.to_string().contains("not a psa index file"), "{e}");
-        // Without stamps, or with stamps whose sizes are not the SA's and T's: damaged.
-        for edit in [
-            (|m: &mut IndexMeta| m.stamps = None) as fn(&mut IndexMeta),
-            |m| m.stamps.as_mut().unwrap().sa.size = 49,
-            |m| m.stamps.as_mut().unwrap().text = None,
-        ] {
-            let mut bad = current();
-            edit(&mut bad);
-            let e = read_bytes("v3-bad", &bad.encode()).unwrap_err();
-            assert!(e.to_string().contains("is damaged"), "{e}");
-        }
-    }
-
-    /// Version 2's layout (version 3's without the stamps) is read, without stamps.
-    #[test]
-    fn version_2_is_read_without_stamps() {
-        let mut meta = current();
-        meta.version = 2;
-        meta.stamps = None;
-        let mut bytes = meta.encode();
-        assert_eq!(bytes.pop(), Some(0), "None's tag ends the encoding");
-        assert_eq!(read_bytes("v2", &bytes).unwrap(), meta);
-    }
-
-    /// Forged files: the magic and a version followed by lengths of terabytes, random bytes,
-    /// every cut of a true file: each is damaged (or not an index), never a panic or a huge
-    /// allocation, and only a sane beginning is named newer.
-    #[test]
-    fn forged_metas_are_damaged() {
-        let huge = |version: u32| {
-            let mut v = MAGIC.to_vec();
-            let head = (version, 10u64, 4u32, true, false, false, u64::MAX >> 8);
-            v.extend(bincode::encode_to_vec(head, bincode::config::standard()).unwrap());
-            v
-        };
-        for version in [1, 2, VERSION] {
-            let e = read_bytes("huge", &huge(version)).unwrap_err();
-            assert!(e.to_string().contains("is damaged"), "{e}");
-        }
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for len in 0..400 {
-            let mut v = MAGIC.to_vec();
-            v.extend((0..len).map(|_| {
-                crate::util::xorshift(&mut x);
-                x as u8
-            }));
-            let e = read_bytes("random", &v).unwrap_err().to_string();
-            assert!(e.contains("is damaged") || e.contains("newer psa"), "{e}");
-        }
-        let whole = current().encode();
-        for cut in 0..whole.len() {
-            let e = read_bytes("cut", &whole[..cut]).unwrap_err().to_string();
-            assert!(
-                e.contains("is damaged") || e.contains("not a psa index file"),
-                "{cut}: {e}"
-            );
-        }
-        // A version above ours with entries of 9 bytes is no index of any version.
-        let mut v = MAGIC.to_vec();
-        v.extend(bincode::encode_to_vec((9u32, 10u64, 9u32), bincode::config::standard()).unwrap());
-        let e = read_bytes("v9-w9", &v).unwrap_err();
-        assert!(e.to_string().contains("is damaged"), "{e}");
-    }
-
-    /// An older index's side files are recognised by their sizes; a current one's by stamps.
-    #[test]
-    fn side_files_are_recognised() {
-        let meta = current();
-        let tsv = IndexMeta::records_tsv(&[Record {
-            name: "r".into(),
-            start: 0,
-            len: 10,
-        }]);
-        assert_eq!(meta.records_tsv_len(), tsv.len() as u64);
-        let mut old = meta.clone();
-        old.stamps = None;
-        let path = std::env::temp_dir().join(format!("psa-side-{}", std::process::id()));
-        std::fs::write(&path, &tsv).unwrap();
-        let m = std::fs::metadata(&path).unwrap();
-        assert!(old.wrote(Side::Records, &m) && !old.wrote(Side::Text, &m));
-        assert!(!meta.wrote(Side::Records, &m), "28 bytes recorded");
-        std::fs::write(&path, b"0123456789").unwrap();
-        let m = std::fs::metadata(&path).unwrap();
-        assert!(old.wrote(Side::Text, &m) && !meta.wrote(Side::Text, &m));
-        std::fs::remove_file(&path).unwrap();
-    }
-}
+mod tests;

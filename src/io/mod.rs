@@ -1,7 +1,7 @@
 //! Reading each pe's slice of the input ([`read_distributed`]) and writing the suffix array at
 //! each pe's offset ([`OutputFile`]: the output goes to a temporary file beside the requested path
 //! and is renamed into place only after every pe has written its part); sequence input and
-//! several inputs ([`seq`]); the index files beside the SA and queries on them ([`index`],
+//! several inputs ([`seq`]); token input ([`tokens`]); the index files beside the SA and queries on them ([`index`],
 //! [`query`]).
 
 pub(crate) mod bgzf;
@@ -9,6 +9,7 @@ pub mod index;
 pub(crate) mod output;
 pub mod query;
 pub mod seq;
+pub mod tokens;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -308,14 +308,14 @@ impl<W: Write> Answers<'_, W> {
         let (index, q) = (self.index, self.q);
         let max = q.max_hits.unwrap_or(usize::MAX);
         for batch in patterns.chunks(BATCH) {
-            let answers: Vec<(String, u64)> = batch
+            let answers: Vec<(Vec<u8>, u64)> = batch
                 .par_iter()
                 .map(|pat| answer(index, pat, q.locate, max, q.json))
                 .collect::<Result<_>>()?;
             for (text, count) in answers {
                 self.report.patterns += 1;
                 self.report.matches += count;
-                if !written(self.out.write_all(text.as_bytes()))? {
+                if !written(self.out.write_all(&text))? {
                     return Ok(false);
                 }
             }
@@ -324,43 +324,34 @@ impl<W: Write> Answers<'_, W> {
     }
 }
 
-/// The lines answering one pattern, and its count. Errors where the index is damaged.
+/// The lines answering one pattern, and its count. Errors where the index is damaged. The
+/// tab-separated lines hold the pattern's and the records' names' bytes as they are; JSON,
+/// which is UTF-8, shows bytes that are not as U+FFFD.
 fn answer(
     index: &Index,
     pat: &[u8],
     locate: bool,
     max: usize,
     json: bool,
-) -> Result<(String, u64)> {
+) -> Result<(Vec<u8>, u64)> {
     let folded = index.fold(pat);
     let range = index.range(&folded)?;
     let count = (range.1 - range.0) as u64;
-    let shown = String::from_utf8_lossy(pat);
     let hits = match locate {
         true => index.locate(range, max)?,
         false => Vec::new(),
     };
-    let name = |r: usize| {
-        index
-            .meta
-            .records
-            .get(r)
-            .map_or("", |r| r.name.as_str())
-            .to_string()
-    };
-    let mut s = String::new();
+    let name = |r: usize| index.meta.records.get(r).map_or(&[][..], |r| &r.name[..]);
     if json {
-        s.push_str(&format!(
-            "{{\"pattern\": {}, \"count\": {count}",
-            json_str(&shown)
-        ));
+        let shown = String::from_utf8_lossy(pat);
+        let mut s = format!("{{\"pattern\": {}, \"count\": {count}", json_str(&shown));
         if locate {
             let list: Vec<String> = hits
                 .iter()
                 .map(|h| {
                     format!(
                         "{{\"record\": {}, \"offset\": {}, \"text_offset\": {}}}",
-                        json_str(&name(h.record)),
+                        json_str(&String::from_utf8_lossy(name(h.record))),
                         h.offset,
                         h.text_offset
                     )
@@ -369,13 +360,15 @@ fn answer(
             s.push_str(&format!(", \"hits\": [{}]", list.join(", ")));
         }
         s.push_str("}\n");
-    } else {
-        let shown = tsv_field(&shown);
-        s.push_str(&format!("{shown}\t{count}\n"));
-        for h in &hits {
-            let name = name(h.record);
-            s.push_str(&format!("{shown}\t{}\t{}\n", tsv_field(&name), h.offset));
-        }
+        return Ok((s.into_bytes(), count));
+    }
+    let shown = tsv_field(pat);
+    let mut s = [&shown[..], format!("\t{count}\n").as_bytes()].concat();
+    for h in &hits {
+        s.extend_from_slice(&shown);
+        s.push(b'\t');
+        s.extend_from_slice(&tsv_field(name(h.record)));
+        s.extend_from_slice(format!("\t{}\n", h.offset).as_bytes());
     }
     Ok((s, count))
 }

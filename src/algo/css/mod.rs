@@ -200,6 +200,8 @@ impl Run<'_> {
         let decided = predicted
             .and_then(|(shared, k)| hand_over(ctx, n, Progress::Predicted { shared, k }, knobs));
         if let Some(build) = decided.and_then(HandOver::whole) {
+            // The difference cover makes its own records: the keys go first.
+            drop((keys, held));
             return (build(ctx, &knobs.set, text, layout, sink), 0);
         }
         // 3–4. sort keys, names (with the finish decided, only the number of tied suffixes matters).

@@ -81,10 +81,6 @@ pub(super) struct Suffix<I> {
     pub(super) depth: I,
 }
 
-// SAFETY: repr(C) of three fields of one Pod type: no padding.
-unsafe impl<I: Index> Zeroable for Suffix<I> {}
-unsafe impl<I: Index> Pod for Suffix<I> {}
-
 /// The answer about position i + d in a refinement round: the name of its group + 1 and the
 /// group's depth ((0, 0) past the end: the empty suffix is the smallest).
 #[repr(C)]
@@ -93,10 +89,6 @@ pub(super) struct Ahead<I> {
     pub(super) name: I,
     pub(super) depth: I,
 }
-
-// SAFETY: repr(C) of two fields of one Pod type: no padding.
-unsafe impl<I: Index> Zeroable for Ahead<I> {}
-unsafe impl<I: Index> Pod for Ahead<I> {}
 
 /// A refinement record: (group name, name of i+d + 1, i, new depth), ordered in that order (i
 /// makes it unique; the depth rides along), in the run's index width: 16, 20 or 32 bytes. The
@@ -111,9 +103,16 @@ pub(super) struct Refine<I> {
     pub(super) group: I,
 }
 
-// SAFETY: repr(C) of four fields of one Pod type: no padding.
-unsafe impl<I: Index> Zeroable for Refine<I> {}
-unsafe impl<I: Index> Pod for Refine<I> {}
+/// `Zeroable` and `Pod` for the records above: each is `repr(C)` of fields of one `Index` type,
+/// so it has no padding.
+macro_rules! index_records {
+    ($($record:ident),*) => {$(
+        // SAFETY: repr(C) of fields of one Pod type: no padding.
+        unsafe impl<I: Index> Zeroable for $record<I> {}
+        unsafe impl<I: Index> Pod for $record<I> {}
+    )*};
+}
+index_records!(Suffix, Ahead, Refine);
 
 impl<I: Index> Refine<I> {
     /// The record with only its group set: the smallest of the group (a round boundary).

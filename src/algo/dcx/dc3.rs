@@ -40,13 +40,14 @@ use super::cover::{Cover, Dc3};
 use super::merge::{merge, radix_sort_group, sort_group, Head, Packed2, Rec};
 use super::{
     bits, index_width, name_by_codes, name_pairs, name_samples, sample_ranks, Chars, Level, Named,
-    Phases, SampleKey, SampleSource, Samples, SortedPart, Symbol, CODE_BITS,
+    Phases, SampleKey, SampleSource, Samples, SortedPart, Symbol, Tok, CODE_BITS,
 };
 use crate::algo::sink::SaSink;
 use crate::ctx::Settings;
 use crate::dist::{scramble, unscramble, Layout, SortKey};
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::LocalSort;
+use crate::token::{Token, TokenWidth};
 use crate::Ctx;
 
 pub(super) const PHASES: Phases = Phases {
@@ -60,16 +61,21 @@ pub(super) const PHASES: Phases = Phases {
 /// Builds the suffix array with pDC3. Collective. Entry: each pe holds its slice of the text as
 /// given by `layout`. Exit: each pe holds SA entries for the same range, or (a `sink` that
 /// writes) has written its entries into the output file as they became final and gets None.
+/// A text of tokens wider than a byte ([`Token`]) is a level of [`Tok`] characters.
 #[must_use]
-pub fn dc3(
+pub fn dc3<T: Token>(
     ctx: &Ctx,
     set: &Settings,
-    text: &[u8],
+    text: &[T],
     layout: &Layout,
     sink: &SaSink,
 ) -> Option<Vec<u64>> {
     let lv = Level::top(set, &PHASES);
-    SortedPart::into_sink(level_to(ctx, lv, text, layout, sink), ctx, layout, sink)
+    let part = match T::WIDTH {
+        TokenWidth::W1 => level_to::<u8>(ctx, lv, bytemuck::cast_slice(text), layout, sink),
+        _ => level_to(ctx, lv, Tok::wrap(text), layout, sink),
+    };
+    SortedPart::into_sink(part, ctx, layout, sink)
 }
 
 /// One DC3 level (`lv`) on a text of `layout.len()` characters, also the skeleton's recursion

@@ -73,6 +73,7 @@ use crate::dist::{
 };
 use crate::index::{Index, IndexWidth, U40};
 use crate::local::DeviceSuffixArray;
+use crate::token::Token;
 use crate::util::{bits, parallel, CHUNK};
 use crate::Ctx;
 use cover::Cover;
@@ -142,6 +143,62 @@ impl<I: Index> Symbol for I {
     fn pooled_sa(ctx: &Ctx, text: &[I], layout: &Layout) -> Option<Vec<u64>> {
         super::pooled::pooled_sa_ints(ctx, text, layout)
     }
+}
+
+/// A token of the input text (`--token-width 2|4`) as a level's character: the value token + 1
+/// (0 stands for "past the end"), so every token value is a character, the largest included
+/// (a `u32` token's characters reach 2^32: such a level takes 40-bit records). A type of its own,
+/// because the recursion's names in `u16` and `u32` are characters of their own value.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub struct Tok<T>(pub T);
+
+// SAFETY: a transparent wrapper of a Pod token.
+unsafe impl<T: Token> bytemuck::Zeroable for Tok<T> {}
+// SAFETY: as above.
+unsafe impl<T: Token> Pod for Tok<T> {}
+
+impl<T: Token> Tok<T> {
+    /// The input's tokens as level characters (no copy).
+    pub fn wrap(t: &[T]) -> &[Tok<T>] {
+        bytemuck::cast_slice(t)
+    }
+}
+
+impl<T: Token> Symbol for Tok<T> {
+    #[inline]
+    fn val(self) -> u64 {
+        self.0.to_u64() + 1
+    }
+    #[inline]
+    fn of_val(v: u64) -> Self {
+        Tok(T::from_u64(v - 1))
+    }
+    fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64> {
+        // libsais' integer variant on the values numbered densely from 1: its buckets grow with
+        // the largest value (a u32 token of 2^32 − 1 would ask for 2^32 of them).
+        super::seq::sa_ints(&dense_vals(text), threads)
+    }
+    fn device_sa(text: &[Self], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
+        // The device takes 32-bit values: all but a text holding the token 2^32 − 1.
+        let narrow: Option<Vec<u32>> = (text.iter()).map(|x| u32::try_from(x.val()).ok()).collect();
+        device.suffix_array_ints(&narrow?)
+    }
+    fn pooled_sa(_ctx: &Ctx, _text: &[Self], _layout: &Layout) -> Option<Vec<u64>> {
+        // Token texts are not pooled on pe 0's device (its recursion levels may be).
+        None
+    }
+}
+
+/// A gathered token text's values renumbered 1, 2, … in order (at most 2^32 − 1 distinct
+/// tokens are possible, so they fit 32 bits).
+fn dense_vals<T: Token>(text: &[Tok<T>]) -> Vec<u32> {
+    let mut present: Vec<T> = text.iter().map(|x| x.0).collect();
+    present.par_sort_unstable();
+    present.dedup();
+    (text.par_iter())
+        .map(|x| present.partition_point(|&v| v < x.0) as u32 + 1)
+        .collect()
 }
 
 /// A suffix array as a sequence sorted across pes (pe r's entries before pe r+1's) in some

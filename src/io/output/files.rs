@@ -44,11 +44,19 @@ impl SideFile {
         })
     }
 
-    /// Writes `content` (pe 0's is used) and makes it durable, not yet in place
-    /// ([`Self::commit`]). Collective.
+    /// Reserves `bytes` (pe 0's count) for the content written later, so that a full file
+    /// system shows before the build ([`Staged::reserve`]). Collective.
+    pub fn reserve(&self, comm: &Comm, bytes: u64) -> Result<()> {
+        comm.agree(self.staged.as_ref().map_or(Ok(()), |s| s.reserve(bytes)))
+    }
+
+    /// Writes `content` (pe 0's is used), cut to it (a reservation's rest given back), and
+    /// makes it durable, not yet in place ([`Self::commit`]). Collective.
     pub fn write(&mut self, comm: &Comm, content: &[u8]) -> Result<()> {
         let r = match &mut self.staged {
-            Some(s) => s.write_all(content).and_then(|()| s.sync()),
+            Some(s) => (s.write_all(content))
+                .and_then(|()| s.cut_to_written())
+                .and_then(|()| s.sync()),
             None => Ok(()),
         };
         comm.agree(r)

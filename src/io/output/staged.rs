@@ -4,7 +4,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Seek, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
@@ -272,6 +272,26 @@ impl Staged {
         self.file
             .write_all(bytes)
             .map_err(|e| Error::io("write", target, e))
+    }
+
+    /// Reserves `bytes` for a file written later ([`Self::write_all`] from its start), so that
+    /// a lack of room shows now; [`Self::cut_to_written`] gives back what the content did not
+    /// take. Nothing for a written-through target.
+    pub fn reserve(&self, bytes: u64) -> Result<()> {
+        match &self.dest {
+            Dest::Staged { tmp, .. } => reserve(&self.file, bytes, &parent_of(tmp)),
+            Dest::Through { .. } => Ok(()),
+        }
+    }
+
+    /// Cuts a staged file to what was written: the end of a reservation beyond it goes.
+    pub fn cut_to_written(&mut self) -> Result<()> {
+        let Dest::Staged { tmp, .. } = &self.dest else {
+            return Ok(());
+        };
+        let fail = |e| Error::io("write", tmp, e);
+        let at = self.file.stream_position().map_err(fail)?;
+        self.file.set_len(at).map_err(fail)
     }
 
     /// Makes the file durable (its temporary file; nothing for a written-through target).

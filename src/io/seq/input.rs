@@ -78,9 +78,9 @@ pub struct InputFile {
 /// One record of T: a FASTA/FASTQ record or a raw file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
-    /// The first word of the header (for a raw file, its path as given; a reverse complement's
-    /// name ends in `/rc`).
-    pub name: String,
+    /// The first word of the header, its bytes as they are, UTF-8 or not (for a raw file, its
+    /// path as given; a reverse complement's name ends in `/rc`).
+    pub name: Vec<u8>,
     /// Offset of its first character in T.
     pub start: u64,
     /// Characters (the `$` after it not counted).

@@ -78,7 +78,7 @@ pub fn text_of(
         if *format == Format::Raw {
             t.extend_from_slice(bytes);
             records.push(Record {
-                name: format!("#{k}"),
+                name: format!("#{k}").into_bytes(),
                 start: first,
                 len: bytes.len() as u64,
             });
@@ -118,7 +118,7 @@ pub fn text_of(
         for k in (0..records.len()).rev() {
             let r = records[k].clone();
             records.push(Record {
-                name: format!("{}/rc", r.name),
+                name: [&r.name[..], b"/rc"].concat(),
                 start: 2 * n - 1 - (r.start + r.len),
                 len: r.len,
             });
@@ -133,7 +133,8 @@ mod tests {
 
     fn t(bytes: &[u8], format: Format) -> (Vec<u8>, Vec<(String, u64, u64)>) {
         let (t, r) = text_of(&[(bytes.to_vec(), format)], &SeqOptions::default()).unwrap();
-        (t, r.into_iter().map(|r| (r.name, r.start, r.len)).collect())
+        let named = |r: Record| (String::from_utf8(r.name).unwrap(), r.start, r.len);
+        (t, r.into_iter().map(named).collect())
     }
 
     fn err(bytes: &[u8], format: Format) -> String {
@@ -188,7 +189,7 @@ mod tests {
         assert_eq!(text, b"AAC$GT$AC$GTT$");
         let names: Vec<_> = recs
             .iter()
-            .map(|r| (r.name.as_str(), r.start, r.len))
+            .map(|r| (std::str::from_utf8(&r.name).unwrap(), r.start, r.len))
             .collect();
         assert_eq!(
             names,

@@ -44,6 +44,8 @@ pub use input::{Format, InputFile, Loaded, Record, SeqOptions};
 pub use local::{text_of, Sequences};
 pub use place::complement;
 
+use std::os::unix::ffi::OsStrExt;
+
 use crate::comm::Comm;
 use crate::dist::Layout;
 use crate::error::{Error, Result};
@@ -110,7 +112,7 @@ pub fn scan<'a>(
             (Format::Raw, _) => (
                 Part {
                     kept: Vec::new(),
-                    starts: vec![(f.path.display().to_string(), 0)],
+                    starts: vec![(f.path.as_os_str().as_bytes().to_vec(), 0)],
                     total: f.size,
                 },
                 Pending::Raw,
@@ -181,6 +183,18 @@ impl Scanned<'_> {
         forward + spare as u64 + twins
     }
 
+    /// Every record T will hold as (name, whether it is a reverse complement's twin, whose name
+    /// then ends in `/rc`, start, length), in the order of [`Loaded::records`]: the scanned
+    /// ones, then with `--revcomp` their twins as [`Scanned::place`] makes them. pe 0's (the
+    /// others hold no records). Local.
+    pub fn rows(&self) -> impl Iterator<Item = (&[u8], bool, u64, u64)> + '_ {
+        let forward = (self.records.iter()).map(|r| (&r.name[..], false, r.start, r.len));
+        let twins = (self.records.iter().rev())
+            .filter(|_| self.opts.revcomp)
+            .map(|r| (&r.name[..], true, twin_start(self.forward, r), r.len));
+        forward.chain(twins)
+    }
+
     /// The second half of [`load`]: T's characters to their pes in the block layout. Collective.
     pub fn place(self, comm: &Comm) -> Result<Loaded> {
         let Scanned {
@@ -192,6 +206,12 @@ impl Scanned<'_> {
         } = self;
         place_all(comm, files, &opts, pending, records, base)
     }
+}
+
+/// Where the reverse complement of `r` starts in T, whose forward half has `base` characters:
+/// it ends where `r`'s mirror image begins.
+fn twin_start(base: u64, r: &Record) -> u64 {
+    2 * base - 1 - (r.start + r.len)
 }
 
 /// [`Scanned::place`].
@@ -261,11 +281,10 @@ fn place_all(
     records.reserve_exact(fwd);
     for k in (0..fwd).rev() {
         let r = &records[k];
-        // The reverse complement of record k ends where its mirror image in T begins.
-        let start = 2 * base - 1 - (r.start + r.len);
-        let mut name = String::with_capacity(r.name.len() + 3);
-        name.push_str(&r.name);
-        name.push_str("/rc");
+        let start = twin_start(base, r);
+        let mut name = Vec::with_capacity(r.name.len() + 3);
+        name.extend_from_slice(&r.name);
+        name.extend_from_slice(b"/rc");
         records.push(Record {
             name,
             start,

@@ -23,6 +23,9 @@ pub(super) struct State {
     pub(super) in_header: bool,
     /// The current header's name (its first word) has not ended yet.
     pub(super) name_open: bool,
+    /// The current header's last byte so far, at the end of a piece, is a carriage return: a
+    /// CR alone if the line goes on in the next piece (a pe's range, a stream's piece).
+    pub(super) cr_last: bool,
     /// FASTA: a header came at or before this point.
     pub(super) seen_header: bool,
     /// FASTQ: sequence and quality characters of the current record seen in this piece.
@@ -143,6 +146,7 @@ impl Parser {
                 .map_or(bytes.len(), |k| i + k);
             self.body(&bytes[i..end], out)?;
             if end < bytes.len() {
+                self.st.cr_last = false;
                 self.end_line(out)?;
                 i = end + 1;
             } else {
@@ -203,15 +207,14 @@ impl Parser {
             }
             // A carriage return inside a line (not before its '\n'): the lines end in CR alone
             // (classic Mac), which would make the whole file one header.
-            if seg
-                .iter()
-                .position(|&b| b == b'\r')
-                .is_some_and(|k| k + 1 < seg.len())
-            {
+            let cr_inside =
+                (seg.iter().position(|&b| b == b'\r')).is_some_and(|k| k + 1 < seg.len());
+            if cr_inside || (self.st.cr_last && !seg.is_empty()) {
                 return self.error(
                     "a carriage return alone ends a line here (classic Mac line breaks): convert them first, e.g. tr '\\r' '\\n' < IN > OUT",
                 );
             }
+            self.st.cr_last = seg.last().map_or(self.st.cr_last, |&b| b == b'\r');
             if self.st.name_open {
                 let end = seg.iter().position(|&b| is_space(b));
                 let word = &seg[..end.unwrap_or(seg.len())];
@@ -357,7 +360,7 @@ pub(super) fn quality_mismatch(seq: u64, qual: u64) -> String {
 }
 
 /// Names from their pieces: a continuation extends the record before it while its name is open.
-pub(super) fn assemble(frags: Vec<Frag>) -> Vec<(String, u64)> {
+pub(super) fn assemble(frags: Vec<Frag>) -> Vec<(Vec<u8>, u64)> {
     let mut out: Vec<(Vec<u8>, u64, bool)> = Vec::new();
     for f in frags {
         match f {
@@ -370,9 +373,7 @@ pub(super) fn assemble(frags: Vec<Frag>) -> Vec<(String, u64)> {
             }
         }
     }
-    out.into_iter()
-        .map(|(n, at, _)| (String::from_utf8_lossy(&n).into_owned(), at))
-        .collect()
+    out.into_iter().map(|(n, at, _)| (n, at)).collect()
 }
 
 #[cfg(test)]
@@ -410,5 +411,44 @@ mod tests {
             },
         ];
         assert_eq!(assemble(frags), [("chr1".into(), 0), ("x".into(), 5)]);
+    }
+
+    /// A carriage return alone is refused wherever the pieces are cut, one just after it
+    /// included; CR LF is a line break wherever they are cut.
+    #[test]
+    fn a_carriage_return_alone_is_refused_in_any_pieces() {
+        let st = State {
+            at_line_start: true,
+            ..State::default()
+        };
+        let parse = |bytes: &[u8], format, cut: usize| {
+            let mut p = Parser::new(format, false, st);
+            let mut out = Parsed::default();
+            (p.feed(&bytes[..cut], &mut out))
+                .and_then(|()| p.feed(&bytes[cut..], &mut out))
+                .and_then(|()| p.finish(&mut out))
+        };
+        let alone: [(&[u8], Format); 3] = [
+            (b">a one\rACGT", Format::Fasta),
+            (b">a\rACGTACGT\r", Format::Fasta),
+            (b"@r\rAC\r+\rII\r", Format::Fastq),
+        ];
+        for (bytes, format) in alone {
+            for cut in 0..=bytes.len() {
+                let e = parse(bytes, format, cut).unwrap_err();
+                assert!(
+                    e.msg.contains("carriage return alone"),
+                    "{bytes:?} cut at {cut}: {e:?}"
+                );
+            }
+        }
+        for (bytes, format) in [
+            (&b">a one\r\nACGT\r\n"[..], Format::Fasta),
+            (b"@r\r\nAC\r\n+\r\nII\r\n", Format::Fastq),
+        ] {
+            for cut in 0..=bytes.len() {
+                assert!(parse(bytes, format, cut).is_ok(), "{bytes:?} cut at {cut}");
+            }
+        }
     }
 }

@@ -18,7 +18,7 @@ pub(super) struct Part {
     /// This pe's T characters of the file.
     pub(super) kept: Vec<u8>,
     /// Every record of the file: name and start, relative to the file's first character (pe 0).
-    pub(super) starts: Vec<(String, u64)>,
+    pub(super) starts: Vec<(Vec<u8>, u64)>,
     /// T characters of the whole file.
     pub(super) total: u64,
 }
@@ -137,6 +137,9 @@ pub(super) fn parse_range(
         at_line_start,
         in_header,
         name_open: in_header,
+        // The range starts inside a header just after a carriage return (a pe's range ended
+        // with it): the line goes on here, so the CR is alone unless a '\n' comes first.
+        cr_last: in_header && halo == Some(b'\r'),
         seen_header: seen,
         partial: true,
         ..State::default()
@@ -202,7 +205,7 @@ fn check_cut_records(cut: &[[u64; 3]]) -> Parse<()> {
 /// Hands every pe's name pieces to pe 0 (in pe order) and puts the names together there:
 /// (name, first character relative to the file). `base`: the file's characters on the pes before
 /// this one. Collective; the result is empty on other pes.
-fn gather_names(comm: &Comm, frags: &[Frag], base: u64) -> Vec<(String, u64)> {
+fn gather_names(comm: &Comm, frags: &[Frag], base: u64) -> Vec<(Vec<u8>, u64)> {
     let mut wire = Vec::new();
     for f in frags {
         let (kind, at, name, done) = match f {
