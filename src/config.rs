@@ -132,6 +132,31 @@ impl Config {
     }
 }
 
+/// How one build offloads whole suffix arrays (`algo::offload` has its table and its work). The same on every pe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offload {
+    /// No device: the CPU builds everything.
+    None,
+    /// One pe with a device. `pool`: a whole text into a file is streamed to it as the device
+    /// gives it (else built in one piece and written after).
+    Device { pool: bool },
+    /// Several pes, pe 0 with a device, every text relayed through pe 0. `pool`: the whole text
+    /// too (else only the recursion levels; [`crate::GpuOptions::pool`]).
+    Relay { pool: bool },
+}
+
+impl Offload {
+    /// The strategy the configuration asks for on `pes` pes. Pure.
+    pub fn of(config: &Config, pes: usize) -> Offload {
+        let pool = config.gpu.pool;
+        match (config.backend, pes) {
+            (Backend::Cpu, _) => Offload::None,
+            (Backend::Gpu, 1) => Offload::Device { pool },
+            (Backend::Gpu, _) => Offload::Relay { pool },
+        }
+    }
+}
+
 /// The knobs the memory plan chooses ([`crate::plan::choose`]): a build runs with these, the
 /// plan's or, without a plan, the configuration's ([`Knobs::configured`]). A new knob of the
 /// algorithms goes here, into its algorithm's cost function (`plan::costs`) and into `choose`'s

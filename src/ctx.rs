@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use crate::alloc;
 use crate::comm::Comm;
-use crate::config::{Config, Knobs};
+use crate::config::{Config, Knobs, Offload};
 use crate::dist::SortEnv;
 use crate::local::{self, DeviceSuffixArray, LocalSort};
 use crate::stats::{PhaseLog, PhaseRecord};
@@ -256,6 +256,8 @@ pub(crate) struct Settings {
     pub(crate) n: usize,
     /// Characters of its largest block.
     pub(crate) block: usize,
+    /// Where whole suffix arrays go to a device ([`Offload::of`] the configuration).
+    pub(crate) offload: Offload,
 }
 
 impl Settings {
@@ -271,6 +273,7 @@ impl Settings {
             knobs,
             n: layout.len(),
             block: ctx.comm.all_reduce_max(local as u64) as usize,
+            offload: Offload::of(&ctx.config, ctx.comm.size()),
         }
     }
 

@@ -116,41 +116,13 @@ fn suffix_array_here(ctx: &Ctx, knobs: Knobs, text: &[u8], sink: &SaSink) -> Res
     check_config(ctx)?;
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
     let set = Settings::of_text(ctx, knobs, &layout, text.len());
-    let device = |sa: Option<Vec<u64>>| Built {
-        sa,
-        refine_rounds: 0,
-    };
-    if ctx.config.backend == Backend::Gpu {
-        // A backend that builds suffix arrays itself does it all when the text fits: at p = 1
-        // from the one slice, at p > 1 streamed through pe 0 to its device (algo::pooled); into
-        // a file, pe 0 writes what the device gives (no pe holds its part, nothing goes back
-        // through MPI).
-        match sink.file() {
-            Some(out) if ctx.config.gpu.pool => {
-                if let Some(written) = algo::pooled::pooled_sa_to_file(ctx, text, &layout, out) {
-                    return written.map(|()| device(None));
-                }
-            }
-            _ if ctx.comm.size() == 1 => {
-                let sa = ctx.phase("device suffix array", || {
-                    ctx.device_suffix_array()?.suffix_array_bytes(text)
-                });
-                if let Some(sa) = sa {
-                    return Ok(device(sink.deliver_layout(ctx, sa, &layout)));
-                }
-            }
-            _ if ctx.config.gpu.pool => {
-                let sa = ctx.phase("device suffix array", || {
-                    algo::pooled::pooled_sa(ctx, text, &layout)
-                });
-                if let Some(sa) = sa {
-                    return Ok(device(Some(sa)));
-                }
-            }
-            _ => {}
-        }
-        // The device did not take it or failed: the distributed algorithm (without asking the
-        // device again at level 0).
+    // A device that takes the whole text builds it; else the distributed algorithm (which
+    // does not ask the device again at level 0).
+    if let Some(sa) = set.offload.whole_text(ctx, text, &layout, sink) {
+        return sa.map(|sa| Built {
+            sa,
+            refine_rounds: 0,
+        });
     }
     Ok(distributed(ctx, &set, text, &layout, sink))
 }

@@ -167,16 +167,16 @@ pub(super) fn first_sort<I: Index, R: FirstKey>(
         generate: |bounds: &_, k| source.of_range(ctx, bounds, k),
     };
     let take = |named: Named<R, I>| {
-        let Named {
-            mut round,
-            names,
-            alone,
-            joined,
-        } = named;
-        let at = ties.of_range(&round.sorted, &names, &alone, joined, &grouping);
-        drop(alone);
+        let at = ties.of_range(
+            &named.round.sorted,
+            &named.names,
+            &named.alone,
+            named.joined,
+            &grouping,
+        );
+        drop(named.alone);
         // Pairs in any order: made from the end in pieces, each freeing its records.
-        (pairs_from_end(std::mem::take(&mut round.sorted), names), at)
+        (pairs_from_end(named.round.sorted, named.names), at)
     };
     let send = |(pairs, at): (Vec<[I; 2]>, [Vec<I>; 2])| {
         if rounds == 1 {

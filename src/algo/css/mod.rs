@@ -242,20 +242,13 @@ impl Run<'_> {
         mut name_of: Vec<I>,
         rounds: usize,
     ) -> (Option<Vec<u64>>, usize) {
-        let Run {
-            ctx,
-            text,
-            layout,
-            sink,
-            codes,
-            knobs,
-        } = *self;
+        let (ctx, text, layout, knobs) = (self.ctx, self.text, self.layout, self.knobs);
         let n = layout.len();
-        let mut doubling = Doubling::new(&ctx.comm, layout, codes.k, tied, name_of.len());
+        let mut doubling = Doubling::new(&ctx.comm, layout, self.codes.k, tied, name_of.len());
         // 5. runs
         if doubling.has_runs() {
             ctx.phase("runs", || {
-                doubling.split_runs(ctx, text, layout, codes, &mut name_of, rounds)
+                doubling.split_runs(ctx, text, layout, self.codes, &mut name_of, rounds)
             });
         }
         doubling.count(&ctx.comm, rounds);
@@ -264,14 +257,14 @@ impl Run<'_> {
             if hand_over(ctx, n, doubling.progress(), knobs).is_some() {
                 let done = doubling.round;
                 drop(doubling); // the depths and the list, before the finish's peak
-                return (finish(ctx, text, layout, name_of, sink, knobs), done);
+                return (finish(ctx, text, layout, name_of, self.sink, knobs), done);
             }
             doubling.round(ctx, layout, &mut name_of);
         }
         let done = doubling.round;
         drop(doubling);
         // 7. place
-        (deliver_names(ctx, layout, name_of, sink), done)
+        (deliver_names(ctx, layout, name_of, self.sink), done)
     }
 
     /// Pe 0 logs the keys, the ranges and the suffixes the first sort left tied.

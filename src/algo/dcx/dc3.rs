@@ -92,15 +92,11 @@ pub(super) fn level_to<C: Symbol>(
     let n = layout.len();
     let first = layout.start(ctx.comm.rank()) as u64;
     if lv.gathers(ctx, n) {
-        let sa = ctx.phase("base case", || base_case(ctx, t, layout));
+        let sa = ctx.phase("base case", || base_case(ctx, lv, t, layout));
         return SortedPart::new(sa, first).deliver_to(ctx, sink);
     }
-    if fits_device(ctx, lv, n) {
-        // No pe gathers the level: its names stream through pe 0 to the device and back. If the
-        // device does not take it after all, the level recurses as without a GPU.
-        if let Some(sa) = ctx.phase("device suffix array", || C::pooled_sa(ctx, t, layout)) {
-            return SortedPart::new(sa, first).deliver_to(ctx, sink);
-        }
+    if let Some(sa) = lv.offload().level(ctx, lv.depth, t, layout) {
+        return SortedPart::new(sa, first).deliver_to(ctx, sink);
     }
     let (chars, set) = ctx.phase("halo", || {
         (Chars::new(ctx, t, layout, 2), CharSet::of(ctx, t))
@@ -338,7 +334,7 @@ fn sort_mod0<H: Head, I: Index>(
 
 /// Gathers the whole (small) text on pe 0, solves it there and sends each pe its part. The other
 /// pes wait asleep meanwhile, so pe 0 runs libsais on all the CPUs of its node's pes.
-fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
+fn base_case<C: Symbol>(ctx: &Ctx, lv: Level, t: &[C], layout: &Layout) -> Vec<u64> {
     let comm = &ctx.comm;
     let p = comm.size();
     let mut counts = vec![0usize; p];
@@ -348,8 +344,7 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
         let _wide = crate::affinity::widen(&ctx.node_cpus);
         let threads = crate::affinity::count(&ctx.node_cpus).max(ctx.config.threads);
         let t0 = std::time::Instant::now();
-        let device = ctx.device_suffix_array();
-        if let Some(sa) = device.and_then(|d| C::device_sa(&all, d)) {
+        if let Some(sa) = lv.offload().gathered(ctx, &all) {
             log::debug!(
                 "base case: {} characters on the {} backend: {:.3} s",
                 all.len(),
@@ -381,24 +376,6 @@ fn base_case<C: Symbol>(ctx: &Ctx, t: &[C], layout: &Layout) -> Vec<u64> {
         vec![0; p]
     };
     comm.all_to_all_v(&sa, &counts)
-}
-
-/// Whether a recursion level (`lv`, a string of names below the top level) should go whole to pe
-/// 0's device: with a backend that builds suffix arrays (--gpu), one that fits the device is
-/// streamed there (`pooled`) instead of recursing further. Collective: pe 0's capacity decides
-/// for all.
-fn fits_device(ctx: &Ctx, lv: Level, n: usize) -> bool {
-    if lv.depth == 0 || ctx.config.backend != crate::Backend::Gpu {
-        return false;
-    }
-    let mut cap = if ctx.comm.rank() == 0 {
-        ctx.device_suffix_array()
-            .map_or(0, |d| d.suffix_array_max_len()) as u64
-    } else {
-        0
-    };
-    ctx.comm.broadcast(&mut cap, 0);
-    n as u64 <= cap
 }
 
 /// A sort record for a triple of characters and its position, packed so that integer order is

@@ -60,11 +60,13 @@ pub mod dc7;
 mod merge;
 mod names;
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use bytemuck::Pod;
 use rayon::prelude::*;
 
+use super::offload::{DeviceChar, DeviceText, Offload};
 use super::pieces;
 use super::sink::SaSink;
 use crate::ctx::Settings;
@@ -72,25 +74,20 @@ use crate::dist::{
     exchange, last_of_left, rebalance, right_halo, send_to_owners_in_pieces, Layout, Pair,
 };
 use crate::index::{Index, IndexWidth, U40};
-use crate::local::DeviceSuffixArray;
 use crate::token::Token;
 use crate::util::{bits, parallel, CHUNK};
 use crate::Ctx;
 use cover::Cover;
 use names::{name_by_codes, name_pairs, name_samples, Named, SampleKey, SampleSource, CODE_BITS};
 
-/// A character of a level's text, as a value ≥ 1 (0 stands for "past the end").
-pub trait Symbol: Pod + Send + Sync {
+/// A character of a level's text, as a value ≥ 1 (0 stands for "past the end"); a device takes
+/// it by that value ([`DeviceChar`]).
+pub trait Symbol: DeviceChar {
     fn val(self) -> u64;
     /// The symbol whose [`Symbol::val`] is `v` (≥ 1, and within the type's range).
     fn of_val(v: u64) -> Self;
     /// Sequential suffix array of a gathered text.
     fn sequential_sa(text: &[Self], threads: usize) -> Vec<u64>;
-    /// The suffix array of a gathered text built by `device`, if it takes the text.
-    fn device_sa(text: &[Self], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>>;
-    /// This pe's part of the suffix array of a distributed text, built whole on pe 0's device
-    /// if it takes it ([`super::pooled`]). Collective.
-    fn pooled_sa(ctx: &Ctx, text: &[Self], layout: &Layout) -> Option<Vec<u64>>;
 }
 
 impl Symbol for u8 {
@@ -106,11 +103,15 @@ impl Symbol for u8 {
     fn sequential_sa(text: &[u8], threads: usize) -> Vec<u64> {
         super::seq::sa_bytes(text, threads)
     }
-    fn device_sa(text: &[u8], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
-        device.suffix_array_bytes(text)
+}
+
+impl DeviceChar for u8 {
+    #[inline]
+    fn device_val(self) -> u64 {
+        self.val()
     }
-    fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
-        super::pooled::pooled_sa(ctx, text, layout)
+    fn device_text(text: &[u8]) -> Option<DeviceText<'_>> {
+        Some(DeviceText::Bytes(text))
     }
 }
 
@@ -128,20 +129,24 @@ impl<I: Index> Symbol for I {
     fn sequential_sa(text: &[I], threads: usize) -> Vec<u64> {
         super::seq::sa_ints(text, threads)
     }
-    fn device_sa(text: &[I], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
-        // The device takes 32-bit values: a 32-bit text as it is, a wider one (forced, or names
-        // past 2^32 that the device would refuse anyway) narrowed if its values fit.
+}
+
+impl<I: Index> DeviceChar for I {
+    #[inline]
+    fn device_val(self) -> u64 {
+        self.to_u64()
+    }
+    fn device_text(text: &[I]) -> Option<DeviceText<'_>> {
+        // A 32-bit text as it is, a wider one (forced, or names past 2^32 that the device would
+        // refuse anyway) narrowed if its values fit.
         if I::BITS == u32::BITS {
-            return device.suffix_array_ints(bytemuck::cast_slice(text));
+            return Some(DeviceText::Ints(Cow::Borrowed(bytemuck::cast_slice(text))));
         }
         let narrow: Option<Vec<u32>> = text
             .iter()
             .map(|x| u32::try_from(x.to_u64()).ok())
             .collect();
-        device.suffix_array_ints(&narrow?)
-    }
-    fn pooled_sa(ctx: &Ctx, text: &[I], layout: &Layout) -> Option<Vec<u64>> {
-        super::pooled::pooled_sa_ints(ctx, text, layout)
+        Some(DeviceText::Ints(Cow::Owned(narrow?)))
     }
 }
 
@@ -179,14 +184,14 @@ impl<T: Token> Symbol for Tok<T> {
         // the largest value (a u32 token of 2^32 − 1 would ask for 2^32 of them).
         super::seq::sa_ints(&dense_vals(text), threads)
     }
-    fn device_sa(text: &[Self], device: &dyn DeviceSuffixArray) -> Option<Vec<u64>> {
-        // The device takes 32-bit values: all but a text holding the token 2^32 − 1.
-        let narrow: Option<Vec<u32>> = (text.iter()).map(|x| u32::try_from(x.val()).ok()).collect();
-        device.suffix_array_ints(&narrow?)
-    }
-    fn pooled_sa(_ctx: &Ctx, _text: &[Self], _layout: &Layout) -> Option<Vec<u64>> {
-        // Token texts are not pooled on pe 0's device (its recursion levels may be).
-        None
+}
+
+/// A token as the device takes it: its value + 1, all but the token 2^32 − 1 (a text holding it
+/// stays on the CPU).
+impl<T: Token> DeviceChar for Tok<T> {
+    #[inline]
+    fn device_val(self) -> u64 {
+        self.val()
     }
 }
 
@@ -348,7 +353,7 @@ impl<C: Cover> Samples<C> {
 
 /// Where a level of a difference cover stands, handed down the recursion as a value: the build's
 /// setting (what the level measures itself against: [`Settings::gathers`], its key ranges), its
-/// depth (0: the text; a recursion level may go whole to the device, `dc3::fits_device`) and
+/// depth (0: the text; a recursion level may go whole to the device, [`Offload::level`]) and
 /// the instance that runs it (its phase names; every recursion level is pDC3's). The same on
 /// every pe.
 #[derive(Clone, Copy)]
@@ -366,6 +371,11 @@ impl Level {
             depth: 0,
             phases,
         }
+    }
+
+    /// Where this build's whole suffix arrays go to a device.
+    fn offload(&self) -> Offload {
+        self.set.offload
     }
 
     /// The recursion level below this one (pDC3's).
@@ -730,8 +740,7 @@ fn recurse<I: Index>(ctx: &Ctx, lv: Level, m: usize, names: Names<I>, sink: &SaS
     let forced = ctx.config.forced_index_width().is_some();
     let lv = lv.deeper();
     match index_width(ctx, largest) {
-        // (With the GPU a level may go whole to the device as integers, not as bytes.)
-        _ if !forced && largest <= 256 && ctx.config.backend != crate::Backend::Gpu => {
+        _ if !forced && largest <= 256 && lv.offload().names_as_bytes() => {
             recurse_in::<I, u8>(ctx, lv, m, names, sink)
         }
         _ if !forced && largest <= u16::MAX as u64 => recurse_in::<I, u16>(ctx, lv, m, names, sink),

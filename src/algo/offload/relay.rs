@@ -1,4 +1,5 @@
-//! The whole suffix array on one device, for a distributed text that fits it (`--gpu`, p > 1).
+//! The relay: the whole suffix array on pe 0's device, for a distributed text that fits it
+//! (`--gpu`; [`super::Offload::Relay`], and a whole text into a file at p = 1 too).
 //!
 //! One GPU builds the suffix array of 70 MB of DNA in about 0.1 s; the distributed algorithms
 //! need seconds for it on the pes of one node, most of it in all-to-all exchanges. So when the
@@ -11,25 +12,25 @@
 //! with device sorts); recursion levels still go to the device when they fit.
 //!
 //! The same relay serves a recursion level of pDC3 (integer names) that fits the device when the
-//! whole text did not (`pooled_sa_ints`, from `dcx::dc3::level_to`).
+//! whole text did not ([`ints`], asked through [`super::Offload::level`]).
 //!
 //! Traffic: every character once to pe 0 (1 byte, or its name: 4, 5 or 8 bytes, the recursion
 //! text's width) and every SA entry once from it (4 bytes: 32-bit entries, widened by their
 //! owner). Memory: pe 0 two pieces (and their 4-byte encoding for names); each pe its SA part.
 //! The file job (`psa` without `--check`) skips the way back: pe 0 writes the SA to the output
-//! file as the device gives it ([`pooled_sa_to_file`]).
+//! file as the device gives it ([`to_file`]).
 
 use bytemuck::Pod;
 
+use super::DeviceChar;
 use crate::dist::Layout;
-use crate::index::Index;
 use crate::io::OutputFile;
 use crate::local::{used_bytes, widen_in_place, Alphabet, HostBuf, PooledSa};
 use crate::Ctx;
 
 /// The suffix array part of this pe for a byte text, built on pe 0's device; None (on every pe)
 /// when the device does not take the text. Collective.
-pub fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
+pub fn bytes(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
     build_bytes(ctx, text, layout)?.send_to_pes(ctx, layout)
 }
 
@@ -37,7 +38,7 @@ pub fn pooled_sa(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
 /// nothing goes back through MPI): Some(result) when the device built it (an error writing the
 /// file is an error on every pe), None (on every pe) when the device did not take the text or
 /// failed (then nothing valid is in `out`; the caller builds the SA another way). Collective.
-pub fn pooled_sa_to_file(
+pub fn to_file(
     ctx: &Ctx,
     text: &[u8],
     layout: &Layout,
@@ -65,26 +66,26 @@ fn as_bytes<'a>(piece: &'a [u8], _scratch: &'a mut [u8]) -> &'a [u8] {
     piece
 }
 
-/// A piece of an integer text (values below 2^32) as the device takes it: little-endian u32 in
-/// `scratch`.
-fn as_u32<'a, I: Index>(piece: &'a [I], scratch: &'a mut [u8]) -> &'a [u8] {
+/// A piece of a text of characters with values below 2^32 as the device takes it: their values
+/// ([`DeviceChar::device_val`]) as little-endian u32 in `scratch`.
+fn as_u32<'a, C: DeviceChar>(piece: &'a [C], scratch: &'a mut [u8]) -> &'a [u8] {
     let out = &mut scratch[..4 * piece.len()];
-    for (d, &v) in out.chunks_exact_mut(4).zip(piece) {
-        d.copy_from_slice(&(v.to_u64() as u32).to_le_bytes());
+    for (d, &c) in out.chunks_exact_mut(4).zip(piece) {
+        d.copy_from_slice(&(c.device_val() as u32).to_le_bytes());
     }
     out
 }
 
-/// The same for a text of integers in any index width (names; the device takes values below
-/// 2^32).
-pub fn pooled_sa_ints<I: Index>(ctx: &Ctx, text: &[I], layout: &Layout) -> Option<Vec<u64>> {
+/// The same for a text of integers (a recursion level's names; the device takes values below
+/// 2^32): None on every pe where a value is larger.
+pub fn ints<C: DeviceChar>(ctx: &Ctx, text: &[C], layout: &Layout) -> Option<Vec<u64>> {
     let max = ctx
         .comm
-        .all_reduce_max(text.iter().map(|x| x.to_u64()).max().unwrap_or(0));
+        .all_reduce_max(text.iter().map(|c| c.device_val()).max().unwrap_or(0));
     if max >= 1 << 32 {
         return None;
     }
-    build(ctx, text, layout, Alphabet::Ints(max), as_u32::<I>)?.send_to_pes(ctx, layout)
+    build(ctx, text, layout, Alphabet::Ints(max), as_u32::<C>)?.send_to_pes(ctx, layout)
 }
 
 /// A suffix array built on pe 0's device, not yet brought back: on pe 0 the device build and its
@@ -191,7 +192,7 @@ impl Built<'_> {
     }
 
     /// Pe 0 writes the whole suffix array to `out`, piece by piece as the device gives it; see
-    /// [`pooled_sa_to_file`].
+    /// [`to_file`].
     fn write_to(
         mut self,
         ctx: &Ctx,
