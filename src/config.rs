@@ -359,7 +359,7 @@ impl Predicted {
 }
 
 /// Settings of the GPU backend (`local::gpu::GpuSort::open`, feature `gpu`) and of the relay of
-/// whole texts through pe 0's device (`algo::pooled`); the defaults are what measurements chose,
+/// whole texts through pe 0's device (`algo::offload::relay`); the defaults are what measurements chose,
 /// the other values are there to measure again. `psa` flags in parentheses.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuOptions {
@@ -385,7 +385,7 @@ pub struct GpuOptions {
     /// (`--gpu-sa-parts N`).
     pub sa_parts: Option<usize>,
     /// With the GPU at p > 1, build a whole text that fits pe 0's device there (default true; see
-    /// `algo::pooled`); false: the distributed algorithm with device sorts (its recursion
+    /// `algo::offload::relay`); false: the distributed algorithm with device sorts (its recursion
     /// levels still go to the device when they fit) (`--no-gpu-pool`).
     pub pool: bool,
     /// Records per message of that relay through pe 0 (default 2^24; at least 1;

@@ -1,4 +1,4 @@
-//! The relay of a whole text to one pe's device (`psa::algo::pooled`), with the device played by
+//! The relay of a whole text to one pe's device (`psa::algo::offload::relay`), with the device played by
 //! the CPU: the GPU's own part is tested on the GPU host (tests/gpu.rs, scripts/gpu-pool-test.sh);
 //! these test the streaming, the alphabet, the widening and the fall-back after a failure at each
 //! step, on every pe at p = 1, 2, 3, 4, 7 (see `common::harness`): hard texts split unevenly

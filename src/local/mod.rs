@@ -48,7 +48,7 @@ pub trait LocalSort: Send + Sync {
 /// A device that builds whole suffix arrays (the GPU's, see `gpu::saca`), offered by a
 /// backend through [`LocalSort::device_suffix_array`]. A whole text comes in one piece (p = 1, a
 /// gathered base case) or streamed in pieces ([`Self::pooled_sa`]: the pes of a distributed run
-/// send their slices to the device through one pe, see `psa::algo::pooled`).
+/// send their slices to the device through one pe, see `psa::algo::offload::relay`).
 pub trait DeviceSuffixArray: Send + Sync {
     /// The suffix array of a whole byte text that this pe holds, if the device builds it (the
     /// GPU does, for texts of 2^18 to 2^31 characters); None: the caller uses the sequential

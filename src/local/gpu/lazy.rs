@@ -9,7 +9,7 @@ use crate::local::{Alphabet, DeviceSuffixArray, HostMem, LocalSort, PooledSa};
 
 /// A GPU backend whose device is opened at its first use (after [`GpuSort::probe`] checked that
 /// it can be). With --gpu at p > 1 a text that fits pe 0's device never needs the others' devices
-/// (`algo::pooled`); opening them anyway costs each pe a CUDA context (~0.3 s, ~280 MB of host
+/// (`algo::offload::relay`); opening them anyway costs each pe a CUDA context (~0.3 s, ~280 MB of host
 /// memory). If the opening fails after all, this pe sorts on the CPU, with a warning.
 pub struct LazyGpu {
     rank: usize,

@@ -237,7 +237,7 @@ impl Drop for DeviceSa<'_> {
     }
 }
 
-/// The relay's view ([`crate::algo::pooled`]): the error is a message for its log.
+/// The relay's view ([`crate::algo::offload::relay`]): the error is a message for its log.
 impl PooledSa for DeviceSa<'_> {
     fn upload(&mut self, piece: &[u8]) -> Result<(), String> {
         DeviceSa::upload(self, piece).map_err(|e| e.to_string())
