@@ -2,9 +2,17 @@
 
 use super::*;
 
+/// What a test returns: an error fails it.
+type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+/// `x` in bincode's standard encoding.
+fn encoded<T: bincode::Encode>(x: T) -> std::result::Result<Vec<u8>, bincode::error::EncodeError> {
+    bincode::encode_to_vec(x, bincode::config::standard())
+}
+
 /// `OUT.meta` as version 1 wrote it: the magic, then the fields in order (bincode's standard
 /// encoding of a struct is its fields one after another), the inputs without times.
-fn v1_bytes(version: u32, inputs_size: u64) -> Vec<u8> {
+fn v1_bytes(version: u32, inputs_size: u64) -> std::io::Result<Vec<u8>> {
     let fields = (
         version,
         100u64,
@@ -26,20 +34,22 @@ fn v1_bytes(version: u32, inputs_size: u64) -> Vec<u8> {
         }],
     );
     let mut v = MAGIC.to_vec();
-    v.extend(bincode::encode_to_vec(fields, bincode::config::standard()).unwrap());
-    v
+    v.extend(encoded(fields).map_err(std::io::Error::other)?);
+    Ok(v)
 }
 
-fn read_bytes(tag: &str, bytes: &[u8]) -> Result<IndexMeta> {
+/// `bytes` read as `OUT.meta` from a file of their own: the outer error is the test's (the file
+/// could not be written), the inner one the reader's verdict.
+fn read_bytes(tag: &str, bytes: &[u8]) -> std::io::Result<Result<IndexMeta>> {
     let path = std::env::temp_dir().join(format!("psa-meta-{}-{tag}", std::process::id()));
-    std::fs::write(&path, bytes).unwrap();
+    std::fs::write(&path, bytes)?;
     let meta = IndexMeta::read(&path);
-    std::fs::remove_file(&path).unwrap();
-    meta
+    std::fs::remove_file(&path)?;
+    Ok(meta)
 }
 
 #[test]
-fn tsv_fields_keep_their_lines() {
+fn tsv_fields_keep_their_lines() -> TestResult {
     assert_eq!(&tsv_field(b"chr1")[..], b"chr1");
     assert_eq!(&tsv_field(b"a\tb\nc\\d\r")[..], b"a\\tb\\nc\\\\d\\r");
     let tsv = IndexMeta::records_tsv(&[Record {
@@ -48,11 +58,12 @@ fn tsv_fields_keep_their_lines() {
         len: 3,
     }]);
     assert_eq!(tsv, b"name\tstart\tlength\ndir\\tx/in\\n.txt\t0\t3\n");
+    Ok(())
 }
 
 /// Names that are not UTF-8 keep their bytes in the table and the metadata (T4).
 #[test]
-fn names_are_kept_byte_for_byte() {
+fn names_are_kept_byte_for_byte() -> TestResult {
     let name = b"r\xff\xfe\x80x".to_vec();
     let rec = Record {
         name: name.clone(),
@@ -70,15 +81,16 @@ fn names_are_kept_byte_for_byte() {
         start: 0,
         len: 3,
     }];
-    meta.stamps.as_mut().unwrap().records_size = tsv.len() as u64;
-    let back = IndexMeta::decode(Path::new("m"), &meta.encode()).unwrap();
+    meta.stamps.as_mut().ok_or("stamps")?.records_size = tsv.len() as u64;
+    let back = IndexMeta::decode(Path::new("m"), &meta.encode())?;
     assert_eq!(back.records[0].name, name);
+    Ok(())
 }
 
 /// The room reserved for the side files (T10): the records table's exactly, the
 /// metadata's at least its encoding, with at most the stamps' largest size to spare.
 #[test]
-fn side_files_sizes_are_known_before_the_build() {
+fn side_files_sizes_are_known_before_the_build() -> TestResult {
     let names: Vec<Vec<u8>> = (0..300u64)
         .map(|k| format!("rec{k}\t{}", "x".repeat(k as usize % 300)).into_bytes())
         .chain([b"\xff\xfe".to_vec(), Vec::new()])
@@ -127,11 +139,12 @@ fn side_files_sizes_are_known_before_the_build() {
         IndexMeta::records_tsv_len_of(twins(true)),
         IndexMeta::records_tsv(&with_rc).len() as u64
     );
+    Ok(())
 }
 
 #[test]
-fn version_1_is_read_without_times() {
-    let meta = read_bytes("v1", &v1_bytes(1, 100)).unwrap();
+fn version_1_is_read_without_times() -> TestResult {
+    let meta = read_bytes("v1", &v1_bytes(1, 100)?)??;
     assert_eq!((meta.version, meta.n, meta.width), (1, 100, 4));
     assert_eq!(meta.inputs.len(), 1);
     let input = &meta.inputs[0];
@@ -146,12 +159,13 @@ fn version_1_is_read_without_times() {
     );
     assert_eq!(meta.records[0].len, 100);
     // Its sizes are checked as version 2's are: a raw input of another size is damage.
-    let e = read_bytes("v1-bad", &v1_bytes(1, 99)).unwrap_err();
+    let e = read_bytes("v1-bad", &v1_bytes(1, 99)?)?.unwrap_err();
     assert!(e.to_string().contains("is damaged"), "{e}");
     // Cut short.
-    let whole = v1_bytes(1, 100);
-    let e = read_bytes("v1-short", &whole[..whole.len() - 3]).unwrap_err();
+    let whole = v1_bytes(1, 100)?;
+    let e = read_bytes("v1-short", &whole[..whole.len() - 3])?.unwrap_err();
     assert!(e.to_string().contains("is damaged"), "{e}");
+    Ok(())
 }
 
 /// A sequence index of the current version, with stamps.
@@ -192,51 +206,53 @@ fn current() -> IndexMeta {
 }
 
 #[test]
-fn the_current_version_round_trips_and_a_newer_one_is_named() {
+fn the_current_version_round_trips_and_a_newer_one_is_named() -> TestResult {
     let meta = current();
-    assert_eq!(read_bytes("v3", &meta.encode()).unwrap(), meta);
-    let e = read_bytes("v9", &v1_bytes(9, 100)).unwrap_err();
+    assert_eq!(read_bytes("v3", &meta.encode())??, meta);
+    let e = read_bytes("v9", &v1_bytes(9, 100)?)?.unwrap_err();
     let newer = format!("format version 9, written by a newer psa; this one reads 1 to {VERSION}");
     assert!(e.to_string().contains(&newer), "{e}");
-    let e = read_bytes("nomagic", b"PSAINDEY").unwrap_err();
+    let e = read_bytes("nomagic", b"PSAINDEY")?.unwrap_err();
     assert!(e.to_string().contains("not a psa index file"), "{e}");
     // Without stamps, or with stamps whose sizes are not the SA's and T's: damaged.
     for edit in [
         (|m: &mut IndexMeta| m.stamps = None) as fn(&mut IndexMeta),
-        |m| m.stamps.as_mut().unwrap().sa.size = 49,
-        |m| m.stamps.as_mut().unwrap().text = None,
+        |m| m.stamps.iter_mut().for_each(|s| s.sa.size = 49),
+        |m| m.stamps.iter_mut().for_each(|s| s.text = None),
     ] {
         let mut bad = current();
         edit(&mut bad);
-        let e = read_bytes("v3-bad", &bad.encode()).unwrap_err();
+        let e = read_bytes("v3-bad", &bad.encode())?.unwrap_err();
         assert!(e.to_string().contains("is damaged"), "{e}");
     }
+    Ok(())
 }
 
 /// Version 2's layout (version 3's without the stamps) is read, without stamps.
 #[test]
-fn version_2_is_read_without_stamps() {
+fn version_2_is_read_without_stamps() -> TestResult {
     let mut meta = current();
     meta.version = 2;
     meta.stamps = None;
     let mut bytes = meta.encode();
     assert_eq!(bytes.pop(), Some(0), "None's tag ends the encoding");
-    assert_eq!(read_bytes("v2", &bytes).unwrap(), meta);
+    assert_eq!(read_bytes("v2", &bytes)??, meta);
+    Ok(())
 }
 
 /// Forged files: the magic and a version followed by lengths of terabytes, random bytes,
 /// every cut of a true file: each is damaged (or not an index), never a panic or a huge
 /// allocation, and only a sane beginning is named newer.
 #[test]
-fn forged_metas_are_damaged() {
+fn forged_metas_are_damaged() -> TestResult {
     let huge = |version: u32| {
         let mut v = MAGIC.to_vec();
         let head = (version, 10u64, 4u32, true, false, false, u64::MAX >> 8);
-        v.extend(bincode::encode_to_vec(head, bincode::config::standard()).unwrap());
-        v
+        v.extend(encoded(head)?);
+        Ok::<_, bincode::error::EncodeError>(v)
     };
     for version in [1, 2, VERSION] {
-        let e = read_bytes("huge", &huge(version)).unwrap_err();
+        let e = read_bytes("huge", &huge(version)?)?.unwrap_err();
         assert!(e.to_string().contains("is damaged"), "{e}");
     }
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -246,12 +262,12 @@ fn forged_metas_are_damaged() {
             crate::util::xorshift(&mut x);
             x as u8
         }));
-        let e = read_bytes("random", &v).unwrap_err().to_string();
+        let e = read_bytes("random", &v)?.unwrap_err().to_string();
         assert!(e.contains("is damaged") || e.contains("newer psa"), "{e}");
     }
     let whole = current().encode();
     for cut in 0..whole.len() {
-        let e = read_bytes("cut", &whole[..cut]).unwrap_err().to_string();
+        let e = read_bytes("cut", &whole[..cut])?.unwrap_err().to_string();
         assert!(
             e.contains("is damaged") || e.contains("not a psa index file"),
             "{cut}: {e}"
@@ -259,14 +275,15 @@ fn forged_metas_are_damaged() {
     }
     // A version above ours with entries of 9 bytes is no index of any version.
     let mut v = MAGIC.to_vec();
-    v.extend(bincode::encode_to_vec((9u32, 10u64, 9u32), bincode::config::standard()).unwrap());
-    let e = read_bytes("v9-w9", &v).unwrap_err();
+    v.extend(encoded((9u32, 10u64, 9u32))?);
+    let e = read_bytes("v9-w9", &v)?.unwrap_err();
     assert!(e.to_string().contains("is damaged"), "{e}");
+    Ok(())
 }
 
 /// An older index's side files are recognised by their sizes; a current one's by stamps.
 #[test]
-fn side_files_are_recognised() {
+fn side_files_are_recognised() -> TestResult {
     let meta = current();
     let tsv = IndexMeta::records_tsv(&[Record {
         name: "r".into(),
@@ -277,12 +294,13 @@ fn side_files_are_recognised() {
     let mut old = meta.clone();
     old.stamps = None;
     let path = std::env::temp_dir().join(format!("psa-side-{}", std::process::id()));
-    std::fs::write(&path, &tsv).unwrap();
-    let m = std::fs::metadata(&path).unwrap();
+    std::fs::write(&path, &tsv)?;
+    let m = std::fs::metadata(&path)?;
     assert!(old.wrote(Side::Records, &m) && !old.wrote(Side::Text, &m));
     assert!(!meta.wrote(Side::Records, &m), "28 bytes recorded");
-    std::fs::write(&path, b"0123456789").unwrap();
-    let m = std::fs::metadata(&path).unwrap();
+    std::fs::write(&path, b"0123456789")?;
+    let m = std::fs::metadata(&path)?;
     assert!(old.wrote(Side::Text, &m) && !meta.wrote(Side::Text, &m));
-    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&path)?;
+    Ok(())
 }

@@ -131,10 +131,20 @@ pub fn text_of(
 mod tests {
     use super::*;
 
-    fn t(bytes: &[u8], format: Format) -> (Vec<u8>, Vec<(String, u64, u64)>) {
-        let (t, r) = text_of(&[(bytes.to_vec(), format)], &SeqOptions::default()).unwrap();
-        let named = |r: Record| (String::from_utf8(r.name).unwrap(), r.start, r.len);
-        (t, r.into_iter().map(named).collect())
+    /// What a test returns: an error fails it.
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    /// The text and the records (name, start, length) of one input.
+    fn t(bytes: &[u8], format: Format) -> Result<(Vec<u8>, Vec<(String, u64, u64)>), String> {
+        let (t, r) = text_of(&[(bytes.to_vec(), format)], &SeqOptions::default())?;
+        let named = |r: Record| {
+            (
+                String::from_utf8_lossy(&r.name).into_owned(),
+                r.start,
+                r.len,
+            )
+        };
+        Ok((t, r.into_iter().map(named).collect()))
     }
 
     fn err(bytes: &[u8], format: Format) -> String {
@@ -142,29 +152,31 @@ mod tests {
     }
 
     #[test]
-    fn fasta_text_rule() {
-        let (text, recs) = t(b">a one\nacg\r\nT\n>b\n>c x\nNN n\n\n", Format::Fasta);
+    fn fasta_text_rule() -> TestResult {
+        let (text, recs) = t(b">a one\nacg\r\nT\n>b\n>c x\nNN n\n\n", Format::Fasta)?;
         assert_eq!(text, b"ACGT$$NNN$");
         assert_eq!(
             recs,
             [("a".into(), 0, 4), ("b".into(), 5, 0), ("c".into(), 6, 3)]
         );
-        let (text, _) = t(b"\n\n>x", Format::Fasta);
+        let (text, _) = t(b"\n\n>x", Format::Fasta)?;
         assert_eq!(text, b"$");
-        assert_eq!(t(b"", Format::Fasta).0, b"");
+        assert_eq!(t(b"", Format::Fasta)?.0, b"");
+        Ok(())
     }
 
     #[test]
-    fn fastq_text_rule() {
-        let (text, recs) = t(b"@r1 d\nacgt\n+\nIIII\n@r2\n\n+r2\n\n", Format::Fastq);
+    fn fastq_text_rule() -> TestResult {
+        let (text, recs) = t(b"@r1 d\nacgt\n+\nIIII\n@r2\n\n+r2\n\n", Format::Fastq)?;
         assert_eq!(text, b"ACGT$$");
         assert_eq!(recs, [("r1".into(), 0, 4), ("r2".into(), 5, 0)]);
-        let (text, _) = t(b"@r1\r\nAC\r\n+\r\n!!\r\n", Format::Fastq);
+        let (text, _) = t(b"@r1\r\nAC\r\n+\r\n!!\r\n", Format::Fastq)?;
         assert_eq!(text, b"AC$");
+        Ok(())
     }
 
     #[test]
-    fn errors_name_the_line() {
+    fn errors_name_the_line() -> TestResult {
         assert!(err(b"ACGT\n>a\n", Format::Fasta).starts_with("line 1: sequence before"));
         assert!(err(b">a\nAC\x00GT\n", Format::Fasta).starts_with("line 2: byte 0x00"));
         let e = err(b"@r\nACG\n+\nII\n", Format::Fastq);
@@ -176,31 +188,31 @@ mod tests {
         );
         let e = err(b"@r\nACG\n-\nIII\n", Format::Fastq);
         assert!(e.starts_with("line 3:"), "{e}");
+        Ok(())
     }
 
     #[test]
-    fn revcomp_mirrors_the_records() {
+    fn revcomp_mirrors_the_records() -> TestResult {
         let opts = SeqOptions {
             revcomp: true,
             ..SeqOptions::default()
         };
-        let (text, recs) =
-            text_of(&[(b">a\nAAC\n>b\nGT\n".to_vec(), Format::Fasta)], &opts).unwrap();
+        let (text, recs) = text_of(&[(b">a\nAAC\n>b\nGT\n".to_vec(), Format::Fasta)], &opts)?;
         assert_eq!(text, b"AAC$GT$AC$GTT$");
-        let names: Vec<_> = recs
-            .iter()
-            .map(|r| (std::str::from_utf8(&r.name).unwrap(), r.start, r.len))
-            .collect();
+        let names = (recs.iter())
+            .map(|r| Ok((std::str::from_utf8(&r.name)?, r.start, r.len)))
+            .collect::<Result<Vec<_>, std::str::Utf8Error>>()?;
         assert_eq!(
             names,
             [("a", 0, 3), ("b", 4, 2), ("b/rc", 7, 2), ("a/rc", 10, 3)]
         );
+        Ok(())
     }
 
     /// A stream fed in pieces of any size gives each record's sequence (case kept, empty ones
     /// too) as the whole file read at once does, and its errors name the same line.
     #[test]
-    fn sequences_stream_in_any_pieces() {
+    fn sequences_stream_in_any_pieces() -> TestResult {
         let fasta = b">a x\nACg\r\nTT\n>\n>c\nN-*\n\n>d\nGG".as_slice();
         let fastq = b"@a\nACGT\n+\nIIII\n@b\n\n+\n\n@c\ngg\n+\n!!\n".as_slice();
         let opts = SeqOptions {
@@ -208,7 +220,7 @@ mod tests {
             ..SeqOptions::default()
         };
         for (bytes, format) in [(fasta, Format::Fasta), (fastq, Format::Fastq)] {
-            let (t, records) = text_of(&[(bytes.to_vec(), format)], &opts).unwrap();
+            let (t, records) = text_of(&[(bytes.to_vec(), format)], &opts)?;
             let want: Vec<Vec<u8>> = (records.iter())
                 .map(|r| t[r.start as usize..(r.start + r.len) as usize].to_vec())
                 .collect();
@@ -216,20 +228,21 @@ mod tests {
                 let mut s = Sequences::new(format);
                 let mut got = Vec::new();
                 for part in bytes.chunks(piece) {
-                    s.feed(part, &mut got).unwrap();
+                    s.feed(part, &mut got)?;
                 }
-                s.finish(&mut got).unwrap();
+                s.finish(&mut got)?;
                 assert_eq!(got, want, "{format:?} in pieces of {piece}");
             }
         }
         let mut s = Sequences::new(Format::Fastq);
         let mut got = Vec::new();
-        s.feed(b"@a\nAC\n+\nI", &mut got).unwrap();
+        s.feed(b"@a\nAC\n+\nI", &mut got)?;
         s.feed(b"I\n@b\nA\n+\nII\n", &mut got).unwrap_err();
         let e = err(b"@a\nAC\n+\nII\n@b\nA\n+\nII\n", Format::Fastq);
         let mut s = Sequences::new(Format::Fastq);
         let streamed =
             (s.feed(b"@a\nAC\n+\nII\n@b\nA\n+\nII\n", &mut got)).and_then(|()| s.finish(&mut got));
         assert_eq!(streamed.unwrap_err(), e);
+        Ok(())
     }
 }
