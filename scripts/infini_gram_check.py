@@ -13,7 +13,12 @@ separator (0xFF..FF), written as `tokenized.N` and `offset.N` the way its tokeni
    the same shards in another directory, and its `table.N` must equal psa's byte for byte (u32:
    only where the indexer can run: its make-part asks for 32 GiB for u32 tokens).
 
-Exits non-zero on any difference, printing it.
+With --hack-demo, also where infini-gram's indexer is not exact: run in parts (--cpus 2), it
+compares suffixes across a part's end only HACK = 100000 bytes far, and so misorders suffixes
+that share a longer prefix (a 150 KB block twice); psa's table of it equals the exact suffix
+array (by prefix doubling here), the indexer's differs (reported, not a failure).
+
+Exits non-zero on any difference of psa's, printing it.
 """
 
 import argparse
@@ -149,11 +154,69 @@ def check_indexer(d, shards, w, scratch):
     return bad
 
 
+def exact_sa(data):
+    """The suffix array of bytes by prefix doubling (numpy; exact, for the demonstration)."""
+    n = len(data)
+    rank = np.frombuffer(data, dtype=np.uint8).astype(np.int64) + 1
+    k = 1
+    while True:
+        second = np.zeros(n, dtype=np.int64)
+        second[:max(0, n - k)] = rank[k:]
+        order = np.lexsort((second, rank))
+        a, b = rank[order], second[order]
+        new = np.ones(n, dtype=np.int64)
+        new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.cumsum(new)
+        if n == 0 or rank.max() == n:
+            return order
+        k *= 2
+
+
+def hack_demo(psa, pes, scratch):
+    """infini-gram's indexer in two parts against psa on a text with a 150 KB repeat."""
+    d = os.path.join(scratch, "hack")
+    os.makedirs(os.path.join(d, "data"))
+    rng = random.Random(3)
+    block = bytes(rng.randrange(0, 255) for _ in range(150000))
+    data = block + block + bytes(rng.randrange(0, 255) for _ in range(1000))
+    open(os.path.join(d, "tokenized.0"), "wb").write(data)
+    open(os.path.join(d, "offset.0"), "wb").write(bytes(8))
+    ours = os.path.join(d, "psa")
+    os.makedirs(ours)
+    for f in ("tokenized.0", "offset.0"):
+        shutil.copy(os.path.join(d, f), os.path.join(ours, f))
+    run_psa(psa, pes, ours, 1)
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    r = subprocess.run([sys.executable, "-m", "infini_gram.indexing", "--data_dir",
+                        os.path.join(d, "data"), "--save_dir", d, "--token_dtype", "u8",
+                        "--cpus", "2", "--mem", "1", "--ulimit", str(min(limit, 1 << 20))],
+                       capture_output=True, text=True)
+    want = exact_sa(data)
+
+    def wrong(path):
+        """Entries of the table at path off the exact suffix array (None: no such table)."""
+        if not os.path.exists(path):
+            return None
+        raw = np.frombuffer(open(path, "rb").read(), dtype=np.uint8).astype(np.int64)
+        width = len(raw) // len(data)
+        got = raw.reshape(-1, width) @ (256 ** np.arange(width, dtype=np.int64))
+        return int(np.count_nonzero(got != want))
+
+    ours_wrong = wrong(os.path.join(ours, "table.0"))
+    theirs = wrong(os.path.join(d, "table.0")) if r.returncode == 0 else "(failed)"
+    print(f"hack demo ({len(data)} bytes, a 150000-byte block twice): entries off the exact "
+          f"suffix array: psa's table {ours_wrong}, infini-gram's indexer's (--cpus 2) {theirs}")
+    return 0 if ours_wrong == 0 else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--psa", required=True, help="the psa binary")
     ap.add_argument("--pes", type=int, default=3, help="pes of psa's runs [3]")
     ap.add_argument("--scratch", required=True, help="a directory for the corpora (emptied)")
+    ap.add_argument("--hack-demo", action="store_true",
+                    help="also show where infini-gram's indexer in parts is not exact")
     args = ap.parse_args()
     rng = random.Random(65)
     bad = 0
@@ -171,6 +234,8 @@ def main():
         run_psa(args.psa, args.pes, d, w)
         bad += check_engine(d, shards, w, rng)
         bad += check_indexer(d, shards, w, args.scratch)
+    if args.hack_demo:
+        bad += hack_demo(args.psa, args.pes, args.scratch)
     if bad:
         sys.exit(f"infini-gram check: {bad} differences")
     print("infini-gram check passed")
