@@ -6,9 +6,11 @@ For u8, u16 and u32 tokens: small corpora of documents, each starting with infin
 separator (0xFF..FF), written as `tokenized.N` and `offset.N` the way its tokenizer writes them;
 `psa --infini-gram` (under mpirun at P pes) writes `table.N`; then
 
-1. infini-gram's engine (`InfiniGramEngine`) counts and finds n-grams (present, absent, with
-   separators, the empty query) in psa's tables: every count must equal a naive count over the
-   tokens, every found segment must hold exactly the query's occurrences in its shard;
+1. every table equals the naive one (the byte offsets of the token starts sorted by the file's
+   bytes from there), and infini-gram's engine (`InfiniGramEngine`) counts and finds n-grams
+   (present, absent, with separators, the empty query) in psa's tables: every count must equal a
+   naive count over the tokens, every found segment must hold exactly the query's occurrences in
+   its shard;
 2. infini-gram's own indexer (`python -m infini_gram.indexing`, its `rust_indexing` binary) builds
    the same shards in another directory, and its `table.N` must equal psa's byte for byte (u32:
    only where the indexer can run: its make-part asks for 32 GiB for u32 tokens).
@@ -46,7 +48,7 @@ def corpus(rng, w, docs, vocab):
         offsets.append(len(tokens) * w)
         tokens.append(sep)
         n = rng.randrange(0, 60)
-        pool = odd if d % 5 == 4 else list(range(1, vocab + 1))
+        pool = odd if d % 5 == 4 else list(range(1, min(vocab, sep - 1) + 1))
         tokens += [rng.choice(pool) for _ in range(n)]
     return tokens, offsets
 
@@ -102,6 +104,11 @@ def check_engine(d, shards, w, rng):
     engine = InfiniGramEngine(index_dir=d, eos_token_id=0, vocab_size=vocab, token_dtype=name)
     tables = [table_entries(d, k, len(t))[0] for k, t in enumerate(shards)]
     bad = 0
+    for k, t in enumerate(shards):
+        data = open(os.path.join(d, f"tokenized.{k}"), "rb").read()
+        if tables[k] != sorted(range(0, len(data), w), key=lambda o: data[o:]):
+            print(f"{name}: table.{k} is not the naive table (offsets sorted by the file's bytes)")
+            bad += 1
     qs = queries(rng, shards, w)
     for q in qs:
         want = count(shards, q)
@@ -218,6 +225,8 @@ def main():
     ap.add_argument("--hack-demo", action="store_true",
                     help="also show where infini-gram's indexer in parts is not exact")
     args = ap.parse_args()
+    # infini-gram's indexer changes its directory to its package's: absolute paths only.
+    args.scratch, args.psa = os.path.abspath(args.scratch), os.path.abspath(args.psa)
     rng = random.Random(65)
     bad = 0
     shutil.rmtree(args.scratch, ignore_errors=True)

@@ -59,9 +59,18 @@ fn shards(w: usize) -> Vec<(&'static str, Vec<u64>)> {
     let swapped: [u64; 5] = match w {
         1 => [0x01, 0x10, 0x80, 0xFE, 0xFF],
         2 => [0x0100, 0x00FF, 0x0001, 0xFF00, 0x0101],
-        _ => [0x0000_0100, 0x00FF_FFFF, 0x0100_0000, 0xFF00_0000, 0x0001_0000],
+        _ => [
+            0x0000_0100,
+            0x00FF_FFFF,
+            0x0100_0000,
+            0xFF00_0000,
+            0x0001_0000,
+        ],
     };
-    let order: Vec<u64> = random(800, 5).iter().map(|&i| swapped[i as usize]).collect();
+    let order: Vec<u64> = random(800, 5)
+        .iter()
+        .map(|&i| swapped[i as usize])
+        .collect();
     let mut v = vec![
         ("empty", vec![]),
         ("one", vec![max]),
@@ -73,7 +82,10 @@ fn shards(w: usize) -> Vec<(&'static str, Vec<u64>)> {
         ("random over 2", random(1500, 2)),
         ("random over 2^16", random(1200, (1 << 16).min(max + 1))),
         ("byte order", order),
-        ("separators at pe boundaries", separated(random(1000, 4), max)),
+        (
+            "separators at pe boundaries",
+            separated(random(1000, 4), max),
+        ),
     ];
     if w == 4 {
         v.push(("random over 2^32 - 1", random(1200, 0xFFFF_FFFF)));
@@ -136,7 +148,11 @@ fn run_dir(w: usize, p: usize, extra: &[&str], width: Option<usize>) -> Vec<Stri
     let stray: Vec<String> = dir
         .entries()
         .into_iter()
-        .filter(|e| !["tokenized.", "offset.", "table."].iter().any(|s| e.starts_with(s)))
+        .filter(|e| {
+            !["tokenized.", "offset.", "table."]
+                .iter()
+                .any(|s| e.starts_with(s))
+        })
         .filter(|e| !e.starts_with("passed-pe-"))
         .collect();
     if !stray.is_empty() {
@@ -178,7 +194,10 @@ fn ig(p: usize, dir: &Path, args: &[&str]) -> Outcome {
 fn tables_there_are_kept_and_bad_shards_fail() {
     for &p in &[1, 3] {
         let dir = TempDir::new(&format!("infini-gram-dir-{p}"));
-        let tokens = le(&(0..300).map(|i| (i * 7919) % 65536).collect::<Vec<u64>>(), 2);
+        let tokens = le(
+            &(0..300).map(|i| (i * 7919) % 65536).collect::<Vec<u64>>(),
+            2,
+        );
         let want = le(&naive_table(&tokens, 2), 2);
         for k in 0..3 {
             dir.write(&format!("tokenized.{k}"), &tokens);
@@ -190,13 +209,27 @@ fn tables_there_are_kept_and_bad_shards_fail() {
         assert!(r.success(), "{}", r.describe());
         assert_eq!(fs::read(dir.join("table.0")).ok(), Some(want.clone()));
         assert_eq!(fs::read(dir.join("table.2")).ok(), Some(want.clone()));
-        assert_eq!(fs::read(dir.join("table.1")).ok(), Some(b"not ours".to_vec()));
-        assert!(r.stderr.contains("table.N is there for N = 1"), "{}", r.describe());
-        assert!(r.stderr.contains("offset.0' is missing"), "{}", r.describe());
+        assert_eq!(
+            fs::read(dir.join("table.1")).ok(),
+            Some(b"not ours".to_vec())
+        );
+        assert!(
+            r.stderr.contains("table.N is there for N = 1"),
+            "{}",
+            r.describe()
+        );
+        assert!(
+            r.stderr.contains("offset.0' is missing"),
+            "{}",
+            r.describe()
+        );
         let r = ig(p, dir.path(), &[]);
         assert!(r.success(), "{}", r.describe());
         assert!(r.stderr.contains("nothing to build"), "{}", r.describe());
-        assert_eq!(fs::read(dir.join("table.1")).ok(), Some(b"not ours".to_vec()));
+        assert_eq!(
+            fs::read(dir.join("table.1")).ok(),
+            Some(b"not ours".to_vec())
+        );
         let r = ig(p, dir.path(), &["--force"]);
         assert!(r.success(), "{}", r.describe());
         assert_eq!(fs::read(dir.join("table.1")).ok(), Some(want.clone()));
@@ -216,7 +249,11 @@ fn tables_there_are_kept_and_bad_shards_fail() {
         let mut left = dir.entries();
         left.retain(|e| !e.starts_with("passed-pe-"));
         let tables: Vec<&String> = left.iter().filter(|e| e.contains("table")).collect();
-        assert_eq!(tables, ["table.0", "table.1", "table.2", "table.9"], "{left:?}");
+        assert_eq!(
+            tables,
+            ["table.0", "table.1", "table.2", "table.9"],
+            "{left:?}"
+        );
     }
 }
 
@@ -229,20 +266,40 @@ fn bad_directories_and_options_are_refused() {
     dir.write("tokenized.x", &[0, 0]);
     dir.write("file", &[0, 0]);
     for &p in &[1, 3] {
-        let r = run_psa(p, ["--infini-gram", "--token-width", "2", "missing"], dir.path());
+        let r = run_psa(
+            p,
+            ["--infini-gram", "--token-width", "2", "missing"],
+            dir.path(),
+        );
         r.assert_error(5, "read the index directory", "missing directory");
-        let r = run_psa(p, ["--infini-gram", "--token-width", "2", "file"], dir.path());
+        let r = run_psa(
+            p,
+            ["--infini-gram", "--token-width", "2", "file"],
+            dir.path(),
+        );
         r.assert_error(2, "'file' is not a directory", "a file");
         let r = run_psa(p, ["--infini-gram", "--token-width", "2", "."], dir.path());
         r.assert_error(2, "holds no tokenized.N file", "no shards");
-        let r = run_psa(p, ["--infini-gram", "--token-width", "2", ".", "."], dir.path());
+        let r = run_psa(
+            p,
+            ["--infini-gram", "--token-width", "2", ".", "."],
+            dir.path(),
+        );
         r.assert_error(2, "takes one directory", "two inputs");
     }
     let r = run_psa(1, ["--infini-gram", "."], dir.path());
     r.assert_error(2, "--token-width", "no token width");
-    let r = run_psa(1, ["--infini-gram", "--token-width", "2", "-o", "x", "."], dir.path());
+    let r = run_psa(
+        1,
+        ["--infini-gram", "--token-width", "2", "-o", "x", "."],
+        dir.path(),
+    );
     r.assert_error(2, "cannot be used with", "-o");
-    let r = run_psa(1, ["--infini-gram", "--token-width", "2", "--bwt", "x", "."], dir.path());
+    let r = run_psa(
+        1,
+        ["--infini-gram", "--token-width", "2", "--bwt", "x", "."],
+        dir.path(),
+    );
     r.assert_error(2, "cannot be used with", "--bwt");
     let mut left = dir.entries();
     left.retain(|e| !e.starts_with("passed-pe-"));

@@ -9,8 +9,8 @@
 //! one job per table.
 
 mod files;
-pub mod infini_gram;
 mod index_files;
+pub mod infini_gram;
 mod job;
 mod report;
 mod tokens;

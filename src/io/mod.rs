@@ -202,9 +202,7 @@ fn bytes_needed(max: u128) -> usize {
 /// where its floating-point log2 could round down just above a power of 256). Every offset
 /// below `bytes` fits. Local.
 pub fn infini_gram_width(bytes: u128) -> usize {
-    (1..=16)
-        .find(|&b| bytes <= 1u128 << (8 * b))
-        .unwrap_or(16)
+    (1..=16).find(|&b| bytes <= 1u128 << (8 * b)).unwrap_or(16)
 }
 
 #[cfg(test)]
@@ -226,7 +224,18 @@ mod tests {
     #[test]
     fn infini_gram_widths() {
         let ratio = |b: u128| ((b as f64).log2() / 8.0).ceil() as usize;
-        for b in [2u128, 3, 255, 256, 257, 65535, 65536, 65537, 1 << 24, (1 << 24) + 1] {
+        for b in [
+            2u128,
+            3,
+            255,
+            256,
+            257,
+            65535,
+            65536,
+            65537,
+            1 << 24,
+            (1 << 24) + 1,
+        ] {
             assert_eq!(infini_gram_width(b), ratio(b), "{b} bytes");
         }
         assert_eq!(infini_gram_width(0), 1);
@@ -239,6 +248,8 @@ mod tests {
         assert_eq!(Width::Auto.resolve_infini_gram(128, 2).unwrap(), 1);
         assert_eq!(Width::Auto.resolve_infini_gram(0, 4).unwrap(), 1);
         assert_eq!(Width::Fixed(4).resolve_infini_gram(1 << 30, 4).unwrap(), 4);
-        assert!(Width::Fixed(4).resolve_infini_gram((1 << 30) + 1, 4).is_err());
+        assert!(Width::Fixed(4)
+            .resolve_infini_gram((1 << 30) + 1, 4)
+            .is_err());
     }
 }
