@@ -163,7 +163,8 @@ pub struct Cli {
     /// Write per-phase times, bytes sent, peak memory per pe and every setting as JSON to FILE
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
-    /// Replace an output or stats file even when it is read-only
+    /// Replace an output or stats file even when it is read-only (--infini-gram: rebuild the
+    /// table.N files that are there too)
     #[arg(long)]
     pub force: bool,
     /// Use the GPU (pe r uses device r mod device count; build with --features gpu): a text that

@@ -136,7 +136,7 @@ fn run_dir(w: usize, p: usize, extra: &[&str], width: Option<usize>) -> Vec<Stri
         let case = format!("{w}-byte tokens, {name} (n = {}), p = {p}", tokens.len());
         let got = fs::read(dir.join(&format!("table.{k}"))).unwrap_or_default();
         if got != le(&want, ew) {
-            let shown = if got.len() % ew == 0 {
+            let shown = if got.len().is_multiple_of(ew) {
                 first_diff(&decode(&got, ew), &want)
             } else {
                 format!("{} bytes, not {} entries of {ew}", got.len(), want.len())
