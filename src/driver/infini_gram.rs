@@ -8,6 +8,10 @@
 //!
 //! psa writes `table.N` only: infini-gram's engine also needs `offset.N` (the documents'
 //! offsets, written by the tokenizer with `tokenized.N`); a shard without it is warned about.
+//! An empty `tokenized.N` gets an empty `table.N` (infini-gram's engine cannot load an empty
+//! shard, nor its indexer build one). While a table is built, its partial file
+//! `.table.N.psa-partial-TAG` sits in DIR, where the engine would take it for a table: start the
+//! engine once psa is done.
 
 use std::path::{Path, PathBuf};
 
