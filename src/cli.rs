@@ -57,6 +57,10 @@ Examples:
                                                   psa query --help)
   mpirun -n 64 psa --bwt g.bwt --lcp g.lcp g.fa.gz  SA, BWT (and g.bwt.primary) and LCP in one run
   mpirun -n 64 psa --bwt g.bwt --no-sa g.txt      only the BWT: no SA file is created
+  mpirun -n 16 psa --infini-gram --token-width 2 index/
+                                                  infini-gram's table.N for each index/tokenized.N
+                                                  that has none (u16 tokens; offset.N from the
+                                                  tokenizer)
 
 Sequence input (FASTA .fa .fasta .fna .ffn .faa .fas, FASTQ .fq .fastq, each optionally .gz, or
 --format): the text T is each record's sequence without line breaks and whitespace, upper-cased
@@ -133,6 +137,18 @@ pub struct Cli {
     /// the width is refused. Wider than 1 builds with dc3
     #[arg(long, default_value = "1", value_parser = TokenWidth::parse, value_name = "BYTES")]
     pub token_width: TokenWidth,
+    /// Build infini-gram's index: INPUT is its directory DIR, and for every DIR/tokenized.N
+    /// without a DIR/table.N (with --force: every one) psa writes table.N as infini-gram's
+    /// engine reads it: the byte offsets of the token starts, sorted by the file's bytes from
+    /// there, in entries of ceil(log2(size of tokenized.N) / 8) bytes (or --width). Needs
+    /// --token-width (infini-gram's u8, u16, u32: 1, 2, 4). The engine also needs offset.N (the
+    /// documents' starts), which the tokenizer writes with tokenized.N; psa does not
+    #[arg(
+        long,
+        requires = "token_width",
+        conflicts_with_all = ["output", "bwt", "lcp", "no_sa", "format", "keep_case", "revcomp", "stats"]
+    )]
+    pub infini_gram: bool,
     /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5, 8 past 40 bits), 4, 5 or 8
     #[arg(long, default_value = "auto", value_parser = Width::parse)]
     pub width: Width,
@@ -147,7 +163,8 @@ pub struct Cli {
     /// Write per-phase times, bytes sent, peak memory per pe and every setting as JSON to FILE
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
-    /// Replace an output or stats file even when it is read-only
+    /// Replace an output or stats file even when it is read-only (--infini-gram: rebuild the
+    /// table.N files that are there too)
     #[arg(long)]
     pub force: bool,
     /// Use the GPU (pe r uses device r mod device count; build with --features gpu): a text that

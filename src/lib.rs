@@ -77,7 +77,7 @@ pub use entry::{
 };
 pub use error::{Error, Result};
 pub use index::IndexWidth;
-pub use token::{Token, TokenWidth};
+pub use token::{Token, TokenOrder, TokenWidth};
 pub use util::say;
 
 /// Not part of the library's interface: the pieces psa's own integration tests (`tests/`) and

@@ -236,6 +236,9 @@ fn main() -> ExitCode {
     }
     let result = ctx.comm.agree(psa::backend_for(&ctx)).and_then(|sorter| {
         let ctx = ctx.with_sorter(sorter);
+        if cli.infini_gram {
+            return infini_gram(&ctx, &cli);
+        }
         let job = Job {
             output: cli.output.clone().unwrap_or_else(|| {
                 let mut s = cli.inputs[0].clone().into_os_string();
@@ -248,6 +251,7 @@ fn main() -> ExitCode {
             inputs: cli.inputs.clone(),
             seq: cli.seq_options(),
             token_width: cli.token_width,
+            infini_gram: false,
             width: cli.width,
             check: cli.check,
             stats: cli.stats.clone(),
@@ -293,6 +297,39 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => exit_with(e, size, rank),
     }
+}
+
+/// `psa --infini-gram DIR`: infini-gram's tables of the directory's shards
+/// ([`psa::driver::infini_gram::run_dir`]), each job's phases shown with -v. Collective.
+fn infini_gram(ctx: &Ctx, cli: &Cli) -> Result<(), Error> {
+    let dir = match cli.inputs.as_slice() {
+        [dir] => dir.clone(),
+        more => {
+            return ctx.comm.agree(Err(Error::Usage(format!(
+                "--infini-gram takes one directory (infini-gram's index, with its tokenized.N files), not {} inputs",
+                more.len()
+            ))))
+        }
+    };
+    let ig = psa::driver::infini_gram::InfiniGram {
+        dir,
+        token_width: cli.token_width,
+        width: cli.width,
+        check: cli.check,
+        force: cli.force,
+        show_plan: cli.verbose >= 1,
+    };
+    let built = psa::driver::infini_gram::run_dir(ctx, &ig)?;
+    if ctx.comm.rank() == 0 && cli.verbose >= 1 {
+        for (shard, report) in &built {
+            log::info!(
+                "phases of table.{} (max and mean over pes):\n{}",
+                shard.n,
+                report_table(report)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Caps a `--mem-per-pe` above what the kernel enforces per pe (the cgroup's limit shared by

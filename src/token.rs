@@ -76,6 +76,9 @@ pub trait Token:
     fn from_u64(v: u64) -> Self;
     /// The token of the little-endian bytes `b` (`WIDTH` of them).
     fn from_le(b: &[u8]) -> Self;
+    /// The token of the big-endian bytes `b` (`WIDTH` of them): the little-endian token
+    /// byte-swapped.
+    fn from_be(b: &[u8]) -> Self;
     /// Appends the token's little-endian bytes to `out`.
     fn put_le(self, out: &mut Vec<u8>);
 }
@@ -101,6 +104,12 @@ macro_rules! token {
                 <$t>::from_le_bytes(a)
             }
             #[inline]
+            fn from_be(b: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(b);
+                <$t>::from_be_bytes(a)
+            }
+            #[inline]
             fn put_le(self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
             }
@@ -112,11 +121,33 @@ token!(u8, TokenWidth::W1);
 token!(u16, TokenWidth::W2);
 token!(u32, TokenWidth::W4);
 
-/// The tokens of little-endian bytes (a multiple of `T::WIDTH` of them).
-pub fn decode_le<T: Token>(bytes: &[u8], out: &mut Vec<T>) {
+/// How the tokens of a file compare, and so what their suffix array sorts by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TokenOrder {
+    /// By value: each token is read as the little-endian number it is (the default).
+    #[default]
+    Value,
+    /// As the file's bytes (infini-gram's tables): each token is read byte-swapped
+    /// (big-endian), so that comparing the values compares the tokens' little-endian bytes in
+    /// file order. Since a suffix starts at a token and the file is whole tokens, the suffixes
+    /// then sort as the byte strings of the file from their token's first byte.
+    FileBytes,
+}
+
+/// Appends the tokens of little-endian bytes (a multiple of `T::WIDTH` of them) to `out`,
+/// each read as `order` says (byte-swapped for [`TokenOrder::FileBytes`]). Local.
+pub fn decode<T: Token>(bytes: &[u8], order: TokenOrder, out: &mut Vec<T>) {
     let w = T::WIDTH.bytes();
     debug_assert_eq!(bytes.len() % w, 0);
-    out.extend(bytes.chunks_exact(w).map(T::from_le));
+    match order {
+        TokenOrder::Value => out.extend(bytes.chunks_exact(w).map(T::from_le)),
+        TokenOrder::FileBytes => out.extend(bytes.chunks_exact(w).map(T::from_be)),
+    }
+}
+
+/// The tokens of little-endian bytes (a multiple of `T::WIDTH` of them), by value. Local.
+pub fn decode_le<T: Token>(bytes: &[u8], out: &mut Vec<T>) {
+    decode(bytes, TokenOrder::Value, out)
 }
 
 /// The little-endian bytes of tokens.
@@ -145,5 +176,22 @@ mod tests {
         let mut h = Vec::new();
         decode_le::<u16>(&[0xff, 0xff, 1, 0], &mut h);
         assert_eq!(h, vec![0xFFFF, 1]);
+    }
+
+    /// In the file's byte order a token is its bytes swapped, so values compare as the bytes
+    /// do: 0x0100 (bytes 00 01) sorts before 0x00FF (bytes FF 00).
+    #[test]
+    fn file_byte_order_swaps_each_token() {
+        let bytes = [0x00, 0x01, 0xFF, 0x00, 0x04, 0x03, 0x02, 0x01];
+        let mut h: Vec<u16> = Vec::new();
+        decode(&bytes[..4], TokenOrder::FileBytes, &mut h);
+        assert_eq!(h, vec![0x0001, 0xFF00]);
+        assert!(h[0] < h[1] && bytes[..2] < bytes[2..4]);
+        let mut w: Vec<u32> = Vec::new();
+        decode(&bytes, TokenOrder::FileBytes, &mut w);
+        assert_eq!(w, vec![0x0001_FF00, 0x0403_0201]);
+        let mut b: Vec<u8> = Vec::new();
+        decode(&bytes, TokenOrder::FileBytes, &mut b);
+        assert_eq!(b, bytes);
     }
 }

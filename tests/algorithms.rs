@@ -395,6 +395,7 @@ fn jobs_in_process(
                     bwt: None,
                     lcp: None,
                     token_width: psa::TokenWidth::W1,
+                    infini_gram: false,
                     width: build.width,
                     check: build.check,
                     stats: None,

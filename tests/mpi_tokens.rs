@@ -3,7 +3,8 @@
 //! random token texts against the oracle (`naive_sa`, `naive_bwt`, `naive_lcp` on the tokens),
 //! each pe comparing its own part; pDC3 recursing distributedly (a base case of 4 or 64
 //! characters) and its 40- and 64-bit records forced (`index_width`), as more than 2^32 tokens
-//! would take them. The `psa` binary's runs are in tests/tokens.rs.
+//! would take them; infini-gram's order (tokens read as the file's bytes) against the naive
+//! table. The `psa` binary's runs are in tests/tokens.rs and tests/infini_gram.rs.
 
 mod common;
 
@@ -123,4 +124,62 @@ fn tokens_wrong_sa_rejected_css_refused() {
             assert!(e.to_string().contains("dc3"), "{e}");
         }
     });
+}
+
+/// infini-gram's order through the library on every pe: token files read as the file's bytes
+/// (`read_tokens` with `TokenOrder::FileBytes`: each token byte-swapped) and built by
+/// `suffix_array_tokens` give, times the width, the naive table — the byte offsets of the token
+/// starts sorted by the file's little-endian bytes from there — on every text of [`texts`];
+/// read by value they give the value order, which differs from it on random texts.
+fn file_byte_order_is_the_naive_table<T: Token>(comm: &psa::comm::Comm) {
+    use psa::io::seq::{InputFile, SeqOptions};
+    use psa::io::tokens::read_tokens;
+    use psa::TokenOrder;
+    let (p, me) = (comm.size(), comm.rank());
+    let w = T::WIDTH.bytes();
+    let ctx = ctx_with(Algo::Dc3, 64, |_| {});
+    for (k, (name, text)) in texts::<T>().into_iter().enumerate() {
+        let bytes: Vec<u8> = text
+            .iter()
+            .flat_map(|t| t.to_u64().to_le_bytes()[..w].to_vec())
+            .collect();
+        let path = std::path::PathBuf::from(format!("tokens-{k}.bin"));
+        if me == 0 {
+            std::fs::write(&path, &bytes).expect("write the token file");
+        }
+        comm.barrier();
+        let files = InputFile::open_all(comm, &[path], &SeqOptions::default()).expect("open");
+        let mut offsets: Vec<usize> = (0..bytes.len()).step_by(w).collect();
+        offsets.sort_by(|&a, &b| bytes[a..].cmp(&bytes[b..]));
+        let table: Vec<u64> = offsets.iter().map(|&o| (o / w) as u64).collect();
+        let by_value = naive_sa(&text);
+        let what = format!("{name} ({} bits, p = {p})", T::BITS);
+        for order in [TokenOrder::FileBytes, TokenOrder::Value] {
+            let (mine, layout) =
+                read_tokens::<T>(comm, &files, text.len(), order).expect("read the tokens");
+            let sa = psa::suffix_array_tokens(&ctx, &mine).expect("build");
+            let want = match order {
+                TokenOrder::FileBytes => &table,
+                TokenOrder::Value => &by_value,
+            };
+            let (lo, hi) = (layout.start(me), layout.end(me));
+            assert_eq!(sa, want[lo..hi], "{order:?} SA of {what}");
+            if name == "random over 2^16" {
+                assert_ne!(table, by_value, "the orders differ on {what}");
+            }
+        }
+        comm.barrier();
+    }
+}
+
+/// u16 tokens in the file's byte order.
+#[test]
+fn u16_file_byte_order_is_the_naive_table() {
+    mpi_test(file_byte_order_is_the_naive_table::<u16>);
+}
+
+/// u32 tokens in the file's byte order.
+#[test]
+fn u32_file_byte_order_is_the_naive_table() {
+    mpi_test(file_byte_order_is_the_naive_table::<u32>);
 }

@@ -69,8 +69,9 @@ impl EarlyFiles {
             )?),
             None => None,
         };
-        // `psa query` reads byte texts: a token text gets no index files (yet).
-        let side = match job.write_sa && job.token_width == TokenWidth::W1 {
+        // `psa query` reads byte texts: a token text gets no index files (yet), nor does
+        // infini-gram's table (its engine takes every file named *table* for one).
+        let side = match job.write_sa && job.token_width == TokenWidth::W1 && !job.infini_gram {
             true => IndexFiles::create(comm, &job.output, inputs, job.force, sequence)?,
             false => None,
         };
@@ -219,14 +220,10 @@ impl Files {
     pub(super) fn create(ctx: &Ctx, run: &Run<'_>, early: EarlyFiles) -> Result<Files> {
         let (comm, job, inputs, n) = (&ctx.comm, run.job, run.inputs, run.n);
         let sa = match job.write_sa {
-            true => Some(OutputFile::create(
-                comm,
-                &job.output,
-                inputs,
-                job.force,
-                n,
-                run.width,
-            )?),
+            true => Some(
+                OutputFile::create(comm, &job.output, inputs, job.force, n, run.width)?
+                    .with_scale(job.entry_scale()),
+            ),
             false => None,
         };
         let named = |p: &PathBuf, width: usize, what: &str| {

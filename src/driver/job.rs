@@ -8,7 +8,7 @@ use crate::io::seq::{InputFile, SeqOptions};
 use crate::io::Width;
 use crate::plan::Plan;
 use crate::stats::PhaseSummary;
-use crate::token::TokenWidth;
+use crate::token::{TokenOrder, TokenWidth};
 
 /// What the command line asks for.
 #[derive(Clone, Debug)]
@@ -30,6 +30,11 @@ pub struct Job {
     /// only, each input's size a multiple of it; n, the SA, the BWT and the LCP array count
     /// tokens.
     pub token_width: TokenWidth,
+    /// Write infini-gram's table (`--infini-gram`): suffixes compared as the little-endian bytes
+    /// of the file (wider tokens read byte-swapped, [`TokenOrder::FileBytes`]), every entry the
+    /// byte offset of its token (its index times the token width), `Width::Auto` infini-gram's
+    /// width ([`crate::io::infini_gram_width`]); no index files, BWT or LCP array.
+    pub infini_gram: bool,
     /// Bytes per SA entry.
     pub width: Width,
     /// Run the distributed checker before the output is put in place (renamed).
@@ -67,6 +72,25 @@ pub struct Report {
     pub plan: Plan,
     /// The BWT's primary index (with `--bwt`).
     pub bwt_primary: Option<u64>,
+}
+
+impl Job {
+    /// How the job's tokens compare: as the file's bytes for infini-gram's table, else by value.
+    pub fn token_order(&self) -> TokenOrder {
+        match self.infini_gram {
+            true => TokenOrder::FileBytes,
+            false => TokenOrder::Value,
+        }
+    }
+
+    /// What each SA entry is multiplied by when written: the token width for infini-gram's byte
+    /// offsets, else 1.
+    pub fn entry_scale(&self) -> u64 {
+        match self.infini_gram {
+            true => self.token_width.bytes() as u64,
+            false => 1,
+        }
+    }
 }
 
 /// What [`super::run`] settled before the build.

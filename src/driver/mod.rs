@@ -5,10 +5,12 @@
 //! from it), every file written and put in place. `job.rs` owns what a job is given ([`Job`]),
 //! settles and measured ([`Report`]), `files.rs` the job's files (judged, created, committed
 //! together), `index_files.rs` the index's side files and their metadata, `report.rs` the
-//! [`Report`] gathered, as a table and as JSON.
+//! [`Report`] gathered, as a table and as JSON; `infini_gram.rs` infini-gram's index directory,
+//! one job per table.
 
 mod files;
 mod index_files;
+pub mod infini_gram;
 mod job;
 mod report;
 mod tokens;
@@ -61,6 +63,11 @@ fn run_sampled(ctx: &Ctx, job: &Job) -> Result<Report> {
             "--no-sa needs --bwt or --lcp: the run would write nothing".into(),
         )));
     }
+    if job.infini_gram && (!job.write_sa || job.bwt.is_some() || job.lcp.is_some()) {
+        return ctx.comm.agree(Err(Error::Usage(
+            "infini-gram's table is a suffix array alone: no --bwt, --lcp or --no-sa".into(),
+        )));
+    }
     let files = ctx.install(|ctx| InputFile::open_all(&ctx.comm, &job.inputs, &job.seq))?;
     ctx.comm
         .agree(tokens::admissible(job.token_width, &files))?;
@@ -106,11 +113,11 @@ fn run_sampled(ctx: &Ctx, job: &Job) -> Result<Report> {
 /// besides and writing the index files from them at the end where `index`. Collective.
 fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64, index: bool) -> Result<(usize, Plan)> {
     let comm = &ctx.comm;
-    let width = comm.agree(
-        job.width
-            .resolve(n)
-            .map_err(|e| Error::Usage(e.to_string())),
-    )?;
+    let width = match job.infini_gram {
+        true => job.width.resolve_infini_gram(n, job.token_width.bytes()),
+        false => job.width.resolve(n),
+    };
+    let width = comm.agree(width.map_err(|e| Error::Usage(e.to_string())))?;
     let shape = Shape {
         n,
         pes: comm.size(),

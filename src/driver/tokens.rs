@@ -10,8 +10,8 @@ use crate::io::tokens::read_tokens;
 use crate::token::Token;
 use crate::Ctx;
 
-/// Steps 2 and 3 of the job for tokens `T`: this pe's block of tokens read, then built
-/// (checked, BWT, LCP). Returns what the report takes from it. Collective.
+/// Steps 2 and 3 of the job for tokens `T`: this pe's block of tokens read (in the job's
+/// [`crate::TokenOrder`]), then built (checked, BWT, LCP). Returns what the report takes from it. Collective.
 pub(super) fn read_and_build<T: Token>(ctx: &Ctx, run: &Run<'_>, files: &Files) -> Result<Built> {
     let comm = &ctx.comm;
     if comm.rank() == 0 {
@@ -26,6 +26,7 @@ pub(super) fn read_and_build<T: Token>(ctx: &Ctx, run: &Run<'_>, files: &Files) 
             run.width
         );
     }
-    let (text, layout) = ctx.phase("read", || read_tokens::<T>(comm, run.files, run.n))?;
+    let order = run.job.token_order();
+    let (text, layout) = ctx.phase("read", || read_tokens::<T>(comm, run.files, run.n, order))?;
     build(ctx, run, files, text, &layout)
 }

@@ -149,6 +149,17 @@ impl Width {
         }
     }
 
+    /// The byte width of the entries of infini-gram's table of `n` tokens of `token_bytes`
+    /// bytes each (byte offsets, up to (n − 1) × `token_bytes`): auto is infini-gram's own
+    /// ([`infini_gram_width`] of the file's size); a fixed width must hold the largest offset.
+    pub fn resolve_infini_gram(self, n: usize, token_bytes: usize) -> Result<usize> {
+        let bytes = (n as u128) * token_bytes as u128;
+        match self {
+            Width::Auto => Ok(infini_gram_width(bytes)),
+            Width::Fixed(w) => self.fits(w, n, bytes.saturating_sub(token_bytes as u128)),
+        }
+    }
+
     /// The byte width to use for a text of `n` characters, or an error if it cannot hold n-1.
     pub fn resolve(self, n: usize) -> Result<usize> {
         let max = n.saturating_sub(1) as u128;
@@ -160,26 +171,38 @@ impl Width {
             } else {
                 8
             }),
-            Width::Fixed(w) => {
-                if !matches!(w, 4 | 5 | 8) {
-                    return Err(Error::Invalid(format!(
-                        "--width must be auto, 4, 5 or 8, not {w}"
-                    )));
-                }
-                if max >= 1u128 << (8 * w) {
-                    return Err(Error::Invalid(format!(
-                        "--width {w} is too small for a text of {n} characters (largest index {max} needs {} bytes)",
-                        bytes_needed(max)
-                    )));
-                }
-                Ok(w)
-            }
+            Width::Fixed(w) => self.fits(w, n, max),
         }
+    }
+
+    /// `w` if it is one of the fixed widths and holds `max`, the largest entry of a text of `n`
+    /// characters; else the error to show.
+    fn fits(self, w: usize, n: usize, max: u128) -> Result<usize> {
+        if !matches!(w, 4 | 5 | 8) {
+            return Err(Error::Invalid(format!(
+                "--width must be auto, 4, 5 or 8, not {w}"
+            )));
+        }
+        if max >= 1u128 << (8 * w) {
+            return Err(Error::Invalid(format!(
+                "--width {w} is too small for a text of {n} characters (largest index {max} needs {} bytes)",
+                bytes_needed(max)
+            )));
+        }
+        Ok(w)
     }
 }
 
 fn bytes_needed(max: u128) -> usize {
     (((128 - max.leading_zeros()) as usize).div_ceil(8)).max(1)
+}
+
+/// infini-gram's entry width for a file of `bytes` bytes: ceil(log2(bytes) / 8), the fewest
+/// bytes b with bytes ≤ 256^b, at least 1 (its indexer's `ratio`, computed here in integers,
+/// where its floating-point log2 could round down just above a power of 256). Every offset
+/// below `bytes` fits. Local.
+pub fn infini_gram_width(bytes: u128) -> usize {
+    (1..=16).find(|&b| bytes <= 1u128 << (8 * b)).unwrap_or(16)
 }
 
 #[cfg(test)]
@@ -194,5 +217,39 @@ mod tests {
         assert!(Width::Fixed(4).resolve((1 << 32) + 1).is_err());
         assert_eq!(Width::Fixed(5).resolve((1 << 32) + 1).ok(), Some(5));
         assert!(Width::Fixed(3).resolve(10).is_err());
+    }
+
+    /// infini-gram's ratio ceil(log2(size) / 8): 1 up to 256 bytes, 2 up to 65536, 4 up to
+    /// 2^32, 5 above; at least 1 (an empty or one-byte file).
+    #[test]
+    fn infini_gram_widths() {
+        let ratio = |b: u128| ((b as f64).log2() / 8.0).ceil() as usize;
+        for b in [
+            2u128,
+            3,
+            255,
+            256,
+            257,
+            65535,
+            65536,
+            65537,
+            1 << 24,
+            (1 << 24) + 1,
+        ] {
+            assert_eq!(infini_gram_width(b), ratio(b), "{b} bytes");
+        }
+        assert_eq!(infini_gram_width(0), 1);
+        assert_eq!(infini_gram_width(1), 1);
+        assert_eq!(infini_gram_width(1 << 32), 4);
+        assert_eq!(infini_gram_width((1 << 32) + 2), 5);
+        assert_eq!(infini_gram_width(1 << 40), 5);
+        // 2^16 u16 tokens: 2^17 bytes, offsets up to 2^17 - 2.
+        assert_eq!(Width::Auto.resolve_infini_gram(1 << 16, 2).unwrap(), 3);
+        assert_eq!(Width::Auto.resolve_infini_gram(128, 2).unwrap(), 1);
+        assert_eq!(Width::Auto.resolve_infini_gram(0, 4).unwrap(), 1);
+        assert_eq!(Width::Fixed(4).resolve_infini_gram(1 << 30, 4).unwrap(), 4);
+        assert!(Width::Fixed(4)
+            .resolve_infini_gram((1 << 30) + 1, 4)
+            .is_err());
     }
 }

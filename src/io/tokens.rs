@@ -6,7 +6,7 @@ use super::seq::{Format, InputFile};
 use crate::comm::Comm;
 use crate::dist::Layout;
 use crate::error::{Error, Result};
-use crate::token::{decode_le, Token, TokenWidth};
+use crate::token::{decode, Token, TokenOrder, TokenWidth};
 
 /// Bytes a pe reads at a time and decodes into tokens (so that it never holds its bytes and
 /// its tokens whole at once).
@@ -41,13 +41,15 @@ pub fn admissible(width: TokenWidth, files: &[InputFile]) -> Result<()> {
 
 /// This pe's block of the `n` tokens of `files` (raw, concatenated in order; see
 /// [`admissible`]) in the block layout, read with positioned reads in pieces of
-/// [`READ_PIECE`] bytes. Collective (an error on any pe is an error on all).
+/// [`READ_PIECE`] bytes, each token decoded as `order` says (byte-swapped as it is read for
+/// [`TokenOrder::FileBytes`]). Collective (an error on any pe is an error on all).
 ///
 /// Memory: the pe's tokens and one piece of bytes.
 pub fn read_tokens<T: Token>(
     comm: &Comm,
     files: &[InputFile],
     n: usize,
+    order: TokenOrder,
 ) -> Result<(Vec<T>, Layout)> {
     let layout = Layout::block(n, comm.size());
     let me = comm.rank();
@@ -63,7 +65,7 @@ pub fn read_tokens<T: Token>(
             let mut x = a;
             while x < b {
                 let y = b.min(x + READ_PIECE / w * w);
-                decode_le(&read_range(&f.path, x - at, y - at)?, &mut text);
+                decode(&read_range(&f.path, x - at, y - at)?, order, &mut text);
                 x = y;
             }
             at += size;

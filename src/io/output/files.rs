@@ -82,6 +82,9 @@ pub struct OutputFile {
     file: Option<File>,
     tmp: Option<PathBuf>,
     width: usize,
+    /// Every entry is written as its value times this (1; the token width for infini-gram's
+    /// byte offsets, [`OutputFile::with_scale`]) and read back divided by it.
+    scale: u64,
 }
 
 /// A host name for messages (the node a pe runs on).
@@ -175,7 +178,17 @@ impl OutputFile {
             file,
             tmp,
             width,
+            scale: 1,
         })
+    }
+
+    /// The file with every entry written as its value times `scale` (at least 1) and read back
+    /// ([`Self::read_part`]) divided by it: token positions written as byte offsets (infini-gram's
+    /// tables, `scale` the token width). The entries' width must hold the scaled values. Local.
+    #[must_use]
+    pub fn with_scale(mut self, scale: u64) -> OutputFile {
+        self.scale = scale.max(1);
+        self
     }
 
     /// Whether pes write their parts at their offsets themselves (a regular file); false when
@@ -199,14 +212,14 @@ impl OutputFile {
         let _ = first;
         let mut failed: Option<Error> = None;
         let mut dev = self.root.as_ref().map(|s| &s.file);
-        let width = self.width;
+        let (width, scale) = (self.width, self.scale);
         let mut buf = Vec::new();
         comm.stream_to_root(sa, 0, 1 << 20, None, |_, part: &[E]| {
             if failed.is_some() {
                 return;
             }
             buf.clear();
-            encode_le(&mut buf, part, width);
+            encode_le(&mut buf, part, width, scale);
             if let Some(f) = dev.as_mut() {
                 let target = self.root.as_ref().map(|s| s.dest().target().to_path_buf());
                 if let Err(e) = (&**f).write_all(&buf) {
@@ -218,7 +231,8 @@ impl OutputFile {
     }
 
     /// Writes entries `first..first + sa.len()`, little-endian, on this pe's threads (a chunk
-    /// each at its own offset); entries as wide as the file's are written as they are. Local;
+    /// each at its own offset); entries as wide as the file's (and no scale) are written as they
+    /// are. Local;
     /// [`Self::sync_local`] makes them durable. Only for positional outputs.
     pub fn write_part<E: bytemuck::Pod + Into<u64> + Sync>(
         &self,
@@ -230,10 +244,10 @@ impl OutputFile {
                 "internal: a positional write to an output written through".into(),
             ));
         };
-        let width = self.width;
+        let (width, scale) = (self.width, self.scale);
         let fail = |e| Error::io("write output", tmp, e);
         const CHUNK: usize = 1 << 20;
-        if size_of::<E>() == width && cfg!(target_endian = "little") {
+        if size_of::<E>() == width && scale == 1 && cfg!(target_endian = "little") {
             return sa.par_chunks(CHUNK).enumerate().try_for_each(|(k, part)| {
                 let off = ((first + k * CHUNK) * width) as u64;
                 f.write_all_at(bytemuck::cast_slice(part), off)
@@ -244,7 +258,7 @@ impl OutputFile {
             || Vec::with_capacity(CHUNK * width),
             |buf, (k, part)| {
                 buf.clear();
-                encode_le(buf, part, width);
+                encode_le(buf, part, width, scale);
                 let off = ((first + k * CHUNK) * width) as u64;
                 f.write_all_at(buf, off).map_err(fail)
             },
@@ -252,18 +266,19 @@ impl OutputFile {
     }
 
     /// Reads entries `first..first + len` back from the temporary file (what the pes wrote),
-    /// decoding the file's width, on this pe's threads. Local. Only for positional outputs.
+    /// decoding the file's width (and dividing by its scale), on this pe's threads. Local. Only
+    /// for positional outputs.
     pub fn read_part(&self, first: usize, len: usize) -> Result<Vec<u64>> {
         let (Some(f), Some(tmp)) = (&self.file, &self.tmp) else {
             return Err(Error::Invalid(
                 "internal: a positional read from an output written through".into(),
             ));
         };
-        let width = self.width;
+        let (width, scale) = (self.width, self.scale);
         let fail = |e| Error::io("read back the output", tmp, e);
         const CHUNK: usize = 1 << 20;
         let mut out = vec![0u64; len];
-        if width == 8 && cfg!(target_endian = "little") {
+        if width == 8 && scale == 1 && cfg!(target_endian = "little") {
             return out
                 .par_chunks_mut(CHUNK)
                 .enumerate()
@@ -283,6 +298,9 @@ impl OutputFile {
                     let off = ((first + k * CHUNK) * width) as u64;
                     f.read_exact_at(buf, off).map_err(fail)?;
                     decode_le(buf, width, part);
+                    if scale != 1 {
+                        part.iter_mut().for_each(|x| *x /= scale);
+                    }
                     Ok(())
                 },
             )
@@ -333,27 +351,27 @@ impl OutputFile {
 }
 
 /// Appends `xs` to `buf` as little-endian integers of `width` bytes each (the low bytes of each
-/// value). The widths an output has (1 to 8 bytes) are each compiled with their width known, so
-/// that an entry is one move instead of a copy of a length known only at run time (a call per
-/// entry, several times slower on the n entries of a suffix array). Local.
-fn encode_le<E: Into<u64> + Copy>(buf: &mut Vec<u8>, xs: &[E], width: usize) {
+/// value times `scale`). The widths an output has (1 to 8 bytes) are each compiled with their
+/// width known, so that an entry is one move instead of a copy of a length known only at run time
+/// (a call per entry, several times slower on the n entries of a suffix array). Local.
+fn encode_le<E: Into<u64> + Copy>(buf: &mut Vec<u8>, xs: &[E], width: usize, scale: u64) {
     debug_assert!((1..=8).contains(&width), "entries of {width} bytes");
-    fn each<E: Into<u64> + Copy, const W: usize>(buf: &mut Vec<u8>, xs: &[E]) {
+    fn each<E: Into<u64> + Copy, const W: usize>(buf: &mut Vec<u8>, xs: &[E], scale: u64) {
         let start = buf.len();
         buf.resize(start + xs.len() * W, 0);
         for (b, &x) in buf[start..].chunks_exact_mut(W).zip(xs) {
-            b.copy_from_slice(&x.into().to_le_bytes()[..W]);
+            b.copy_from_slice(&(x.into() * scale).to_le_bytes()[..W]);
         }
     }
     match width {
-        1 => each::<E, 1>(buf, xs),
-        2 => each::<E, 2>(buf, xs),
-        3 => each::<E, 3>(buf, xs),
-        4 => each::<E, 4>(buf, xs),
-        5 => each::<E, 5>(buf, xs),
-        6 => each::<E, 6>(buf, xs),
-        7 => each::<E, 7>(buf, xs),
-        _ => each::<E, 8>(buf, xs),
+        1 => each::<E, 1>(buf, xs, scale),
+        2 => each::<E, 2>(buf, xs, scale),
+        3 => each::<E, 3>(buf, xs, scale),
+        4 => each::<E, 4>(buf, xs, scale),
+        5 => each::<E, 5>(buf, xs, scale),
+        6 => each::<E, 6>(buf, xs, scale),
+        7 => each::<E, 7>(buf, xs, scale),
+        _ => each::<E, 8>(buf, xs, scale),
     }
 }
 
@@ -394,7 +412,7 @@ mod tests {
             .collect();
         for width in 1..=8 {
             let mut buf = vec![7u8];
-            encode_le(&mut buf, &values, width);
+            encode_le(&mut buf, &values, width, 1);
             let want: Vec<u8> = std::iter::once(7)
                 .chain(
                     values
@@ -412,6 +430,22 @@ mod tests {
             };
             let low: Vec<u64> = values.iter().map(|x| x & mask).collect();
             assert_eq!(back, low, "width {width}");
+        }
+    }
+
+    /// A scale multiplies each entry before its low bytes are taken (token positions as byte
+    /// offsets), in every width.
+    #[test]
+    fn scaled_entries_are_multiplied() {
+        let values: Vec<u32> = vec![0, 1, 2, 127, 1000];
+        for (width, scale) in [(1, 2), (2, 4), (3, 2), (5, 4), (8, 4)] {
+            let mut buf = Vec::new();
+            encode_le(&mut buf, &values, width, scale);
+            let mut back = vec![0u64; values.len()];
+            decode_le(&buf, width, &mut back);
+            let mask = u64::MAX >> (64 - 8 * width);
+            let want: Vec<u64> = values.iter().map(|&x| (x as u64 * scale) & mask).collect();
+            assert_eq!(back, want, "width {width}, scale {scale}");
         }
     }
 }
