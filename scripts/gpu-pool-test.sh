@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/gpu-pool-test.sh — `psa --gpu` at p > 1 (the text streamed through pe 0 to its device,
-# src/algo/pooled.rs) against libsais on the hard inputs, for the GPU host (needs python3, mpirun
+# src/algo/offload/relay.rs) against libsais on the hard inputs, for the GPU host (needs python3, mpirun
 # and the two binaries; builds nothing).
 #
 #   scripts/gpu-pool-test.sh [--psa BIN] [--baseline BIN] [--procs "2 3 4 5 7"]
