@@ -167,10 +167,11 @@ fn main() -> ExitCode {
                     say(&format!("psa: warning: {w}"));
                 }
                 print_clap(&e);
-            } else if code != 0 {
+            } else {
                 // A launcher ends the job at the first non-zero exit, possibly before rank 0
-                // has printed: the others leave late (the launcher usually ends them first).
-                std::thread::sleep(std::time::Duration::from_secs(5));
+                // has printed: the others leave at once with 0, and the job's status is rank
+                // 0's (mpirun's first non-zero exit, srun's largest).
+                return ExitCode::SUCCESS;
             }
             return ExitCode::from(code);
         }
