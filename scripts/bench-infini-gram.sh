@@ -20,7 +20,8 @@
 #    differing entries by their suffixes and runs `psa --check` once (not timed).
 # 4. Writes the report, bench-results/DATE-LABEL-COMMIT-infini-gram.md (or --out): the machine,
 #    the commit, the commands, the tokens, the median wall time and peak memory (total over
-#    processes, bytes per token) of both, psa / indexer, the verdict, and every run.
+#    processes, bytes per token) of both, psa / indexer, the verdict, and every run; the runs'
+#    JSON lines beside it (…-runs.jsonl).
 #
 # Options: --pes P [nproc]  --mb N [whole corpora]  --reps R [3]  --psa BIN [target/ci/psa]
 #          --work DIR [.bench-tmp/infini-gram, emptied]  --label NAME [local]  --keep (keep
@@ -173,6 +174,7 @@ $helper report --runs "$runs" --compare "$WORK/compare.json" --out "$OUTMD" \
   --meta "psa_cmd=mpirun -n $P --bind-to none /usr/bin/time -a -o PE-TIMES -f '%M %e' $shown_psa --infini-gram --token-width 2 --force $shown_work/psa" \
   --meta "ig_cmd=python -m infini_gram.indexing --data_dir $shown_work/ig/data --save_dir $shown_work/ig --token_dtype u16 --cpus $P --mem $mem_gib --ulimit $nofile" \
   --meta "psa_check=$psa_check" >/dev/null
+cp "$runs" "${OUTMD%.md}-runs.jsonl"
 log "report: $OUTMD"
 cat "$OUTMD"
 
