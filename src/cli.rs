@@ -135,8 +135,14 @@ pub struct Cli {
     /// train.bin, infini-gram's tokenized.N); the SA holds token positions, --bwt writes tokens of
     /// this width, --lcp counts tokens. Raw input only; an input whose size is not a multiple of
     /// the width is refused. Wider than 1 builds with dc3
-    #[arg(long, default_value = "1", value_parser = TokenWidth::parse, value_name = "BYTES")]
-    pub token_width: TokenWidth,
+    /// [default: 1, a text of characters]
+    #[arg(long, value_parser = TokenWidth::parse, value_name = "BYTES")]
+    pub token_width: Option<TokenWidth>,
+    /// The token (or byte) that begins each document, in decimal or 0x hex (infini-gram's:
+    /// 0xFFFF for u16). The index gets a document table (OUT.docs, written by every pe for its
+    /// part), and psa query --locate reports the document and the offset in it. Raw input only
+    #[arg(long, value_parser = parse_token, value_name = "TOKEN", conflicts_with = "no_sa")]
+    pub doc_sep: Option<u32>,
     /// Build infini-gram's index: INPUT is its directory DIR, and for every DIR/tokenized.N
     /// without a DIR/table.N (with --force: every one) psa writes table.N as infini-gram's
     /// engine reads it: the byte offsets of the token starts, sorted by the file's bytes from
@@ -146,7 +152,7 @@ pub struct Cli {
     #[arg(
         long,
         requires = "token_width",
-        conflicts_with_all = ["output", "bwt", "lcp", "no_sa", "format", "keep_case", "revcomp", "stats"]
+        conflicts_with_all = ["output", "bwt", "lcp", "no_sa", "format", "keep_case", "revcomp", "stats", "doc_sep"]
     )]
     pub infini_gram: bool,
     /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5, 8 past 40 bits), 4, 5 or 8
@@ -515,7 +521,10 @@ Output (TSV), for each pattern in order: pattern<TAB>count; with --locate, then 
 reported occurrence: pattern<TAB>record<TAB>offset (the offset in the record of the records
 table; for raw input the record is the input file). With --json: {\"pattern\", \"count\"} per
 line, with --locate also \"hits\": [{\"record\", \"offset\", \"text_offset\"}].
-Offsets count from 0. A hit in a reverse complement (--revcomp: record NAME/rc, offset o) is the
+Offsets count from 0. A token index (--token-width) takes patterns of decimal token ids separated
+by spaces; built with --doc-sep, its hits are placed as document<TAB>offset (the document's number
+from 0, the offset from the token after its separator; JSON: \"document\").
+A hit in a reverse complement (--revcomp: record NAME/rc, offset o) is the
 pattern's reverse complement on NAME's forward strand at len(NAME) - o - len(pattern).
 Examples:
   psa query chrX.sa ACGTTGCA GATTACA
@@ -539,6 +548,15 @@ impl QueryCli {
             json: self.json,
         }
     }
+}
+
+/// Parses a token value: decimal, or hex after 0x.
+fn parse_token(s: &str) -> Result<u32, String> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse::<u32>(),
+    };
+    parsed.map_err(|_| format!("'{s}' is not a token: give 0 to 4294967295, or 0x0 to 0xFFFFFFFF"))
 }
 
 #[cfg(test)]
