@@ -235,7 +235,10 @@ impl Files {
         let sa = match job.write_sa {
             true => Some(
                 OutputFile::create(comm, &job.output, inputs, job.force, n, run.width)?
-                    .with_scale(job.entry_scale()),
+                    .with_scale(job.entry_scale())
+                    // infini-gram's table.N is written only where none is: one made meanwhile
+                    // (another indexer) is left alone.
+                    .keeping_existing(job.infini_gram && !job.force),
             ),
             false => None,
         };

@@ -63,6 +63,23 @@ pub fn rename(dir: &File, from: &OsStr, to: &OsStr) -> io::Result<()> {
     check(unsafe { libc::renameat(d, a.as_ptr(), d, b.as_ptr()) }).map(|_| ())
 }
 
+/// Renames `from` to `to` in `dir` unless `to` exists (then `EEXIST`, and nothing changes):
+/// `renameat2`'s `RENAME_NOREPLACE`, or where the file system has none a second name made
+/// with `linkat` (which never replaces either) and the first removed.
+pub fn rename_noreplace(dir: &File, from: &OsStr, to: &OsStr) -> io::Result<()> {
+    let (a, b) = (c_name(from)?, c_name(to)?);
+    let d = dir.as_raw_fd();
+    // SAFETY: valid descriptors and NUL-terminated names.
+    let r = check(unsafe { libc::renameat2(d, a.as_ptr(), d, b.as_ptr(), libc::RENAME_NOREPLACE) });
+    match r.as_ref().map_err(|e| e.raw_os_error()) {
+        Err(Some(libc::EINVAL | libc::ENOSYS)) => {
+            link(dir, from, to)?;
+            unlink(dir, from)
+        }
+        _ => r.map(|_| ()),
+    }
+}
+
 /// Removes `name` from `dir` (a link itself, never what it names).
 pub fn unlink(dir: &File, name: &OsStr) -> io::Result<()> {
     let c = c_name(name)?;

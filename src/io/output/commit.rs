@@ -76,6 +76,30 @@ fn place(f: &mut Staged, index: usize) -> Result<Undo> {
         });
     };
     let existed = at::exists(&p.dir, &p.name).map_err(|e| Error::io("look at", &target, e))?;
+    let appeared = || {
+        Error::Usage(format!(
+            "'{}' was made by another process while psa wrote it: it is left alone, and psa's is not put in place",
+            target.display()
+        ))
+    };
+    if f.keep_existing {
+        // Nothing to keep aside: the file goes in only where the name is free.
+        if existed {
+            return Err(appeared());
+        }
+        return match at::rename_noreplace(&p.dir, &p.tmp, &p.name) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Err(appeared()),
+            Err(e) => Err(Error::io("rename output to", &target, e)),
+            Ok(()) => {
+                f.placed();
+                Ok(Undo {
+                    index,
+                    old: None,
+                    lost: false,
+                })
+            }
+        };
+    }
     let old = existed.then(|| keep_old(p)).flatten();
     let lost = existed && old.is_none();
     if let Err(e) = at::rename(&p.dir, &p.tmp, &p.name) {

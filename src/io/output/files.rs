@@ -191,6 +191,16 @@ impl OutputFile {
         self
     }
 
+    /// The file put in place only where nothing has its name by then (pe 0's root,
+    /// [`Staged::keep_existing`]) when `keep`. Local.
+    #[must_use]
+    pub fn keeping_existing(mut self, keep: bool) -> OutputFile {
+        if let (true, Some(root)) = (keep, &mut self.root) {
+            root.keep_existing();
+        }
+        self
+    }
+
     /// Whether pes write their parts at their offsets themselves (a regular file); false when
     /// pe 0 writes everything in order (a device or FIFO).
     pub fn is_positional(&self) -> bool {

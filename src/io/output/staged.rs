@@ -182,6 +182,8 @@ pub struct Staged {
     pub(super) committed: bool,
     /// Its slot among the files a signal removes ([`remove_on_signal`]).
     pub(super) slot: Option<usize>,
+    /// Put in place only where nothing has the name yet ([`Staged::keep_existing`]).
+    pub(super) keep_existing: bool,
 }
 
 impl Staged {
@@ -223,6 +225,7 @@ impl Staged {
             }),
             committed: false,
             slot: remove_on_signal(tmp),
+            keep_existing: false,
         };
         // SAFETY: flock on a file descriptor we own. Held until the file is closed.
         unsafe { libc::flock(fd(&staged.file), libc::LOCK_EX | libc::LOCK_NB) };
@@ -258,6 +261,7 @@ impl Staged {
             place: None,
             committed: false,
             slot: None,
+            keep_existing: false,
         })
     }
 
@@ -310,6 +314,13 @@ impl Staged {
     }
 
     /// Marks the file as in place: nothing to remove any more.
+    /// Makes the commit leave a file that has the name by then alone (and fail), instead of
+    /// replacing it: for outputs that must not replace what another process made meanwhile
+    /// (infini-gram's tables, which psa writes only where none was).
+    pub fn keep_existing(&mut self) {
+        self.keep_existing = true;
+    }
+
     pub(super) fn placed(&mut self) {
         self.committed = true;
         forget_partial(self.slot.take());

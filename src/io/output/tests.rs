@@ -363,3 +363,29 @@ fn a_failed_commit_puts_back_what_was_placed() -> TestResult {
     let _ = std::fs::remove_dir_all(&d);
     Ok(())
 }
+
+/// A file kept where it exists ([`Staged::keep_existing`]) is not replaced by one made after the
+/// planning: the commit fails naming it, the other file is left as it was, psa's is removed; with
+/// the name free it is put in place.
+#[test]
+fn a_file_made_meanwhile_is_kept() -> TestResult {
+    let d = scratch("keep")?;
+    let t = d.join("table.0");
+    let made = |k: u64| -> Result<Staged> {
+        let mut f = Staged::create(plan(&t, &[], false, "output", k, Named::ByUser)?, 0, "x")?;
+        f.write_all(b"psa")?;
+        f.keep_existing();
+        Ok(f)
+    };
+    let f = made(1)?;
+    std::fs::write(&t, b"theirs")?;
+    let e = super::commit::place_all(vec![f]).unwrap_err();
+    assert!(e.to_string().contains("made by another process"), "{e}");
+    assert_eq!(std::fs::read(&t)?, b"theirs");
+    assert_eq!(std::fs::read_dir(&d)?.count(), 1, "a temporary file stayed");
+    std::fs::remove_file(&t)?;
+    super::commit::place_all(vec![made(2)?])?;
+    assert_eq!(std::fs::read(&t)?, b"psa");
+    let _ = std::fs::remove_dir_all(&d);
+    Ok(())
+}
