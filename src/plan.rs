@@ -153,12 +153,20 @@ fn token_factor(shape: &Shape) -> f64 {
 /// plan's exchange rounds were measured to save (3.7 bytes a character at 64 ranges); the rest of
 /// [`CSS`] held. In one range the 128-bit keys of alphabets of more than 16 letters make them 24
 /// bytes (measured in [`CSS`]'s first step: the plan is made before the text is read).
+///
+/// A 16-bit token text: its 128-bit keys always, and the rest times the width, an upper bound
+/// (the text doubles; names, depths and records do not grow).
 fn css_costs(shape: &Shape, knobs: &Knobs) -> Costs {
     let rounds = knobs.sort_rounds.max(1);
-    let wide = if rounds == 1 { 8.0 } else { 0.0 };
+    let tokens = token_factor(shape);
+    let wide = if rounds == 1 || tokens > 1.0 {
+        8.0
+    } else {
+        0.0
+    };
     let exchanged = (16.0 / rounds as f64 + wide).max(3.7);
     Costs {
-        held: step(CSS, rounds) * width_factor(shape) - exchanged,
+        held: step(CSS, rounds) * width_factor(shape) * tokens - exchanged,
         exchanged,
     }
 }
@@ -432,13 +440,13 @@ pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
 }
 
 /// The algorithms the plan may choose from, the configured first: the other one too where
-/// [`Config::plan_algo`] allows. A token text (wider than a byte) takes pDC3 alone: pCSS reads
-/// bytes only for now, and asking for it is refused ([`Error::Usage`]).
+/// [`Config::plan_algo`] allows. A text of 32-bit tokens takes pDC3 alone: pCSS packs characters
+/// of at most 16 bits, and asking for it is refused ([`Error::Usage`]).
 fn algorithms(config: &Config, shape: &Shape) -> Result<Vec<Algo>> {
-    if shape.token_width != TokenWidth::W1 {
+    if shape.token_width == TokenWidth::W4 {
         return match (config.algo, config.plan_algo) {
             (Algo::Css, false) => Err(Error::Usage(format!(
-                "--algo css takes bytes only for now: --token-width {} needs --algo dc3 (or no --algo)",
+                "--algo css takes bytes and 16-bit tokens: --token-width {} needs --algo dc3 (or no --algo)",
                 shape.token_width
             ))),
             _ => Ok(vec![Algo::Dc3]),
