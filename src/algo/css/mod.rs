@@ -4,7 +4,7 @@
 //! name the groups across ranges → send the updates to the owners (`groups.rs`).
 //!
 //! Phases:
-//! 1. **alphabet** (`alphabet.rs`): the set of byte values in the whole text (one reduction); b = bits per
+//! 1. **alphabet** (`alphabet.rs`): the set of byte (or 16-bit token) values in the whole text (one reduction); b = bits per
 //!    character (2 for DNA), k = ⌊64/b⌋ characters per 64-bit key for alphabets of at most 16
 //!    letters (32 for DNA), else 2·⌊64/b⌋ per 128-bit key (18 for English's 7-bit codes, 16 for
 //!    bytes): a 64-bit key of 8–12 characters left most suffixes of text and code for a first
