@@ -375,3 +375,34 @@ fn the_refusal_names_enough_pes() {
     assert!(choose(&config(Some(budget)), &shape(1 << 30, pes), "").is_ok());
     assert!(choose(&config(Some(budget)), &shape(1 << 30, pes / 2), "").is_err());
 }
+
+/// A text of 16-bit tokens takes pCSS in [`TOKEN_SORT_ROUNDS`] key ranges without a budget
+/// (configured ranges kept); one of 32-bit tokens pDC3, and `--algo css` on it is refused.
+#[test]
+fn token_texts_get_their_algorithm() -> TestResult {
+    let u16s = Shape {
+        token_width: TokenWidth::W2,
+        ..shape(1 << 24, 2)
+    };
+    let free = Config {
+        plan_algo: true,
+        ..config(None)
+    };
+    let k = choose(&free, &u16s, "test")?.knobs;
+    assert_eq!((k.algo, k.sort_rounds), (Algo::Css, TOKEN_SORT_ROUNDS));
+    let mut set = config(None);
+    set.css.sort_rounds = 2;
+    assert_eq!(choose(&set, &u16s, "test")?.knobs.sort_rounds, 2);
+    let u32s = Shape {
+        token_width: TokenWidth::W4,
+        ..shape(1 << 24, 2)
+    };
+    assert_eq!(choose(&free, &u32s, "test")?.knobs.algo, Algo::Dc3);
+    let e = choose(&config(None), &u32s, "test").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("--algo css takes bytes and 16-bit tokens"),
+        "{e}"
+    );
+    Ok(())
+}

@@ -1,7 +1,9 @@
-//! Phase 1, the alphabet: one reduction finds the byte values the text uses, and keys pack their
-//! codes ([`Codes`]) into a 64- or 128-bit integer ([`KeyWord`]) whose order is the
-//! characters' lexicographic order. Memory per pe: a 256-entry histogram and code table.
+//! Phase 1, the alphabet: one reduction finds the byte (or 16-bit token) values the text uses,
+//! and keys pack their codes ([`Codes`]) into a 64- or 128-bit integer ([`KeyWord`]) whose order
+//! is the characters' lexicographic order. Memory per pe: a histogram and code table of 256
+//! entries (2^16 for 16-bit tokens).
 
+use crate::token::Token;
 use crate::util::bits;
 use crate::Ctx;
 
@@ -12,7 +14,8 @@ use crate::Ctx;
 /// round over most suffixes — English shares its first 9 characters with another suffix at 79 %
 /// of its positions, its first 18 at 29 %).
 pub(super) struct Codes {
-    pub(super) code: [u64; 256],
+    /// The code of every character value (256 of them, or 2^16 for 16-bit tokens).
+    pub(super) code: Vec<u64>,
     pub(super) b: u32,
     /// Bits of a key: 64 or 128.
     pub(super) word: u32,
@@ -29,16 +32,19 @@ pub(super) struct Codes {
 const NARROW_ALPHABET: u64 = 16;
 
 impl Codes {
-    /// Collective: one reduction of a 256-entry histogram.
-    pub(super) fn of(ctx: &Ctx, text: &[u8]) -> Self {
-        let mut hist = vec![0u64; 256];
+    /// Collective: one reduction of a histogram of every value of `C` (bytes or 16-bit tokens;
+    /// wider ones are pDC3's).
+    pub(super) fn of<C: Token>(ctx: &Ctx, text: &[C]) -> Self {
+        assert!(C::BITS <= 16, "pCSS packs characters of at most 16 bits");
+        let values = 1usize << C::BITS;
+        let mut hist = vec![0u64; values];
         for &c in text {
-            hist[c as usize] += 1;
+            hist[c.to_u64() as usize] += 1;
         }
         let hist = ctx.comm.all_reduce_sum_vec(&hist);
-        let mut code = [0u64; 256];
+        let mut code = vec![0u64; values];
         let mut sigma = 0u64;
-        for c in 0..256 {
+        for c in 0..values {
             if hist[c] > 0 {
                 code[c] = sigma;
                 sigma += 1;
@@ -49,7 +55,7 @@ impl Codes {
     }
 
     /// Codes of `b` bits in keys of `word` bits: as many characters as fit each 64-bit half.
-    pub(super) fn packed(code: [u64; 256], b: u32, word: u32) -> Self {
+    pub(super) fn packed(code: Vec<u64>, b: u32, word: u32) -> Self {
         let k = (word / 64 * (64 / b)) as usize;
         Codes {
             code,
@@ -79,7 +85,7 @@ pub(super) trait KeyWord: Copy + Ord + Send + Sync + std::fmt::Debug {
     /// `(self << b) | code`, for 0 < b < 64.
     fn push(self, b: u32, code: u64) -> Self;
     /// The codes of `chars` packed big-endian, `b` bits each (at most `BITS` in all).
-    fn pack(chars: &[u8], code: &[u64; 256], b: u32) -> Self;
+    fn pack<C: Token>(chars: &[C], code: &[u64], b: u32) -> Self;
     fn and(self, mask: Self) -> Self;
     fn shl(self, s: u32) -> Self;
     /// The top `b` bits.
@@ -117,10 +123,10 @@ macro_rules! key_word {
                 ((hi2 as $t) << (64 % <$t>::BITS)) | lo2 as $t
             }
             #[inline]
-            fn pack(chars: &[u8], code: &[u64; 256], b: u32) -> Self {
-                let fold = |cs: &[u8]| {
+            fn pack<C: Token>(chars: &[C], code: &[u64], b: u32) -> Self {
+                let fold = |cs: &[C]| {
                     cs.iter()
-                        .fold(0u64, |key, &c| (key << b) | code[c as usize])
+                        .fold(0u64, |key, &c| (key << b) | code[c.to_u64() as usize])
                 };
                 if <$t>::BITS == 64 {
                     return fold(chars) as $t;

@@ -136,10 +136,10 @@ impl<R: FirstKey, I: Index> Grouping<R, I> for FirstGroups<'_, I> {
 /// ranges of 16-byte records: a range holds as many bytes of records as one of those would (so
 /// 24-byte records take 1.5 times the ranges), where the first sort's peak is what the memory
 /// plan's model measured. Collective.
-pub(super) fn first_sort<I: Index, R: FirstKey>(
+pub(super) fn first_sort<I: Index, R: FirstKey, C: crate::token::Token>(
     ctx: &Ctx,
     layout: &Layout,
-    keys: &KeyGen<R>,
+    keys: &KeyGen<R, C>,
     held: Option<Vec<R>>,
     sort_rounds: usize,
     keep_unresolved: bool,

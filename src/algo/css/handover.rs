@@ -8,6 +8,7 @@ use crate::algo::sink::SaSink;
 use crate::ctx::Settings;
 use crate::dist::Layout;
 use crate::index::Index;
+use crate::token::Token;
 use crate::util::bits;
 use crate::{Ctx, Predicted};
 
@@ -51,17 +52,45 @@ pub(super) enum HandOver {
 }
 
 /// An algorithm that builds the whole suffix array (same contract as [`super::css`]).
-pub(super) type Build = fn(&Ctx, &Settings, &[u8], &Layout, &SaSink) -> Option<Vec<u64>>;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Whole {
+    /// pDC3.
+    Dc3,
+    /// DC7 (bytes; a text of tokens goes to pDC3, which takes them).
+    Dc7,
+}
 
 impl HandOver {
     /// The algorithm that builds the whole suffix array instead, if this hand-over is one.
-    pub(super) fn whole(self) -> Option<Build> {
+    pub(super) fn whole(self) -> Option<Whole> {
         match self {
-            HandOver::Dc3 => Some(crate::algo::dc3::dc3),
-            HandOver::Dc7 => Some(crate::algo::dc7::dc7),
+            HandOver::Dc3 => Some(Whole::Dc3),
+            HandOver::Dc7 => Some(Whole::Dc7),
             HandOver::Finish => None,
         }
     }
+}
+
+impl Whole {
+    /// Builds the suffix array of `text` (same contract as [`super::css`]). Collective.
+    pub(super) fn build<C: Token>(
+        self,
+        ctx: &Ctx,
+        set: &Settings,
+        text: &[C],
+        layout: &Layout,
+        sink: &SaSink,
+    ) -> Option<Vec<u64>> {
+        match (self, bytes_of(text)) {
+            (Whole::Dc7, Some(bytes)) => crate::algo::dc7::dc7(ctx, set, bytes, layout, sink),
+            _ => crate::algo::dc3::dc3(ctx, set, text, layout, sink),
+        }
+    }
+}
+
+/// `text` as bytes, when its characters are bytes.
+fn bytes_of<C: Token>(text: &[C]) -> Option<&[u8]> {
+    (C::WIDTH == crate::token::TokenWidth::W1).then(|| bytemuck::cast_slice(text))
 }
 
 /// The one place that decides whether pCSS hands over to a difference cover, and to which:
@@ -139,18 +168,19 @@ fn predicted(shared: f64, k: usize, to: Predicted, say: bool) -> HandOver {
 
 /// The hand-over's finish: the suffix array from the current prefix names (every group's depth is
 /// at least k ≥ 8), by DC7 ([`crate::algo::dc7::finish_from_names`]) or, with
-/// [`Knobs::finish_dc3`] (`--css-finish dc3`), by DC3. Collective.
-pub(super) fn finish<I: Index>(
+/// [`Knobs::finish_dc3`] (`--css-finish dc3`) on a text of bytes, by DC3. Collective.
+pub(super) fn finish<I: Index, C: Token>(
     ctx: &Ctx,
-    text: &[u8],
+    text: &[C],
     layout: &Layout,
     name_of: Vec<I>,
     sink: &SaSink,
     knobs: &Knobs,
 ) -> Option<Vec<u64>> {
-    if knobs.finish_dc3 {
-        crate::algo::dc3::finish_from_names(ctx, &knobs.set, text, layout, name_of, sink)
-    } else {
-        crate::algo::dc7::finish_from_names(ctx, &knobs.set, layout, name_of, sink)
+    match (knobs.finish_dc3, bytes_of(text)) {
+        (true, Some(text)) => {
+            crate::algo::dc3::finish_from_names(ctx, &knobs.set, text, layout, name_of, sink)
+        }
+        _ => crate::algo::dc7::finish_from_names(ctx, &knobs.set, layout, name_of, sink),
     }
 }

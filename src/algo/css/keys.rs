@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use super::alphabet::{Codes, KeyWord};
 use crate::dist::{build_by_kind, right_halo, Layout, RoundBounds, Select, SortKey};
 use crate::local::LocalSort;
+use crate::token::Token;
 use crate::util::CHUNK;
 use crate::Ctx;
 
@@ -23,9 +24,9 @@ pub(super) const POSITION_BITS: u32 = 56;
 /// Phase 2: the first sort's records of this pe's positions (see [`HiKey`]), made from the text
 /// and a halo of k − 1 characters: all at once ([`KeyGen::all`]), one at a time
 /// ([`KeyGen::at`]), or those of one key range ([`KeyGen::range`], for the sort in rounds).
-pub(super) struct KeyGen<'a, R: FirstKey> {
-    text: &'a [u8],
-    halo: Vec<u8>,
+pub(super) struct KeyGen<'a, R: FirstKey, C: Token = u8> {
+    text: &'a [C],
+    halo: Vec<C>,
     pub(super) codes: &'a Codes,
     /// The global position of `text[0]`, and the text's length.
     lo: usize,
@@ -34,9 +35,9 @@ pub(super) struct KeyGen<'a, R: FirstKey> {
     mask: R::Word,
 }
 
-impl<'a, R: FirstKey> KeyGen<'a, R> {
+impl<'a, R: FirstKey, C: Token> KeyGen<'a, R, C> {
     /// Collective (the halo). `codes` packs keys of `R`'s word.
-    pub(super) fn new(ctx: &Ctx, text: &'a [u8], layout: &Layout, codes: &'a Codes) -> Self {
+    pub(super) fn new(ctx: &Ctx, text: &'a [C], layout: &Layout, codes: &'a Codes) -> Self {
         assert_eq!(codes.word, R::Word::BITS, "keys packed for this record");
         let halo = right_halo(&ctx.comm, text, codes.k - 1);
         KeyGen {
@@ -53,7 +54,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
     /// made at once (a range would be made by filtering all). Collective (the halo).
     pub(super) fn made(
         ctx: &Ctx,
-        text: &'a [u8],
+        text: &'a [C],
         layout: &Layout,
         codes: &'a Codes,
         ranges: usize,
@@ -78,7 +79,7 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
                 None => return 0,
             },
         };
-        self.codes.code[c as usize]
+        self.codes.code[c.to_u64() as usize]
     }
 
     #[inline]
@@ -216,16 +217,16 @@ impl<'a, R: FirstKey> KeyGen<'a, R> {
 
 /// The first sort's records range by range, as [`crate::dist::sort_in_rounds`] asks for them:
 /// those made at once when held, else each range's made from the text again (the phase "keys").
-pub(super) struct RangeKeys<'k, 'a, R: FirstKey> {
-    keys: &'k KeyGen<'a, R>,
+pub(super) struct RangeKeys<'k, 'a, R: FirstKey, C: Token = u8> {
+    keys: &'k KeyGen<'a, R, C>,
     held: RefCell<Option<Vec<R>>>,
     /// With 128-bit keys in several ranges, the range of each position (a byte each, during
     /// the sort).
     round_of: RefCell<Vec<u8>>,
 }
 
-impl<'k, 'a, R: FirstKey> RangeKeys<'k, 'a, R> {
-    pub(super) fn new(keys: &'k KeyGen<'a, R>, held: Option<Vec<R>>) -> Self {
+impl<'k, 'a, R: FirstKey, C: Token> RangeKeys<'k, 'a, R, C> {
+    pub(super) fn new(keys: &'k KeyGen<'a, R, C>, held: Option<Vec<R>>) -> Self {
         RangeKeys {
             keys,
             held: RefCell::new(held),

@@ -4,7 +4,7 @@
 //! name the groups across ranges → send the updates to the owners (`groups.rs`).
 //!
 //! Phases:
-//! 1. **alphabet** (`alphabet.rs`): the set of byte values in the whole text (one reduction); b = bits per
+//! 1. **alphabet** (`alphabet.rs`): the set of byte (or 16-bit token) values in the whole text (one reduction); b = bits per
 //!    character (2 for DNA), k = ⌊64/b⌋ characters per 64-bit key for alphabets of at most 16
 //!    letters (32 for DNA), else 2·⌊64/b⌋ per 128-bit key (18 for English's 7-bit codes, 16 for
 //!    bytes): a 64-bit key of 8–12 characters left most suffixes of text and code for a first
@@ -87,6 +87,7 @@ use crate::algo::sink::SaSink;
 use crate::ctx::Settings;
 use crate::dist::Layout;
 use crate::index::{Index, IndexWidth, U40};
+use crate::token::Token;
 use crate::{Ctx, Predicted};
 use alphabet::Codes;
 use first_sort::{first_sort, Names};
@@ -101,17 +102,17 @@ use refine::Doubling;
 /// pe gets None). Returns beside it the doubling rounds it ran (0 where it handed over before
 /// doubling or needed none).
 #[must_use]
-pub fn css(
+pub fn css<C: Token>(
     ctx: &Ctx,
     set: &Settings,
-    text: &[u8],
+    text: &[C],
     layout: &Layout,
     sink: &SaSink,
 ) -> (Option<Vec<u64>>, usize) {
     let knobs = Knobs::of(ctx, set);
     let n = layout.len();
     if let Some(build) = hand_over(ctx, n, Progress::Start, &knobs).and_then(HandOver::whole) {
-        return (build(ctx, set, text, layout, sink), 0);
+        return (build.build(ctx, set, text, layout, sink), 0);
     }
     let codes = ctx.phase("alphabet", || Codes::of(ctx, text));
     let run = Run {
@@ -168,16 +169,16 @@ impl Knobs {
 }
 
 /// One build: its inputs, the alphabet and the settings.
-struct Run<'a> {
+struct Run<'a, C: Token> {
     ctx: &'a Ctx,
-    text: &'a [u8],
+    text: &'a [C],
     layout: &'a Layout,
     sink: &'a SaSink<'a>,
     codes: &'a Codes,
     knobs: &'a Knobs,
 }
 
-impl Run<'_> {
+impl<C: Token> Run<'_, C> {
     /// Phases 2–7 with names, positions and depths in `I` and first-sort records `R`; the suffix
     /// array (as [`css`]) and the doubling rounds run.
     fn build<I: Index, R: FirstKey>(&self) -> (Option<Vec<u64>>, usize) {
@@ -192,7 +193,7 @@ impl Run<'_> {
         let (n, rounds) = (layout.len(), knobs.sort_rounds);
         // 2. keys, and the prediction: a repetitive text goes to a difference cover at once.
         let (keys, held) = ctx.phase("keys", || {
-            KeyGen::<R>::made(ctx, text, layout, codes, rounds)
+            KeyGen::<R, C>::made(ctx, text, layout, codes, rounds)
         });
         let predicted = knobs
             .predict
@@ -202,10 +203,10 @@ impl Run<'_> {
         if let Some(build) = decided.and_then(HandOver::whole) {
             // The difference cover makes its own records: the keys go first.
             drop((keys, held));
-            return (build(ctx, &knobs.set, text, layout, sink), 0);
+            return (build.build(ctx, &knobs.set, text, layout, sink), 0);
         }
         // 3–4. sort keys, names (with the finish decided, only the number of tied suffixes matters).
-        let first = first_sort::<I, R>(ctx, layout, &keys, held, rounds, decided.is_none());
+        let first = first_sort::<I, R, C>(ctx, layout, &keys, held, rounds, decided.is_none());
         drop(keys);
         let (tied, deep) = (first.tied.total, first.tied.deep);
         self.say::<I>(rounds, tied);

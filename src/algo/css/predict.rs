@@ -7,6 +7,7 @@
 use super::alphabet::Codes;
 use super::keys::{FirstKey, HiKey, KeyGen};
 use crate::dist::Layout;
+use crate::token::Token;
 use crate::Ctx;
 
 /// The sampled fraction of suffixes that share their first k characters with another one, and k.
@@ -14,16 +15,16 @@ use crate::Ctx;
 /// measured on them): the first sort's records when it holds them and they are such keys
 /// (`held`), else made again. The driver asks only where a hand-over before the sort is
 /// possible. Collective.
-pub(super) fn predict<R: FirstKey>(
+pub(super) fn predict<R: FirstKey, C: Token>(
     ctx: &Ctx,
-    text: &[u8],
+    text: &[C],
     layout: &Layout,
     codes: &Codes,
     held: Option<&[R]>,
 ) -> (f64, usize) {
     ctx.phase("predict", || {
-        let narrow = Codes::packed(codes.code, codes.b, 64);
-        let keys = KeyGen::<HiKey>::new(ctx, text, layout, &narrow);
+        let narrow = Codes::packed(codes.code.clone(), codes.b, 64);
+        let keys = KeyGen::<HiKey, C>::new(ctx, text, layout, &narrow);
         let held = held.and_then(R::as_narrow);
         let shared = shared_key_fraction(ctx, &keys, held, layout.len());
         (shared, narrow.k)
@@ -39,7 +40,12 @@ const SAMPLES: usize = 1 << 12;
 /// 2^12 positions drawn at random over all pes (at least one per pe), and every pe counts how
 /// often each drawn key occurs among its own keys. O(n/p) hash probes per pe and one small
 /// all-gather and reduction. Collective; every pe gets the same value.
-fn shared_key_fraction(ctx: &Ctx, keys: &KeyGen<HiKey>, held: Option<&[HiKey]>, n: usize) -> f64 {
+fn shared_key_fraction<C: Token>(
+    ctx: &Ctx,
+    keys: &KeyGen<HiKey, C>,
+    held: Option<&[HiKey]>,
+    n: usize,
+) -> f64 {
     let comm = &ctx.comm;
     let drawn = comm.all_gather_v(&draw(keys, comm.rank(), n));
     if drawn.is_empty() {
@@ -83,7 +89,7 @@ fn shared_key_fraction(ctx: &Ctx, keys: &KeyGen<HiKey>, held: Option<&[HiKey]>, 
 
 /// This pe's share of the draws ([`HiKey::id`]s of random positions), proportional to its slice.
 /// Local.
-fn draw(keys: &KeyGen<HiKey>, me: usize, n: usize) -> Vec<u128> {
+fn draw<C: Token>(keys: &KeyGen<HiKey, C>, me: usize, n: usize) -> Vec<u128> {
     let len = keys.len();
     if len == 0 {
         return Vec::new();

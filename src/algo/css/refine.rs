@@ -132,10 +132,10 @@ impl<I: Index> Doubling<I> {
 
     /// Phase 5: the run step ([`runs::split_runs`]) on the suffixes inside runs, in up to
     /// `sort_rounds` key ranges; those it leaves tied join the list. Collective.
-    pub(super) fn split_runs(
+    pub(super) fn split_runs<C: crate::token::Token>(
         &mut self,
         ctx: &Ctx,
-        text: &[u8],
+        text: &[C],
         layout: &Layout,
         codes: &Codes,
         name_of: &mut [I],

@@ -21,6 +21,7 @@ use super::records::{Depth, Suffix};
 use crate::comm::Comm;
 use crate::dist::{collect_range, Layout, Ranges, RoundBounds};
 use crate::index::Index;
+use crate::token::Token;
 use crate::util::bits;
 use crate::Ctx;
 
@@ -39,9 +40,9 @@ use crate::Ctx;
 ///
 /// Cost per range: a scan of this pe's run positions in the words that hold the range's keys,
 /// making the key of each.
-pub(super) fn split_runs<I: Index>(
+pub(super) fn split_runs<I: Index, C: Token>(
     ctx: &Ctx,
-    text: &[u8],
+    text: &[C],
     layout: &Layout,
     codes: &Codes,
     names: (&mut [I], &mut [Depth]),
@@ -132,13 +133,13 @@ fn run_ranges(comm: &Comm, n: usize, count: usize, rounds: usize) -> (usize, u64
 /// The sort key (g, flag, s, i) of a run suffix at position i in a group g, in `w` bits each
 /// (one for the flag): flag = whether the character x after the run is larger than the run's c,
 /// s = r for x < c, `max` − r for x > c.
-struct RunKeys<'t> {
-    ends: RunEnds<'t>,
+struct RunKeys<'t, C: Token> {
+    ends: RunEnds<'t, C>,
     w: u32,
     max: u128,
 }
 
-impl RunKeys<'_> {
+impl<C: Token> RunKeys<'_, C> {
     /// The key of local position j in the group named g.
     #[inline]
     fn key<I: Index>(&self, g: I, j: usize) -> u128 {
@@ -152,7 +153,7 @@ impl RunKeys<'_> {
     }
 }
 
-impl<I: Index> Grouping<u128, I> for RunKeys<'_> {
+impl<I: Index, C: Token> Grouping<u128, I> for RunKeys<'_, C> {
     const SPLITS: bool = true;
 
     /// Group, flag and s equal: the suffixes share exactly r characters.
@@ -184,8 +185,8 @@ impl<I: Index> Grouping<u128, I> for RunKeys<'_> {
 /// of the range's positions not yet updated by an earlier range (an update's name may fall in a
 /// later range); none without a scan when the range misses this pe's keys (clustered keys take
 /// many ranges, each pe's few of them).
-struct RangeRuns<'a, 't> {
-    keys: &'a RunKeys<'t>,
+struct RangeRuns<'a, 't, C: Token> {
+    keys: &'a RunKeys<'t, C>,
     open: &'a OpenPositions,
     rounds: usize,
     /// With several ranges, the first and last range of the keys in each word of positions (a
@@ -195,7 +196,7 @@ struct RangeRuns<'a, 't> {
     word_ranges: RefCell<Vec<[u8; 2]>>,
 }
 
-impl RangeRuns<'_, '_> {
+impl<C: Token> RangeRuns<'_, '_, C> {
     /// The keys of range k of `bounds` on this pe. Local.
     fn of_range<I: Index>(
         &self,
@@ -261,9 +262,9 @@ impl RangeRuns<'_, '_> {
 /// that reach the slice's end continue on the pes to the right (`tail`); the local runs of at
 /// least [`LONG_RUN`] characters are listed, shorter ones found by a scan of fewer steps (no
 /// array of one end per position).
-struct RunEnds<'t> {
-    text: &'t [u8],
-    code: &'t [u64; 256],
+struct RunEnds<'t, C: Token> {
+    text: &'t [C],
+    code: &'t [u64],
     /// This pe's first position.
     lo: usize,
     /// The answer for the run that reaches the end of this pe's slice.
@@ -271,12 +272,13 @@ struct RunEnds<'t> {
     long: Vec<[usize; 2]>,
 }
 
-/// The character code past the end of the text (and of a pe without characters).
-const END: u64 = 256;
+/// The character value past the end of the text (and of a pe without characters): above every
+/// byte and 16-bit token.
+const END: u64 = 1 << 32;
 
-impl<'t> RunEnds<'t> {
+impl<'t, C: Token> RunEnds<'t, C> {
     /// Collective: an all-gather of each pe's first run ([`RunEdge`]).
-    fn of(comm: &Comm, text: &'t [u8], layout: &Layout, codes: &'t Codes) -> Self {
+    fn of(comm: &Comm, text: &'t [C], layout: &Layout, codes: &'t Codes) -> Self {
         let all = comm.all_gather(RunEdge::of(text));
         let me = comm.rank();
         let lo = layout.start(me);
@@ -289,7 +291,7 @@ impl<'t> RunEnds<'t> {
         };
         let len = layout.end(me) - lo;
         if len > 0 {
-            ends.tail = ends.tail_of(&all, me, layout, text[len - 1] as u64);
+            ends.tail = ends.tail_of(&all, me, layout, text[len - 1].to_u64());
         }
         ends.long = long_runs(text);
         ends
@@ -336,7 +338,7 @@ impl<'t> RunEnds<'t> {
         if b == len {
             self.tail
         } else {
-            (self.lo + b) as u64 | self.flag(c as u64, text[b] as u64) << 63
+            (self.lo + b) as u64 | self.flag(c.to_u64(), text[b].to_u64()) << 63
         }
     }
 }
@@ -347,7 +349,7 @@ const LONG_RUN: usize = 16;
 
 /// The runs of one character of at least [`LONG_RUN`] characters in `text`, as (start, end)
 /// offsets in increasing order: at most 1 byte per character. Local.
-fn long_runs(text: &[u8]) -> Vec<[usize; 2]> {
+fn long_runs<C: Token>(text: &[C]) -> Vec<[usize; 2]> {
     let mut out = Vec::new();
     let mut a = 0;
     while a < text.len() {
@@ -378,7 +380,7 @@ struct RunEdge {
 
 impl RunEdge {
     /// Of this pe's slice.
-    fn of(text: &[u8]) -> Self {
+    fn of<C: Token>(text: &[C]) -> Self {
         let Some(&c0) = text.first() else {
             return RunEdge {
                 first: END,
@@ -389,10 +391,10 @@ impl RunEdge {
         };
         let pre = text.iter().take_while(|&&c| c == c0).count();
         RunEdge {
-            first: c0 as u64,
+            first: c0.to_u64(),
             prefix: pre as u64,
             len: text.len() as u64,
-            after: text.get(pre).map_or(END, |&c| c as u64),
+            after: text.get(pre).map_or(END, |&c| c.to_u64()),
         }
     }
 }
