@@ -65,11 +65,17 @@ fn naive_spans(c: &Case) -> Vec<(u64, u64)> {
             }
             start += input.len();
         }
-        (target..n).filter(|&p| clean(p) && seen.contains(&text[p..p + k])).for_each(&mut mark);
+        (target..n)
+            .filter(|&p| clean(p) && seen.contains(&text[p..p + k]))
+            .for_each(&mut mark);
     } else {
         let mut count: HashMap<&[u64], usize> = HashMap::new();
-        (0..n).filter(|&p| clean(p)).for_each(|p| *count.entry(&text[p..p + k]).or_default() += 1);
-        (0..n).filter(|&p| clean(p) && count[&text[p..p + k]] > 1).for_each(&mut mark);
+        (0..n)
+            .filter(|&p| clean(p))
+            .for_each(|p| *count.entry(&text[p..p + k]).or_default() += 1);
+        (0..n)
+            .filter(|&p| clean(p) && count[&text[p..p + k]] > 1)
+            .for_each(&mut mark);
     }
     let mut spans = Vec::new();
     let mut p = 0;
@@ -99,7 +105,10 @@ fn parse_spans(tsv: &str) -> Option<Vec<(u64, u64)>> {
 
 /// Little-endian bytes of `tokens` in `w` bytes each.
 fn le(tokens: &[u64], w: usize) -> Vec<u8> {
-    tokens.iter().flat_map(|t| t.to_le_bytes()[..w].to_vec()).collect()
+    tokens
+        .iter()
+        .flat_map(|t| t.to_le_bytes()[..w].to_vec())
+        .collect()
 }
 
 /// `psa repeats` on the case at p against the oracle. Returns a failure or None.
@@ -273,8 +282,18 @@ fn token_texts_match_the_oracle() {
         };
         cases.push(tok("random", vec![random.clone()], 7, None));
         cases.push(tok("random, sep max", vec![random], 3, Some(max)));
-        cases.push(tok("fibonacci", vec![b[..400].to_vec(), b[400..].to_vec()], 9, None));
-        cases.push(tok("sep max-1", vec![vec![max, max - 1, max, max, 0]], 1, Some(max - 1)));
+        cases.push(tok(
+            "fibonacci",
+            vec![b[..400].to_vec(), b[400..].to_vec()],
+            9,
+            None,
+        ));
+        cases.push(tok(
+            "sep max-1",
+            vec![vec![max, max - 1, max, max, 0]],
+            1,
+            Some(max - 1),
+        ));
     }
     run_table(&cases);
 }
@@ -288,7 +307,7 @@ fn across_reports_the_last_input_against_the_others() {
     let other = gen::random(32, 500, 4, b'a');
     let mut test = gen::random(33, 700, 4, b'a');
     test[10..60].copy_from_slice(&train[100..150]);
-    test[100..130].copy_from_slice(&test[300..330]);
+    test.copy_within(300..330, 100);
     test[400..440].copy_from_slice(&other[200..240]);
     // Crosses train | other in the concatenation.
     let crossing = [&train[880..], &other[..20]].concat();
@@ -310,7 +329,12 @@ fn across_reports_the_last_input_against_the_others() {
         across("two inputs", vec![&train, &test], 12, None),
         across("three inputs", vec![&train, &other, &test], 12, None),
         across("three, short K", vec![&train, &other, &test], 7, None),
-        across("three, seps", vec![&train, &other, &with_seps], 6, Some(b'#' as u64)),
+        across(
+            "three, seps",
+            vec![&train, &other, &with_seps],
+            6,
+            Some(b'#' as u64),
+        ),
         across("empty last", vec![&train, b""], 3, None),
         across("tiny", vec![b"abcd", b"xabcdabcd"], 2, None),
     ];
@@ -326,20 +350,55 @@ fn repeats_refusals_are_clear() {
         dir.write("a.txt", b"abcabc");
         dir.write("odd.bin", b"abc");
         let run = |args: &[&str]| run_psa(p, args, dir.path());
-        run(&["repeats", "--min-len", "2", "--across", "-o", "s.tsv", "a.txt"]).assert_error(
+        run(&[
+            "repeats",
+            "--min-len",
+            "2",
+            "--across",
+            "-o",
+            "s.tsv",
+            "a.txt",
+        ])
+        .assert_error(
             2,
             "--across compares the last input with the others",
             "one input",
         );
-        run(&["repeats", "--min-len", "2", "--doc-sep", "256", "-o", "s.tsv", "a.txt"])
-            .assert_error(2, "--doc-sep 256 is not a token of 1 byte(s)", "wide separator");
-        run(&["repeats", "--min-len", "2", "--token-width", "2", "-o", "s.tsv", "odd.bin"])
-            .assert_error(3, "not a multiple of the token width", "odd size");
+        run(&[
+            "repeats",
+            "--min-len",
+            "2",
+            "--doc-sep",
+            "256",
+            "-o",
+            "s.tsv",
+            "a.txt",
+        ])
+        .assert_error(
+            2,
+            "--doc-sep 256 is not a token of 1 byte(s)",
+            "wide separator",
+        );
+        run(&[
+            "repeats",
+            "--min-len",
+            "2",
+            "--token-width",
+            "2",
+            "-o",
+            "s.tsv",
+            "odd.bin",
+        ])
+        .assert_error(3, "not a multiple of the token width", "odd size");
         run(&["repeats", "--min-len", "0", "-o", "s.tsv", "a.txt"]).assert_error(
             2,
             "--min-len",
             "K = 0",
         );
-        assert_eq!(dir.entries(), vec!["a.txt", "odd.bin"], "p = {p}: files left behind");
+        assert_eq!(
+            dir.entries(),
+            vec!["a.txt", "odd.bin"],
+            "p = {p}: files left behind"
+        );
     }
 }
