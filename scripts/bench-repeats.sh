@@ -16,8 +16,8 @@
 #
 # Options: --pes P [2]  --mb N [whole corpus]  --k K [100]  --reps R [1]  --psa BIN
 #          [target/ci/psa]  --work DIR [.bench-tmp/repeats, emptied]  --label NAME [local].
-# The peer: DEDUP_DIR (a checkout; else cloned into target/dedup-text-datasets), built with
-# `cargo build --release`. Needs mpirun (Open MPI), GNU time at /usr/bin/time.
+# The peer: DEDUP_DIR (a checkout, or an exported tree with its commit in DEDUP_DIR/REVISION;
+# else cloned into target/dedup-text-datasets), built with `cargo build --release`. Needs mpirun (Open MPI), GNU time at /usr/bin/time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -92,6 +92,9 @@ fi
 echo "spans: $verdict"
 
 commit=$(git rev-parse --short HEAD)
+# The peer's commit: its checkout's, or a REVISION file in DEDUP_DIR (an exported tree).
+if [[ -e "$peer_dir/.git" ]]; then peer_rev=$(git -C "$peer_dir" rev-parse --short HEAD)
+else peer_rev=$(cat "$peer_dir/REVISION" 2>/dev/null || echo '(unknown commit)'); fi
 out=${OUTMD:-bench-results/$(date +%Y-%m-%d)-$LABEL-$commit-repeats.md}
 cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
 {
@@ -99,7 +102,7 @@ cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
   echo
   echo "- machine: $(hostname), $(nproc) cores ($cpu), $(free -g | awk '/Mem:/ { print $2 }') GiB"
   echo "- corpus: $(basename "$CORPUS")${MB:+, first $MB MB}: $n bytes; K = $K; P = $P (pes of psa, threads of self-similar)"
-  echo "- peer: deduplicate-text-datasets $(git -C "$peer_dir" rev-parse --short HEAD 2>/dev/null || echo '(no git)'), \`make --data-file\`, \`self-similar --length-threshold $K --num-threads $P\`, \`collect\`"
+  echo "- peer: deduplicate-text-datasets $peer_rev, \`make --data-file\`, \`self-similar --length-threshold $K --num-threads $P\`, \`collect\`"
   echo "- psa: \`mpirun -n $P --bind-to none psa repeats --min-len $K -o spans.tsv text.bin\`"
   echo "- peaks: GNU time's maximum resident set size (peer: the largest of its three steps; psa: the sum over pes)"
   echo
