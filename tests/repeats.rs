@@ -21,6 +21,8 @@ struct Case {
     sep: Option<u64>,
     across: bool,
     width: usize,
+    /// More flags (the hidden switches that cut exchanges into rounds, say).
+    extra: Vec<String>,
 }
 
 impl Case {
@@ -32,11 +34,17 @@ impl Case {
             sep: None,
             across: false,
             width: 1,
+            extra: Vec::new(),
         }
     }
 
     fn with_sep(mut self, sep: u64) -> Case {
         self.sep = Some(sep);
+        self
+    }
+
+    fn with(mut self, flags: &[&str]) -> Case {
+        self.extra.extend(flags.iter().map(|f| f.to_string()));
         self
     }
 }
@@ -132,6 +140,7 @@ fn run_case(c: &Case, p: usize) -> Option<String> {
     if c.width > 1 {
         args.extend(["--algo".into(), "dc3".into()]);
     }
+    args.extend(c.extra.iter().cloned());
     for (i, input) in c.inputs.iter().enumerate() {
         let f = format!("in{i}.bin");
         dir.write(&f, &le(input, c.width));
@@ -219,6 +228,12 @@ fn byte_texts_match_the_oracle() {
         Case::bytes("random bytes", &gen::random(12, 3000, 256, 0), 2),
         Case::bytes("repeated block", &gen::repeated_block(13, 97, 1500, 4), 40),
         Case::bytes("planted", &planted(rng.next_u64(), 2500), 5),
+        Case::bytes("planted, small rounds", &planted(rng.next_u64(), 2500), 4).with(&[
+            "--exchange-round-bytes",
+            "256",
+            "--request-piece",
+            "3",
+        ]),
         Case::bytes("nested", &nested, 6),
         Case::bytes("K above every repeat", &gen::random(14, 1500, 256, 0), 40),
         Case::bytes("K = n", b"abcabc", 6),
@@ -244,7 +259,7 @@ fn separators_cut_repeats() {
         }
         v
     };
-    let on = |i: usize| i > 0 && (i % 60 == 0 || i % 105 == 0 || i % 140 == 0);
+    let on = |i: usize| i > 0 && [60, 105, 140].iter().any(|&m| i.is_multiple_of(m));
     let beside = |i: usize| on(i + 1) || on(i.max(1) - 1) && i > 1;
     let cases = vec![
         Case::bytes("seps on boundaries", &doc_text(21, &on), 5).with_sep(b'#' as u64),
@@ -279,6 +294,7 @@ fn token_texts_match_the_oracle() {
             sep,
             across: false,
             width: w,
+            extra: Vec::new(),
         };
         cases.push(tok("random", vec![random.clone()], 7, None));
         cases.push(tok("random, sep max", vec![random], 3, Some(max)));
@@ -324,6 +340,7 @@ fn across_reports_the_last_input_against_the_others() {
         sep,
         across: true,
         width: 1,
+        extra: Vec::new(),
     };
     let cases = vec![
         across("two inputs", vec![&train, &test], 12, None),
