@@ -157,9 +157,11 @@ fn run_case(c: &Case, p: usize) -> Option<String> {
     };
     let want = naive_spans(c);
     if got != want {
-        let shown = |v: &[(u64, u64)]| format!("{:?}", &v[..v.len().min(12)]);
+        // From the first span that differs.
+        let at = got.iter().zip(&want).take_while(|(g, w)| g == w).count();
+        let shown = |v: &[(u64, u64)]| format!("{:?}", &v[at.min(v.len())..v.len().min(at + 6)]);
         return Some(format!(
-            "{case}: {} spans, want {}: got {} want {}",
+            "{case}: {} spans, want {}; from span {at}: got {} want {}",
             got.len(),
             want.len(),
             shown(&got),
