@@ -55,6 +55,9 @@ Examples:
                                                   chrX.sa.text, chrX.sa.records.tsv, chrX.sa.meta
   psa query chrX.sa ACGTTGCA --locate             counts and places of patterns (no mpirun; see
                                                   psa query --help)
+  mpirun -n 16 psa repeats --min-len 100 -o dups.tsv corpus.txt
+                                                  spans covered by repeats of 100 bytes or more
+                                                  (see psa repeats --help)
   mpirun -n 64 psa --bwt g.bwt --lcp g.lcp g.fa.gz  SA, BWT (and g.bwt.primary) and LCP in one run
   mpirun -n 64 psa --bwt g.bwt --no-sa g.txt      only the BWT: no SA file is created
   mpirun -n 16 psa --infini-gram --token-width 2 index/
