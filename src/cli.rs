@@ -138,8 +138,14 @@ pub struct Cli {
     /// train.bin, infini-gram's tokenized.N); the SA holds token positions, --bwt writes tokens of
     /// this width, --lcp counts tokens. Raw input only; an input whose size is not a multiple of
     /// the width is refused. Wider than 1 builds with dc3
-    #[arg(long, default_value = "1", value_parser = TokenWidth::parse, value_name = "BYTES")]
-    pub token_width: TokenWidth,
+    /// [default: 1, a text of characters]
+    #[arg(long, value_parser = TokenWidth::parse, value_name = "BYTES")]
+    pub token_width: Option<TokenWidth>,
+    /// The token (or byte) that begins each document, in decimal or 0x hex (infini-gram's:
+    /// 0xFFFF for u16). The index gets a document table (OUT.docs, written by every pe for its
+    /// part), and psa query --locate reports the document and the offset in it. Raw input only
+    #[arg(long, value_parser = parse_token, value_name = "TOKEN", conflicts_with = "no_sa")]
+    pub doc_sep: Option<u32>,
     /// Build infini-gram's index: INPUT is its directory DIR, and for every DIR/tokenized.N
     /// without a DIR/table.N (with --force: every one) psa writes table.N as infini-gram's
     /// engine reads it: the byte offsets of the token starts, sorted by the file's bytes from
@@ -149,7 +155,7 @@ pub struct Cli {
     #[arg(
         long,
         requires = "token_width",
-        conflicts_with_all = ["output", "bwt", "lcp", "no_sa", "format", "keep_case", "revcomp", "stats"]
+        conflicts_with_all = ["output", "bwt", "lcp", "no_sa", "format", "keep_case", "revcomp", "stats", "doc_sep"]
     )]
     pub infini_gram: bool,
     /// Bytes per SA entry: auto (4 when every index fits 32 bits, else 5, 8 past 40 bits), 4, 5 or 8
@@ -518,7 +524,10 @@ Output (TSV), for each pattern in order: pattern<TAB>count; with --locate, then 
 reported occurrence: pattern<TAB>record<TAB>offset (the offset in the record of the records
 table; for raw input the record is the input file). With --json: {\"pattern\", \"count\"} per
 line, with --locate also \"hits\": [{\"record\", \"offset\", \"text_offset\"}].
-Offsets count from 0. A hit in a reverse complement (--revcomp: record NAME/rc, offset o) is the
+Offsets count from 0. A token index (--token-width) takes patterns of decimal token ids separated
+by spaces; built with --doc-sep, its hits are placed as document<TAB>offset (the document's number
+from 0, the offset from the token after its separator; JSON: \"document\").
+A hit in a reverse complement (--revcomp: record NAME/rc, offset o) is the
 pattern's reverse complement on NAME's forward strand at len(NAME) - o - len(pattern).
 Examples:
   psa query chrX.sa ACGTTGCA GATTACA
@@ -567,10 +576,10 @@ pub struct RepeatsCli {
     /// positions and K count tokens. An input whose size is not a multiple is refused
     #[arg(long, default_value = "1", value_parser = TokenWidth::parse, value_name = "BYTES")]
     pub token_width: TokenWidth,
-    /// The document separator: a substring that holds this token does not count (decimal, or
-    /// hex as 0xFF)
-    #[arg(long, value_name = "T", value_parser = token_value)]
-    pub doc_sep: Option<u64>,
+    /// The document separator: a substring that holds this token (or byte) does not count
+    /// (decimal, or 0x hex: 0xFFFF for infini-gram's u16)
+    #[arg(long, value_name = "TOKEN", value_parser = parse_token)]
+    pub doc_sep: Option<u32>,
     /// Report only the spans of the LAST input covered by substrings that also occur inside
     /// one of the other inputs (a test set's contamination), as positions from the last
     /// input's start
@@ -613,25 +622,15 @@ Examples:
   mpirun -n 16 psa repeats --min-len 50 --token-width 2 --doc-sep 65535 -o dups.tsv train.bin
   mpirun -n 16 psa repeats --min-len 50 --across -o leaked.tsv train.txt test.txt";
 
-/// A parser of token values: decimal, or hexadecimal after `0x`.
-fn token_value(s: &str) -> Result<u64, String> {
-    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => s.parse::<u64>(),
-    };
-    parsed.map_err(|_| format!("'{s}' is not a token value (decimal, or hex as 0xFF)"))
-}
-
 impl RepeatsCli {
     /// The build's command line that gives this one's settings (threads, memory, algorithm,
-    /// logging, the hidden switches), and the job itself.
+    /// logging, the hidden switches; the build's own flags left out), and the job itself.
     pub fn into_parts(self) -> Result<(Cli, psa::driver::repeats::Repeats), clap::Error> {
         let mut args: Vec<std::ffi::OsString> = vec!["psa".into()];
         let mut flag = |f: &str, v: Option<String>| {
             args.push(f.into());
             args.extend(v.map(Into::into));
         };
-        flag("--token-width", Some(self.token_width.to_string()));
         if let Some(t) = self.threads {
             flag("--threads", Some(t.to_string()));
         }
@@ -656,13 +655,22 @@ impl RepeatsCli {
             output: self.output,
             min_len: self.min_len as u64,
             token_width: self.token_width,
-            doc_sep: self.doc_sep,
+            doc_sep: self.doc_sep.map(u64::from),
             across: self.across,
             force: self.force,
             show_plan: self.verbose >= 1,
         };
         Ok((cli, job))
     }
+}
+
+/// Parses a token value: decimal, or hex after 0x.
+fn parse_token(s: &str) -> Result<u32, String> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse::<u32>(),
+    };
+    parsed.map_err(|_| format!("'{s}' is not a token: give 0 to 4294967295, or 0x0 to 0xFFFFFFFF"))
 }
 
 #[cfg(test)]

@@ -260,7 +260,9 @@ fn main() -> ExitCode {
             lcp: cli.lcp.clone(),
             inputs: cli.inputs.clone(),
             seq: cli.seq_options(),
-            token_width: cli.token_width,
+            token_width: cli.token_width.unwrap_or_default(),
+            token_ids: cli.token_width.is_some(),
+            doc_sep: cli.doc_sep,
             infini_gram: false,
             width: cli.width,
             check: cli.check,
@@ -350,7 +352,7 @@ fn infini_gram(ctx: &Ctx, cli: &Cli) -> Result<(), Error> {
     };
     let ig = psa::driver::infini_gram::InfiniGram {
         dir,
-        token_width: cli.token_width,
+        token_width: cli.token_width.unwrap_or_default(),
         width: cli.width,
         check: cli.check,
         force: cli.force,

@@ -395,6 +395,8 @@ fn jobs_in_process(
                     bwt: None,
                     lcp: None,
                     token_width: psa::TokenWidth::W1,
+                    token_ids: false,
+                    doc_sep: None,
                     infini_gram: false,
                     width: build.width,
                     check: build.check,

@@ -1,8 +1,10 @@
 //! `psa --token-width 2|4` end to end under mpirun at p ∈ {1, 2, 3, 4, 7}: the SA (with
 //! `--check`), the BWT (tokens of the same width, little-endian) and the LCP array (in tokens)
 //! of token files against the oracle on the tokens, one input and several concatenated, 32-bit
-//! and forced 40-bit records (`--index-bits 40`: the >2^32-token path); and the refusals, before
-//! any byte is read: a size that is not a multiple of the width, a FASTA input, `--algo css`.
+//! and forced 40-bit records (`--index-bits 40`: the >2^32-token path); the refusals, before
+//! any byte is read: a size that is not a multiple of the width, a FASTA input, `--algo css`;
+//! and the token index: `--doc-sep`'s document table and `psa query`'s n-gram counts and
+//! places (document, offset) against a naive scan.
 
 mod common;
 
@@ -102,9 +104,9 @@ fn run_one(
     if got_lcp != lcp {
         return Some(format!("{case}: LCP {}", first_diff(&got_lcp, &lcp)));
     }
-    // No index files beside a token SA: `psa query` reads bytes.
-    if dir.join("out.sa.meta").exists() {
-        return Some(format!("{case}: an index file was written"));
+    // The index files beside a token SA: `psa query` takes token ids.
+    if !dir.join("out.sa.meta").exists() {
+        return Some(format!("{case}: no index file was written"));
     }
     None
 }
@@ -200,4 +202,265 @@ fn token_inputs_refused_clearly() {
             Some(0)
         );
     }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The token index: n-gram counts and places with `psa query`
+
+/// Where each document's tokens begin (the naive table): 0 where T does not begin with `sep`,
+/// then one past each separator that is not T's last token.
+fn naive_docs(tokens: &[u64], sep: u64) -> Vec<u64> {
+    let mut docs = Vec::new();
+    if tokens.first().is_some_and(|&t| t != sep) {
+        docs.push(0);
+    }
+    let n = tokens.len() as u64;
+    docs.extend(
+        (0..n)
+            .filter(|&i| tokens[i as usize] == sep && i + 1 < n)
+            .map(|i| i + 1),
+    );
+    docs
+}
+
+/// The naive answer to `pat` on `tokens` with documents `docs`: the count, and each occurrence
+/// as (document, offset), in text order (a separator's position counts to the document before
+/// it, or the first).
+fn naive_hits(tokens: &[u64], docs: &[u64], pat: &[u64]) -> (usize, Vec<(usize, u64)>) {
+    let at: Vec<u64> = (0..tokens.len())
+        .filter(|&i| tokens[i..].starts_with(pat))
+        .map(|i| i as u64)
+        .collect();
+    let place = |p: u64| {
+        let d = docs.partition_point(|&s| s <= p).saturating_sub(1);
+        (d, docs.get(d).map_or(p, |&s| p - s.min(p)))
+    };
+    (at.len(), at.into_iter().map(place).collect())
+}
+
+/// Token texts with documents (separator `sep`, the largest token where `max`): separators at
+/// every pe's boundary for p = 1..7, a leading document without one, a final document with none,
+/// runs of separators, all-equal, periodic, Fibonacci and random over 2 and over the width's
+/// range.
+fn doc_inputs(w: usize, sep: u64, n: usize) -> Vec<(&'static str, Vec<u64>)> {
+    let max = (1u64 << (8 * w)) - 1;
+    let mut rng = Rng::new(w as u64 * 31 + 7);
+    let mut bounded: Vec<u64> = (0..n).map(|_| rng.below(2) + 1).collect();
+    for p in 1..=7 {
+        for k in 1..p {
+            bounded[n * k / p] = sep;
+        }
+    }
+    bounded[n / 2 + 1] = sep;
+    bounded[n / 2 + 2] = sep;
+    let wide: Vec<u64> = (0..n)
+        .map(|i| match i % 13 {
+            0 => sep,
+            5 => max,
+            _ => rng.below(max + 1),
+        })
+        .collect();
+    let periodic: Vec<u64> = (0..n).map(|i| [sep, 1, 2, 1][i % 4]).collect();
+    let (mut a, mut b) = (vec![1], vec![1, sep]);
+    while b.len() < n {
+        let c = [b.clone(), a].concat();
+        (a, b) = (b, c);
+    }
+    vec![
+        ("bounded", bounded),
+        ("wide", wide),
+        ("periodic", periodic),
+        ("fibonacci", b),
+        ("equal", vec![sep; 40]),
+        ("one", vec![7]),
+        ("tiny", vec![1, sep, 2]),
+    ]
+}
+
+/// Patterns of `tokens`: n-grams at seeded places (lengths 1 to 6, across separators too),
+/// absent ones, and one longer than the text.
+fn doc_patterns(tokens: &[u64], w: usize) -> Vec<Vec<u64>> {
+    let max = (1u64 << (8 * w)) - 1;
+    let mut rng = Rng::new(tokens.len() as u64);
+    let mut pats: Vec<Vec<u64>> = (0..40)
+        .map(|_| {
+            let len = rng.range(1, 6).min(tokens.len());
+            let at = rng.range(0, tokens.len() - len);
+            tokens[at..at + len].to_vec()
+        })
+        .collect();
+    pats.push(vec![max - 1, max - 1, max]);
+    pats.push([tokens, &[0]].concat());
+    pats
+}
+
+/// `psa query --locate --json`'s answer lines for a token index, read back: (count, hits).
+fn parse_answers(stdout: &str) -> Vec<(usize, Vec<(usize, u64)>)> {
+    let number = |s: &str, key: &str| -> Vec<u64> {
+        s.match_indices(key)
+            .map(|(i, _)| {
+                let rest = &s[i + key.len()..];
+                let end = rest
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(rest.len());
+                rest[..end].parse().unwrap_or(u64::MAX)
+            })
+            .collect()
+    };
+    stdout
+        .lines()
+        .map(|l| {
+            let count = number(l, "\"count\": ")
+                .first()
+                .copied()
+                .unwrap_or(u64::MAX);
+            let docs = number(l, "\"document\": ");
+            let offsets = number(l, "\"offset\": ");
+            let hits = docs.into_iter().map(|d| d as usize).zip(offsets).collect();
+            (count as usize, hits)
+        })
+        .collect()
+}
+
+/// A token index built with `--doc-sep` at p answers `psa query --locate --json` as the naive
+/// scan does, and its document table is the naive one. Returns a failure or None.
+fn doc_index_one(w: usize, name: &str, tokens: &[u64], sep: u64, p: usize) -> Option<String> {
+    let dir = TempDir::new(&format!("docs-{w}-{name}-{p}"));
+    dir.write("in.bin", &le(tokens, w));
+    let (ws, seps) = (w.to_string(), sep.to_string());
+    let args = [
+        "--token-width",
+        &ws,
+        "--doc-sep",
+        &seps,
+        "-o",
+        "out.sa",
+        "in.bin",
+    ];
+    let r = run_psa(p, args, dir.path());
+    let case = format!("{w}-byte {name} at p = {p}");
+    if !r.success() {
+        return Some(format!("{case}: {}", r.brief()));
+    }
+    let docs = naive_docs(tokens, sep);
+    let width = fs::metadata(dir.join("out.sa")).map_or(0, |m| m.len() as usize) / tokens.len();
+    let got_docs = read_sa(&dir.join("out.sa.docs"), width.max(4));
+    if got_docs != docs {
+        return Some(format!(
+            "{case}: document table {}",
+            first_diff(&got_docs, &docs)
+        ));
+    }
+    let pats = doc_patterns(tokens, w);
+    let shown: Vec<String> = (pats.iter())
+        .map(|p| {
+            p.iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    dir.write("patterns.txt", (shown.join("\n") + "\n").as_bytes());
+    let out = std::process::Command::new(PSA)
+        .args([
+            "query",
+            "--locate",
+            "--json",
+            "--patterns",
+            "patterns.txt",
+            "out.sa",
+        ])
+        .current_dir(dir.path())
+        .output();
+    let Ok(out) = out else {
+        return Some(format!("{case}: psa query did not start"));
+    };
+    let got = parse_answers(&String::from_utf8_lossy(&out.stdout));
+    let want: Vec<_> = pats.iter().map(|p| naive_hits(tokens, &docs, p)).collect();
+    match got == want && out.status.success() {
+        true => None,
+        false => {
+            let k = (0..want.len())
+                .find(|&k| got.get(k) != Some(&want[k]))
+                .unwrap_or(0);
+            Some(format!(
+                "{case}: pattern '{}' answered {:?}, the naive scan {:?} (stderr: {})",
+                shown[k],
+                got.get(k),
+                want[k],
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+}
+
+/// The table: token widths 1, 2 and 4 (the largest token as the separator for 2 and 4, as
+/// infini-gram's), every input, every p.
+#[test]
+fn token_indexes_count_and_place_ngrams() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for (w, sep) in [(1, 0u64), (2, 0xffff), (4, 0xffff_ffff)] {
+        for (name, tokens) in doc_inputs(w, sep, 700) {
+            for &p in PES {
+                runs += 1;
+                failures.extend(doc_index_one(w, name, &tokens, sep, p));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failure_report(&failures, runs));
+}
+
+/// A token index's patterns are token ids: one that is not (a word, a value past the width) is
+/// refused naming it; TSV answers give the document and the offset; a separator that is no
+/// token of the width, and one with FASTA input, are refused before the build.
+#[test]
+fn token_patterns_and_separators_are_checked() {
+    let dir = TempDir::new("docs-refused");
+    dir.write("in.bin", &le(&[5, 0xffff, 6, 7, 0xffff, 6, 7], 2));
+    let r = run_psa(
+        1,
+        ["--token-width", "2", "--doc-sep", "0xFFFF", "in.bin"],
+        dir.path(),
+    );
+    assert!(r.success(), "{}", r.describe());
+    let query = |args: &[&str]| {
+        std::process::Command::new(PSA)
+            .arg("query")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("psa query starts")
+    };
+    let out = query(&["--locate", "in.bin.sa", "6 7", " 5 "]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "6 7\t2\n6 7\t1\t0\n6 7\t2\t0\n5\t1\n5\t0\t0\n"
+    );
+    for (bad, why) in [
+        ("6 x", "'x' is not a token id"),
+        ("65536", "'65536' is not a token id"),
+    ] {
+        let out = query(&["in.bin.sa", bad]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(why), "{bad}: {err}");
+    }
+    let r = run_psa(
+        1,
+        ["--token-width", "2", "--doc-sep", "70000", "in.bin"],
+        dir.path(),
+    );
+    r.assert_error(
+        2,
+        "--doc-sep 70000 is not a token of 2 byte(s)",
+        "large separator",
+    );
+    dir.write("x.fa", b">a\nACGT\n");
+    let r = run_psa(2, ["--doc-sep", "10", "x.fa"], dir.path());
+    r.assert_error(
+        2,
+        "--doc-sep marks documents in raw input or tokens",
+        "fasta",
+    );
 }

@@ -15,7 +15,6 @@ use crate::io::index::side_path;
 use crate::io::output::{commit_all, Named};
 use crate::io::seq::Record;
 use crate::io::{OutputFile, SideFile};
-use crate::token::TokenWidth;
 use crate::Ctx;
 
 /// The stats file, the index's side files and the BWT's primary index file, created before the
@@ -71,8 +70,17 @@ impl EarlyFiles {
         };
         // `psa query` reads byte texts: a token text gets no index files (yet), nor does
         // infini-gram's table (its engine takes every file named *table* for one).
-        let side = match job.write_sa && job.token_width == TokenWidth::W1 && !job.infini_gram {
-            true => IndexFiles::create(comm, &job.output, inputs, job.force, sequence)?,
+        // infini-gram's table gets no index files (its engine takes every file named *table*
+        // for one).
+        let side = match job.write_sa && !job.infini_gram {
+            true => IndexFiles::create(
+                comm,
+                &job.output,
+                inputs,
+                job.force,
+                sequence,
+                job.doc_sep.is_some(),
+            )?,
             false => None,
         };
         let primary = match &job.bwt {
@@ -120,6 +128,9 @@ fn job_files(job: &Job, sequence: bool) -> Vec<(String, PathBuf, Named)> {
         add("its index file", side_path(out, ".meta"), Named::Beside);
         if sequence {
             add("its text file", side_path(out, ".text"), Named::Beside);
+        }
+        if job.doc_sep.is_some() {
+            add("its document table", side_path(out, ".docs"), Named::Beside);
         }
     }
     if let Some(p) = &job.stats {
@@ -206,6 +217,8 @@ pub(super) struct Files {
     pub(super) lcp: Option<OutputFile>,
     /// `OUT.text` (sequence input with an index), written by the read step.
     pub(super) text: Option<OutputFile>,
+    /// `OUT.docs` (`--doc-sep` with an index), written at the end of the read step.
+    pub(super) docs: Option<OutputFile>,
     /// `--stats`.
     pub(super) stats: Option<SideFile>,
     /// The index's side files.
@@ -247,6 +260,7 @@ impl Files {
             bwt,
             lcp,
             text: None,
+            docs: None,
             stats,
             side,
             primary,
@@ -269,7 +283,7 @@ impl Files {
             }
             _ => None,
         };
-        for f in [&self.sa, &self.bwt, &self.lcp, &self.text]
+        for f in [&self.sa, &self.bwt, &self.lcp, &self.text, &self.docs]
             .into_iter()
             .flatten()
         {
@@ -280,9 +294,10 @@ impl Files {
             let meta = index_meta(comm, run.files, job, n, width, sequence, records);
             // Taken now that every pe has written and synced: the renames keep them.
             let stamp = |f: Option<&OutputFile>| f.map_or(Ok(None), |f| f.stamp());
-            let stamps = comm.agree(
-                stamp(self.sa.as_ref()).and_then(|sa| Ok((sa, stamp(self.text.as_ref())?))),
-            )?;
+            let stamps = comm.agree((|| {
+                let sa = stamp(self.sa.as_ref())?;
+                Ok((sa, stamp(self.text.as_ref())?, stamp(self.docs.as_ref())?))
+            })())?;
             side.write(comm, records, meta, stamps)?;
         }
         Ok(())
@@ -291,7 +306,7 @@ impl Files {
     /// Puts every file in place together, or none; the index's metadata last. Warns, once they
     /// are, of the old `OUT.text` a raw index leaves unused. Collective.
     pub(super) fn commit(self, comm: &Comm) -> Result<()> {
-        let mut staged: Vec<_> = [self.sa, self.bwt, self.lcp, self.text]
+        let mut staged: Vec<_> = [self.sa, self.bwt, self.lcp, self.text, self.docs]
             .into_iter()
             .map(|f| f.and_then(OutputFile::into_staged))
             .collect();

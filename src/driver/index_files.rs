@@ -33,6 +33,7 @@ impl IndexFiles {
         inputs: &[&Path],
         force: bool,
         sequence: bool,
+        docs: bool,
     ) -> Result<Option<IndexFiles>> {
         if is_special(comm, out) {
             if comm.rank() == 0 {
@@ -52,11 +53,16 @@ impl IndexFiles {
             }
             return Ok(None);
         }
-        // T's file is made once its size is known; its path is checked now.
-        if sequence {
-            let text = side_path(out, ".text");
+        // T's file and the document table are made once T is read; their paths are checked
+        // now.
+        let later = [
+            (sequence, ".text", "text file"),
+            (docs, ".docs", "document table"),
+        ];
+        for (_, suffix, what) in later.into_iter().filter(|l| l.0) {
+            let path = side_path(out, suffix);
             let planned = match comm.rank() {
-                0 => crate::io::output::plan(&text, inputs, force, "text file", 0, Named::Beside)
+                0 => crate::io::output::plan(&path, inputs, force, what, 0, Named::Beside)
                     .map(|_| ()),
                 _ => Ok(()),
             };
@@ -84,7 +90,7 @@ impl IndexFiles {
         // Files beside it that psa did not write are kept, unless --force (after the checks
         // of each path above, which name a link or file of another user as such).
         let foreign = match (comm.rank(), force) {
-            (0, false) => foreign_side_file(out, sequence),
+            (0, false) => foreign_side_file(out, sequence, docs),
             _ => None,
         };
         comm.agree(foreign.map_or(Ok(()), |m| Err(Error::Usage(m))))?;
@@ -96,14 +102,14 @@ impl IndexFiles {
     }
 
     /// Writes the records table and the metadata (pe 0's), not yet in place, the metadata with
-    /// the build's stamps: a fresh build id, the stamps of the SA and `OUT.text` (pe 0's
-    /// `stamps`) and the records table's size. Collective.
+    /// the build's stamps: a fresh build id, the stamps of the SA, `OUT.text` and `OUT.docs`
+    /// (pe 0's `stamps`) and the records table's size. Collective.
     pub(super) fn write(
         &mut self,
         comm: &Comm,
         records: &[Record],
         meta: Option<IndexMeta>,
-        (sa, text): (Option<FileStamp>, Option<FileStamp>),
+        (sa, text, docs): Stamps,
     ) -> Result<()> {
         // The table is freed before the metadata is encoded (the plan counts one of them).
         let table = IndexMeta::records_tsv(records);
@@ -116,6 +122,7 @@ impl IndexFiles {
                 sa,
                 text,
                 records_size,
+                docs,
             });
             m.encode()
         });
@@ -137,6 +144,9 @@ impl IndexFiles {
         self.stale_text
     }
 }
+
+/// The stamps of the synced SA, `OUT.text` and `OUT.docs`, where written.
+pub(super) type Stamps = (Option<FileStamp>, Option<FileStamp>, Option<FileStamp>);
 
 /// `OUT.text` beside `out` when it is a regular file, none of the `inputs`, and the `OUT.meta`
 /// beside it is a sequence index's: a raw build leaves it unused (local; pe 0 asks).
@@ -170,7 +180,7 @@ pub(super) fn is_special(comm: &Comm, path: &Path) -> bool {
 /// beside it. A file that does not exist passes, and so does one beside a damaged psa index
 /// (the magic, but no index: rebuilding is the remedy for the damage), and anything but a
 /// regular file (which is written through or refused as such).
-fn foreign_side_file(out: &Path, sequence: bool) -> Option<String> {
+fn foreign_side_file(out: &Path, sequence: bool, docs: bool) -> Option<String> {
     use std::io::Read;
     let existing = |p: &Path| std::fs::metadata(p).ok().filter(|m| m.is_file());
     let meta_path = side_path(out, ".meta");
@@ -194,12 +204,13 @@ fn foreign_side_file(out: &Path, sequence: bool) -> Option<String> {
     }
     let meta = has_magic.and_then(|_| IndexMeta::read(&meta_path).ok());
     let sides = [
-        (Side::Records, ".records.tsv", "the records table"),
-        (Side::Text, ".text", "the text file"),
+        (Side::Records, ".records.tsv", "the records table", true),
+        (Side::Text, ".text", "the text file", sequence),
+        (Side::Docs, ".docs", "the document table", docs),
     ];
-    for (side, suffix, what) in sides {
+    for (side, suffix, what, written) in sides {
         let path = side_path(out, suffix);
-        let Some(m) = existing(&path).filter(|_| side == Side::Records || sequence) else {
+        let Some(m) = existing(&path).filter(|_| written) else {
             continue;
         };
         let shown = meta_path.display();
@@ -256,10 +267,12 @@ pub(super) fn side_bytes(comm: &Comm, run: &Run<'_>, scanned: Option<&Scanned<'_
     ) else {
         return (0, 0);
     };
+    let token = run.job.token_width.bytes() as u64;
     let raw = || {
-        (run.files.iter()).scan(0u64, |at, f| {
-            *at += f.size;
-            Some((f.path.as_os_str().as_bytes(), false, *at - f.size, f.size))
+        (run.files.iter()).scan(0u64, move |at, f| {
+            let len = f.size / token;
+            *at += len;
+            Some((f.path.as_os_str().as_bytes(), false, *at - len, len))
         })
     };
     match scanned {
@@ -327,5 +340,10 @@ pub(super) fn index_meta(
             })
             .collect(),
         stamps: None,
+        token_width: match job.token_ids {
+            true => job.token_width.bytes() as u32,
+            false => 0,
+        },
+        doc_sep: job.doc_sep,
     })
 }

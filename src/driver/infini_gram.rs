@@ -161,6 +161,8 @@ fn job(ig: &InfiniGram, shard: &Shard) -> Job {
         bwt: None,
         lcp: None,
         token_width: ig.token_width,
+        token_ids: true,
+        doc_sep: None,
         infini_gram: true,
         width: ig.width,
         check: ig.check,

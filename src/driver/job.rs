@@ -30,6 +30,12 @@ pub struct Job {
     /// only, each input's size a multiple of it; n, the SA, the BWT and the LCP array count
     /// tokens.
     pub token_width: TokenWidth,
+    /// The text is of token ids (`--token-width` given, even 1): its index takes patterns of
+    /// decimal ids, not characters.
+    pub token_ids: bool,
+    /// The token that begins each document (`--doc-sep`): the index gets a document table
+    /// (`OUT.docs`), and `psa query --locate` places hits in documents.
+    pub doc_sep: Option<u32>,
     /// Write infini-gram's table (`--infini-gram`): suffixes compared as the little-endian bytes
     /// of the file (wider tokens read byte-swapped, [`TokenOrder::FileBytes`]), every entry the
     /// byte offset of its token (its index times the token width), `Width::Auto` infini-gram's

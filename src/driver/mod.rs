@@ -8,6 +8,7 @@
 //! [`Report`] gathered, as a table and as JSON; `infini_gram.rs` infini-gram's index directory,
 //! one job per table; `repeats.rs` `psa repeats`, the duplicate spans of the inputs as TSV.
 
+mod docs;
 mod files;
 mod index_files;
 pub mod infini_gram;
@@ -74,6 +75,8 @@ fn run_sampled(ctx: &Ctx, job: &Job) -> Result<Report> {
         .agree(tokens::admissible(job.token_width, &files))?;
     let inputs: Vec<&Path> = job.inputs.iter().map(|p| p.as_path()).collect();
     let sequence = files.iter().any(|f| f.format != Format::Raw);
+    ctx.comm
+        .agree(docs::admissible(job.doc_sep, job.token_width, sequence))?;
     let early = ctx.install(|ctx| EarlyFiles::create(ctx, job, &inputs, sequence))?;
     // T's length: the files' sizes for raw input, else parsed and counted.
     let scanned = match InputFile::known_len(&files) {
@@ -173,18 +176,56 @@ fn run_here(
                 layout,
                 records,
             } = read(ctx, &run, &mut files, scanned)?;
+            write_docs(ctx, &run, &mut files, &text, &layout)?;
             (build(ctx, &run, &files, text, &layout)?, records)
         }
-        TokenWidth::W2 => (
-            tokens::read_and_build::<u16>(ctx, &run, &files)?,
-            Vec::new(),
-        ),
-        TokenWidth::W4 => (
-            tokens::read_and_build::<u32>(ctx, &run, &files)?,
-            Vec::new(),
-        ),
+        TokenWidth::W2 => read_and_build_tokens::<u16>(ctx, &run, &mut files)?,
+        TokenWidth::W4 => read_and_build_tokens::<u32>(ctx, &run, &mut files)?,
     };
     finish(ctx, &run, files, &records, built)
+}
+
+/// Steps 2 and 3 for a text of tokens `T` wider than a byte: read, its document table written,
+/// built. Returns what the report takes from it and the index's records. Collective.
+fn read_and_build_tokens<T: Token>(
+    ctx: &Ctx,
+    run: &Run<'_>,
+    files: &mut Files,
+) -> Result<(Built, Vec<Record>)> {
+    let (text, layout) = tokens::read::<T>(ctx, run)?;
+    write_docs(ctx, run, files, &text, &layout)?;
+    let built = build(ctx, run, files, text, &layout)?;
+    Ok((built, tokens::records(ctx.comm.rank(), run)))
+}
+
+/// The end of step 2 with `--doc-sep` and an index: the document table (`OUT.docs`) of `text`,
+/// this pe's block. Collective.
+fn write_docs<T: Token>(
+    ctx: &Ctx,
+    run: &Run<'_>,
+    files: &mut Files,
+    text: &[T],
+    layout: &Layout,
+) -> Result<()> {
+    let (comm, job) = (&ctx.comm, run.job);
+    let Some(sep) = job.doc_sep else {
+        return Ok(());
+    };
+    if files.side.is_none() {
+        if comm.rank() == 0 {
+            log::warn!("no index files beside the output: --doc-sep writes no document table");
+        }
+        return Ok(());
+    }
+    let at = (job.output.as_path(), run.inputs, job.force);
+    let (file, count) = ctx.phase("write docs", || {
+        docs::write_docs(comm, at, T::from_u64(sep as u64), text, layout, run.width)
+    })?;
+    if comm.rank() == 0 {
+        log::info!("{count} document(s), begun by the token {sep}");
+    }
+    files.docs = Some(file);
+    Ok(())
 }
 
 /// Step 2: this pe's block of T (placed from the scan, or read), and for sequence input with an

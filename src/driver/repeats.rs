@@ -187,6 +187,8 @@ fn plan(ctx: &Ctx, job: &Repeats, n: usize) -> Result<Plan> {
         bwt: None,
         lcp: Some(job.output.clone()),
         token_width: job.token_width,
+        token_ids: false,
+        doc_sep: None,
         infini_gram: false,
         width: Width::Auto,
         check: false,

@@ -1,18 +1,20 @@
 //! The job on a text of tokens wider than a byte (`--token-width 2|4`): raw inputs only, read
 //! as little-endian tokens ([`crate::io::tokens`]); then the same build, check, BWT and LCP
-//! array as for bytes, counted in tokens. No index files are written beside the SA.
+//! array as for bytes, counted in tokens, and the same index files, whose records (one an
+//! input file) count tokens too.
 
 use super::job::Run;
-use super::{build, Built, Files};
+use crate::dist::Layout;
 use crate::error::Result;
+use crate::io::seq::Record;
 pub(super) use crate::io::tokens::admissible;
 use crate::io::tokens::read_tokens;
 use crate::token::Token;
 use crate::Ctx;
 
-/// Steps 2 and 3 of the job for tokens `T`: this pe's block of tokens read (in the job's
-/// [`crate::TokenOrder`]), then built (checked, BWT, LCP). Returns what the report takes from it. Collective.
-pub(super) fn read_and_build<T: Token>(ctx: &Ctx, run: &Run<'_>, files: &Files) -> Result<Built> {
+/// Step 2 for tokens `T`: this pe's block of tokens read (in the job's [`crate::TokenOrder`]).
+/// Collective.
+pub(super) fn read<T: Token>(ctx: &Ctx, run: &Run<'_>) -> Result<(Vec<T>, Layout)> {
     let comm = &ctx.comm;
     if comm.rank() == 0 {
         log::info!(
@@ -27,6 +29,27 @@ pub(super) fn read_and_build<T: Token>(ctx: &Ctx, run: &Run<'_>, files: &Files) 
         );
     }
     let order = run.job.token_order();
-    let (text, layout) = ctx.phase("read", || read_tokens::<T>(comm, run.files, run.n, order))?;
-    build(ctx, run, files, text, &layout)
+    ctx.phase("read", || read_tokens::<T>(comm, run.files, run.n, order))
+}
+
+/// The index's records of a text of tokens (pe 0's; none elsewhere): one an input file, named
+/// by its path, its start and length in tokens.
+pub(super) fn records(rank: usize, run: &Run<'_>) -> Vec<Record> {
+    use std::os::unix::ffi::OsStrExt;
+    if rank != 0 {
+        return Vec::new();
+    }
+    let width = run.job.token_width.bytes() as u64;
+    let mut at = 0;
+    (run.files.iter())
+        .map(|f| {
+            let len = f.size / width;
+            at += len;
+            Record {
+                name: f.path.as_os_str().as_bytes().to_vec(),
+                start: at - len,
+                len,
+            }
+        })
+        .collect()
 }

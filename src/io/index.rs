@@ -4,9 +4,12 @@
 //! magic: format version, n, entry width, the inputs with their sizes, the records, and the
 //! stamps that tie the files to one build), and `OUT.records.tsv` (name, start in T, length; one
 //! record a line). For sequence input it also writes `OUT.text` (T itself); a raw input's T is
-//! its files, which the metadata names. [`Index::open`] checks that the SA and `OUT.text` are
-//! the files their build wrote ([`BuildStamps`]), maps them (memmap2, nothing read whole) and
-//! answers counts and locations by binary search over the SA.
+//! its files, which the metadata names. A text of tokens (`--token-width`) counts n, the
+//! records and the SA in tokens; with `--doc-sep` the build also writes `OUT.docs`, the
+//! document table: where each document's tokens begin, in entries of the SA's width (written
+//! by every pe for its block, never gathered). [`Index::open`] checks that the SA, `OUT.text`
+//! and `OUT.docs` are the files their build wrote ([`BuildStamps`]), maps them (memmap2, nothing
+//! read whole) and answers counts and locations by binary search over the SA.
 
 use std::cmp::Ordering;
 use std::fs::File;
@@ -24,7 +27,7 @@ use crate::error::{Error, Result};
 pub const MAGIC: &[u8; 8] = b"PSAINDEX";
 /// The version of [`IndexMeta`]'s encoding this build writes and reads. Every version begins
 /// with the version, n and the entry width, so that a newer one is told from a damaged one.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// A file's size and modification time as its build left it (fstat). A rename keeps both; a
 /// write changes the time, so a file of the same size from another build, or edited in place,
@@ -59,6 +62,29 @@ pub struct BuildStamps {
     pub text: Option<FileStamp>,
     /// `OUT.records.tsv`'s bytes.
     pub records_size: u64,
+    /// `OUT.docs`'s stamp (format version 4 on, with `--doc-sep`; None otherwise).
+    pub docs: Option<FileStamp>,
+}
+
+/// [`BuildStamps`] as format version 3 wrote them: without the document table's.
+#[derive(Clone, Copy, Decode)]
+struct BuildStampsV3 {
+    build: u64,
+    sa: FileStamp,
+    text: Option<FileStamp>,
+    records_size: u64,
+}
+
+impl From<BuildStampsV3> for BuildStamps {
+    fn from(s: BuildStampsV3) -> BuildStamps {
+        BuildStamps {
+            build: s.build,
+            sa: s.sa,
+            text: s.text,
+            records_size: s.records_size,
+            docs: None,
+        }
+    }
 }
 
 /// One input file of an index.
@@ -111,9 +137,54 @@ pub struct IndexMeta {
     pub inputs: Vec<InputMeta>,
     /// In T order.
     pub records: Vec<RecordMeta>,
-    /// What ties the SA, `OUT.text` and the records table to the build that wrote this file
-    /// (None for an index of format version 1 or 2, which recorded none).
+    /// What ties the SA, `OUT.text`, `OUT.docs` and the records table to the build that wrote
+    /// this file (None for an index of format version 1 or 2, which recorded none).
     pub stamps: Option<BuildStamps>,
+    /// A text of tokens: their bytes (1, 2 or 4; `--token-width`), and patterns are token ids;
+    /// 0: a text of characters, and patterns are its bytes (format version 4 on; 0 before).
+    pub token_width: u32,
+    /// The token that begins each document (`--doc-sep`), whose document table is `OUT.docs`
+    /// (format version 4 on).
+    pub doc_sep: Option<u32>,
+}
+
+impl IndexMeta {
+    /// Bytes per token of T (1 for a text of characters).
+    pub fn token_bytes(&self) -> u64 {
+        self.token_width.max(1) as u64
+    }
+}
+
+/// [`IndexMeta`] as format version 3 wrote it: without tokens and documents.
+#[derive(Decode)]
+struct IndexMetaV3 {
+    version: u32,
+    n: u64,
+    width: u32,
+    sequence: bool,
+    keep_case: bool,
+    revcomp: bool,
+    inputs: Vec<InputMeta>,
+    records: Vec<RecordMeta>,
+    stamps: Option<BuildStampsV3>,
+}
+
+impl From<IndexMetaV3> for IndexMeta {
+    fn from(m: IndexMetaV3) -> IndexMeta {
+        IndexMeta {
+            version: m.version,
+            n: m.n,
+            width: m.width,
+            sequence: m.sequence,
+            keep_case: m.keep_case,
+            revcomp: m.revcomp,
+            inputs: m.inputs,
+            records: m.records,
+            stamps: m.stamps.map(Into::into),
+            token_width: 0,
+            doc_sep: None,
+        }
+    }
 }
 
 /// [`IndexMeta`] as format version 2 wrote it: without the stamps.
@@ -141,6 +212,8 @@ impl From<IndexMetaV2> for IndexMeta {
             inputs: m.inputs,
             records: m.records,
             stamps: None,
+            token_width: 0,
+            doc_sep: None,
         }
     }
 }
@@ -262,6 +335,9 @@ impl IndexMeta {
         let head = decode_bounded::<(u32, u64, u32)>(body).map(|(h, _)| h);
         let (meta, used): (IndexMeta, usize) = match head {
             Ok((VERSION, ..)) => decode_bounded(body).map_err(|_| damaged())?,
+            Ok((3, ..)) => decode_bounded::<IndexMetaV3>(body)
+                .map(|(m, used)| (m.into(), used))
+                .map_err(|_| damaged())?,
             Ok((2, ..)) => decode_bounded::<IndexMetaV2>(body)
                 .map(|(m, used)| (m.into(), used))
                 .map_err(|_| damaged())?,
@@ -283,8 +359,10 @@ impl IndexMeta {
     }
 
     /// Whether the decoded fields can be those of an index: entries of 1 to 8 bytes, records in
-    /// order within T, a raw index's inputs as long as T together, and (format version 3 on)
-    /// stamps whose sizes are those of the SA and `OUT.text`.
+    /// order within T, a raw index's inputs as long as T together (n tokens of their width),
+    /// tokens of 1, 2 or 4 bytes of raw input, a separator that is one of them, and (format
+    /// version 3 on) stamps whose sizes are those of the SA and `OUT.text` (and `OUT.docs`: a
+    /// whole number of entries, with a separator only).
     fn is_sane(&self) -> bool {
         let records_in_order = self.records.windows(2).all(|w| w[0].start <= w[1].start)
             && (self.records.iter())
@@ -292,16 +370,25 @@ impl IndexMeta {
         let raw_sum = (self.inputs.iter())
             .map(|i| i.size)
             .try_fold(0u64, u64::checked_add);
-        let sizes_agree = self.sequence || raw_sum == Some(self.n);
+        let sizes_agree = self.sequence || raw_sum == self.n.checked_mul(self.token_bytes());
+        let tokens_agree = matches!(self.token_width, 0 | 1 | 2 | 4)
+            && (self.token_width == 0 || !self.sequence)
+            && (self.doc_sep).is_none_or(|t| (t as u64) < 1u64 << (8 * self.token_bytes()));
+        let width = self.width as u64;
         let stamps_agree = match (&self.stamps, self.version >= 3) {
             (None, new) => !new,
             (Some(_), false) => false,
             (Some(s), true) => {
-                Some(s.sa.size) == self.n.checked_mul(self.width as u64)
+                Some(s.sa.size) == self.n.checked_mul(width)
                     && s.text.map(|t| t.size) == self.sequence.then_some(self.n)
+                    && s.docs.map(|d| d.size % width) == self.doc_sep.map(|_| 0)
             }
         };
-        (1..=8).contains(&self.width) && records_in_order && sizes_agree && stamps_agree
+        (1..=8).contains(&self.width)
+            && records_in_order
+            && sizes_agree
+            && tokens_agree
+            && stamps_agree
     }
 
     /// `OUT.records.tsv`: a header line, then name, start and length of each record.
@@ -352,6 +439,7 @@ impl IndexMeta {
             sa: widest,
             text: Some(widest),
             records_size: u64::MAX,
+            docs: Some(widest),
         });
         let mut size = bincode::enc::write::SizeWriter::default();
         bincode::encode_into_writer(&own, &mut size, bincode::config::standard())
@@ -372,8 +460,10 @@ impl IndexMeta {
     pub fn wrote(&self, side: Side, m: &std::fs::Metadata) -> bool {
         match (side, &self.stamps) {
             (Side::Text, Some(s)) => s.text == Some(FileStamp::of(m)),
+            (Side::Docs, Some(s)) => s.docs == Some(FileStamp::of(m)),
             (Side::Records, Some(s)) => s.records_size == m.len(),
             (Side::Text, None) => self.sequence && m.len() == self.n,
+            (Side::Docs, None) => false,
             (Side::Records, None) => m.len() == self.records_tsv_len(),
         }
     }
@@ -389,6 +479,8 @@ pub enum Side {
     Text,
     /// `OUT.records.tsv`.
     Records,
+    /// `OUT.docs`.
+    Docs,
 }
 
 /// A field of a tab-separated line: a backslash, tab, newline or carriage return in it (a raw
@@ -524,8 +616,10 @@ fn map(f: &File, path: &Path) -> Result<Option<memmap2::Mmap>> {
 /// T as one or more mapped files, one after another.
 struct Text {
     parts: Vec<Option<memmap2::Mmap>>,
-    /// Offset in T of each part, and n at the end.
+    /// Offset in T (bytes) of each part, and T's bytes at the end.
     starts: Vec<u64>,
+    /// Bytes per token (1 for a text of characters): every part holds whole tokens.
+    token: usize,
 }
 
 impl Text {
@@ -533,8 +627,9 @@ impl Text {
         self.parts[k].as_deref().unwrap_or(&[])
     }
 
-    /// `T[pos..pos + pat.len()]` (shorter at the end of T) compared with `pat`: Equal when `pat`
-    /// is a prefix of the suffix at `pos`.
+    /// `T[pos..pos + pat.len()]` (bytes; shorter at the end of T) compared with `pat`, token by
+    /// token by the tokens' values (little-endian, as the file holds them): Equal when `pat` is a
+    /// prefix of the suffix at `pos`. `pos` and `pat`'s length are whole tokens.
     fn cmp_at(&self, pos: u64, pat: &[u8]) -> Ordering {
         let mut k = self.starts.partition_point(|&s| s <= pos) - 1;
         let mut off = (pos - self.starts[k]) as usize;
@@ -542,7 +637,7 @@ impl Text {
         loop {
             let part = self.part(k);
             let take = (part.len() - off).min(rest.len());
-            match part[off..off + take].cmp(&rest[..take]) {
+            match cmp_tokens(&part[off..off + take], &rest[..take], self.token) {
                 Ordering::Equal => {}
                 o => return o,
             }
@@ -560,6 +655,18 @@ impl Text {
     }
 }
 
+/// `a` against `b` (as long as `a`), little-endian tokens of `token` bytes compared by value.
+fn cmp_tokens(a: &[u8], b: &[u8], token: usize) -> Ordering {
+    if token == 1 {
+        return a.cmp(b);
+    }
+    let value = |t: &[u8]| t.iter().rev().fold(0u32, |v, &x| (v << 8) | x as u32);
+    (a.chunks_exact(token).zip(b.chunks_exact(token)))
+        .map(|(x, y)| value(x).cmp(&value(y)))
+        .find(|o| o.is_ne())
+        .unwrap_or(Ordering::Equal)
+}
+
 /// An index opened for queries: the SA and T mapped, the metadata read.
 pub struct Index {
     /// The index's metadata (`OUT.meta`).
@@ -569,12 +676,16 @@ pub struct Index {
     pub warnings: Vec<String>,
     sa: Option<memmap2::Mmap>,
     text: Text,
+    /// The document table (`OUT.docs`) of an index built with `--doc-sep`.
+    docs: Option<memmap2::Mmap>,
 }
 
-/// Where a match lies: its record (index into the records) and offset in it, and its offset in T.
+/// Where a match lies: its record (index into the records; with a document table, its
+/// document's number) and offset in it, and its offset in T.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hit {
-    /// The record it lies in (an index into the records).
+    /// The record it lies in (an index into the records), or with a document table
+    /// ([`IndexMeta::doc_sep`]) the document.
     pub record: usize,
     /// Its offset in that record.
     pub offset: u64,
@@ -614,11 +725,24 @@ impl Index {
             input_modified: None,
         };
         let sa = open_checked(&sa_file, &meta_path, &mut warnings)?;
+        let docs_file = meta.doc_sep.map(|_| Expected {
+            path: side_path(out, ".docs"),
+            size: 0,
+            stamp: meta.stamps.and_then(|s| s.docs),
+            input_modified: None,
+        });
+        let docs = (docs_file.as_ref())
+            .map(|e| open_checked(e, &meta_path, &mut warnings))
+            .transpose()?;
         let text_files = text_files(out, &meta);
         let opened: Vec<File> = (text_files.iter())
             .map(|e| open_checked(e, &meta_path, &mut warnings))
             .collect::<Result<_>>()?;
         let sa = map(&sa, out)?;
+        let docs = match (&docs, &docs_file) {
+            (Some(f), Some(e)) => map(f, &e.path)?,
+            _ => None,
+        };
         let mut parts = Vec::new();
         let mut starts = vec![0u64];
         for (f, e) in opened.iter().zip(&text_files) {
@@ -626,21 +750,23 @@ impl Index {
             starts.push(starts.last().copied().unwrap_or(0) + e.size);
         }
         still_the_same(&meta_path, &meta, &seen)?;
+        let token = meta.token_bytes() as usize;
         Ok(Index {
             meta,
             warnings,
             sa,
-            text: Text { parts, starts },
+            text: Text {
+                parts,
+                starts,
+                token,
+            },
+            docs,
         })
     }
 
     /// SA[k], or an error where it is not below n (a damaged file).
     fn sa(&self, k: usize) -> Result<u64> {
-        let w = self.meta.width as usize;
-        let sa = self.sa.as_deref().unwrap_or(&[]);
-        let mut b = [0u8; 8];
-        b[..w].copy_from_slice(&sa[k * w..(k + 1) * w]);
-        let v = u64::from_le_bytes(b);
+        let v = entry(self.sa.as_deref(), self.meta.width as usize, k);
         if v >= self.meta.n {
             return Err(Error::BadInput(format!(
                 "entry {k} of the suffix array is {v}, not below n = {}: the file is damaged; build the index again",
@@ -664,8 +790,9 @@ impl Index {
     pub fn range(&self, pat: &[u8]) -> Result<(usize, usize)> {
         let n = self.meta.n as usize;
         let damaged = std::cell::Cell::new(None);
+        let token = self.meta.token_bytes();
         let cmp = |k: usize| match self.sa(k) {
-            Ok(pos) => self.text.cmp_at(pos, pat),
+            Ok(pos) => self.text.cmp_at(pos * token, pat),
             Err(e) => {
                 damaged.set(Some(e));
                 Ordering::Equal
@@ -686,20 +813,40 @@ impl Index {
             .map(|k| self.sa(k))
             .collect::<Result<_>>()?;
         pos.sort_unstable();
-        let recs = &self.meta.records;
-        Ok(pos
-            .into_iter()
-            .map(|p| {
-                let r = recs.partition_point(|r| r.start <= p).saturating_sub(1);
-                let offset = recs.get(r).map_or(p, |rec| p - rec.start.min(p));
-                Hit {
-                    record: r,
-                    offset,
-                    text_offset: p,
-                }
-            })
-            .collect())
+        Ok(pos.into_iter().map(|p| self.place(p)).collect())
     }
+
+    /// Where the position `p` of T lies: its record, or with a document table its document,
+    /// and the offset in it (a separator counts as the end of the document before it; one at
+    /// T's start as the first document's start).
+    fn place(&self, p: u64) -> Hit {
+        let (record, start) = match &self.docs {
+            Some(docs) => {
+                let w = self.meta.width as usize;
+                let at = |k: usize| entry(Some(docs), w, k);
+                let d = partition(docs.len() / w, |k| at(k) <= p).saturating_sub(1);
+                (d, (docs.len() >= w).then(|| at(d)))
+            }
+            None => {
+                let recs = &self.meta.records;
+                let r = recs.partition_point(|r| r.start <= p).saturating_sub(1);
+                (r, recs.get(r).map(|rec| rec.start))
+            }
+        };
+        Hit {
+            record,
+            offset: start.map_or(p, |s| p - s.min(p)),
+            text_offset: p,
+        }
+    }
+}
+
+/// Entry `k` of the little-endian array of `w`-byte entries `file` maps.
+fn entry(file: Option<&[u8]>, w: usize, k: usize) -> u64 {
+    let file = file.unwrap_or(&[]);
+    let mut b = [0u8; 8];
+    b[..w].copy_from_slice(&file[k * w..(k + 1) * w]);
+    u64::from_le_bytes(b)
 }
 
 /// The first k in `0..n` for which `pred` is false (`pred` true then false).

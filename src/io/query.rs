@@ -4,7 +4,11 @@
 //!
 //! Output (TSV), for each pattern in order: `pattern<TAB>count`; with `locate`, then one line per
 //! reported match, `pattern<TAB>record<TAB>offset` (offset in the record; for a raw input the
-//! record is the input file). With `json`, one JSON object per pattern and line instead.
+//! record is the input file; with a document table, the document's number and the offset in
+//! it). With `json`, one JSON object per pattern and line instead.
+//!
+//! A token index (`--token-width`) takes patterns of decimal token ids separated by spaces (one
+//! pattern a line in a file), and counts n-grams.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -233,16 +237,30 @@ pub fn run(q: &Query, out: &mut impl Write, warn: impl Fn(&str)) -> Result<Query
     let index = Index::open(&q.index)?;
     index.warnings.iter().for_each(|w| warn(w));
     let sequence = index.meta.sequence;
+    let tokens = index.meta.token_width > 0;
+    // Whitespace around a pattern is dropped where the text cannot hold it, or separates ids.
+    let trim = sequence || tokens;
     let mut patterns = q.patterns.clone();
-    trim_all(&mut patterns, sequence);
+    trim_all(&mut patterns, trim);
     if patterns.iter().any(|p| p.is_empty()) {
-        return Err(Error::Usage(match sequence {
-            true => "an empty pattern (or only whitespace, which a sequence index drops) occurs at every position: give patterns of at least one character",
-            false => "an empty pattern occurs at every position: give patterns of at least one character",
+        return Err(Error::Usage(match (sequence, tokens) {
+            (true, _) => "an empty pattern (or only whitespace, which a sequence index drops) occurs at every position: give patterns of at least one character",
+            (_, true) => "an empty pattern occurs at every position: give patterns of at least one token id",
+            _ => "an empty pattern occurs at every position: give patterns of at least one character",
         }.into()));
     }
+    let format = match (tokens, q.patterns_format) {
+        (true, Some(f)) if f != Format::Raw => {
+            return Err(Error::Usage(format!(
+                "a token index takes patterns of token ids, one a line: not --patterns-format {}",
+                f.name()
+            )))
+        }
+        (true, _) => Some(Format::Raw),
+        (false, f) => f,
+    };
     let mut file = match &q.patterns_file {
-        Some(f) => Some(Patterns::open(f, q.patterns_format, sequence)?),
+        Some(f) => Some(Patterns::open(f, format, sequence)?),
         None => None,
     };
     let mut answers = Answers {
@@ -257,7 +275,7 @@ pub fn run(q: &Query, out: &mut impl Write, warn: impl Fn(&str)) -> Result<Query
             break;
         };
         // Empty ones in a file (blank lines, empty reads) are skipped.
-        trim_all(&mut batch, sequence);
+        trim_all(&mut batch, trim);
         batch.retain(|p| !p.is_empty());
         going = answers.write(&batch)?;
     }
@@ -269,9 +287,10 @@ pub fn run(q: &Query, out: &mut impl Write, warn: impl Fn(&str)) -> Result<Query
     Ok(report)
 }
 
-/// Drops the whitespace around each pattern for a `sequence` index (its text holds none).
-fn trim_all(patterns: &mut [Vec<u8>], sequence: bool) {
-    if !sequence {
+/// Drops the whitespace around each pattern where `trim` (a sequence index, whose text holds
+/// none; a token index, whose patterns are ids).
+fn trim_all(patterns: &mut [Vec<u8>], trim: bool) {
+    if !trim {
         return;
     }
     for p in patterns.iter_mut() {
@@ -334,14 +353,29 @@ fn answer(
     max: usize,
     json: bool,
 ) -> Result<(Vec<u8>, u64)> {
-    let folded = index.fold(pat);
-    let range = index.range(&folded)?;
+    let key = match index.meta.token_width {
+        0 => index.fold(pat),
+        w => std::borrow::Cow::Owned(token_key(pat, w)?),
+    };
+    let range = index.range(&key)?;
     let count = (range.1 - range.0) as u64;
     let hits = match locate {
         true => index.locate(range, max)?,
         false => Vec::new(),
     };
-    let name = |r: usize| index.meta.records.get(r).map_or(&[][..], |r| &r.name[..]);
+    let documents = index.meta.doc_sep.is_some();
+    let name = |r: usize| -> std::borrow::Cow<'_, [u8]> {
+        match documents {
+            true => r.to_string().into_bytes().into(),
+            false => (index.meta.records.get(r))
+                .map_or(&[][..], |r| &r.name[..])
+                .into(),
+        }
+    };
+    let place = match documents {
+        true => "document",
+        false => "record",
+    };
     if json {
         let shown = String::from_utf8_lossy(pat);
         let mut s = format!("{{\"pattern\": {}, \"count\": {count}", json_str(&shown));
@@ -349,11 +383,13 @@ fn answer(
             let list: Vec<String> = hits
                 .iter()
                 .map(|h| {
+                    let shown = match documents {
+                        true => h.record.to_string(),
+                        false => json_str(&String::from_utf8_lossy(&name(h.record))),
+                    };
                     format!(
-                        "{{\"record\": {}, \"offset\": {}, \"text_offset\": {}}}",
-                        json_str(&String::from_utf8_lossy(name(h.record))),
-                        h.offset,
-                        h.text_offset
+                        "{{\"{place}\": {shown}, \"offset\": {}, \"text_offset\": {}}}",
+                        h.offset, h.text_offset
                     )
                 })
                 .collect();
@@ -367,8 +403,34 @@ fn answer(
     for h in &hits {
         s.extend_from_slice(&shown);
         s.push(b'\t');
-        s.extend_from_slice(&tsv_field(name(h.record)));
+        s.extend_from_slice(&tsv_field(&name(h.record)));
         s.extend_from_slice(format!("\t{}\n", h.offset).as_bytes());
     }
     Ok((s, count))
+}
+
+/// The bytes a token index's file holds for `pat`, decimal token ids separated by whitespace:
+/// each id little-endian in `width` bytes. Errors name the pattern and the id that is not one.
+fn token_key(pat: &[u8], width: u32) -> Result<Vec<u8>> {
+    let max = (1u64 << (8 * width)) - 1;
+    let mut key = Vec::with_capacity(pat.len());
+    for id in pat
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+    {
+        let value = std::str::from_utf8(id)
+            .ok()
+            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|&v| v <= max);
+        let Some(value) = value else {
+            return Err(Error::BadInput(format!(
+                "pattern '{}': '{}' is not a token id: this index holds tokens of {width} byte(s), and takes patterns of decimal ids 0 to {max} separated by spaces",
+                String::from_utf8_lossy(pat),
+                String::from_utf8_lossy(id)
+            )));
+        };
+        key.extend_from_slice(&value.to_le_bytes()[..width as usize]);
+    }
+    Ok(key)
 }

@@ -201,8 +201,78 @@ fn current() -> IndexMeta {
                 modified: (1_700_000_002, 9),
             }),
             records_size: 28,
+            docs: None,
         }),
+        token_width: 0,
+        doc_sep: None,
     }
+}
+
+/// A raw index of 10 u16 tokens with a document table of 3 entries, of the current version.
+fn tokens_with_docs() -> IndexMeta {
+    let mut m = current();
+    m.sequence = false;
+    m.keep_case = false;
+    m.inputs[0].format = "raw".into();
+    m.token_width = 2;
+    m.doc_sep = Some(0xffff);
+    if let Some(s) = &mut m.stamps {
+        s.text = None;
+        s.docs = Some(FileStamp {
+            size: 15,
+            modified: (1_700_000_003, 1),
+        });
+    }
+    m
+}
+
+/// A token index with a document table round-trips; one whose fields cannot be (a separator
+/// that is no token of its width, no document table's stamp, a table that is not whole
+/// entries, token ids over sequence input) is damaged.
+#[test]
+fn token_indexes_and_their_documents_are_checked() -> TestResult {
+    let meta = tokens_with_docs();
+    assert_eq!(read_bytes("tok", &meta.encode())??, meta);
+    let spoilt: [&dyn Fn(&mut IndexMeta); 5] = [
+        &|m| m.doc_sep = Some(0x1_0000),
+        &|m| m.stamps.iter_mut().for_each(|s| s.docs = None),
+        &|m| {
+            m.stamps
+                .iter_mut()
+                .for_each(|s| s.docs.iter_mut().for_each(|d| d.size = 16))
+        },
+        &|m| m.token_width = 3,
+        &|m| m.inputs[0].size = 10,
+    ];
+    for (k, spoil) in spoilt.iter().enumerate() {
+        let mut m = tokens_with_docs();
+        spoil(&mut m);
+        let e = read_bytes(&format!("tok{k}"), &m.encode())?.unwrap_err();
+        assert!(e.to_string().contains("is damaged"), "{k}: {e}");
+    }
+    Ok(())
+}
+
+/// An index of format version 3 (no tokens, no document table) still reads, as a text of
+/// characters.
+#[test]
+fn version_3_still_reads() -> TestResult {
+    let m = current();
+    let Some(s) = m.stamps else {
+        return Err("the current index has stamps".into());
+    };
+    let v3 = (
+        (3u32, m.n, m.width, m.sequence, m.keep_case, m.revcomp),
+        (m.inputs.clone(), m.records.clone()),
+        Some((s.build, s.sa, s.text, s.records_size)),
+    );
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend(encoded(v3)?);
+    let read = read_bytes("v3", &bytes)??;
+    assert_eq!(read.version, 3);
+    assert_eq!((read.token_width, read.doc_sep), (0, None));
+    assert_eq!(read.stamps.map(|s| (s.sa, s.docs)), Some((s.sa, None)));
+    Ok(())
 }
 
 #[test]
@@ -235,7 +305,9 @@ fn version_2_is_read_without_stamps() -> TestResult {
     meta.version = 2;
     meta.stamps = None;
     let mut bytes = meta.encode();
-    assert_eq!(bytes.pop(), Some(0), "None's tag ends the encoding");
+    // The stamps' None, then version 4's token width (0) and separator (None), end it.
+    let end = bytes.split_off(bytes.len() - 3);
+    assert_eq!(end, [0, 0, 0], "None, 0 and None end the encoding");
     assert_eq!(read_bytes("v2", &bytes)??, meta);
     Ok(())
 }
