@@ -55,6 +55,9 @@ Examples:
                                                   chrX.sa.text, chrX.sa.records.tsv, chrX.sa.meta
   psa query chrX.sa ACGTTGCA --locate             counts and places of patterns (no mpirun; see
                                                   psa query --help)
+  mpirun -n 16 psa repeats --min-len 100 -o dups.tsv corpus.txt
+                                                  spans covered by repeats of 100 bytes or more
+                                                  (see psa repeats --help)
   mpirun -n 64 psa --bwt g.bwt --lcp g.lcp g.fa.gz  SA, BWT (and g.bwt.primary) and LCP in one run
   mpirun -n 64 psa --bwt g.bwt --no-sa g.txt      only the BWT: no SA file is created
   mpirun -n 16 psa --infini-gram --token-width 2 index/
@@ -547,6 +550,117 @@ impl QueryCli {
             max_hits: self.max_hits,
             json: self.json,
         }
+    }
+}
+
+/// `psa repeats`: the duplicate spans of the inputs, under MPI as the build.
+#[derive(Parser, Debug)]
+#[command(
+    name = "psa repeats",
+    version,
+    about = "Spans of the inputs covered by substrings of at least K tokens that occur at least twice",
+    after_help = REPEATS_AFTER_HELP
+)]
+pub struct RepeatsCli {
+    /// Input files, one text of them all in this order (raw bytes, or tokens with
+    /// --token-width; every pe reads only its own slice)
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<PathBuf>,
+    /// Where to write the spans (TSV: b<TAB>e a line)
+    #[arg(short, long, value_name = "SPANS")]
+    pub output: PathBuf,
+    /// K: the fewest tokens a counted substring has
+    #[arg(long, value_name = "K", value_parser = at_least(1))]
+    pub min_len: usize,
+    /// Read every input as little-endian unsigned tokens of this many bytes (1, 2 or 4);
+    /// positions and K count tokens. An input whose size is not a multiple is refused
+    #[arg(long, default_value = "1", value_parser = TokenWidth::parse, value_name = "BYTES")]
+    pub token_width: TokenWidth,
+    /// The document separator: a substring that holds this token (or byte) does not count
+    /// (decimal, or 0x hex: 0xFFFF for infini-gram's u16)
+    #[arg(long, value_name = "TOKEN", value_parser = parse_token)]
+    pub doc_sep: Option<u32>,
+    /// Report only the spans of the LAST input covered by substrings that also occur inside
+    /// one of the other inputs (a test set's contamination), as positions from the last
+    /// input's start
+    #[arg(long)]
+    pub across: bool,
+    /// Algorithm of the suffix array [default: css, or dc3 when only dc3 fits --mem-per-pe;
+    /// dc3 for tokens wider than a byte]
+    #[arg(long, value_enum)]
+    pub algo: Option<AlgoArg>,
+    /// Threads per pe [default: cores of the node / pes on the node]
+    #[arg(long, value_parser = at_least(1))]
+    pub threads: Option<usize>,
+    /// Memory each pe may use (e.g. 3G, 512M): planned as a build that also makes the LCP
+    /// array [default: as the build's]
+    #[arg(long, value_name = "SIZE", value_parser = mem_size)]
+    pub mem_per_pe: Option<u64>,
+    /// Replace SPANS even when it is read-only
+    #[arg(long)]
+    pub force: bool,
+    /// More log output (-v: the settings, the plan and the per-phase table)
+    #[arg(short, long, action = ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub tuning: Tuning,
+}
+
+const REPEATS_AFTER_HELP: &str = "\
+A substring counts when it has at least K tokens, occurs at least twice in the text (the inputs
+concatenated; occurrences may overlap) and holds no --doc-sep token. SPANS lists the union of
+the counted occurrences: one line b<TAB>e for each maximal span [b, e), in text order, positions
+in tokens from 0 (bytes for --token-width 1); overlapping and touching spans are merged into
+one (as deduplicate-text-datasets' collect merges them: [0, 5) and [5, 9) give [0, 9)). With
+--across, b and e count from the last input's start. SPANS is written under a temporary name
+and renamed when complete; no span, an empty file.
+Examples:
+  mpirun -n 16 psa repeats --min-len 100 -o dups.tsv corpus.txt
+  mpirun -n 16 psa repeats --min-len 50 --token-width 2 --doc-sep 65535 -o dups.tsv train.bin
+  mpirun -n 16 psa repeats --min-len 50 --across -o leaked.tsv train.txt test.txt";
+
+impl RepeatsCli {
+    /// The build's command line that gives this one's settings (threads, memory, algorithm,
+    /// logging, the hidden switches; the build's own flags left out), and the job itself.
+    pub fn into_parts(self) -> Result<(Cli, psa::driver::repeats::Repeats), clap::Error> {
+        let mut args: Vec<std::ffi::OsString> = vec!["psa".into()];
+        let mut flag = |f: &str, v: Option<String>| {
+            args.push(f.into());
+            args.extend(v.map(Into::into));
+        };
+        if let Some(t) = self.threads {
+            flag("--threads", Some(t.to_string()));
+        }
+        if let Some(m) = self.mem_per_pe {
+            flag("--mem-per-pe", Some(m.to_string()));
+        }
+        if let Some(a) = self.algo.and_then(|a| a.to_possible_value()) {
+            flag("--algo", Some(a.get_name().to_string()));
+        }
+        for _ in 0..self.verbose {
+            flag("-v", None);
+        }
+        if self.quiet {
+            flag("-q", None);
+        }
+        args.push("--".into());
+        args.push(self.inputs[0].clone().into_os_string());
+        let mut cli = Cli::try_parse_from(args)?;
+        cli.tuning = self.tuning;
+        let job = psa::driver::repeats::Repeats {
+            inputs: self.inputs,
+            output: self.output,
+            min_len: self.min_len as u64,
+            token_width: self.token_width,
+            doc_sep: self.doc_sep.map(u64::from),
+            across: self.across,
+            force: self.force,
+            show_plan: self.verbose >= 1,
+        };
+        Ok((cli, job))
     }
 }
 

@@ -12,7 +12,7 @@ use mpi::traits::Communicator;
 use psa::driver::{report_table, run, Job};
 use psa::{say, Ctx, Error};
 
-use cli::{Cli, QueryCli};
+use cli::{Cli, QueryCli, RepeatsCli};
 
 /// A failed allocation ends the whole job with one clear message (see `psa::alloc`).
 #[global_allocator]
@@ -156,8 +156,14 @@ fn main() -> ExitCode {
     if std::env::var_os("OMP_WAIT_POLICY").is_none() {
         std::env::set_var("OMP_WAIT_POLICY", "passive");
     }
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = match std::env::args_os().nth(1).is_some_and(|a| a == "repeats") {
+        // `psa repeats …`: its own command line, the build's settings. (An input file named
+        // `repeats` is given as `./repeats`.)
+        true => repeats_cli().map(|(cli, job)| (cli, Some(job))),
+        false => Cli::try_parse().map(|cli| (cli, None)),
+    };
+    let (cli, repeats) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             // Every pe parsed the same argv and reached the same verdict; one prints it.
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -237,6 +243,9 @@ fn main() -> ExitCode {
     }
     let result = ctx.comm.agree(psa::backend_for(&ctx)).and_then(|sorter| {
         let ctx = ctx.with_sorter(sorter);
+        if let Some(job) = &repeats {
+            return repeats_job(&ctx, job, cli.verbose);
+        }
         if cli.infini_gram {
             return infini_gram(&ctx, &cli);
         }
@@ -300,6 +309,33 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => exit_with(e, size, rank),
     }
+}
+
+/// `psa repeats …` parsed: the build's command line that gives its settings, and the job.
+fn repeats_cli() -> Result<(Cli, psa::driver::repeats::Repeats), clap::Error> {
+    let args =
+        std::iter::once(std::ffi::OsString::from("psa repeats")).chain(std::env::args_os().skip(2));
+    RepeatsCli::try_parse_from(args)?.into_parts()
+}
+
+/// `psa repeats`: the duplicate spans written ([`psa::driver::repeats::run`]), reported by pe 0.
+/// Collective.
+fn repeats_job(ctx: &Ctx, job: &psa::driver::repeats::Repeats, verbose: u8) -> Result<(), Error> {
+    let report = psa::driver::repeats::run(ctx, job)?;
+    if ctx.comm.rank() == 0 {
+        if verbose >= 1 {
+            log::info!("phases (max and mean over pes):\n{}", report.table());
+        }
+        log::info!(
+            "wrote {} spans covering {} of {} tokens to '{}' in {:.3} s",
+            report.spans,
+            report.covered,
+            report.n,
+            job.output.display(),
+            report.total_secs
+        );
+    }
+    Ok(())
 }
 
 /// `psa --infini-gram DIR`: infini-gram's tables of the directory's shards

@@ -327,6 +327,18 @@ struct WindowAnswer {
 /// entries, for the same range as its SA entries. An error (the same on every pe) only when
 /// [`ATTEMPTS`] bases in a row gave a detected collision.
 pub fn lcp<T: Token>(ctx: &Ctx, text: &[T], sa: Vec<u64>, layout: &Layout) -> Result<Vec<u64>> {
+    Ok(lcp_keeping_sa(ctx, text, sa, layout)?.0)
+}
+
+/// [`lcp`], and this pe's SA part given back (rebuilt from the narrower copy the construction
+/// keeps, so the SA is never held twice at full width while the LCP array is made): (LCP, SA).
+/// Collective.
+pub fn lcp_keeping_sa<T: Token>(
+    ctx: &Ctx,
+    text: &[T],
+    sa: Vec<u64>,
+    layout: &Layout,
+) -> Result<(Vec<u64>, Vec<u64>)> {
     let forced_wide = ctx
         .config
         .forced_index_width()
@@ -366,7 +378,7 @@ fn lcp_here<W: Word, T: Token>(
     text: &[T],
     sa: Vec<u64>,
     layout: &Layout,
-) -> Result<Vec<u64>> {
+) -> Result<(Vec<u64>, Vec<u64>)> {
     let comm = &ctx.comm;
     let n = layout.len() as u64;
     let piece = piece_len(ctx, text.len());
@@ -415,7 +427,10 @@ fn lcp_here<W: Word, T: Token>(
         }
     };
     drop(phi);
-    Ok(ctx.phase("lcp order", || to_sa_order(ctx, &sa, &plcp, layout, piece)))
+    let lcp = ctx.phase("lcp order", || to_sa_order(ctx, &sa, &plcp, layout, piece));
+    drop(plcp);
+    let sa = sa.par_iter().map(|x| x.get()).collect();
+    Ok((lcp, sa))
 }
 
 /// Φ of this pe's text positions: `phi[j − lo]` = SA[ISA[j] − 1], [`Word::NONE`] for the suffix

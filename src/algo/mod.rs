@@ -7,6 +7,7 @@ pub mod dcx;
 pub mod lcp;
 pub mod offload;
 pub mod oracle;
+pub mod repeats;
 pub mod seq;
 pub mod sink;
 mod steps;

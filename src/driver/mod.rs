@@ -6,13 +6,14 @@
 //! settles and measured ([`Report`]), `files.rs` the job's files (judged, created, committed
 //! together), `index_files.rs` the index's side files and their metadata, `report.rs` the
 //! [`Report`] gathered, as a table and as JSON; `infini_gram.rs` infini-gram's index directory,
-//! one job per table.
+//! one job per table; `repeats.rs` `psa repeats`, the duplicate spans of the inputs as TSV.
 
 mod docs;
 mod files;
 mod index_files;
 pub mod infini_gram;
 mod job;
+pub mod repeats;
 mod report;
 mod tokens;
 
