@@ -65,21 +65,7 @@ pub struct RepeatsReport {
 impl RepeatsReport {
     /// The phases as a table for the log (max and mean over pes).
     pub fn table(&self) -> String {
-        let mut s = format!(
-            "{:<5} {:<18} {:>10} {:>10} {:>12} {:>12}\n",
-            "level", "phase", "max s", "mean s", "max MB sent", "max MB peak"
-        );
-        for ph in &self.phases {
-            s.push_str(&format!(
-                "{:<5} {:<18} {:>10.3} {:>10.3} {:>12.1} {:>12.1}\n",
-                ph.level,
-                ph.name,
-                ph.max_secs,
-                ph.mean_secs,
-                ph.max_bytes / 1e6,
-                ph.max_peak_rss / 1e6
-            ));
-        }
+        let mut s = super::report::phase_rows(&self.phases, self.n);
         s.push_str(&format!(
             "total {:.3} s; peak RSS max {:.1} MB per pe",
             self.total_secs,

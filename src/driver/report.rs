@@ -8,7 +8,7 @@ use crate::config::json_str;
 use crate::io::seq::Format;
 use crate::io::Width;
 use crate::plan;
-use crate::stats::summarise;
+use crate::stats::{summarise, PhaseSummary};
 use crate::Ctx;
 
 impl Report {
@@ -69,15 +69,15 @@ fn comm_max_f64(ctx: &Ctx, x: f64) -> f64 {
     ctx.comm.all_reduce_f64(&[x]).0[0]
 }
 
-/// The report as a table for the log (Kulla–Sanders Table 1 style: max and mean over pes).
-pub fn report_table(r: &Report) -> String {
-    let mut s = String::new();
-    s.push_str(&format!(
+/// The phases of a job over a text of `n` characters as a table's header and rows: max and mean
+/// time over pes, bytes sent, the largest pe's peak and the sum of the pes' peaks per character.
+pub(super) fn phase_rows(phases: &[PhaseSummary], n: usize) -> String {
+    let mut s = format!(
         "{:<5} {:<18} {:>10} {:>10} {:>12} {:>12} {:>14}\n",
         "level", "phase", "max s", "mean s", "max MB sent", "max MB peak", "sum peak B/ch"
-    ));
-    let n = r.n.max(1) as f64;
-    for ph in &r.phases {
+    );
+    let n = n.max(1) as f64;
+    for ph in phases {
         s.push_str(&format!(
             "{:<5} {:<18} {:>10.3} {:>10.3} {:>12.1} {:>12.1} {:>14.1}\n",
             ph.level,
@@ -89,6 +89,12 @@ pub fn report_table(r: &Report) -> String {
             ph.sum_peak_rss / n
         ));
     }
+    s
+}
+
+/// The report as a table for the log (Kulla–Sanders Table 1 style: max and mean over pes).
+pub fn report_table(r: &Report) -> String {
+    let mut s = phase_rows(&r.phases, r.n);
     let peak = r.peak_rss.iter().copied().max().unwrap_or(0);
     s.push_str(&format!(
         "total {:.3} s ({:.2} MB/s); peak RSS max {:.1} MB per pe, {} summed over pes; fullest pe {:.2}× mean",
