@@ -327,7 +327,7 @@ struct WindowAnswer {
 /// entries, for the same range as its SA entries. An error (the same on every pe) only when
 /// [`ATTEMPTS`] bases in a row gave a detected collision.
 pub fn lcp<T: Token>(ctx: &Ctx, text: &[T], sa: Vec<u64>, layout: &Layout) -> Result<Vec<u64>> {
-    Ok(lcp_keeping_sa(ctx, text, sa, layout)?.0)
+    Ok(lcp_with(ctx, text, sa, layout, false)?.0)
 }
 
 /// [`lcp`], and this pe's SA part given back (rebuilt from the narrower copy the construction
@@ -339,14 +339,26 @@ pub fn lcp_keeping_sa<T: Token>(
     sa: Vec<u64>,
     layout: &Layout,
 ) -> Result<(Vec<u64>, Vec<u64>)> {
+    let (lcp, sa) = lcp_with(ctx, text, sa, layout, true)?;
+    Ok((lcp, sa.unwrap_or_default()))
+}
+
+/// [`lcp`], and where `keep_sa` this pe's SA part given back. Collective.
+fn lcp_with<T: Token>(
+    ctx: &Ctx,
+    text: &[T],
+    sa: Vec<u64>,
+    layout: &Layout,
+    keep_sa: bool,
+) -> Result<(Vec<u64>, Option<Vec<u64>>)> {
     let forced_wide = ctx
         .config
         .forced_index_width()
         .is_some_and(|w| w != IndexWidth::W32);
     ctx.install(
         |ctx| match layout.len() < u32::MAX as usize && !forced_wide {
-            true => lcp_here::<u32, T>(ctx, text, sa, layout),
-            false => lcp_here::<u64, T>(ctx, text, sa, layout),
+            true => lcp_here::<u32, T>(ctx, text, sa, layout, keep_sa),
+            false => lcp_here::<u64, T>(ctx, text, sa, layout, keep_sa),
         },
     )
 }
@@ -378,7 +390,8 @@ fn lcp_here<W: Word, T: Token>(
     text: &[T],
     sa: Vec<u64>,
     layout: &Layout,
-) -> Result<(Vec<u64>, Vec<u64>)> {
+    keep_sa: bool,
+) -> Result<(Vec<u64>, Option<Vec<u64>>)> {
     let comm = &ctx.comm;
     let n = layout.len() as u64;
     let piece = piece_len(ctx, text.len());
@@ -429,7 +442,7 @@ fn lcp_here<W: Word, T: Token>(
     drop(phi);
     let lcp = ctx.phase("lcp order", || to_sa_order(ctx, &sa, &plcp, layout, piece));
     drop(plcp);
-    let sa = sa.par_iter().map(|x| x.get()).collect();
+    let sa = keep_sa.then(|| sa.par_iter().map(|x| x.get()).collect());
     Ok((lcp, sa))
 }
 
