@@ -407,12 +407,12 @@ fn candidates(config: &Config, shape: &Shape, algo: Algo, budget: u64) -> Vec<Kn
     v
 }
 
-/// pCSS' key ranges before any budget: the configured ones, or for a text of 16-bit tokens (whose
-/// keys take 128 bits) [`TOKEN_SORT_ROUNDS`] where they are auto. Others: as configured.
+/// pCSS' key ranges before any budget: the configured ones, or for a text of 16- or 32-bit tokens
+/// (whose keys take 128 bits) [`TOKEN_SORT_ROUNDS`] where they are auto. Others: as configured.
 fn first_sort_rounds(config: &Config, shape: &Shape, algo: Algo) -> usize {
     let auto = config.css.sort_rounds == 0;
     match (algo, shape.token_width, auto) {
-        (Algo::Css, TokenWidth::W2, true) => TOKEN_SORT_ROUNDS,
+        (Algo::Css, TokenWidth::W2 | TokenWidth::W4, true) => TOKEN_SORT_ROUNDS,
         _ => config.css.sort_rounds,
     }
 }
@@ -422,10 +422,13 @@ fn first_sort_rounds(config: &Config, shape: &Shape, algo: Algo) -> usize {
 /// token against 5 s and 57; pDC3 took 3.9 s and 41; `docs/decisions.md`).
 pub const TOKEN_SORT_ROUNDS: usize = 4;
 
+/// The algorithm a text of 32-bit tokens starts from where none is given (`docs/decisions.md`).
+pub const WIDE_TOKEN_ALGO: Algo = Algo::Dc3;
+
 /// The plan of a run of `shape` under `config` (see the module's docs). Local and pure: every pe
 /// passing the same settings and shape gets the same plan (or the same refusal).
 pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
-    let algos = algorithms(config, shape)?;
+    let algos = algorithms(config, shape);
     let budget = config.mem_per_pe;
     let all: Vec<Knobs> = algos
         .iter()
@@ -456,26 +459,21 @@ pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
 }
 
 /// The algorithms the plan may choose from, the configured first: the other one too where
-/// [`Config::plan_algo`] allows. A text of 32-bit tokens takes pDC3 alone: pCSS packs characters
-/// of at most 16 bits, and asking for it is refused ([`Error::Usage`]).
-fn algorithms(config: &Config, shape: &Shape) -> Result<Vec<Algo>> {
-    if shape.token_width == TokenWidth::W4 {
-        return match (config.algo, config.plan_algo) {
-            (Algo::Css, false) => Err(Error::Usage(format!(
-                "--algo css takes bytes and 16-bit tokens: --token-width {} needs --algo dc3 (or no --algo)",
-                shape.token_width
-            ))),
-            _ => Ok(vec![Algo::Dc3]),
-        };
-    }
-    let mut algos = vec![config.algo];
+/// [`Config::plan_algo`] allows. Where the algorithm is not given (`plan_algo`), a text of 32-bit
+/// tokens starts from [`WIDE_TOKEN_ALGO`].
+fn algorithms(config: &Config, shape: &Shape) -> Vec<Algo> {
+    let first = match (shape.token_width, config.plan_algo) {
+        (TokenWidth::W4, true) => WIDE_TOKEN_ALGO,
+        _ => config.algo,
+    };
+    let mut algos = vec![first];
     if config.plan_algo {
-        algos.push(match config.algo {
+        algos.push(match first {
             Algo::Css => Algo::Dc3,
             Algo::Dc3 => Algo::Css,
         });
     }
-    Ok(algos)
+    algos
 }
 
 /// The message of a refused run: the budget, the need, the leanest plan, and what to do.
@@ -535,7 +533,7 @@ fn refusal(
     let mut pes = shape.pes.max(1);
     let fits = |pes: usize| {
         let s = Shape { pes, ..*shape };
-        let allowed = algorithms(config, shape).unwrap_or_default();
+        let allowed = algorithms(config, shape);
         let knobs = [Algo::Css, Algo::Dc3]
             .into_iter()
             .filter(|a| allowed.contains(a))

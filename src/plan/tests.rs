@@ -376,8 +376,9 @@ fn the_refusal_names_enough_pes() {
     assert!(choose(&config(Some(budget)), &shape(1 << 30, pes / 2), "").is_err());
 }
 
-/// A text of 16-bit tokens takes pCSS in [`TOKEN_SORT_ROUNDS`] key ranges without a budget
-/// (configured ranges kept); one of 32-bit tokens pDC3, and `--algo css` on it is refused.
+/// A text of 16- or 32-bit tokens takes pCSS in [`TOKEN_SORT_ROUNDS`] key ranges without a budget
+/// (configured ranges kept); one of 32-bit tokens starts from [`WIDE_TOKEN_ALGO`] where no
+/// algorithm is given.
 #[test]
 fn token_texts_get_their_algorithm() -> TestResult {
     let u16s = Shape {
@@ -397,12 +398,8 @@ fn token_texts_get_their_algorithm() -> TestResult {
         token_width: TokenWidth::W4,
         ..shape(1 << 24, 2)
     };
-    assert_eq!(choose(&free, &u32s, "test")?.knobs.algo, Algo::Dc3);
-    let e = choose(&config(None), &u32s, "test").unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("--algo css takes bytes and 16-bit tokens"),
-        "{e}"
-    );
+    assert_eq!(choose(&free, &u32s, "test")?.knobs.algo, WIDE_TOKEN_ALGO);
+    let k = choose(&config(None), &u32s, "test")?.knobs;
+    assert_eq!((k.algo, k.sort_rounds), (Algo::Css, TOKEN_SORT_ROUNDS));
     Ok(())
 }
