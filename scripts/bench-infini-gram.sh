@@ -33,7 +33,7 @@
 #          --python PY (a python3 that imports infini_gram.indexing and numpy, for a host
 #          without network: no venv is made)  --copies C [1]  --rate R [0.005].
 # Environment: PSA_COMMIT names the commit of --psa in the report where the binary was built
-# elsewhere (default: this checkout's HEAD).
+# elsewhere (default: this checkout's HEAD), PSA_PROFILE its Cargo profile (default: ci).
 #
 # Needs: mpirun (Open MPI), /usr/bin/time (GNU time), python3 with venv and network to PyPI the
 # first time (infini-gram 2.6.0 and numpy are installed into target/infini-gram-venv, as
@@ -197,7 +197,7 @@ shown_work=${WORK#"$PWD"/}
 $helper report --runs "$runs" --compare "$WORK/compare.json" --out "$OUTMD" \
   --meta "date=$date" --meta "label=$LABEL" --meta "nproc=$(nproc)" --meta "cpu=$cpu" \
   --meta "mem=$mem" --meta "os=$os_desc" --meta "commit=$commit" --meta "psa=$shown_psa" \
-  --meta "mpi=$mpi" --meta "ig_version=$ig_version" --meta "python=$pyver" \
+  --meta "mpi=$mpi" --meta "profile=${PSA_PROFILE:-ci}" --meta "ig_version=$ig_version" --meta "python=$pyver" \
   --meta "corpora=$corpora_desc$copies_desc" --meta "tokens=$tokens" --meta "documents=$documents" \
   --meta "unk=$unk" --meta "tokenize_s=$tokenize_s" --meta "reps=$REPS" \
   --meta "order=$(IFS=';'; echo "${order[*]}" | sed 's/;/; /g')" \
