@@ -626,7 +626,7 @@ mod tests {
                     pool_piece: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 11 + 2 + 2 + 5 + 3 + 3 + 8);
+        assert_eq!(names.len(), 11 + 2 + 2 + 6 + 3 + 3 + 8);
     }
 
     /// The knobs a run kept replace the configured ones in what `--stats` shows, and nothing else.
