@@ -417,18 +417,15 @@ fn first_sort_rounds(config: &Config, shape: &Shape, algo: Algo) -> usize {
     }
 }
 
-/// pCSS' key ranges on a text of 16-bit tokens without a budget: measured both faster and about a
-/// third of the memory of one range (word-level English tokens, p = 2: 2.3 s and 19 bytes a
-/// token against 5 s and 57; pDC3 took 3.9 s and 41; `docs/decisions.md`).
+/// pCSS' key ranges on a text of 16- or 32-bit tokens without a budget: measured both faster and
+/// about a third of the memory of one range (16-bit word-level English tokens, p = 2: 2.3 s and
+/// 19 bytes a token against 5 s and 57; pDC3 took 3.9 s and 41; `docs/decisions.md`).
 pub const TOKEN_SORT_ROUNDS: usize = 4;
-
-/// The algorithm a text of 32-bit tokens starts from where none is given (`docs/decisions.md`).
-pub const WIDE_TOKEN_ALGO: Algo = Algo::Dc3;
 
 /// The plan of a run of `shape` under `config` (see the module's docs). Local and pure: every pe
 /// passing the same settings and shape gets the same plan (or the same refusal).
 pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
-    let algos = algorithms(config, shape);
+    let algos = algorithms(config);
     let budget = config.mem_per_pe;
     let all: Vec<Knobs> = algos
         .iter()
@@ -459,16 +456,11 @@ pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
 }
 
 /// The algorithms the plan may choose from, the configured first: the other one too where
-/// [`Config::plan_algo`] allows. Where the algorithm is not given (`plan_algo`), a text of 32-bit
-/// tokens starts from [`WIDE_TOKEN_ALGO`].
-fn algorithms(config: &Config, shape: &Shape) -> Vec<Algo> {
-    let first = match (shape.token_width, config.plan_algo) {
-        (TokenWidth::W4, true) => WIDE_TOKEN_ALGO,
-        _ => config.algo,
-    };
-    let mut algos = vec![first];
+/// [`Config::plan_algo`] allows.
+fn algorithms(config: &Config) -> Vec<Algo> {
+    let mut algos = vec![config.algo];
     if config.plan_algo {
-        algos.push(match first {
+        algos.push(match config.algo {
             Algo::Css => Algo::Dc3,
             Algo::Dc3 => Algo::Css,
         });
@@ -533,7 +525,7 @@ fn refusal(
     let mut pes = shape.pes.max(1);
     let fits = |pes: usize| {
         let s = Shape { pes, ..*shape };
-        let allowed = algorithms(config, shape);
+        let allowed = algorithms(config);
         let knobs = [Algo::Css, Algo::Dc3]
             .into_iter()
             .filter(|a| allowed.contains(a))

@@ -97,7 +97,7 @@ use first_sort::{first_sort, Names};
 use handover::{finish, hand_over, HandOver, Progress};
 use keys::{FirstKey, HiKey, KeyGen, WideKey};
 use place::{deliver_names, place};
-use predict::predict;
+use predict::{predict, predicts};
 use ranks::{ranked, Ranked};
 use refine::Doubling;
 
@@ -226,8 +226,7 @@ impl<C: Token> Run<'_, C> {
         let (keys, held) = ctx.phase("keys", || {
             KeyGen::<R, C>::made(ctx, text, layout, codes, rounds)
         });
-        let predicted = knobs
-            .predict
+        let predicted = (knobs.predict && predicts(codes))
             .then(|| predict(ctx, text, layout, codes, held.as_deref()));
         let decided = predicted
             .and_then(|(shared, k)| hand_over(ctx, n, Progress::Predicted { shared, k }, knobs));
