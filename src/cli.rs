@@ -597,10 +597,14 @@ pub struct RepeatsCli {
     #[arg(long, value_parser = at_least(1))]
     pub threads: Option<usize>,
     /// Memory each pe may use (e.g. 3G, 512M): planned as a build that also makes the LCP
-    /// array [default: as the build's]
+    /// array, then the span phases [default: as the build's]
     #[arg(long, value_name = "SIZE", value_parser = mem_size)]
     pub mem_per_pe: Option<u64>,
-    /// Replace SPANS even when it is read-only
+    /// Write the job, every setting, the memory plan beside the measured peak, and each
+    /// phase's time and memory as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+    /// Replace SPANS (and the stats file) even when it is read-only
     #[arg(long)]
     pub force: bool,
     /// More log output (-v: the settings, the plan and the per-phase table)
@@ -663,6 +667,7 @@ impl RepeatsCli {
             across: self.across,
             force: self.force,
             show_plan: self.verbose >= 1,
+            stats: self.stats,
         };
         Ok((cli, job))
     }

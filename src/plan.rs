@@ -62,6 +62,9 @@ pub struct Shape {
     pub bwt: bool,
     /// Whether the LCP array is built (`--lcp`).
     pub lcp: bool,
+    /// Whether `psa repeats` finds the duplicate spans from the SA and LCP array
+    /// ([`crate::algo::repeats`]) after building them.
+    pub spans: bool,
     /// Bytes pe 0 holds from before the build to its end besides it: the table of the input's
     /// records (names and places) of sequence input ([`crate::io::seq::Scanned::records_bytes`]);
     /// 0 for raw input. More pes do not shrink it.
@@ -208,6 +211,36 @@ const BWT_BYTES_PER_CHAR: f64 = 40.0;
 /// MB a pe); rounded up to cover the 8-byte words above 2^32 characters.
 const LCP_BYTES_PER_CHAR: f64 = 26.0;
 
+/// [`LCP_BYTES_PER_CHAR`] where Φ, PLCP and the requests take 8-byte words (past 2^32
+/// characters, or a forced wider index): measured at 35.5 bytes per character of the block on
+/// 8 MiB of aⁿ, Fibonacci and DNA at p = 2 with 40- and 64-bit indices; 7 % to spare.
+const LCP_WIDE_BYTES_PER_CHAR: f64 = 38.0;
+
+/// The LCP array's bytes per character of the block at the run's index width.
+fn lcp_bytes_per_char(shape: &Shape) -> f64 {
+    match IndexWidth::choose(shape.n as u64, shape.index_at_least) {
+        IndexWidth::W32 => LCP_BYTES_PER_CHAR,
+        _ => LCP_WIDE_BYTES_PER_CHAR,
+    }
+}
+
+/// The duplicate spans (`algo::repeats`, after the LCP array), bytes per character of the block:
+/// the text, and the most of the scan (the SA and LCP parts, 8 bytes an entry each, and a record
+/// of two index words for every entry: aⁿ gives one for every suffix) and of the records' move to
+/// their owners (the records, their send buffer and a bucket word each), plus 2 bytes the
+/// allocator keeps from the phases before; with 5 % to spare. Measured above the base at
+/// 26.3, 28.4 and 38.3 bytes per character (32-, 40- and 64-bit records) on 8 MiB of aⁿ and
+/// Fibonacci at p = 2, against 28.4, 30.5 and 41.0 here; DNA took 18.
+fn spans_bytes_per_char(shape: &Shape) -> f64 {
+    let record: f64 = match IndexWidth::choose(shape.n as u64, shape.index_at_least) {
+        IndexWidth::W32 => 8.0,
+        IndexWidth::W40 => 10.0,
+        IndexWidth::W64 => 16.0,
+    };
+    let held = (16.0 + record).max(2.0 * record + 4.0);
+    1.05 * (shape.token_width.bytes() as f64 + held + 2.0)
+}
+
 /// The model's coefficients of `knobs.algo`.
 pub fn costs(shape: &Shape, knobs: &Knobs) -> Costs {
     match knobs.algo {
@@ -235,7 +268,8 @@ pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
     let wider = token_factor(shape) - 1.0;
     let check = after(shape.check, check_bytes_per_char(shape) + wider);
     let bwt = after(shape.bwt, BWT_BYTES_PER_CHAR + 2.0 * wider);
-    let lcp = after(shape.lcp, LCP_BYTES_PER_CHAR + wider);
+    let lcp = after(shape.lcp, lcp_bytes_per_char(shape) + wider);
+    let spans = after(shape.spans, spans_bytes_per_char(shape));
     // After the build pe 0 writes the records table and the index's metadata from its records:
     // about twice their bytes again.
     let index = if shape.index {
@@ -243,7 +277,7 @@ pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
     } else {
         0.0
     };
-    let most = build.max(check).max(bwt).max(lcp).max(index);
+    let most = build.max(check).max(bwt).max(lcp).max(spans).max(index);
     shape.base + per_peer(shape) + shape.held + most.ceil() as u64
 }
 

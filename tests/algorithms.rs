@@ -536,6 +536,7 @@ fn leanest_memory_budget() {
             check: true,
             bwt: false,
             lcp: false,
+            spans: false,
             held: 0,
             index: true,
         };

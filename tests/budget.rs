@@ -34,19 +34,11 @@ fn leanest(n: usize, p: usize, algo: Algo, sort_rounds: usize) -> u64 {
         check: false,
         bwt: false,
         lcp: false,
+        spans: false,
         held: 0,
         index: true,
     };
     choose(&config, &shape, "").expect("no budget").leanest
-}
-
-/// The value of `"key": …` in a JSON text (up to the next comma or brace).
-fn json_value<'a>(json: &'a str, key: &str) -> &'a str {
-    let at = json
-        .find(&format!("\"{key}\": "))
-        .unwrap_or_else(|| panic!("no \"{key}\" in {json}"));
-    let v = &json[at + key.len() + 4..];
-    v[..v.find([',', '}', '\n']).unwrap_or(v.len())].trim()
 }
 
 #[test]

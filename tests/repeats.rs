@@ -9,6 +9,8 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 
 use common::*;
+use psa::plan::{choose, Shape};
+use psa::Config;
 
 /// Process counts of the runs.
 const PES: &[usize] = &[1, 2, 3, 4, 7];
@@ -236,6 +238,10 @@ fn byte_texts_match_the_oracle() {
             "--request-piece",
             "3",
         ]),
+        Case::bytes("planted, 40-bit records", &planted(rng.next_u64(), 2500), 5)
+            .with(&["--index-bits", "40"]),
+        Case::bytes("fibonacci, 64-bit records", &gen::fibonacci(1000), 6)
+            .with(&["--index-bits", "64"]),
         Case::bytes("nested", &nested, 6),
         Case::bytes("K above every repeat", &gen::random(14, 1500, 256, 0), 40),
         Case::bytes("K = n", b"abcabc", 6),
@@ -266,6 +272,9 @@ fn separators_cut_repeats() {
     let cases = vec![
         Case::bytes("seps on boundaries", &doc_text(21, &on), 5).with_sep(b'#' as u64),
         Case::bytes("seps beside boundaries", &doc_text(22, &beside), 4).with_sep(b'#' as u64),
+        Case::bytes("seps, 40-bit records", &doc_text(24, &on), 5)
+            .with_sep(b'#' as u64)
+            .with(&["--index-bits", "40"]),
         Case::bytes("only seps", b"########", 1).with_sep(b'#' as u64),
         Case::bytes("seps, no repeats", b"ab#ab#ab", 3).with_sep(b'#' as u64),
         Case::bytes("seps, repeats", b"abc#abc#xabcx", 3).with_sep(b'#' as u64),
@@ -419,5 +428,72 @@ fn repeats_refusals_are_clear() {
             vec!["a.txt", "odd.bin"],
             "p = {p}: files left behind"
         );
+    }
+}
+
+/// The smallest budget `psa repeats` takes for n bytes at p pes (its leanest plan: a build that
+/// also makes the LCP array, then the span phases), with the base of [`psa::plan::BASE_BYTES`].
+fn leanest(n: usize, p: usize) -> u64 {
+    let shape = Shape {
+        n,
+        pes: p,
+        base: psa::plan::BASE_BYTES,
+        index_at_least: None,
+        token_width: psa::TokenWidth::W1,
+        width: 4,
+        check: false,
+        bwt: false,
+        lcp: true,
+        spans: true,
+        held: 0,
+        index: false,
+    };
+    choose(&Config::default(), &shape, "")
+        .expect("no budget")
+        .leanest
+}
+
+/// The memory plan holds the span phases: at the leanest budget, on aⁿ (every suffix gives a
+/// record, the most the phases hold), the measured peak stays within the plan and the plan
+/// within the budget. (The plan once charged only the LCP array's phases, and aⁿ of 4 MiB took
+/// a third more than it planned.)
+#[test]
+fn the_leanest_budget_holds_the_span_phases() {
+    let n = 4 << 20;
+    let dir = TempDir::new("repeats-budget");
+    dir.write("an.txt", &gen::a_n(n));
+    for p in [2, 3] {
+        let budget = leanest(n, p).to_string();
+        let r = run_psa(
+            p,
+            [
+                "repeats",
+                "--min-len",
+                "20",
+                "--plan-base",
+                &psa::plan::BASE_BYTES.to_string(),
+                "--mem-per-pe",
+                &budget,
+                "--stats",
+                "st.json",
+                "-o",
+                "spans.tsv",
+                "an.txt",
+            ],
+            dir.path(),
+        );
+        assert!(r.success(), "{}", r.describe());
+        let tsv = fs::read_to_string(dir.join("spans.tsv")).unwrap();
+        assert_eq!(tsv, format!("0\t{n}\n"), "p = {p}");
+        let st = fs::read_to_string(dir.join("st.json")).unwrap();
+        let planned: u64 = json_value(&st, "planned_peak_bytes").parse().unwrap();
+        let measured: u64 = json_value(&st, "measured_max_peak_bytes").parse().unwrap();
+        assert!(planned <= budget.parse().unwrap(), "p = {p}: {st}");
+        assert!(
+            measured > 0 && measured <= planned,
+            "p = {p}: the plan holds the span phases: {st}"
+        );
+        assert_eq!(json_value(&st, "spans"), "1", "{st}");
+        assert!(st.contains("\"name\": \"repeats place\""), "{st}");
     }
 }

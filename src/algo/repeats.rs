@@ -31,14 +31,25 @@
 //!
 //! The union of [x, x + R(x)) over the x with R(x) ≥ K is the union of [y, y + K) over the y
 //! whose K tokens occur twice: every y in [x, x + R(x) − K] is such a start, and each such y has
-//! R(y) ≥ K. Memory per pe beside the text, the SA and LCP parts: one word per SA entry for
-//! the forward scan and a record (16 bytes) per target entry with R ≥ K.
+//! R(y) ≥ K.
+//!
+//! # Memory
+//!
+//! Per pe, beside the text: the SA and LCP parts (8 bytes an entry each) and a record of two
+//! index words (8 bytes below 2^32 characters, 10 to 2^40, 16 beyond) per target entry with
+//! R ≥ K, counted before it is written so that the vector is exactly that long; the scans hold
+//! one word per entry of the pieces in progress only. While the records move to their owners,
+//! the records, their send buffer and a bucket word each; the cut and the merges work in place.
+//! `plan::SPANS` charges the most of these, every entry a record (aⁿ).
+
+use std::ops::Range;
 
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
 use crate::comm::Comm;
 use crate::dist::{exchange, Layout};
+use crate::index::{Index, IndexWidth, U40};
 use crate::token::Token;
 use crate::Ctx;
 
@@ -121,6 +132,9 @@ impl Clamp {
 /// Entry: `text` is this pe's slice of T under `layout`, `sa` and `lcp` this pe's parts of its
 /// suffix and LCP arrays under the same layout (consumed). Exit: the spans, each on the pe that
 /// holds its start; the pes' lists in pe order are the whole answer.
+///
+/// The records (x, R(x)) take the narrowest index width that holds n
+/// ([`crate::index::IndexWidth::choose`], or the forced one): 8 bytes a record below 2^32.
 #[must_use]
 pub fn spans<T: Token>(
     ctx: &Ctx,
@@ -130,84 +144,209 @@ pub fn spans<T: Token>(
     lcp: Vec<u64>,
     rules: &Rules,
 ) -> Vec<[u64; 2]> {
+    let n = layout.len() as u64;
+    match IndexWidth::choose(n, ctx.config.forced_index_width()) {
+        IndexWidth::W32 => spans_with::<T, u32>(ctx, text, layout, sa, lcp, rules),
+        IndexWidth::W40 => spans_with::<T, U40>(ctx, text, layout, sa, lcp, rules),
+        IndexWidth::W64 => spans_with::<T, u64>(ctx, text, layout, sa, lcp, rules),
+    }
+}
+
+/// [`spans`] with records of index type `I`: the three phases.
+fn spans_with<T: Token, I: Index>(
+    ctx: &Ctx,
+    text: &[T],
+    layout: &Layout,
+    sa: Vec<u64>,
+    lcp: Vec<u64>,
+    rules: &Rules,
+) -> Vec<[u64; 2]> {
     let comm = &ctx.comm;
     let records = ctx.phase("repeats scan", || {
-        repeat_records(comm, &sa, &lcp, layout.len() as u64, rules)
+        repeat_records::<I>(comm, &sa, &lcp, layout.len() as u64, rules)
     });
     drop((sa, lcp));
     let mut records = ctx.phase("repeats place", || {
-        exchange(comm, records, |r| layout.owner(r[0] as usize))
+        exchange(comm, records, |r| layout.owner(r[0].to_u64() as usize))
     });
     ctx.phase("repeats spans", || {
         records.par_sort_unstable_by_key(|r| r[0]);
         let first = layout.start(comm.rank()) as u64;
-        let intervals = cut_at_separators(comm, text, first, &records, rules);
+        cut_at_separators(comm, text, first, &mut records, rules);
+        merge_local(&mut records);
+        let own = records.iter().map(|r| r.map(I::to_u64)).collect();
         drop(records);
-        merge_across_pes(comm, merge_local(&intervals))
+        merge_across_pes(comm, own)
     })
 }
 
+/// The most entries of the SA that one task of step 1 scans: the tasks run in parallel, each
+/// holding its piece's F values (8 bytes an entry) while it runs.
+const SCAN_PIECE: usize = 1 << 16;
+
+/// The fewest pieces a pe's entries are cut into where it has that many: enough for the threads
+/// to share, and on small texts pieces of a few entries, so tests cross piece boundaries.
+const SCAN_PIECES: usize = 64;
+
+/// The steps of the scans over this pe's SA entries: entry i's forward clamp (F: the sources
+/// before it) and backward clamp (D: the sources after it).
+struct Steps<'a> {
+    sa: &'a [u64],
+    lcp: &'a [u64],
+    n: u64,
+    sources: &'a Sources,
+}
+
+impl Steps<'_> {
+    fn reach(&self, i: usize) -> u64 {
+        self.sources.reach(self.sa[i], self.n)
+    }
+
+    fn forward(&self, i: usize) -> Clamp {
+        Clamp {
+            hi: self.lcp[i],
+            lo: self.reach(i),
+        }
+    }
+
+    fn backward(&self, i: usize) -> Clamp {
+        Clamp {
+            hi: self.lcp[i],
+            lo: self.reach(i).min(self.lcp[i]),
+        }
+    }
+
+    /// The piece's steps composed: forward in SA order, backward in reverse.
+    fn composed(&self, piece: Range<usize>) -> [Clamp; 2] {
+        let forward = piece
+            .clone()
+            .fold(Clamp::IDENTITY, |c, i| c.then(self.forward(i)));
+        let backward = (piece.rev()).fold(Clamp::IDENTITY, |c, i| c.then(self.backward(i)));
+        [forward, backward]
+    }
+
+    /// Hands (x, R(x)) to `emit` for every target suffix x of the piece with R(x) ≥ K, given
+    /// F entering the piece from the left and D entering it from the right.
+    fn records(
+        &self,
+        piece: Range<usize>,
+        [f_in, d_in]: [u64; 2],
+        rules: &Rules,
+        emit: &mut impl FnMut([u64; 2]),
+    ) {
+        let (k, first_target) = (rules.min_len, rules.sources.first_target());
+        let mut carry = f_in;
+        // F[i]: the best over the sources before i.
+        let before: Vec<u64> = (piece.clone())
+            .map(|i| {
+                let f = carry.min(self.lcp[i]);
+                carry = self.forward(i).apply(carry);
+                f
+            })
+            .collect();
+        let mut after = d_in;
+        for i in piece.clone().rev() {
+            let r = before[i - piece.start].max(after);
+            if r >= k && self.sa[i] >= first_target {
+                emit([self.sa[i], r]);
+            }
+            after = self.backward(i).apply(after);
+        }
+    }
+}
+
 /// Step 1: (x, R(x)) for every target suffix x of this pe's SA entries with R(x) ≥ K. Collective.
-fn repeat_records(comm: &Comm, sa: &[u64], lcp: &[u64], n: u64, rules: &Rules) -> Vec<[u64; 2]> {
-    let src = &rules.sources;
-    let reach = |i: usize| src.reach(sa[i], n);
-    let forward_step = |i: usize| Clamp {
-        hi: lcp[i],
-        lo: reach(i),
+///
+/// The entries are cut into pieces of at most [`SCAN_PIECE`], [`SCAN_PIECES`] at least. Each
+/// piece's steps are composed (in parallel), the pes' compositions all-gathered, and F and D
+/// entering every piece follow from them; the pieces are then scanned twice in parallel, once
+/// to count their records and once to write them into a vector of exactly that size.
+fn repeat_records<I: Index>(
+    comm: &Comm,
+    sa: &[u64],
+    lcp: &[u64],
+    n: u64,
+    rules: &Rules,
+) -> Vec<[I; 2]> {
+    let steps = Steps {
+        sa,
+        lcp,
+        n,
+        sources: &rules.sources,
     };
-    let backward_step = |i: usize| Clamp {
-        hi: lcp[i],
-        lo: reach(i).min(lcp[i]),
-    };
-    // Each pe's steps composed, forward and backward; the pes before and after this one folded.
-    let forward = (0..sa.len()).fold(Clamp::IDENTITY, |c, i| c.then(forward_step(i)));
-    let backward = (0..sa.len())
-        .rev()
-        .fold(Clamp::IDENTITY, |c, i| c.then(backward_step(i)));
+    let piece = sa.len().div_ceil(SCAN_PIECES).clamp(1, SCAN_PIECE);
+    let pieces: Vec<Range<usize>> = (0..sa.len())
+        .step_by(piece)
+        .map(|b| b..(b + piece).min(sa.len()))
+        .collect();
+    let composed: Vec<[Clamp; 2]> = pieces
+        .par_iter()
+        .map(|r| steps.composed(r.clone()))
+        .collect();
+    // This pe's steps composed, forward and backward; the pes before and after it folded in.
+    let forward = (composed.iter()).fold(Clamp::IDENTITY, |f, c| f.then(c[0]));
+    let backward = (composed.iter().rev()).fold(Clamp::IDENTITY, |b, c| b.then(c[1]));
     let all = comm.all_gather([forward, backward]);
     let me = comm.rank();
-    let fold = |acc: Clamp, c: &[Clamp; 2], k: usize| acc.then(c[k]);
-    let mut carry = (all[..me].iter())
-        .fold(Clamp::IDENTITY, |a, c| fold(a, c, 0))
+    let f_in = (all[..me].iter())
+        .fold(Clamp::IDENTITY, |a, c| a.then(c[0]))
         .apply(0);
-    // F[i]: the best over the sources before i.
-    let before: Vec<u64> = (0..sa.len())
-        .map(|i| {
-            let f = carry.min(lcp[i]);
-            carry = forward_step(i).apply(carry);
-            f
+    let d_in = (all[me + 1..].iter().rev())
+        .fold(Clamp::IDENTITY, |a, c| a.then(c[1]))
+        .apply(0);
+    // F entering each piece from the left, D from the right.
+    let mut entering = vec![[0u64; 2]; pieces.len()];
+    let mut f = f_in;
+    for (e, c) in entering.iter_mut().zip(&composed) {
+        e[0] = f;
+        f = c[0].apply(f);
+    }
+    let mut d = d_in;
+    for (e, c) in entering.iter_mut().zip(&composed).rev() {
+        e[1] = d;
+        d = c[1].apply(d);
+    }
+    let counts: Vec<usize> = (pieces.par_iter().zip(&entering))
+        .map(|(r, &e)| {
+            let mut count = 0;
+            steps.records(r.clone(), e, rules, &mut |_| count += 1);
+            count
         })
         .collect();
-    let mut after = all[me + 1..]
-        .iter()
-        .rev()
-        .fold(Clamp::IDENTITY, |a, c| fold(a, c, 1))
-        .apply(0);
-    let (k, first_target) = (rules.min_len, src.first_target());
-    let mut records = Vec::new();
-    for i in (0..sa.len()).rev() {
-        let r = before[i].max(after);
-        if r >= k && sa[i] >= first_target {
-            records.push([sa[i], r]);
-        }
-        after = backward_step(i).apply(after);
+    let mut records = vec![[I::from_u64(0); 2]; counts.iter().sum()];
+    let mut parts = Vec::with_capacity(pieces.len());
+    let mut rest = records.as_mut_slice();
+    for &c in &counts {
+        let (part, tail) = rest.split_at_mut(c);
+        parts.push(part);
+        rest = tail;
     }
+    (pieces.into_par_iter().zip(entering).zip(parts)).for_each(|((r, e), part)| {
+        let mut at = 0;
+        steps.records(r, e, rules, &mut |rec| {
+            part[at] = rec.map(I::from_u64);
+            at += 1;
+        });
+    });
     records
 }
 
 /// Step 3's first half: each record's R cut at the next separator at or after its position;
 /// the intervals [x, x + R) still of K tokens, in text order. `records` are sorted by position,
 /// all within this pe's slice, which starts at `first`. Collective.
-fn cut_at_separators<T: Token>(
+fn cut_at_separators<T: Token, I: Index>(
     comm: &Comm,
     text: &[T],
     first: u64,
-    records: &[[u64; 2]],
+    records: &mut Vec<[I; 2]>,
     rules: &Rules,
-) -> Vec<[u64; 2]> {
+) {
     let k = rules.min_len;
     let Some(sep) = rules.doc_sep else {
-        return records.iter().map(|&[x, r]| [x, x + r]).collect();
+        for rec in records.iter_mut() {
+            rec[1] = I::from_u64(rec[0].to_u64() + rec[1].to_u64());
+        }
+        return;
     };
     let is_sep = |t: &T| (*t).into() == sep;
     // The first separator after this slice (u64::MAX: none).
@@ -224,8 +363,9 @@ fn cut_at_separators<T: Token>(
     // The next separator at or after the last record's position: each search starts past the
     // last one found, so the slice is read once.
     let mut next: Option<u64> = None;
-    let mut out = Vec::with_capacity(records.len());
-    for &[x, r] in records {
+    let mut kept = 0;
+    for i in 0..records.len() {
+        let [x, r] = records[i].map(I::to_u64);
         let sep_at = match next {
             Some(s) if s >= x => s,
             _ => {
@@ -236,22 +376,26 @@ fn cut_at_separators<T: Token>(
         };
         let len = r.min(sep_at.saturating_sub(x));
         if len >= k {
-            out.push([x, x + len]);
+            records[kept] = [x, x + len].map(I::from_u64);
+            kept += 1;
         }
     }
-    out
+    records.truncate(kept);
 }
 
-/// This pe's intervals (sorted by start) merged where they overlap or touch.
-fn merge_local(intervals: &[[u64; 2]]) -> Vec<[u64; 2]> {
-    let mut out: Vec<[u64; 2]> = Vec::with_capacity(intervals.len().min(1 << 16));
-    for &[b, e] in intervals {
-        match out.last_mut() {
-            Some(last) if b <= last[1] => last[1] = last[1].max(e),
-            _ => out.push([b, e]),
+/// This pe's intervals (sorted by start) merged where they overlap or touch, in place.
+fn merge_local<I: Index>(intervals: &mut Vec<[I; 2]>) {
+    let mut kept = 0;
+    for i in 0..intervals.len() {
+        let [b, e] = intervals[i];
+        if kept > 0 && b <= intervals[kept - 1][1] {
+            intervals[kept - 1][1] = intervals[kept - 1][1].max(e);
+        } else {
+            intervals[kept] = [b, e];
+            kept += 1;
         }
     }
-    out
+    intervals.truncate(kept);
 }
 
 /// Step 3's second half: every pe's merged spans (sorted, with starts in its slice, pes in text
@@ -302,9 +446,12 @@ mod tests {
 
     #[test]
     fn local_merge_joins_overlapping_and_touching_intervals() {
-        let got = merge_local(&[[0, 3], [2, 5], [5, 7], [8, 9], [8, 12], [9, 10]]);
+        let mut got: Vec<[u32; 2]> = vec![[0, 3], [2, 5], [5, 7], [8, 9], [8, 12], [9, 10]];
+        merge_local(&mut got);
         assert_eq!(got, vec![[0, 7], [8, 12]]);
-        assert!(merge_local(&[]).is_empty());
+        let mut none: Vec<[u64; 2]> = vec![];
+        merge_local(&mut none);
+        assert!(none.is_empty());
     }
 
     #[test]

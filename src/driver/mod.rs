@@ -95,7 +95,7 @@ fn run_sampled(ctx: &Ctx, job: &Job) -> Result<Report> {
     let mut held = scanned.as_ref().map_or(0, |s| s.records_bytes());
     ctx.comm.broadcast(&mut held, 0);
     let index = early.side.is_some();
-    let (width, plan) = ctx.install(|ctx| width_and_plan(ctx, job, n, held, index))?;
+    let (width, plan) = ctx.install(|ctx| width_and_plan(ctx, job, n, held, index, false))?;
     let rounds = plan.knobs.round_bytes;
     ctx.install(|ctx| {
         let run = Run {
@@ -114,8 +114,16 @@ fn run_sampled(ctx: &Ctx, job: &Job) -> Result<Report> {
 }
 
 /// The entry width and the memory plan for n characters, pe 0 holding `held` bytes of records
-/// besides and writing the index files from them at the end where `index`. Collective.
-fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64, index: bool) -> Result<(usize, Plan)> {
+/// besides and writing the index files from them at the end where `index`, and the duplicate
+/// spans found after the LCP array where `spans` (`psa repeats`). Collective.
+fn width_and_plan(
+    ctx: &Ctx,
+    job: &Job,
+    n: usize,
+    held: u64,
+    index: bool,
+    spans: bool,
+) -> Result<(usize, Plan)> {
     let comm = &ctx.comm;
     let width = match job.infini_gram {
         true => job.width.resolve_infini_gram(n, job.token_width.bytes()),
@@ -135,6 +143,7 @@ fn width_and_plan(ctx: &Ctx, job: &Job, n: usize, held: u64, index: bool) -> Res
         check: job.check,
         bwt: job.bwt.is_some(),
         lcp: job.lcp.is_some(),
+        spans,
         held,
         index,
     };

@@ -1,11 +1,12 @@
 //! `psa repeats`: the duplicate spans of the inputs ([`crate::algo::repeats`]) written as TSV.
 //!
 //! The job reads the inputs as raw tokens, builds the suffix array (held, never written) with the
-//! memory plan of a build that also makes the LCP array, makes the LCP array, finds the spans and
-//! writes them: one line `b<TAB>e` per span, in text order, each pe writing its lines at the
+//! memory plan of a build that also makes the LCP array and then finds the spans
+//! ([`crate::plan::Shape::spans`]), makes the LCP array, finds the spans and writes them: one line `b<TAB>e` per span, in text order, each pe writing its lines at the
 //! offset given by an exclusive prefix sum of the pes' byte counts. The output is created before
 //! the input is read and written as the build's outputs are ([`OutputFile`]): under a temporary
-//! name, renamed into place when complete, so SPANS never holds a partial result.
+//! name, renamed into place when complete, so SPANS never holds a partial result; `--stats` is
+//! put in place with it.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -13,8 +14,9 @@ use std::time::Instant;
 
 use super::job::Job;
 use crate::algo::repeats::{self, Rules, Sources};
+use crate::config::json_str;
 use crate::error::{Error, Result};
-use crate::io::output::Named;
+use crate::io::output::{commit_all, Named, SideFile};
 use crate::io::seq::{Format, InputFile, SeqOptions};
 use crate::io::tokens::{admissible, read_tokens};
 use crate::io::{OutputFile, Width};
@@ -43,6 +45,8 @@ pub struct Repeats {
     pub force: bool,
     /// Log the memory plan (pe 0, at info).
     pub show_plan: bool,
+    /// Where to write the report as JSON (`--stats`), put in place with the spans.
+    pub stats: Option<PathBuf>,
 }
 
 /// What a finished `psa repeats` found (the same on every pe).
@@ -60,6 +64,8 @@ pub struct RepeatsReport {
     pub phases: Vec<PhaseSummary>,
     /// The largest peak resident memory of a pe over the run, bytes.
     pub peak_rss: u64,
+    /// The memory plan the run kept.
+    pub plan: Plan,
 }
 
 impl RepeatsReport {
@@ -67,11 +73,41 @@ impl RepeatsReport {
     pub fn table(&self) -> String {
         let mut s = super::report::phase_rows(&self.phases, self.n);
         s.push_str(&format!(
-            "total {:.3} s; peak RSS max {:.1} MB per pe",
+            "total {:.3} s; peak RSS max {:.1} MB per pe ({:.2} of the plan's {})",
             self.total_secs,
-            self.peak_rss as f64 / 1e6
+            self.peak_rss as f64 / 1e6,
+            self.peak_rss as f64 / self.plan.peak.max(1) as f64,
+            crate::plan::size_text(self.plan.peak)
         ));
         s
+    }
+
+    /// The report as JSON (`--stats`): the job, the plan, the measured peak and every phase.
+    pub fn to_json(&self, ctx: &Ctx, job: &Repeats) -> String {
+        let path = |p: &Path| json_str(&p.display().to_string());
+        let inputs: Vec<String> = job.inputs.iter().map(|p| path(p)).collect();
+        format!(
+            "{{\n  \"command\": \"repeats\",\n  \"inputs\": [{}],\n  \"output\": {},\n  \"min_len\": {},\n  \"token_width\": {},\n  \"doc_sep\": {},\n  \"across\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"spans\": {},\n  \"covered\": {},\n  \"total_secs\": {:.6},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"measured_over_planned\": {:.4},\n  \"phases\": [\n{}\n  ]\n}}\n",
+            inputs.join(", "),
+            path(&job.output),
+            job.min_len,
+            job.token_width.bytes(),
+            job.doc_sep.map_or("null".into(), |t| t.to_string()),
+            job.across,
+            ctx.config.to_json_with(&self.plan.knobs),
+            self.n,
+            ctx.comm.size(),
+            ctx.config.threads,
+            self.spans,
+            self.covered,
+            self.total_secs,
+            self.plan.budget.map_or("null".into(), |b| b.to_string()),
+            self.plan.to_json(),
+            self.plan.peak,
+            self.peak_rss,
+            self.peak_rss as f64 / self.plan.peak.max(1) as f64,
+            super::report::phases_json(&self.phases)
+        )
     }
 }
 
@@ -114,6 +150,17 @@ fn run_sampled(ctx: &Ctx, job: &Repeats) -> Result<RepeatsReport> {
         "spans output",
         Named::ByUser,
     )?;
+    let mut stats = match &job.stats {
+        Some(p) => Some(SideFile::create(
+            comm,
+            p,
+            &inputs,
+            job.force,
+            "stats file",
+            Named::ByUser,
+        )?),
+        None => None,
+    };
     let plan = plan(ctx, job, n)?;
     let rules = Rules {
         min_len: job.min_len,
@@ -133,15 +180,23 @@ fn run_sampled(ctx: &Ctx, job: &Repeats) -> Result<RepeatsReport> {
     ctx.phase("write spans", || write_spans(ctx, &out, &found, shift))?;
     drop(found);
     out.sync(comm)?;
-    out.commit(comm)?;
-    Ok(RepeatsReport {
+    let report = RepeatsReport {
         n,
         spans: comm.all_reduce_sum(spans),
         covered: comm.all_reduce_sum(covered),
         total_secs: comm.all_reduce_f64(&[t0.elapsed().as_secs_f64()]).0[0],
         phases: summarise(comm, &ctx.log),
         peak_rss: comm.all_reduce_max(ctx.log.run_peak_rss()),
-    })
+        plan,
+    };
+    if let Some(f) = &mut stats {
+        f.write(comm, report.to_json(ctx, job).as_bytes())?;
+    }
+    commit_all(
+        comm,
+        vec![out.into_staged(), stats.and_then(SideFile::into_staged)],
+    )?;
+    Ok(report)
 }
 
 /// The arguments' own checks: `--across` needs two inputs or more, the separator must be a
@@ -162,8 +217,8 @@ fn admissible_args(job: &Repeats) -> Result<()> {
     }
 }
 
-/// The memory plan of a build of n tokens that also makes the LCP array (the plan the job
-/// runs with, or a refusal when it cannot fit `--mem-per-pe`). Collective.
+/// The memory plan of a build of n tokens that also makes the LCP array and then the spans
+/// (the plan the job runs with, or a refusal when it cannot fit `--mem-per-pe`). Collective.
 fn plan(ctx: &Ctx, job: &Repeats, n: usize) -> Result<Plan> {
     let as_build = Job {
         inputs: job.inputs.clone(),
@@ -182,7 +237,7 @@ fn plan(ctx: &Ctx, job: &Repeats, n: usize) -> Result<Plan> {
         force: job.force,
         show_plan: job.show_plan,
     };
-    Ok(super::width_and_plan(ctx, &as_build, n, 0, false)?.1)
+    Ok(super::width_and_plan(ctx, &as_build, n, 0, false, true)?.1)
 }
 
 /// The text read as tokens `T`, its suffix array (held) and LCP array, and this pe's spans.

@@ -132,24 +132,6 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let phases: Vec<String> = r
-        .phases
-        .iter()
-        .map(|ph| {
-            format!(
-                "    {{\"level\": {}, \"name\": {}, \"max_secs\": {:.6}, \"mean_secs\": {:.6}, \"mean_a2a_secs\": {:.6}, \"max_bytes_sent\": {}, \"total_bytes_sent\": {}, \"max_peak_rss\": {}, \"sum_peak_rss\": {}}}",
-                ph.level,
-                json_str(&ph.name),
-                ph.max_secs,
-                ph.mean_secs,
-                ph.mean_a2a_secs,
-                ph.max_bytes as u64,
-                ph.total_bytes as u64,
-                ph.max_peak_rss as u64,
-                ph.sum_peak_rss as u64
-            )
-        })
-        .collect();
     format!(
         "{{\n  \"input\": {},\n  \"inputs\": [{}],\n  \"format\": {},\n  \"formats\": [{}],\n  \"keep_case\": {},\n  \"revcomp\": {},\n  \"token_width\": {},\n  \"output\": {},\n  \"bwt\": {},\n  \"lcp\": {},\n  \"width_asked\": {},\n  \"force\": {},\n  \"config\": {},\n  \"n\": {},\n  \"pes\": {},\n  \"threads_per_pe\": {},\n  \"algo\": {},\n  \"backend\": {},\n  \"width\": {},\n  \"checked\": {},\n  \"total_secs\": {:.6},\n  \"mb_per_sec\": {:.3},\n  \"peak_rss_bytes_per_pe\": [{}],\n  \"bytes_per_char\": {},\n  \"bytes_sent_per_pe\": [{}],\n  \"max_imbalance\": {:.4},\n  \"refine_rounds\": {},\n  \"bwt_primary\": {},\n  \"mem_per_pe\": {},\n  \"plan\": {},\n  \"planned_peak_bytes\": {},\n  \"measured_max_peak_bytes\": {},\n  \"measured_over_planned\": {:.4},\n  \"phases\": [\n{}\n  ]\n}}\n",
         json_str(&job.inputs.first().map(|p| p.display().to_string()).unwrap_or_default()),
@@ -196,6 +178,28 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         r.plan.peak,
         r.peak_rss.iter().copied().max().unwrap_or(0),
         r.peak_rss.iter().copied().max().unwrap_or(0) as f64 / r.plan.peak.max(1) as f64,
-        phases.join(",\n")
+        phases_json(&r.phases)
     )
+}
+
+/// The phases as the lines of a JSON array (for `--stats`), one object a phase.
+pub(super) fn phases_json(phases: &[PhaseSummary]) -> String {
+    let lines: Vec<String> = phases
+        .iter()
+        .map(|ph| {
+            format!(
+                "    {{\"level\": {}, \"name\": {}, \"max_secs\": {:.6}, \"mean_secs\": {:.6}, \"mean_a2a_secs\": {:.6}, \"max_bytes_sent\": {}, \"total_bytes_sent\": {}, \"max_peak_rss\": {}, \"sum_peak_rss\": {}}}",
+                ph.level,
+                json_str(&ph.name),
+                ph.max_secs,
+                ph.mean_secs,
+                ph.mean_a2a_secs,
+                ph.max_bytes as u64,
+                ph.total_bytes as u64,
+                ph.max_peak_rss as u64,
+                ph.sum_peak_rss as u64
+            )
+        })
+        .collect();
+    lines.join(",\n")
 }

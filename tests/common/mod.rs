@@ -590,3 +590,12 @@ pub fn failure_report(failures: &[String], runs: usize) -> String {
     }
     s
 }
+
+/// The value of `"key": …` in a JSON text (up to the next comma or brace).
+pub fn json_value<'a>(json: &'a str, key: &str) -> &'a str {
+    let at = json
+        .find(&format!("\"{key}\": "))
+        .unwrap_or_else(|| panic!("no \"{key}\" in {json}"));
+    let v = &json[at + key.len() + 4..];
+    v[..v.find([',', '}', '\n']).unwrap_or(v.len())].trim()
+}
