@@ -334,48 +334,59 @@ fn sort_mod0<H: Head, I: Index>(
 
 /// Gathers the whole (small) text on pe 0, solves it there and sends each pe its part. The other
 /// pes wait asleep meanwhile, so pe 0 runs libsais on all the CPUs of its node's pes.
+///
+/// The text and the parts move by point-to-point messages to and from pe 0
+/// ([`crate::comm::Comm::stream_to_root`], [`crate::comm::Comm::stream_from_root`]): p − 1
+/// messages each way, where an all-to-all takes p² steps in all.
 fn base_case<C: Symbol>(ctx: &Ctx, lv: Level, t: &[C], layout: &Layout) -> Vec<u64> {
     let comm = &ctx.comm;
-    let p = comm.size();
-    let mut counts = vec![0usize; p];
-    counts[0] = t.len();
-    let all = comm.all_to_all_v(t, &counts);
-    let sa = if comm.rank() == 0 {
-        let _wide = crate::affinity::widen(&ctx.node_cpus);
-        let threads = crate::affinity::count(&ctx.node_cpus).max(ctx.config.threads);
-        let t0 = std::time::Instant::now();
-        if let Some(sa) = lv.offload().gathered(ctx, &all) {
-            log::debug!(
-                "base case: {} characters on the {} backend: {:.3} s",
-                all.len(),
-                ctx.sorter.name(),
-                t0.elapsed().as_secs_f64()
-            );
-            sa
-        } else {
-            let sa = C::sequential_sa(&all, threads);
-            log::debug!(
-                "base case: {} characters (largest {}), libsais with {threads} threads on {} CPUs: {:.3} s",
-                all.len(),
-                all.iter().map(|c| c.val()).max().unwrap_or(0),
-                crate::affinity::count(&crate::affinity::current()),
-                t0.elapsed().as_secs_f64()
-            );
-            sa
-        }
-    } else {
-        Vec::new()
+    let mut all: Vec<C> = Vec::new();
+    if comm.rank() == 0 {
+        all.reserve_exact(layout.len());
+    }
+    comm.stream_to_root(t, 0, usize::MAX, None, |_, piece| {
+        all.extend_from_slice(piece)
+    });
+    let sa = match comm.rank() {
+        0 => solve_gathered(ctx, lv, &all),
+        _ => Vec::new(),
     };
     drop(all);
-    if p > 1 {
+    if comm.size() > 1 {
         comm.quiet_barrier();
     }
-    let counts: Vec<usize> = if comm.rank() == 0 {
-        (0..p).map(|r| layout.local_len(r)).collect()
-    } else {
-        vec![0; p]
-    };
-    comm.all_to_all_v(&sa, &counts)
+    let mut part = vec![0u64; layout.local_len(comm.rank())];
+    comm.stream_from_root(&mut part, 0, usize::MAX, None, |dst, at, piece| {
+        let from = layout.start(dst) + at;
+        piece.copy_from_slice(&sa[from..from + piece.len()]);
+    });
+    part
+}
+
+/// pe 0's half of [`base_case`]: the suffix array of the gathered text, on the level's device
+/// where it takes it, else by libsais with the node's CPUs.
+fn solve_gathered<C: Symbol>(ctx: &Ctx, lv: Level, all: &[C]) -> Vec<u64> {
+    let _wide = crate::affinity::widen(&ctx.node_cpus);
+    let threads = crate::affinity::count(&ctx.node_cpus).max(ctx.config.threads);
+    let t0 = std::time::Instant::now();
+    if let Some(sa) = lv.offload().gathered(ctx, all) {
+        log::debug!(
+            "base case: {} characters on the {} backend: {:.3} s",
+            all.len(),
+            ctx.sorter.name(),
+            t0.elapsed().as_secs_f64()
+        );
+        return sa;
+    }
+    let sa = C::sequential_sa(all, threads);
+    log::debug!(
+        "base case: {} characters (largest {}), libsais with {threads} threads on {} CPUs: {:.3} s",
+        all.len(),
+        all.iter().map(|c| c.val()).max().unwrap_or(0),
+        crate::affinity::count(&crate::affinity::current()),
+        t0.elapsed().as_secs_f64()
+    );
+    sa
 }
 
 /// A sort record for a triple of characters and its position, packed so that integer order is
