@@ -1,0 +1,160 @@
+//! A batch's answers: each task of [`TASK`] patterns makes their keys, searches them
+//! together ([`Index::ranges`]) and writes their lines into one buffer; the tasks run on rayon's
+//! threads and come back in order.
+
+use std::io::Write;
+
+use rayon::prelude::*;
+
+use super::patterns::Batch;
+use super::Query;
+use crate::config::json_str;
+use crate::error::{Error, Result};
+use crate::io::index::{tsv_field, Index};
+
+/// Patterns per task of a batch: a task's searches run interleaved on one thread
+/// ([`Index::ranges`]) and its answers go to one buffer.
+const TASK: usize = 1 << 11;
+
+/// The lines answering `batch`'s patterns, one buffer per task in order, each with the matches
+/// it counts. Errors where a pattern is no key (a token index's) or the index is damaged.
+pub fn answer_batch(index: &Index, batch: &Batch, q: &Query) -> Result<Vec<(Vec<u8>, u64)>> {
+    let tasks: Vec<usize> = (0..batch.len()).step_by(TASK).collect();
+    tasks
+        .par_iter()
+        .map(|&first| answer(index, batch, first..(first + TASK).min(batch.len()), q))
+        .collect()
+}
+
+/// The lines answering `batch`'s patterns `task`, in order, and the matches they count: their
+/// keys made ([`key_of`]), searched together ([`Index::ranges`]), each answer written
+/// ([`write_answer`]).
+fn answer(
+    index: &Index,
+    batch: &Batch,
+    task: std::ops::Range<usize>,
+    q: &Query,
+) -> Result<(Vec<u8>, u64)> {
+    let mut keys = Vec::new();
+    let mut ends = Vec::with_capacity(task.len());
+    for i in task.clone() {
+        key_of(index, batch.get(i), &mut keys)?;
+        ends.push(keys.len());
+    }
+    let starts = std::iter::once(0).chain(ends.iter().copied());
+    let keys: Vec<&[u8]> = starts.zip(&ends).map(|(a, &b)| &keys[a..b]).collect();
+    let mut found = vec![(0, 0); task.len()];
+    index.ranges(&keys, &mut found)?;
+    let mut out = Vec::with_capacity(ends.last().unwrap_or(&0) + 16 * task.len());
+    let mut matches = 0;
+    for (i, range) in task.zip(found) {
+        matches += write_answer(index, batch.get(i), range, q, &mut out)?;
+    }
+    Ok((out, matches))
+}
+
+/// Appends the bytes the index's T holds for `pat` to `key`: folded by its case rule, or a
+/// token index's ids ([`token_key`]).
+fn key_of(index: &Index, pat: &[u8], key: &mut Vec<u8>) -> Result<()> {
+    match index.meta.token_width {
+        0 => {
+            index.fold_into(pat, key);
+            Ok(())
+        }
+        w => token_key(pat, w, key),
+    }
+}
+
+/// Appends the lines answering `pat`, whose suffixes are `SA[range]`, to `out`; returns its
+/// count. Errors where the index is damaged. The tab-separated lines hold the pattern's and
+/// the records' names' bytes as they are; JSON, which is UTF-8, shows bytes that are not as
+/// U+FFFD.
+fn write_answer(
+    index: &Index,
+    pat: &[u8],
+    range: (usize, usize),
+    q: &Query,
+    out: &mut Vec<u8>,
+) -> Result<u64> {
+    let count = (range.1 - range.0) as u64;
+    let hits = match q.locate {
+        true => index.locate(range, q.max_hits.unwrap_or(usize::MAX))?,
+        false => Vec::new(),
+    };
+    let documents = index.meta.doc_sep.is_some();
+    let name = |r: usize| -> std::borrow::Cow<'_, [u8]> {
+        match documents {
+            true => r.to_string().into_bytes().into(),
+            false => (index.meta.records.get(r))
+                .map_or(&[][..], |r| &r.name[..])
+                .into(),
+        }
+    };
+    let place = match documents {
+        true => "document",
+        false => "record",
+    };
+    // Writing to a vector does not fail.
+    if q.json {
+        let shown = String::from_utf8_lossy(pat);
+        let _ = write!(
+            out,
+            "{{\"pattern\": {}, \"count\": {count}",
+            json_str(&shown)
+        );
+        if q.locate {
+            let list: Vec<String> = hits
+                .iter()
+                .map(|h| {
+                    let shown = match documents {
+                        true => h.record.to_string(),
+                        false => json_str(&String::from_utf8_lossy(&name(h.record))),
+                    };
+                    format!(
+                        "{{\"{place}\": {shown}, \"offset\": {}, \"text_offset\": {}}}",
+                        h.offset, h.text_offset
+                    )
+                })
+                .collect();
+            let _ = write!(out, ", \"hits\": [{}]", list.join(", "));
+        }
+        out.extend_from_slice(b"}\n");
+        return Ok(count);
+    }
+    let shown = tsv_field(pat);
+    out.extend_from_slice(&shown);
+    let _ = writeln!(out, "\t{count}");
+    for h in &hits {
+        out.extend_from_slice(&shown);
+        out.push(b'\t');
+        out.extend_from_slice(&tsv_field(&name(h.record)));
+        let _ = writeln!(out, "\t{}", h.offset);
+    }
+    Ok(count)
+}
+
+/// Appends the bytes a token index's file holds for `pat`, decimal token ids separated by
+/// whitespace, to `key`: each id little-endian in `width` bytes. Errors name the pattern and the
+/// id that is not one.
+fn token_key(pat: &[u8], width: u32, key: &mut Vec<u8>) -> Result<()> {
+    let max = (1u64 << (8 * width)) - 1;
+    for id in pat
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+    {
+        let value = std::str::from_utf8(id)
+            .ok()
+            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|&v| v <= max);
+        let Some(value) = value else {
+            return Err(Error::BadInput(format!(
+                "pattern '{}': '{}' is not a token id: this index holds tokens of {width} byte(s), and takes patterns of decimal ids 0 to {max} separated by spaces",
+                String::from_utf8_lossy(pat),
+                String::from_utf8_lossy(id)
+            )));
+        };
+        key.extend_from_slice(&value.to_le_bytes()[..width as usize]);
+    }
+    Ok(())
+}
