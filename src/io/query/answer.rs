@@ -123,14 +123,32 @@ fn write_answer(
     }
     let shown = tsv_field(pat);
     out.extend_from_slice(&shown);
-    let _ = writeln!(out, "\t{count}");
+    push_field(out, count);
     for h in &hits {
         out.extend_from_slice(&shown);
         out.push(b'\t');
         out.extend_from_slice(&tsv_field(&name(h.record)));
-        let _ = writeln!(out, "\t{}", h.offset);
+        push_field(out, h.offset);
     }
     Ok(count)
+}
+
+/// Appends a tab, `n` in decimal and a line break to `out` (without the formatting machinery:
+/// a line per pattern, by the million).
+fn push_field(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push(b'\t');
+    out.extend_from_slice(&digits[at..]);
+    out.push(b'\n');
 }
 
 /// Appends the bytes a token index's file holds for `pat`, decimal token ids separated by
@@ -157,4 +175,21 @@ fn token_key(pat: &[u8], width: u32, key: &mut Vec<u8>) -> Result<()> {
         key.extend_from_slice(&value.to_le_bytes()[..width as usize]);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        let mut out = Vec::new();
+        for n in [0, 7, 10, 4_294_967_296, u64::MAX] {
+            push_field(&mut out, n);
+        }
+        assert_eq!(
+            out,
+            b"\t0\n\t7\n\t10\n\t4294967296\n\t18446744073709551615\n"
+        );
+    }
 }

@@ -258,22 +258,58 @@ impl Patterns {
         fn line(l: &[u8]) -> &[u8] {
             l.strip_suffix(b"\r").unwrap_or(l)
         }
-        let mut lines = bytes.split(|&b| b == b'\n');
-        let last = lines.next_back().unwrap_or(&[]);
-        for l in lines {
+        let mut rest = bytes;
+        while let Some(end) = newline(rest) {
             match self.line.is_empty() {
-                true => batch.push_some(line(l)),
+                true => batch.push_some(line(&rest[..end])),
                 false => {
-                    self.line.extend_from_slice(l);
+                    self.line.extend_from_slice(&rest[..end]);
                     batch.push_some(line(&self.line));
                     self.line.clear();
                 }
             }
+            rest = &rest[end + 1..];
         }
-        self.line.extend_from_slice(last);
+        self.line.extend_from_slice(rest);
         if bytes.is_empty() && !self.line.is_empty() {
             batch.push_some(line(&self.line));
             self.line.clear();
+        }
+    }
+}
+
+/// Where the first line break in `s` is, eight bytes at a time.
+fn newline(s: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    let mut i = 0;
+    while let Some(word) = s.get(i..i + 8) {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8])) ^ (ONES * b'\n' as u64);
+        // The lowest byte that is 0 has its high bit set here (bytes above it may too).
+        let zero = w.wrapping_sub(ONES) & !w & (ONES << 7);
+        if zero != 0 {
+            return Some(i + (zero.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    s[i..].iter().position(|&b| b == b'\n').map(|k| i + k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_breaks_are_found_anywhere() {
+        for len in 0..40 {
+            for at in 0..=len {
+                let mut s = vec![b'\x8a'; len];
+                s.iter_mut().step_by(3).for_each(|b| *b = 0x0b);
+                if at < len {
+                    s[at] = b'\n';
+                }
+                let want = s.iter().position(|&b| b == b'\n');
+                assert_eq!(newline(&s), want, "{len} {at}");
+            }
         }
     }
 }

@@ -10,6 +10,10 @@ use crate::error::Result;
 /// `BLOCK`-th key) has named it. 8 keys: one cache line, the one random read of the top level.
 const BLOCK: usize = 8;
 
+/// Sampled suffixes whose places in T are asked for before their keys are read, when the top
+/// level is built.
+const AHEAD: usize = 32;
+
 /// How a string's first symbols become a 64-bit key whose order is theirs: each symbol a code
 /// of `bits` bits from the top, as many symbols as fit, the rest 0.
 ///
@@ -114,15 +118,24 @@ impl Top {
         let step = Self::step_for(sa.width());
         let samples = sa.len().div_ceil(step);
         let span = code.span();
-        let keys = (0..samples)
-            .into_par_iter()
-            .with_min_len(1 << 12)
-            .map(|j| {
-                let mut first = [0u8; 64];
-                let got = text.read(sa.get(j * step)? * token as u64, &mut first[..span]);
-                Ok(code.keys(&first[..got]).0)
-            })
-            .collect::<Result<Vec<u64>>>()?;
+        let mut keys = vec![0u64; samples];
+        (keys.par_chunks_mut(AHEAD).enumerate())
+            .with_min_len(1 << 6)
+            .try_for_each(|(c, keys)| {
+                // The chunk's places in T first, each asked for, then their keys: the reads
+                // of T overlap.
+                let mut at = [0u64; AHEAD];
+                for (i, at) in at.iter_mut().enumerate().take(keys.len()) {
+                    *at = sa.get((c * AHEAD + i) * step)? * token as u64;
+                    super::prefetch(text.addr(*at));
+                }
+                for (key, &at) in keys.iter_mut().zip(&at) {
+                    let mut first = [0u8; 64];
+                    let got = text.read(at, &mut first[..span]);
+                    *key = code.keys(&first[..got]).0;
+                }
+                Ok::<(), crate::error::Error>(())
+            })?;
         let mut levels = vec![Level::new(&keys)];
         while levels.len() == 1 || levels[levels.len() - 1].len > BLOCK {
             let above: Vec<u64> = levels[levels.len() - 1]
