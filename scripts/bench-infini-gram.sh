@@ -3,10 +3,14 @@
 # own indexer on one u16 shard of real text (issue 65).
 #
 #   scripts/bench-infini-gram.sh [--pes P] [--mb N] [--reps R] [--psa BIN] [--work DIR]
-#                                [--label NAME] [--out FILE.md] [--keep] CORPUS...
+#                                [--label NAME] [--out FILE.md] [--keep] [--python PY]
+#                                [--copies C [--rate R]] CORPUS...
 #
 # 1. Tokenizes the text corpora (with --mb N the first N MB, 10^6 bytes, of each) into one
 #    shard, DIR/index/tokenized.0 and offset.0, by scripts/tokenize-u16.py (word-level, u16).
+#    With --copies C, the shard then becomes C copies of itself, each but the first with a
+#    fraction R of its tokens substituted (scripts/token-copies.py; default R = 0.005): a shard
+#    larger than the real text at hand, with near-duplicate documents as in a crawl.
 # 2. Then R times (default 3), interleaved, the order alternating:
 #    (a) `mpirun -n P --bind-to none psa --infini-gram --token-width 2 --force DIR/psa`, each pe
 #        under `/usr/bin/time` (the sum of the pes' peak memory);
@@ -25,7 +29,11 @@
 #
 # Options: --pes P [nproc]  --mb N [whole corpora]  --reps R [3]  --psa BIN [target/ci/psa]
 #          --work DIR [.bench-tmp/infini-gram, emptied]  --label NAME [local]  --keep (keep
-#          DIR's shard and tables; by default they are removed at the end).
+#          DIR's shard and tables; by default they are removed at the end)
+#          --python PY (a python3 that imports infini_gram.indexing and numpy, for a host
+#          without network: no venv is made)  --copies C [1]  --rate R [0.005].
+# Environment: PSA_COMMIT names the commit of --psa in the report where the binary was built
+# elsewhere (default: this checkout's HEAD), PSA_PROFILE its Cargo profile (default: ci).
 #
 # Needs: mpirun (Open MPI), /usr/bin/time (GNU time), python3 with venv and network to PyPI the
 # first time (infini-gram 2.6.0 and numpy are installed into target/infini-gram-venv, as
@@ -38,7 +46,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 
 P=$(nproc) MB="" REPS=3 PSA=target/ci/psa WORK=.bench-tmp/infini-gram LABEL=local OUTMD="" KEEP=0
-CORPORA=()
+CORPORA=() PY="" COPIES=1 RATE=0.005
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --pes) P=$2; shift 2 ;;
@@ -49,6 +57,9 @@ while [[ $# -gt 0 ]]; do
     --label) LABEL=$2; shift 2 ;;
     --out) OUTMD=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --python) PY=$2; shift 2 ;;
+    --copies) COPIES=$2; shift 2 ;;
+    --rate) RATE=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     -*) echo "bench-infini-gram.sh: unknown option $1" >&2; exit 2 ;;
     *) CORPORA+=("$1"); shift ;;
@@ -62,17 +73,29 @@ for c in "${CORPORA[@]}"; do [[ -f "$c" ]] || { echo "bench-infini-gram.sh: no c
 
 log() { echo "bench-infini-gram.sh: $*" >&2; }
 
-venv=target/infini-gram-venv
-if ! "$venv/bin/python" -c 'import infini_gram.engine, numpy' 2>/dev/null; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check 'infini-gram==2.6.0' numpy
+if [[ -n "$PY" ]]; then
+  "$PY" -c 'import infini_gram.indexing, numpy' ||
+    { echo "bench-infini-gram.sh: '$PY' cannot import infini_gram.indexing and numpy" >&2; exit 2; }
+  py=$(command -v "$PY")
+else
+  venv=target/infini-gram-venv
+  if ! "$venv/bin/python" -c 'import infini_gram.engine, numpy' 2>/dev/null; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check 'infini-gram==2.6.0' numpy
+  fi
+  py=$(cd "$venv/bin" && pwd)/python
 fi
-py=$(cd "$venv/bin" && pwd)/python
 helper="$py scripts/bench_infini_gram.py"
 
-commit=$(git rev-parse --short HEAD)
-git diff --quiet HEAD -- src Cargo.toml Cargo.lock || commit="$commit+dirty"
+# The commit of the psa measured: $PSA_COMMIT where the binary was built elsewhere (a host
+# without the repository's history), else the checkout's HEAD.
+if [[ -n "${PSA_COMMIT:-}" ]]; then
+  commit=$PSA_COMMIT
+else
+  commit=$(git rev-parse --short HEAD)
+  git diff --quiet HEAD -- src Cargo.toml Cargo.lock || commit="$commit+dirty"
+fi
 date=$(date -u +%F)
 [[ -n "$OUTMD" ]] || OUTMD=bench-results/$date-$LABEL-$commit-infini-gram.md
 PSA=$(cd "$(dirname "$PSA")" && pwd)/$(basename "$PSA")
@@ -92,6 +115,13 @@ tokenize_s=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.arg
 log "$stats"
 val() { sed -n "s/.*\\b$1=\\([0-9]*\\).*/\\1/p" <<<"$stats"; }
 tokens=$(val tokens) documents=$(val documents) unk=$(val unk)
+copies_desc=""
+if [[ $COPIES -gt 1 ]]; then
+  log "growing the shard to $COPIES copies (rate $RATE)"
+  "$py" scripts/token-copies.py "$WORK/index" --copies "$COPIES" --rate "$RATE" >&2
+  copies_desc="; then $COPIES copies of that shard by \`scripts/token-copies.py --copies $COPIES --rate $RATE\` (each copy but the first with a fraction $RATE of its tokens substituted): $((tokens * COPIES)) tokens"
+  tokens=$((tokens * COPIES)) documents=$((documents * COPIES)) unk=$((unk * COPIES))
+fi
 mkdir -p "$WORK/psa" "$WORK/ig/data"
 for f in tokenized.0 offset.0; do
   ln "$WORK/index/$f" "$WORK/psa/$f"
@@ -167,8 +197,8 @@ shown_work=${WORK#"$PWD"/}
 $helper report --runs "$runs" --compare "$WORK/compare.json" --out "$OUTMD" \
   --meta "date=$date" --meta "label=$LABEL" --meta "nproc=$(nproc)" --meta "cpu=$cpu" \
   --meta "mem=$mem" --meta "os=$os_desc" --meta "commit=$commit" --meta "psa=$shown_psa" \
-  --meta "mpi=$mpi" --meta "ig_version=$ig_version" --meta "python=$pyver" \
-  --meta "corpora=$corpora_desc" --meta "tokens=$tokens" --meta "documents=$documents" \
+  --meta "mpi=$mpi" --meta "profile=${PSA_PROFILE:-ci}" --meta "ig_version=$ig_version" --meta "python=$pyver" \
+  --meta "corpora=$corpora_desc$copies_desc" --meta "tokens=$tokens" --meta "documents=$documents" \
   --meta "unk=$unk" --meta "tokenize_s=$tokenize_s" --meta "reps=$REPS" \
   --meta "order=$(IFS=';'; echo "${order[*]}" | sed 's/;/; /g')" \
   --meta "psa_cmd=mpirun -n $P --bind-to none /usr/bin/time -a -o PE-TIMES -f '%M %e' $shown_psa --infini-gram --token-width 2 --force $shown_work/psa" \

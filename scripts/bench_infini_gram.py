@@ -224,7 +224,7 @@ def report(args):
     out.append("## Setup\n")
     out.append(f"- Machine: {meta['label']} — {meta['nproc']} cores (`nproc`), "
                f"{meta['cpu']}, {meta['mem']} RAM; {meta['os']}.")
-    out.append(f"- psa: commit `{meta['commit']}` (`{meta['psa']}`, Cargo profile `ci`); "
+    out.append(f"- psa: commit `{meta['commit']}` (`{meta['psa']}`, Cargo profile `{meta.get('profile', 'ci')}`); "
                f"{meta['mpi']}.")
     out.append(f"- infini-gram {meta['ig_version']} from PyPI (its `rust_indexing` via "
                f"`python -m infini_gram.indexing`), Python {meta['python']}.")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/tokenize-u16.py — text corpora to one infini-gram shard of u16 tokens, deterministically.
 
-    python3 scripts/tokenize-u16.py [--mb N] [--jobs J] [--vocab FILE] DIR CORPUS...
+    python3 scripts/tokenize-u16.py [--mb N] [--jobs J] [--vocab FILE] [--width 2|4] DIR CORPUS...
 
 A word-level tokenizer (stdlib only) for benchmarking infini-gram indexes on real text:
 
@@ -20,6 +20,8 @@ A word-level tokenizer (stdlib only) for benchmarking infini-gram indexes on rea
   DIR/tokenized.0: every document as its separator 0xFFFF then its token ids, u16 little-endian;
   DIR/offset.0: the byte offset in tokenized.0 of every document's start (its separator),
   u64 little-endian, one per document.
+  With --width 4 (infini-gram's `--token_dtype u32`): u32 tokens, every distinct token its own id
+  (in the same order; no UNK), and the separator 0xFFFFFFFF.
   With --vocab FILE, also the vocabulary: one line per id, `ID<TAB>COUNT<TAB>TOKEN` with the
   token's bytes as a Python bytes literal.
 
@@ -42,6 +44,7 @@ from collections import Counter
 SEP = 0xFFFF
 UNK = 0xFFFE
 VOCAB = 65534
+CODE = "H"  # array's type of a token (--width 4: "I", 4 bytes on every platform psa runs on)
 MB = 1_000_000
 PIECE = 1 << 20  # the longest line read at once, and the size where a paragraph is cut
 BATCH = 4 << 20  # bytes of documents per task of a worker
@@ -111,8 +114,8 @@ def count(batch):
 
 
 def encode(batch):
-    """Pass 2: a batch's documents as u16 little-endian bytes, their token counts, its UNKs."""
-    out = array.array("H")
+    """Pass 2: a batch's documents as little-endian tokens, their token counts, its UNKs."""
+    out = array.array(CODE)
     lengths, unk = [], 0
     get = ids.get
     for d in batch:
@@ -142,7 +145,13 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="worker processes [all cores; 1: none]")
     ap.add_argument("--vocab", help="also write the vocabulary here")
+    ap.add_argument("--width", type=int, choices=(2, 4), default=2,
+                    help="bytes per token [2]; 4: u32 tokens, every distinct token its own id "
+                         "(no UNK), separator 0xFFFFFFFF")
     args = ap.parse_args()
+    global SEP, UNK, VOCAB, CODE
+    if args.width == 4:
+        SEP, UNK, VOCAB, CODE = 0xFFFF_FFFF, 0xFFFF_FFFE, 0xFFFF_FFFE, "I"
     limit = None if args.mb is None else args.mb * MB
     jobs = max(1, args.jobs)
     pool = mp.get_context("fork").Pool(jobs) if jobs > 1 else None
@@ -170,7 +179,7 @@ def main():
         for data, lengths, u in run(pool, encode, args.corpora, limit, jobs):
             offs = array.array("Q")
             for n in lengths:
-                offs.append(2 * tokens)
+                offs.append(args.width * tokens)
                 tokens += n
             if sys.byteorder != "little":
                 offs.byteswap()
@@ -186,7 +195,8 @@ def main():
     distinct = len(counts)
     print(f"tokenize-u16: {args.dir}: {tokens} tokens in {docs} documents; {distinct} distinct "
           f"tokens, the {len(vocab)} most frequent kept, {unk} tokens UNK", file=sys.stderr)
-    print(f"tokens={tokens} documents={docs} vocabulary={len(vocab)} unk={unk} bytes={2 * tokens}")
+    print(f"tokens={tokens} documents={docs} vocabulary={len(vocab)} unk={unk} "
+          f"bytes={args.width * tokens}")
 
 
 if __name__ == "__main__":

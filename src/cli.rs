@@ -256,6 +256,9 @@ pub struct Tuning {
     /// What pCSS does when its sample predicts the hand-over
     #[arg(long, hide = true, value_enum, value_name = "HOW")]
     pub css_predicted: Option<PredictedArg>,
+    /// The most distinct values of 32-bit tokens that pCSS ranks (more: pDC3)
+    #[arg(long, hide = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub css_alphabet: Option<u64>,
     /// With --gpu at p > 1, never build the whole text on pe 0's device
     #[arg(long, hide = true)]
     pub no_gpu_pool: bool,
@@ -449,6 +452,7 @@ impl Cli {
         let css = &mut c.css;
         css.handover = t.css_handover.unwrap_or(css.handover);
         css.predict = !t.no_css_predict;
+        css.alphabet = t.css_alphabet.map_or(css.alphabet, |a| a as usize);
         if let Some(f) = t.css_finish {
             css.finish_dc3 = matches!(f, FinishArg::Dc3);
         }
@@ -706,6 +710,7 @@ mod tests {
             "--no-css-predict",
             "--css-finish=dc3",
             "--css-predicted=sort",
+            "--css-alphabet=300",
             "--no-gpu-pool",
             "--pool-piece=3",
             "--sort-rounds=5",
@@ -728,7 +733,7 @@ mod tests {
              exchange_round_bytes=4096 mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
              plan_base=12345 plan_algo=false read_piece=5 map_threshold=1048576 huge_pages=true force_wide=true index_bits=40 \
              name_by_sort=true discard_share=0.5 css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
-             gpu_pool=false pool_piece=3 sort_rounds=5 merge_rounds=6 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
+             css_alphabet=300 gpu_pool=false pool_piece=3 sort_rounds=5 merge_rounds=6 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" gpu_sa_parts=7 kernel_cache=\"/k\""
         );
         assert_eq!(

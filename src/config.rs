@@ -261,6 +261,10 @@ pub struct CssOptions {
     /// `plan::css_costs`); 0 (the default): one, unless the memory plan needs more
     /// (`--sort-rounds N`). A build reads the plan's ([`Knobs::sort_rounds`]).
     pub sort_rounds: usize,
+    /// The most distinct values a text of 32-bit tokens may use for pCSS, which ranks them and
+    /// holds a code table of that many entries on every pe; a text of more goes to pDC3 whole
+    /// (default 2^20) (`--css-alphabet N`).
+    pub alphabet: usize,
 }
 
 impl Default for CssOptions {
@@ -271,6 +275,7 @@ impl Default for CssOptions {
             finish_dc3: false,
             predicted: Predicted::Dc7,
             sort_rounds: 0,
+            alphabet: 1 << 20,
         }
     }
 }
@@ -483,6 +488,7 @@ impl Config {
             ("css_predict", c.predict.to_string()),
             ("css_finish", s(if c.finish_dc3 { "dc3" } else { "dc7" })),
             ("css_predicted", s(c.predicted.name())),
+            ("css_alphabet", c.alphabet.to_string()),
             ("gpu_pool", g.pool.to_string()),
             ("pool_piece", g.pool_piece.to_string()),
             ("sort_rounds", knobs.sort_rounds.to_string()),
@@ -594,6 +600,7 @@ mod tests {
                     finish_dc3: _,
                     predicted: _,
                     sort_rounds: _,
+                    alphabet: _,
                 },
             dcx:
                 DcxOptions {
@@ -619,7 +626,7 @@ mod tests {
                     pool_piece: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 11 + 2 + 2 + 5 + 3 + 3 + 8);
+        assert_eq!(names.len(), 11 + 2 + 2 + 6 + 3 + 3 + 8);
     }
 
     /// The knobs a run kept replace the configured ones in what `--stats` shows, and nothing else.

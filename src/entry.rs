@@ -95,12 +95,6 @@ pub fn suffix_array_tokens_or_write<T: Token>(
 /// The suffix array of a token text wider than bytes for `sink`, on the calling thread's pool.
 fn tokens_here<T: Token>(ctx: &Ctx, knobs: Knobs, text: &[T], sink: &SaSink) -> Result<Built> {
     check_config(ctx)?;
-    if knobs.algo == Algo::Css && T::BITS > 16 {
-        return ctx.comm.agree(Err(Error::Unsupported(format!(
-            "pCSS packs characters of at most 16 bits: a text of {}-byte tokens needs the algorithm dc3 (--algo dc3)",
-            T::WIDTH
-        ))));
-    }
     let layout = dist::Layout::from_local_len(&ctx.comm, text.len());
     let set = Settings::of_text(ctx, knobs, &layout, text.len());
     Ok(match knobs.algo {

@@ -407,25 +407,25 @@ fn candidates(config: &Config, shape: &Shape, algo: Algo, budget: u64) -> Vec<Kn
     v
 }
 
-/// pCSS' key ranges before any budget: the configured ones, or for a text of 16-bit tokens (whose
-/// keys take 128 bits) [`TOKEN_SORT_ROUNDS`] where they are auto. Others: as configured.
+/// pCSS' key ranges before any budget: the configured ones, or for a text of 16- or 32-bit tokens
+/// (whose keys take 128 bits) [`TOKEN_SORT_ROUNDS`] where they are auto. Others: as configured.
 fn first_sort_rounds(config: &Config, shape: &Shape, algo: Algo) -> usize {
     let auto = config.css.sort_rounds == 0;
     match (algo, shape.token_width, auto) {
-        (Algo::Css, TokenWidth::W2, true) => TOKEN_SORT_ROUNDS,
+        (Algo::Css, TokenWidth::W2 | TokenWidth::W4, true) => TOKEN_SORT_ROUNDS,
         _ => config.css.sort_rounds,
     }
 }
 
-/// pCSS' key ranges on a text of 16-bit tokens without a budget: measured both faster and about a
-/// third of the memory of one range (word-level English tokens, p = 2: 2.3 s and 19 bytes a
-/// token against 5 s and 57; pDC3 took 3.9 s and 41; `docs/decisions.md`).
+/// pCSS' key ranges on a text of 16- or 32-bit tokens without a budget: measured both faster and
+/// about a third of the memory of one range (16-bit word-level English tokens, p = 2: 2.3 s and
+/// 19 bytes a token against 5 s and 57; pDC3 took 3.9 s and 41; `docs/decisions.md`).
 pub const TOKEN_SORT_ROUNDS: usize = 4;
 
 /// The plan of a run of `shape` under `config` (see the module's docs). Local and pure: every pe
 /// passing the same settings and shape gets the same plan (or the same refusal).
 pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
-    let algos = algorithms(config, shape)?;
+    let algos = algorithms(config);
     let budget = config.mem_per_pe;
     let all: Vec<Knobs> = algos
         .iter()
@@ -456,18 +456,8 @@ pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
 }
 
 /// The algorithms the plan may choose from, the configured first: the other one too where
-/// [`Config::plan_algo`] allows. A text of 32-bit tokens takes pDC3 alone: pCSS packs characters
-/// of at most 16 bits, and asking for it is refused ([`Error::Usage`]).
-fn algorithms(config: &Config, shape: &Shape) -> Result<Vec<Algo>> {
-    if shape.token_width == TokenWidth::W4 {
-        return match (config.algo, config.plan_algo) {
-            (Algo::Css, false) => Err(Error::Usage(format!(
-                "--algo css takes bytes and 16-bit tokens: --token-width {} needs --algo dc3 (or no --algo)",
-                shape.token_width
-            ))),
-            _ => Ok(vec![Algo::Dc3]),
-        };
-    }
+/// [`Config::plan_algo`] allows.
+fn algorithms(config: &Config) -> Vec<Algo> {
     let mut algos = vec![config.algo];
     if config.plan_algo {
         algos.push(match config.algo {
@@ -475,7 +465,7 @@ fn algorithms(config: &Config, shape: &Shape) -> Result<Vec<Algo>> {
             Algo::Dc3 => Algo::Css,
         });
     }
-    Ok(algos)
+    algos
 }
 
 /// The message of a refused run: the budget, the need, the leanest plan, and what to do.
@@ -535,7 +525,7 @@ fn refusal(
     let mut pes = shape.pes.max(1);
     let fits = |pes: usize| {
         let s = Shape { pes, ..*shape };
-        let allowed = algorithms(config, shape).unwrap_or_default();
+        let allowed = algorithms(config);
         let knobs = [Algo::Css, Algo::Dc3]
             .into_iter()
             .filter(|a| allowed.contains(a))

@@ -79,8 +79,8 @@ fn run_one(
     if wide {
         args.extend(["--index-bits".into(), "40".into()]);
     }
-    // pCSS for 16-bit tokens at every other p (the plan's default), pDC3 at the rest.
-    let algo = if w == 2 && p % 2 == 1 { "css" } else { "dc3" };
+    // pCSS for 16- and 32-bit tokens at every other p, pDC3 at the rest.
+    let algo = if w > 1 && p % 2 == 1 { "css" } else { "dc3" };
     args.extend(["--algo".into(), algo.into()]);
     args.extend(files);
     let r = run_psa(p, &args, dir.path());
@@ -173,20 +173,6 @@ fn token_inputs_refused_clearly() {
             "--token-width 2 reads raw files of tokens, but 'x.fa' is FASTA",
             "fasta",
         );
-        let r = run_psa(
-            p,
-            [
-                "--token-width",
-                "4",
-                "--algo",
-                "css",
-                "-o",
-                "out.sa",
-                "ok.bin",
-            ],
-            dir.path(),
-        );
-        r.assert_error(2, "--algo css takes bytes and 16-bit tokens", "css");
         let r = run_psa(
             p,
             ["--token-width", "3", "-o", "out.sa", "ok.bin"],

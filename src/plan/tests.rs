@@ -376,8 +376,8 @@ fn the_refusal_names_enough_pes() {
     assert!(choose(&config(Some(budget)), &shape(1 << 30, pes / 2), "").is_err());
 }
 
-/// A text of 16-bit tokens takes pCSS in [`TOKEN_SORT_ROUNDS`] key ranges without a budget
-/// (configured ranges kept); one of 32-bit tokens pDC3, and `--algo css` on it is refused.
+/// A text of 16- or 32-bit tokens takes pCSS in [`TOKEN_SORT_ROUNDS`] key ranges without a budget
+/// (configured ranges kept), whether the algorithm is given or not.
 #[test]
 fn token_texts_get_their_algorithm() -> TestResult {
     let u16s = Shape {
@@ -397,12 +397,9 @@ fn token_texts_get_their_algorithm() -> TestResult {
         token_width: TokenWidth::W4,
         ..shape(1 << 24, 2)
     };
-    assert_eq!(choose(&free, &u32s, "test")?.knobs.algo, Algo::Dc3);
-    let e = choose(&config(None), &u32s, "test").unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("--algo css takes bytes and 16-bit tokens"),
-        "{e}"
-    );
+    for c in [&free, &config(None)] {
+        let k = choose(c, &u32s, "test")?.knobs;
+        assert_eq!((k.algo, k.sort_rounds), (Algo::Css, TOKEN_SORT_ROUNDS));
+    }
     Ok(())
 }

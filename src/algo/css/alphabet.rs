@@ -1,7 +1,7 @@
-//! Phase 1, the alphabet: one reduction finds the byte (or 16-bit token) values the text uses,
+//! Phase 1, the alphabet: one reduction finds the byte (or token) values the text uses,
 //! and keys pack their codes ([`Codes`]) into a 64- or 128-bit integer ([`KeyWord`]) whose order
 //! is the characters' lexicographic order. Memory per pe: a histogram and code table of 256
-//! entries (2^16 for 16-bit tokens).
+//! entries (2^16 for 16-bit tokens, σ for 32-bit ones, which are ranked first).
 
 use crate::token::Token;
 use crate::util::bits;
@@ -14,7 +14,8 @@ use crate::Ctx;
 /// round over most suffixes — English shares its first 9 characters with another suffix at 79 %
 /// of its positions, its first 18 at 29 %).
 pub(super) struct Codes {
-    /// The code of every character value (256 of them, or 2^16 for 16-bit tokens).
+    /// The code of every character value (256 of them, 2^16 for 16-bit tokens, or the ranks of
+    /// 32-bit ones).
     pub(super) code: Vec<u64>,
     pub(super) b: u32,
     /// Bits of a key: 64 or 128.
@@ -32,11 +33,15 @@ pub(super) struct Codes {
 const NARROW_ALPHABET: u64 = 16;
 
 impl Codes {
-    /// Collective: one reduction of a histogram of every value of `C` (bytes or 16-bit tokens;
-    /// wider ones are pDC3's).
+    /// Collective: one reduction of a histogram of every value of `C` (bytes or 16-bit tokens),
+    /// or for 32-bit tokens of every value up to the text's largest: their ranks (`ranks.rs`).
     pub(super) fn of<C: Token>(ctx: &Ctx, text: &[C]) -> Self {
-        assert!(C::BITS <= 16, "pCSS packs characters of at most 16 bits");
-        let values = 1usize << C::BITS;
+        let values = if C::BITS <= 16 {
+            1usize << C::BITS
+        } else {
+            let top = text.iter().map(|c| c.to_u64()).max().unwrap_or(0);
+            ctx.comm.all_reduce_max(top) as usize + 1
+        };
         let mut hist = vec![0u64; values];
         for &c in text {
             hist[c.to_u64() as usize] += 1;

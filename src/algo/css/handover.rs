@@ -23,6 +23,8 @@ const LARGE_REMAINDER: usize = 8;
 pub(super) enum Progress {
     /// Before anything.
     Start,
+    /// A text of 32-bit tokens with more distinct values than pCSS ranks (`ranks.rs`).
+    Alphabet { distinct: u64 },
     /// After the keys: the predicted fraction of suffixes that share their first k characters
     /// with another suffix.
     Predicted { shared: f64, k: usize },
@@ -97,6 +99,7 @@ fn bytes_of<C: Token>(text: &[C]) -> Option<&[u8]> {
 /// - at the start, a text of at most `base_case` characters (gathering is cheaper than a
 ///   distributed sort) or of ≥ 2^[`POSITION_BITS`] (positions do not fit the key records) goes to
 ///   pDC3;
+/// - a text of 32-bit tokens with more distinct values than [`Knobs::alphabet`] goes to pDC3;
 /// - after the prediction, when more than the hand-over fraction ([`Knobs::handover`]) of the
 ///   suffixes share their key: DC7 from the start (or what [`Knobs::predicted`] says);
 /// - after the first sort, when more than that fraction of all suffixes is tied outside runs;
@@ -118,6 +121,12 @@ pub(super) fn hand_over(ctx: &Ctx, n: usize, at: Progress, knobs: &Knobs) -> Opt
         Progress::Start => {
             (knobs.set.gathers(ctx, n) || bits(n as u64) > POSITION_BITS).then_some(HandOver::Dc3)
         }
+        Progress::Alphabet { distinct } => (distinct > knobs.alphabet as u64).then(|| {
+            if say {
+                log::info!("css: more than {} distinct token values ({distinct} or more); building with pDC3", knobs.alphabet);
+            }
+            HandOver::Dc3
+        }),
         Progress::Predicted { shared, k } => {
             (shared > limit).then(|| predicted(shared, k, knobs.predicted, say))
         }

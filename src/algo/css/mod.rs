@@ -4,7 +4,9 @@
 //! name the groups across ranges → send the updates to the owners (`groups.rs`).
 //!
 //! Phases:
-//! 1. **alphabet** (`alphabet.rs`): the set of byte (or 16-bit token) values in the whole text (one reduction); b = bits per
+//! 0. **ranks** (`ranks.rs`, 32-bit tokens only): every value replaced by its rank among the
+//!    text's values, which keeps the order and makes the alphabet's table σ entries long.
+//! 1. **alphabet** (`alphabet.rs`): the set of byte (or token) values in the whole text (one reduction); b = bits per
 //!    character (2 for DNA), k = ⌊64/b⌋ characters per 64-bit key for alphabets of at most 16
 //!    letters (32 for DNA), else 2·⌊64/b⌋ per 128-bit key (18 for English's 7-bit codes, 16 for
 //!    bytes): a 64-bit key of 8–12 characters left most suffixes of text and code for a first
@@ -79,6 +81,7 @@ mod keys;
 mod open;
 mod place;
 mod predict;
+mod ranks;
 mod records;
 mod refine;
 mod runs;
@@ -94,7 +97,8 @@ use first_sort::{first_sort, Names};
 use handover::{finish, hand_over, HandOver, Progress};
 use keys::{FirstKey, HiKey, KeyGen, WideKey};
 use place::{deliver_names, place};
-use predict::predict;
+use predict::{predict, predicts};
+use ranks::{ranked, Ranked};
 use refine::Doubling;
 
 /// Builds the suffix array with pCSS, the build's setting `set`. Collective; same contract as
@@ -114,6 +118,30 @@ pub fn css<C: Token>(
     if let Some(build) = hand_over(ctx, n, Progress::Start, &knobs).and_then(HandOver::whole) {
         return (build.build(ctx, set, text, layout, sink), 0);
     }
+    if C::BITS <= 16 {
+        return ranked_css(ctx, text, layout, sink, &knobs);
+    }
+    // 0. ranks: 32-bit tokens take their ranks among the text's values, or go to pDC3.
+    match ctx.phase("ranks", || ranked(ctx, text, knobs.alphabet)) {
+        Ranked::Text(ranks) => ranked_css(ctx, &ranks, layout, sink, &knobs),
+        Ranked::TooMany(distinct) => {
+            let at = Progress::Alphabet { distinct };
+            let build = hand_over(ctx, n, at, &knobs).and_then(HandOver::whole);
+            let build = build.expect("too many distinct values hand over whole");
+            (build.build(ctx, set, text, layout, sink), 0)
+        }
+    }
+}
+
+/// Phases 1–7 on a text whose values index a code table: bytes, 16-bit tokens, or ranks.
+fn ranked_css<C: Token>(
+    ctx: &Ctx,
+    text: &[C],
+    layout: &Layout,
+    sink: &SaSink,
+    knobs: &Knobs,
+) -> (Option<Vec<u64>>, usize) {
+    let n = layout.len();
     let codes = ctx.phase("alphabet", || Codes::of(ctx, text));
     let run = Run {
         ctx,
@@ -121,7 +149,7 @@ pub fn css<C: Token>(
         layout,
         sink,
         codes: &codes,
-        knobs: &knobs,
+        knobs,
     };
     match (index_width(ctx, n), codes.word) {
         (IndexWidth::W32, 64) => run.build::<u32, HiKey>(),
@@ -148,6 +176,8 @@ pub(super) struct Knobs {
     predicted: Predicted,
     /// The finish on the prefix names by DC3 instead of DC7 (`--css-finish dc3`).
     finish_dc3: bool,
+    /// The most distinct 32-bit token values ranked (`--css-alphabet`, `ranks.rs`).
+    alphabet: usize,
     /// The key ranges of the sorts (the build's: `--sort-rounds`; 0, auto: one, the fastest; a
     /// memory budget makes the plan, [`crate::plan`], choose more).
     sort_rounds: usize,
@@ -163,6 +193,7 @@ impl Knobs {
             predict: c.handover < 1.0 && c.predict,
             predicted: c.predicted,
             finish_dc3: c.finish_dc3,
+            alphabet: c.alphabet,
             sort_rounds: set.knobs.sort_rounds.max(1),
         }
     }
@@ -195,8 +226,7 @@ impl<C: Token> Run<'_, C> {
         let (keys, held) = ctx.phase("keys", || {
             KeyGen::<R, C>::made(ctx, text, layout, codes, rounds)
         });
-        let predicted = knobs
-            .predict
+        let predicted = (knobs.predict && predicts(codes))
             .then(|| predict(ctx, text, layout, codes, held.as_deref()));
         let decided = predicted
             .and_then(|(shared, k)| hand_over(ctx, n, Progress::Predicted { shared, k }, knobs));
