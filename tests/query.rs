@@ -382,3 +382,39 @@ fn a_patterns_file_larger_than_the_memory_used_is_streamed() {
         "peak resident size {peak} bytes for 300 MB of patterns"
     );
 }
+
+/// The first query with many patterns keeps the search's top level in `OUT.top`, and later
+/// ones map it; after the index is built again from another text, or the file is cut short,
+/// the answers are still a naive scan's.
+#[test]
+fn the_kept_top_level_answers_as_a_naive_scan_and_follows_its_index() {
+    let dir = TempDir::new("query-top");
+    let mut rng = Rng::new(69);
+    let top = dir.path().join("t.sa.top");
+    for (round, seed) in [(0, 5), (1, 6), (2, 6)] {
+        let t = common::gen::random(seed, 6000, 4, b'a');
+        std::fs::write(dir.path().join("t.txt"), &t).unwrap();
+        if round < 2 {
+            build(dir.path(), "t.txt", "t.sa", &["--force"]);
+        } else {
+            let bytes = std::fs::read(&top).unwrap();
+            std::fs::write(&top, &bytes[..bytes.len() / 2]).unwrap();
+        }
+        let indexed = Indexed {
+            recs: vec![("t.txt".to_string(), 0, t.len() as u64)],
+            t: t.clone(),
+            fold: false,
+        };
+        let pats = patterns(&t, &mut rng, b"z");
+        for _ in 0..2 {
+            let lines: Vec<u8> = pats.iter().flat_map(|p| [&p[..], b"\n"].concat()).collect();
+            std::fs::write(dir.path().join("p.txt"), &lines).unwrap();
+            let got = query(dir.path(), &["t.sa", "--patterns", "p.txt"]);
+            assert!(
+                got == indexed.answers(&pats, false, 0),
+                "round {round}: counts differ from a naive scan"
+            );
+            assert!(top.exists(), "round {round}: no t.sa.top");
+        }
+    }
+}

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use bincode::{Decode, Encode};
 
-use super::search::{self, Sa, Text, Top};
+use super::search::{self, Owner, Sa, Text, Top};
 use super::seq::Record;
 pub use super::{modified_time, Mtime};
 use crate::error::{Error, Result};
@@ -613,6 +613,10 @@ fn map(f: &File, path: &Path) -> Result<Option<memmap2::Mmap>> {
     // SAFETY: the map is read-only; a file changed under it while mapped is the user's doing
     // (its stamp or size was checked against the metadata when it was opened).
     let m = unsafe { memmap2::Mmap::map(f) }.map_err(|e| Error::io("map", path, e))?;
+    // Searches read the SA and T at random places: mapped in huge pages (where the kernel
+    // holds the file's pages so, or reads them in so on a fault), far fewer of those reads miss
+    // the TLB. A hint: where it is refused, nothing else changes.
+    let _ = m.advise(memmap2::Advice::HugePage);
     Ok(Some(m))
 }
 
@@ -627,8 +631,12 @@ pub struct Index {
     text: Text,
     /// The document table (`OUT.docs`) of an index built with `--doc-sep`.
     docs: Option<memmap2::Mmap>,
-    /// The search's top level, once [`Self::build_top`] made it.
+    /// The search's top level: mapped from `OUT.top` where that is this build's, or made by
+    /// [`Self::build_top`].
     top: Option<Top>,
+    /// `OUT.top`, and what ties it to this build of the index.
+    top_path: PathBuf,
+    owner: Owner,
 }
 
 /// Where a match lies: its record (index into the records; with a document table, its
@@ -676,6 +684,7 @@ impl Index {
             input_modified: None,
         };
         let sa = open_checked(&sa_file, &meta_path, &mut warnings)?;
+        let sa_stamp = FileStamp::of(&sa.metadata().map_err(|e| Error::io("open", out, e))?);
         let docs_file = meta.doc_sep.map(|_| Expected {
             path: side_path(out, ".docs"),
             size: 0,
@@ -700,14 +709,25 @@ impl Index {
         let sizes: Vec<u64> = text_files.iter().map(|e| e.size).collect();
         still_the_same(&meta_path, &meta, &seen)?;
         let text = Text::new(parts, &sizes, meta.token_bytes() as usize);
-        Ok(Index {
+        let owner = [
+            sa_stamp.size,
+            sa_stamp.modified.0 as u64,
+            sa_stamp.modified.1 as u64,
+            meta.stamps.map_or(0, |s| s.build),
+        ];
+        let mut index = Index {
             meta,
             warnings,
             sa,
             text,
             docs,
             top: None,
-        })
+            top_path: side_path(out, ".top"),
+            owner,
+        };
+        let token = index.text.token();
+        index.top = Top::open_saved(&index.top_path, owner, &index.sa(), token);
+        Ok(index)
     }
 
     /// The SA as the search reads it.
@@ -729,12 +749,21 @@ impl Index {
         }
     }
 
-    /// Builds the search's top level ([`Top`]), which later searches use: worth it once the
-    /// patterns to answer are many ([`Self::top_pays_after`]). Runs on rayon's threads. Errors
-    /// where the SA is damaged.
+    /// Builds the search's top level ([`Top`]), which later searches use, and keeps it in
+    /// `OUT.top` for later queries where it can (a directory it cannot write leaves it in
+    /// memory only): worth it once the patterns to answer are many ([`Self::top_pays_after`]).
+    /// Runs on rayon's threads. Errors where the SA is damaged.
     pub fn build_top(&mut self) -> Result<()> {
         if self.top.is_none() {
-            self.top = Some(Top::build(&self.sa(), &self.text)?);
+            let top = Top::build(&self.sa(), &self.text)?;
+            let width = self.meta.width as usize;
+            if let Err(e) = top.save(&self.top_path, self.owner, width) {
+                log::debug!(
+                    "the top level stays in memory: {}: {e}",
+                    self.top_path.display()
+                );
+            }
+            self.top = Some(top);
         }
         Ok(())
     }

@@ -16,41 +16,86 @@ use crate::io::index::{tsv_field, Index};
 /// ([`Index::ranges`]) and its answers go to one buffer.
 const TASK: usize = 1 << 11;
 
-/// The lines answering `batch`'s patterns, one buffer per task in order, each with the matches
-/// it counts. Errors where a pattern is no key (a token index's) or the index is damaged.
-pub fn answer_batch(index: &Index, batch: &Batch, q: &Query) -> Result<Vec<(Vec<u8>, u64)>> {
+/// Buffers that answers are written into, handed back once written, so that batch after batch
+/// reuses the same memory (a buffer freed and allocated anew is zeroed by the kernel again).
+#[derive(Default)]
+pub struct Buffers(std::sync::Mutex<Vec<Vec<u8>>>);
+
+impl Buffers {
+    /// An empty buffer, one handed back where there is one.
+    fn take(&self) -> Vec<u8> {
+        let mut free = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        free.pop().unwrap_or_default()
+    }
+
+    /// Hands `buf` back for a later task.
+    pub fn give(&self, mut buf: Vec<u8>) {
+        buf.clear();
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(buf);
+    }
+}
+
+/// What a task searches with: its patterns' keys one after another, and their intervals (kept
+/// by each of rayon's threads from task to task).
+#[derive(Default)]
+struct Scratch {
+    keys: Vec<u8>,
+    ends: Vec<usize>,
+    found: Vec<(usize, usize)>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+/// The lines answering `batch`'s patterns, one buffer (from `buffers`) per task in order, each
+/// with the matches it counts. Errors where a pattern is no key (a token index's) or the index
+/// is damaged.
+pub fn answer_batch(
+    index: &Index,
+    batch: &Batch,
+    q: &Query,
+    buffers: &Buffers,
+) -> Result<Vec<(Vec<u8>, u64)>> {
     let tasks: Vec<usize> = (0..batch.len()).step_by(TASK).collect();
     tasks
         .par_iter()
-        .map(|&first| answer(index, batch, first..(first + TASK).min(batch.len()), q))
+        .map(|&first| {
+            let task = first..(first + TASK).min(batch.len());
+            let mut out = buffers.take();
+            let matches = SCRATCH.with_borrow_mut(|s| answer(index, batch, task, q, s, &mut out));
+            Ok((out, matches?))
+        })
         .collect()
 }
 
-/// The lines answering `batch`'s patterns `task`, in order, and the matches they count: their
-/// keys made ([`key_of`]), searched together ([`Index::ranges`]), each answer written
-/// ([`write_answer`]).
+/// Appends the lines answering `batch`'s patterns `task` to `out`, in order, and returns the
+/// matches they count: their keys made ([`key_of`]), searched together ([`Index::ranges`]),
+/// each answer written ([`write_answer`]).
 fn answer(
     index: &Index,
     batch: &Batch,
     task: std::ops::Range<usize>,
     q: &Query,
-) -> Result<(Vec<u8>, u64)> {
-    let mut keys = Vec::new();
-    let mut ends = Vec::with_capacity(task.len());
+    s: &mut Scratch,
+    out: &mut Vec<u8>,
+) -> Result<u64> {
+    s.keys.clear();
+    s.ends.clear();
     for i in task.clone() {
-        key_of(index, batch.get(i), &mut keys)?;
-        ends.push(keys.len());
+        key_of(index, batch.get(i), &mut s.keys)?;
+        s.ends.push(s.keys.len());
     }
-    let starts = std::iter::once(0).chain(ends.iter().copied());
-    let keys: Vec<&[u8]> = starts.zip(&ends).map(|(a, &b)| &keys[a..b]).collect();
-    let mut found = vec![(0, 0); task.len()];
-    index.ranges(&keys, &mut found)?;
-    let mut out = Vec::with_capacity(ends.last().unwrap_or(&0) + 16 * task.len());
+    let starts = std::iter::once(0).chain(s.ends.iter().copied());
+    let keys: Vec<&[u8]> = starts.zip(&s.ends).map(|(a, &b)| &s.keys[a..b]).collect();
+    s.found.clear();
+    s.found.resize(task.len(), (0, 0));
+    index.ranges(&keys, &mut s.found)?;
     let mut matches = 0;
-    for (i, range) in task.zip(found) {
-        matches += write_answer(index, batch.get(i), range, q, &mut out)?;
+    for (i, &range) in task.zip(&s.found) {
+        matches += write_answer(index, batch.get(i), range, q, out)?;
     }
-    Ok((out, matches))
+    Ok(matches)
 }
 
 /// Appends the bytes the index's T holds for `pat` to `key`: folded by its case rule, or a

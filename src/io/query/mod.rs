@@ -111,6 +111,7 @@ fn answer_all(
     out: &mut impl Write,
 ) -> Result<QueryReport> {
     let mut report = QueryReport::default();
+    let buffers = answer::Buffers::default();
     let mut next = current.empty_like();
     let mut more = file.is_some();
     while more || !current.is_empty() {
@@ -119,7 +120,7 @@ fn answer_all(
         }
         let shared: &Index = index;
         let (answered, read) = rayon::join(
-            || answer::answer_batch(shared, &current, q),
+            || answer::answer_batch(shared, &current, q, &buffers),
             || match (&mut file, more) {
                 (Some(f), true) => f.next_batch(&mut next),
                 _ => Ok(false),
@@ -131,6 +132,7 @@ fn answer_all(
             if !written(out.write_all(&text))? {
                 return Ok(report);
             }
+            buffers.give(text);
         }
         more = read?;
         std::mem::swap(&mut current, &mut next);

@@ -15,10 +15,12 @@
 //! the callers run batches on rayon's threads.
 
 mod kernel;
+mod saved;
 pub mod text;
 mod top;
 
 pub use kernel::ranges;
+pub use saved::Owner;
 pub use text::Text;
 pub use top::Top;
 

@@ -167,3 +167,44 @@ fn a_damaged_suffix_array_is_an_error() {
     assert!(e.to_string().contains("damaged"), "{e}");
     assert!(Top::build(&sa, &text).is_err());
 }
+
+/// A saved top level maps back to the same searches for its owner only; one of another owner,
+/// another step or a cut file is not used.
+#[test]
+fn a_saved_top_level_searches_as_the_built_one() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("psa-top-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("t.sa.top");
+    let mut rng = SplitMix::new(67);
+    for token in [1usize, 2] {
+        for t in texts(&mut rng) {
+            let t = &t[..t.len() - t.len() % token];
+            let n = t.len() / token;
+            let sa_bytes = naive_sa(t, token);
+            let sa = Sa::new(&sa_bytes, 4, n);
+            let text = text_of(t, token, &[]);
+            let built = Top::build(&sa, &text)?;
+            let owner = [n as u64, 7, 8, 9];
+            built.save(&path, owner, 4).expect("saved");
+            let other = [n as u64, 7, 8, 10];
+            assert!(Top::open_saved(&path, other, &sa, token).is_none());
+            assert!(Top::open_saved(&path, owner, &sa, 3 - token).is_none());
+            let saved = Top::open_saved(&path, owner, &sa, token).expect("mapped");
+            assert_eq!(saved.bytes(), built.bytes());
+            let pats = patterns(t, token, &mut rng);
+            let keys: Vec<&[u8]> = (pats.iter())
+                .map(|p| &p[..p.len() - p.len() % token])
+                .filter(|k| !k.is_empty())
+                .collect();
+            let (mut a, mut b) = (vec![(0, 0); keys.len()], vec![(0, 0); keys.len()]);
+            ranges(&sa, &text, Some(&built), &keys, &mut a)?;
+            ranges(&sa, &text, Some(&saved), &keys, &mut b)?;
+            assert_eq!(a, b, "{t:?} ({token})");
+            let bytes = std::fs::read(&path).expect("read back");
+            std::fs::write(&path, &bytes[..bytes.len() - 64]).expect("cut");
+            assert!(Top::open_saved(&path, owner, &sa, token).is_none());
+        }
+    }
+    std::fs::remove_dir_all(&dir).expect("removed");
+    Ok(())
+}

@@ -134,10 +134,26 @@ pub fn cmp_slices(suffix: &[u8], pat: &[u8], skip: usize, token: usize) -> (Orde
     (o, at)
 }
 
-/// The length of the common prefix of `a` and `b` (of equal lengths), eight bytes at a time.
+/// The length of the common prefix of `a` and `b` (of equal lengths), sixteen bytes at a time
+/// (x86-64), then eight.
 #[inline]
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let mut i = 0;
+    #[cfg(target_arch = "x86_64")]
+    while i + 16 <= a.len() && i + 16 <= b.len() {
+        use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8};
+        // SAFETY: both loads read bytes i..i + 16, within both slices (checked above);
+        // unaligned loads and SSE2 (part of every x86-64) are allowed anywhere.
+        let same = unsafe {
+            let x = _mm_loadu_si128(a.as_ptr().add(i) as *const __m128i);
+            let y = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+            _mm_movemask_epi8(_mm_cmpeq_epi8(x, y)) as u32
+        };
+        if same != 0xffff {
+            return i + (!same).trailing_zeros() as usize;
+        }
+        i += 16;
+    }
     while i + 8 <= a.len() {
         let x = u64::from_le_bytes(a[i..i + 8].try_into().unwrap_or([0; 8]));
         let y = u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));

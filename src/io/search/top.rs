@@ -8,7 +8,7 @@ use crate::error::Result;
 
 /// Keys per block of a level: a block is counted whole once the level above (its every
 /// `BLOCK`-th key) has named it. 8 keys: one cache line, the one random read of the top level.
-const BLOCK: usize = 8;
+pub(super) const BLOCK: usize = 8;
 
 /// Sampled suffixes whose places in T are asked for before their keys are read, when the top
 /// level is built.
@@ -83,6 +83,11 @@ impl KeyCode {
         }
     }
 
+    /// The bytes T holds, and bytes per symbol: what [`Self::new`] made it of.
+    pub(super) fn made_of(&self) -> ([bool; 256], usize) {
+        (self.present, self.token)
+    }
+
     /// Bytes a key covers.
     fn span(&self) -> usize {
         self.symbols * self.token
@@ -93,13 +98,16 @@ impl KeyCode {
 /// every [`BLOCK`]-th key of the level below, up to one of at most [`BLOCK`] keys (see the
 /// module's documentation). A key's rank is counted a block per level from the top down.
 pub struct Top {
-    code: KeyCode,
+    pub(super) code: KeyCode,
     /// SA entries between two sampled ones.
-    step: usize,
-    /// `levels[0]`: the sampled suffixes' keys; `levels[l + 1]`: `levels[l][i·BLOCK]`.
-    levels: Vec<Level>,
+    pub(super) step: usize,
+    /// Every level's blocks, level 0 (the sampled suffixes' keys) first.
+    pub(super) lines: Lines,
+    /// `levels[0]`: the sampled suffixes' keys; `levels[l + 1]`: `levels[l]`'s every
+    /// [`BLOCK`]-th key.
+    pub(super) levels: Vec<Level>,
     /// The SA's entries.
-    n: usize,
+    pub(super) n: usize,
 }
 
 impl Top {
@@ -136,19 +144,11 @@ impl Top {
                 }
                 Ok::<(), crate::error::Error>(())
             })?;
-        let mut levels = vec![Level::new(&keys)];
-        while levels.len() == 1 || levels[levels.len() - 1].len > BLOCK {
-            let above: Vec<u64> = levels[levels.len() - 1]
-                .keys()
-                .iter()
-                .step_by(BLOCK)
-                .copied()
-                .collect();
-            levels.push(Level::new(&above));
-        }
+        let (lines, levels) = Level::pack(&Level::stack(keys));
         Ok(Top {
             code,
             step,
+            lines: Lines::Built(lines),
             levels,
             n: sa.len(),
         })
@@ -156,8 +156,7 @@ impl Top {
 
     /// Bytes it takes in memory.
     pub fn bytes(&self) -> usize {
-        let keys: usize = self.levels.iter().map(|l| l.lines.len() * BLOCK).sum();
-        8 * keys + std::mem::size_of::<KeyCode>()
+        64 * self.lines.get().len() + std::mem::size_of::<KeyCode>()
     }
 
     /// Its key code.
@@ -170,13 +169,15 @@ impl Top {
     #[inline]
     pub fn block_of(&self, key: u64, or_equal: bool) -> usize {
         // The top level is one block.
-        (self.levels[1..].iter().rev()).fold(1, |b, level| count(level.keys(), b, key, or_equal))
+        (1..self.levels.len())
+            .rev()
+            .fold(1, |b, l| count(self.keys(l), b, key, or_equal))
     }
 
     /// Asks for block `b`'s cache lines (see [`Self::block_of`]).
     #[inline]
     pub fn prefetch_block(&self, b: usize) {
-        let lines = &self.levels[0].lines;
+        let lines = self.lines.get();
         super::prefetch(lines.as_ptr().wrapping_add(b.saturating_sub(1)) as *const u8);
     }
 
@@ -184,7 +185,15 @@ impl Top {
     /// [`Self::block_of`].
     #[inline]
     pub fn count_in(&self, b: usize, key: u64, or_equal: bool) -> usize {
-        count(self.levels[0].keys(), b, key, or_equal)
+        count(self.keys(0), b, key, or_equal)
+    }
+
+    /// Level `l`'s keys.
+    #[inline]
+    fn keys(&self, l: usize) -> &[u64] {
+        let Level { start, len } = self.levels[l];
+        let lines = &self.lines.get()[start..start + len.div_ceil(BLOCK)];
+        &bytemuck::cast_slice::<Line, u64>(lines)[..len]
     }
 
     /// The keys below `key` (at most `key` with `or_equal`).
@@ -213,29 +222,77 @@ impl Top {
 /// A block of keys on a cache line of its own.
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C, align(64))]
-struct Line([u64; BLOCK]);
+pub(super) struct Line(pub(super) [u64; BLOCK]);
 
-/// A level of the top level: its keys in blocks of a cache line each.
-struct Level {
-    lines: Vec<Line>,
-    /// Keys (the last line's rest unused).
-    len: usize,
+/// Where the levels' blocks are: built in memory, or mapped from the index's file of them
+/// (from a byte offset that [`super::saved`] checked is whole lines, aligned).
+pub(super) enum Lines {
+    Built(Vec<Line>),
+    Saved(memmap2::Mmap, usize),
+}
+
+impl Lines {
+    #[inline]
+    pub(super) fn get(&self) -> &[Line] {
+        match self {
+            Lines::Built(v) => v,
+            Lines::Saved(m, at) => bytemuck::cast_slice(&m[*at..]),
+        }
+    }
+}
+
+/// A level of the top level: its first block among [`Lines`], and its keys (the last block's
+/// rest holds `u64::MAX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Level {
+    pub(super) start: usize,
+    pub(super) len: usize,
 }
 
 impl Level {
-    fn new(keys: &[u64]) -> Level {
-        let mut lines = vec![Line([u64::MAX; BLOCK]); keys.len().div_ceil(BLOCK)];
-        for (line, block) in lines.iter_mut().zip(keys.chunks(BLOCK)) {
-            line.0[..block.len()].copy_from_slice(block);
+    /// The sampled keys and the levels above them: each level's every [`BLOCK`]-th key, up to
+    /// one of at most [`BLOCK`] keys.
+    fn stack(keys: Vec<u64>) -> Vec<Vec<u64>> {
+        let mut levels = vec![keys];
+        while levels.len() == 1 || levels[levels.len() - 1].len() > BLOCK {
+            let above = levels[levels.len() - 1].iter().step_by(BLOCK).copied();
+            levels.push(above.collect());
         }
-        Level {
-            lines,
-            len: keys.len(),
-        }
+        levels
     }
 
-    fn keys(&self) -> &[u64] {
-        &bytemuck::cast_slice::<Line, u64>(&self.lines)[..self.len]
+    /// The levels' keys in blocks one after another, and where each level starts.
+    fn pack(levels: &[Vec<u64>]) -> (Vec<Line>, Vec<Level>) {
+        let mut lines = Vec::new();
+        let mut at = Vec::new();
+        for keys in levels {
+            at.push(Level {
+                start: lines.len(),
+                len: keys.len(),
+            });
+            lines.extend(keys.chunks(BLOCK).map(|block| {
+                let mut line = Line([u64::MAX; BLOCK]);
+                line.0[..block.len()].copy_from_slice(block);
+                line
+            }));
+        }
+        (lines, at)
+    }
+
+    /// The levels of an SA of `n` entries sampled every `step`: their lengths and starts.
+    pub(super) fn plan(n: usize, step: usize) -> Vec<Level> {
+        let mut levels = vec![Level {
+            start: 0,
+            len: n.div_ceil(step),
+        }];
+        while levels.len() == 1 || levels[levels.len() - 1].len > BLOCK {
+            let below = levels[levels.len() - 1];
+            levels.push(Level {
+                start: below.start + below.len.div_ceil(BLOCK),
+                len: below.len.div_ceil(BLOCK),
+            });
+        }
+        levels
     }
 }
 
@@ -299,6 +356,16 @@ mod tests {
         assert!(lo < code.keys(b"ACA").0 && code.keys(b"ACTTTT").0 <= hi);
         assert!(hi < code.keys(b"AG").0);
         assert!(code.absent(b"ACGU") && !code.absent(b"ACGT$"));
+    }
+
+    #[test]
+    fn levels_are_planned_as_packed() {
+        for n in [0, 1, 7, 8, 9, 64, 65, 1000, 4097] {
+            let (lines, levels) = Level::pack(&Level::stack((0..n as u64).collect()));
+            assert_eq!(levels, Level::plan(n, 1), "{n}");
+            let last = levels[levels.len() - 1];
+            assert_eq!(lines.len(), last.start + last.len.div_ceil(BLOCK));
+        }
     }
 
     #[test]
