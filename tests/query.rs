@@ -418,3 +418,37 @@ fn the_kept_top_level_answers_as_a_naive_scan_and_follows_its_index() {
         }
     }
 }
+
+/// A patterns file that holds one pattern many times (present, and absent): every answer the
+/// naive scan's, counts and `--locate --max-hits`.
+#[test]
+fn all_patterns_equal_answer_as_a_naive_scan() {
+    let dir = TempDir::new("query-equal");
+    let t = common::gen::dna(7, 5000);
+    std::fs::write(dir.path().join("e.txt"), &t).unwrap();
+    build(dir.path(), "e.txt", "e.sa", &[]);
+    let indexed = Indexed {
+        recs: vec![("e.txt".to_string(), 0, t.len() as u64)],
+        t: t.clone(),
+        fold: false,
+    };
+    for pat in [
+        t[100..103].to_vec(),
+        t[200..260].to_vec(),
+        b"ACGTZ".to_vec(),
+    ] {
+        let pats = vec![pat; 5000];
+        let lines: Vec<u8> = pats.iter().flat_map(|p| [&p[..], b"\n"].concat()).collect();
+        std::fs::write(dir.path().join("p.txt"), &lines).unwrap();
+        let counts = query(dir.path(), &["e.sa", "--patterns", "p.txt"]);
+        assert!(counts == indexed.answers(&pats, false, 0), "counts differ");
+        let some = query(
+            dir.path(),
+            &["e.sa", "--patterns", "p.txt", "--locate", "--max-hits", "2"],
+        );
+        assert!(
+            some == indexed.answers(&pats, true, 2),
+            "--max-hits 2 differs"
+        );
+    }
+}
