@@ -637,6 +637,9 @@ pub struct Index {
     /// `OUT.top`, and what ties it to this build of the index.
     top_path: PathBuf,
     owner: Owner,
+    /// The SA file's owner and permission bits: `OUT.top` is trusted only from that user, and
+    /// saved no wider than the SA.
+    sa_user: (u32, u32),
 }
 
 /// Where a match lies: its record (index into the records; with a document table, its
@@ -684,7 +687,8 @@ impl Index {
             input_modified: None,
         };
         let sa = open_checked(&sa_file, &meta_path, &mut warnings)?;
-        let sa_stamp = FileStamp::of(&sa.metadata().map_err(|e| Error::io("open", out, e))?);
+        let sa_stat = sa.metadata().map_err(|e| Error::io("open", out, e))?;
+        let sa_stamp = FileStamp::of(&sa_stat);
         let docs_file = meta.doc_sep.map(|_| Expected {
             path: side_path(out, ".docs"),
             size: 0,
@@ -724,9 +728,11 @@ impl Index {
             top: None,
             top_path: side_path(out, ".top"),
             owner,
+            sa_user: (sa_stat.uid(), sa_stat.mode()),
         };
         let token = index.text.token();
-        index.top = Top::open_saved(&index.top_path, owner, &index.sa(), token);
+        let uid = index.sa_user.0;
+        index.top = Top::open_saved(&index.top_path, owner, uid, &index.sa(), token);
         Ok(index)
     }
 
@@ -757,7 +763,8 @@ impl Index {
         if self.top.is_none() {
             let top = Top::build(&self.sa(), &self.text)?;
             let width = self.meta.width as usize;
-            if let Err(e) = top.save(&self.top_path, self.owner, width) {
+            let mode = self.sa_user.1;
+            if let Err(e) = top.save(&self.top_path, self.owner, width, mode) {
                 log::debug!(
                     "the top level stays in memory: {}: {e}",
                     self.top_path.display()

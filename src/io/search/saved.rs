@@ -41,14 +41,23 @@ impl Top {
         h
     }
 
-    /// Writes it to `path` for `owner` (under a temporary name, renamed into place: a reader
-    /// sees the whole file or none).
-    pub fn save(&self, path: &Path, owner: Owner, width: usize) -> std::io::Result<()> {
+    /// Writes it to `path` for `owner` with the permission bits `mode` (the SA's: never wider),
+    /// under a temporary name of a random tag, renamed into place: a reader sees the whole file
+    /// or none. The temporary file is made new (`O_EXCL`, no link followed), so a name planted
+    /// in a shared directory fails the save instead of redirecting it.
+    pub fn save(&self, path: &Path, owner: Owner, width: usize, mode: u32) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
         let mut name = path.as_os_str().to_owned();
-        name.push(format!(".tmp-{}", std::process::id()));
+        name.push(format!(".tmp-{:016x}", crate::io::output::random_tag()));
         let tmp = std::path::PathBuf::from(name);
         let written = (|| {
-            let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .mode(mode & 0o666)
+                .open(&tmp)?;
+            let mut f = std::io::BufWriter::new(f);
             for w in self.header(owner, width) {
                 f.write_all(&w.to_le_bytes())?;
             }
@@ -70,9 +79,19 @@ impl Top {
 
     /// The top level saved at `path` for `owner`, mapped, where it is the one this index's
     /// [`Top::build`] would make for `sa` (of tokens of `token` bytes); None where there is no
-    /// such file, or it is of another build, or its header does not fit.
-    pub fn open_saved(path: &Path, owner: Owner, sa: &Sa, token: usize) -> Option<Top> {
-        let f = std::fs::File::open(path).ok()?;
+    /// such file, or it is a link, not a plain file, or not owned by `uid` (the SA's owner: a
+    /// file another user left in a shared directory is not trusted), or of another build, or
+    /// its header does not fit.
+    pub fn open_saved(path: &Path, owner: Owner, uid: u32, sa: &Sa, token: usize) -> Option<Top> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let f = (std::fs::OpenOptions::new().read(true))
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .ok()?;
+        let stat = f.metadata().ok()?;
+        if !stat.is_file() || stat.uid() != uid {
+            return None;
+        }
         // SAFETY: read-only; a file replaced under the map is renamed over, not written in
         // place (Top::save), so the mapped bytes stay the ones checked here.
         let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;

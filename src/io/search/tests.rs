@@ -2,6 +2,8 @@
 //! with and without the top level, on texts of bytes and of tokens in one part and in several.
 
 use super::*;
+use std::os::unix::fs::MetadataExt;
+
 use crate::util::SplitMix;
 
 /// A read-only map holding `bytes` (None for none: an empty file cannot be mapped).
@@ -185,11 +187,29 @@ fn a_saved_top_level_searches_as_the_built_one() -> Result<()> {
             let text = text_of(t, token, &[]);
             let built = Top::build(&sa, &text)?;
             let owner = [n as u64, 7, 8, 9];
-            built.save(&path, owner, 4).expect("saved");
+            built.save(&path, owner, 4, 0o640).expect("saved");
+            let stat = std::fs::metadata(&path).expect("saved");
+            assert_eq!(
+                stat.mode() & 0o777,
+                0o640 & !umask(),
+                "never wider than the SA"
+            );
+            let uid = stat.uid();
             let other = [n as u64, 7, 8, 10];
-            assert!(Top::open_saved(&path, other, &sa, token).is_none());
-            assert!(Top::open_saved(&path, owner, &sa, 3 - token).is_none());
-            let saved = Top::open_saved(&path, owner, &sa, token).expect("mapped");
+            assert!(Top::open_saved(&path, other, uid, &sa, token).is_none());
+            assert!(Top::open_saved(&path, owner, uid, &sa, 3 - token).is_none());
+            assert!(
+                Top::open_saved(&path, owner, uid + 1, &sa, token).is_none(),
+                "another user's file is not trusted"
+            );
+            let link = dir.join("link.sa.top");
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&path, &link).expect("a link");
+            assert!(
+                Top::open_saved(&link, owner, uid, &sa, token).is_none(),
+                "a link is not followed"
+            );
+            let saved = Top::open_saved(&path, owner, uid, &sa, token).expect("mapped");
             assert_eq!(saved.bytes(), built.bytes());
             let pats = patterns(t, token, &mut rng);
             let keys: Vec<&[u8]> = (pats.iter())
@@ -202,9 +222,18 @@ fn a_saved_top_level_searches_as_the_built_one() -> Result<()> {
             assert_eq!(a, b, "{t:?} ({token})");
             let bytes = std::fs::read(&path).expect("read back");
             std::fs::write(&path, &bytes[..bytes.len() - 64]).expect("cut");
-            assert!(Top::open_saved(&path, owner, &sa, token).is_none());
+            assert!(Top::open_saved(&path, owner, uid, &sa, token).is_none());
         }
     }
     std::fs::remove_dir_all(&dir).expect("removed");
     Ok(())
+}
+
+/// The process's umask, read from /proc (setting it to read it would race other tests' files).
+fn umask() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    (status.lines())
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .and_then(|m| u32::from_str_radix(m.trim(), 8).ok())
+        .unwrap_or(0o022)
 }
