@@ -9,9 +9,9 @@
 //! document table: where each document's tokens begin, in entries of the SA's width (written
 //! by every pe for its block, never gathered). [`Index::open`] checks that the SA, `OUT.text`
 //! and `OUT.docs` are the files their build wrote ([`BuildStamps`]), maps them (memmap2, nothing
-//! read whole) and answers counts and locations by binary search over the SA.
+//! read whole) and answers counts and locations through the search over the SA
+//! ([`super::search`]: many patterns at a time, with a top level built for many).
 
-use std::cmp::Ordering;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use bincode::{Decode, Encode};
 
+use super::search::{self, Owner, Sa, Text, Top};
 use super::seq::Record;
 pub use super::{modified_time, Mtime};
 use crate::error::{Error, Result};
@@ -487,7 +488,9 @@ pub enum Side {
 /// input's path may hold them) written as `\\`, `\t`, `\n`, `\r`, so every line keeps its fields;
 /// every other byte as it is, UTF-8 or not.
 pub fn tsv_field(s: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if !s.iter().any(|b| b"\\\t\n\r".contains(b)) {
+    // Sixteen bytes at a time without a branch per byte (patterns are read by the million).
+    let escaped = |b: u8| (b == b'\\') | ((b < 16) & ((1u16 << (b & 15)) & 0x2600 != 0));
+    if !(s.chunks(16)).any(|c| c.iter().fold(false, |any, &b| any | escaped(b))) {
         return s.into();
     }
     let mut out = Vec::with_capacity(s.len() + 8);
@@ -610,61 +613,11 @@ fn map(f: &File, path: &Path) -> Result<Option<memmap2::Mmap>> {
     // SAFETY: the map is read-only; a file changed under it while mapped is the user's doing
     // (its stamp or size was checked against the metadata when it was opened).
     let m = unsafe { memmap2::Mmap::map(f) }.map_err(|e| Error::io("map", path, e))?;
+    // Searches read the SA and T at random places: mapped in huge pages (where the kernel
+    // holds the file's pages so, or reads them in so on a fault), far fewer of those reads miss
+    // the TLB. A hint: where it is refused, nothing else changes.
+    let _ = m.advise(memmap2::Advice::HugePage);
     Ok(Some(m))
-}
-
-/// T as one or more mapped files, one after another.
-struct Text {
-    parts: Vec<Option<memmap2::Mmap>>,
-    /// Offset in T (bytes) of each part, and T's bytes at the end.
-    starts: Vec<u64>,
-    /// Bytes per token (1 for a text of characters): every part holds whole tokens.
-    token: usize,
-}
-
-impl Text {
-    fn part(&self, k: usize) -> &[u8] {
-        self.parts[k].as_deref().unwrap_or(&[])
-    }
-
-    /// `T[pos..pos + pat.len()]` (bytes; shorter at the end of T) compared with `pat`, token by
-    /// token by the tokens' values (little-endian, as the file holds them): Equal when `pat` is a
-    /// prefix of the suffix at `pos`. `pos` and `pat`'s length are whole tokens.
-    fn cmp_at(&self, pos: u64, pat: &[u8]) -> Ordering {
-        let mut k = self.starts.partition_point(|&s| s <= pos) - 1;
-        let mut off = (pos - self.starts[k]) as usize;
-        let mut rest = pat;
-        loop {
-            let part = self.part(k);
-            let take = (part.len() - off).min(rest.len());
-            match cmp_tokens(&part[off..off + take], &rest[..take], self.token) {
-                Ordering::Equal => {}
-                o => return o,
-            }
-            rest = &rest[take..];
-            if rest.is_empty() {
-                return Ordering::Equal;
-            }
-            k += 1;
-            off = 0;
-            if k == self.parts.len() {
-                // T ended first: a proper prefix of the pattern sorts before it.
-                return Ordering::Less;
-            }
-        }
-    }
-}
-
-/// `a` against `b` (as long as `a`), little-endian tokens of `token` bytes compared by value.
-fn cmp_tokens(a: &[u8], b: &[u8], token: usize) -> Ordering {
-    if token == 1 {
-        return a.cmp(b);
-    }
-    let value = |t: &[u8]| t.iter().rev().fold(0u32, |v, &x| (v << 8) | x as u32);
-    (a.chunks_exact(token).zip(b.chunks_exact(token)))
-        .map(|(x, y)| value(x).cmp(&value(y)))
-        .find(|o| o.is_ne())
-        .unwrap_or(Ordering::Equal)
 }
 
 /// An index opened for queries: the SA and T mapped, the metadata read.
@@ -678,6 +631,15 @@ pub struct Index {
     text: Text,
     /// The document table (`OUT.docs`) of an index built with `--doc-sep`.
     docs: Option<memmap2::Mmap>,
+    /// The search's top level: mapped from `OUT.top` where that is this build's, or made by
+    /// [`Self::build_top`].
+    top: Option<Top>,
+    /// `OUT.top`, and what ties it to this build of the index.
+    top_path: PathBuf,
+    owner: Owner,
+    /// The SA file's owner and permission bits: `OUT.top` is trusted only from that user, and
+    /// saved no wider than the SA.
+    sa_user: (u32, u32),
 }
 
 /// Where a match lies: its record (index into the records; with a document table, its
@@ -725,6 +687,8 @@ impl Index {
             input_modified: None,
         };
         let sa = open_checked(&sa_file, &meta_path, &mut warnings)?;
+        let sa_stat = sa.metadata().map_err(|e| Error::io("open", out, e))?;
+        let sa_stamp = FileStamp::of(&sa_stat);
         let docs_file = meta.doc_sep.map(|_| Expected {
             path: side_path(out, ".docs"),
             size: 0,
@@ -743,74 +707,101 @@ impl Index {
             (Some(f), Some(e)) => map(f, &e.path)?,
             _ => None,
         };
-        let mut parts = Vec::new();
-        let mut starts = vec![0u64];
-        for (f, e) in opened.iter().zip(&text_files) {
-            parts.push(map(f, &e.path)?);
-            starts.push(starts.last().copied().unwrap_or(0) + e.size);
-        }
+        let parts = (opened.iter().zip(&text_files))
+            .map(|(f, e)| map(f, &e.path))
+            .collect::<Result<_>>()?;
+        let sizes: Vec<u64> = text_files.iter().map(|e| e.size).collect();
         still_the_same(&meta_path, &meta, &seen)?;
-        let token = meta.token_bytes() as usize;
-        Ok(Index {
+        let text = Text::new(parts, &sizes, meta.token_bytes() as usize);
+        let owner = [
+            sa_stamp.size,
+            sa_stamp.modified.0 as u64,
+            sa_stamp.modified.1 as u64,
+            meta.stamps.map_or(0, |s| s.build),
+        ];
+        let mut index = Index {
             meta,
             warnings,
             sa,
-            text: Text {
-                parts,
-                starts,
-                token,
-            },
+            text,
             docs,
-        })
-    }
-
-    /// SA[k], or an error where it is not below n (a damaged file).
-    fn sa(&self, k: usize) -> Result<u64> {
-        let v = entry(self.sa.as_deref(), self.meta.width as usize, k);
-        if v >= self.meta.n {
-            return Err(Error::BadInput(format!(
-                "entry {k} of the suffix array is {v}, not below n = {}: the file is damaged; build the index again",
-                self.meta.n
-            )));
-        }
-        Ok(v)
-    }
-
-    /// A pattern as the build's case rule has it (upper-cased for sequence input without
-    /// `--keep-case`).
-    pub fn fold<'a>(&self, pat: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
-        match self.meta.sequence && !self.meta.keep_case {
-            true => std::borrow::Cow::Owned(pat.to_ascii_uppercase()),
-            false => std::borrow::Cow::Borrowed(pat),
-        }
-    }
-
-    /// The SA interval `[lo, hi)` of the suffixes that start with `pat` (already folded).
-    /// Errors where an entry it reads is not below n (a damaged file).
-    pub fn range(&self, pat: &[u8]) -> Result<(usize, usize)> {
-        let n = self.meta.n as usize;
-        let damaged = std::cell::Cell::new(None);
-        let token = self.meta.token_bytes();
-        let cmp = |k: usize| match self.sa(k) {
-            Ok(pos) => self.text.cmp_at(pos * token, pat),
-            Err(e) => {
-                damaged.set(Some(e));
-                Ordering::Equal
-            }
+            top: None,
+            top_path: side_path(out, ".top"),
+            owner,
+            sa_user: (sa_stat.uid(), sa_stat.mode()),
         };
-        let lo = partition(n, |k| cmp(k) == Ordering::Less);
-        let hi = lo + partition(n - lo, |k| cmp(lo + k) != Ordering::Greater);
-        match damaged.into_inner() {
-            Some(e) => Err(e),
-            None => Ok((lo, hi)),
+        let token = index.text.token();
+        let uid = index.sa_user.0;
+        index.top = Top::open_saved(&index.top_path, owner, uid, &index.sa(), token);
+        Ok(index)
+    }
+
+    /// The SA as the search reads it.
+    fn sa(&self) -> Sa<'_> {
+        let n = self.meta.n as usize;
+        Sa::new(
+            self.sa.as_deref().unwrap_or(&[]),
+            self.meta.width as usize,
+            n,
+        )
+    }
+
+    /// Appends `pat` to `key` as the build's case rule has it (upper-cased for sequence input
+    /// without `--keep-case`).
+    pub fn fold_into(&self, pat: &[u8], key: &mut Vec<u8>) {
+        match self.meta.sequence && !self.meta.keep_case {
+            true => key.extend(pat.iter().map(u8::to_ascii_uppercase)),
+            false => key.extend_from_slice(pat),
         }
+    }
+
+    /// Builds the search's top level ([`Top`]), which later searches use, and keeps it in
+    /// `OUT.top` for later queries where it can (a directory it cannot write leaves it in
+    /// memory only): worth it once the patterns to answer are many ([`Self::top_pays_after`]).
+    /// Runs on rayon's threads. Errors where the SA is damaged.
+    pub fn build_top(&mut self) -> Result<()> {
+        if self.top.is_none() {
+            let top = Top::build(&self.sa(), &self.text)?;
+            let width = self.meta.width as usize;
+            let mode = self.sa_user.1;
+            if let Err(e) = top.save(&self.top_path, self.owner, width, mode) {
+                log::debug!(
+                    "the top level stays in memory: {}: {e}",
+                    self.top_path.display()
+                );
+            }
+            self.top = Some(top);
+        }
+        Ok(())
+    }
+
+    /// Whether the top level is built.
+    pub fn has_top(&self) -> bool {
+        self.top.is_some()
+    }
+
+    /// The patterns after which building the top level has paid for itself: building it reads
+    /// T at one SA entry in [`Top::step_for`], about as many places as this many searches
+    /// without it read (about 2·log2 n each; a search with it reads a few).
+    pub fn top_pays_after(&self) -> usize {
+        let n = self.meta.n as usize;
+        let reads = 2 * (crate::util::bits(n as u64) as usize).max(1);
+        n / Top::step_for(self.meta.width as usize) / reads
+    }
+
+    /// The SA interval `out[i] = (lo, hi)` of the suffixes that start with `pats[i]` (each
+    /// already folded: [`Self::fold_into`]; token ids as bytes), on the calling thread; a pattern
+    /// holding a byte T does not gets an empty one. Errors where an entry read is not below n
+    /// (a damaged file).
+    pub fn ranges(&self, pats: &[&[u8]], out: &mut [(usize, usize)]) -> Result<()> {
+        search::ranges(&self.sa(), &self.text, self.top.as_ref(), pats, out)
     }
 
     /// Where the suffixes `SA[lo..hi)` start, at most `max` of them, in text order. Errors where
     /// an entry is not below n (a damaged file).
     pub fn locate(&self, (lo, hi): (usize, usize), max: usize) -> Result<Vec<Hit>> {
         let mut pos: Vec<u64> = (lo..hi.min(lo.saturating_add(max)))
-            .map(|k| self.sa(k))
+            .map(|k| self.sa().get(k))
             .collect::<Result<_>>()?;
         pos.sort_unstable();
         Ok(pos.into_iter().map(|p| self.place(p)).collect())

@@ -8,6 +8,7 @@ pub(crate) mod bgzf;
 pub mod index;
 pub(crate) mod output;
 pub mod query;
+pub mod search;
 pub mod seq;
 pub mod tokens;
 

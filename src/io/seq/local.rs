@@ -30,33 +30,39 @@ impl Sequences {
         }
     }
 
-    /// Parses `bytes`, the next bytes of the stream, and pushes each record that ended in them
+    /// Parses `bytes`, the next bytes of the stream, and hands each record that ended in them
     /// to `done` (empty ones too). A parse error is "line N: why" (lines counted from 1).
     pub fn feed(
         &mut self,
         bytes: &[u8],
-        done: &mut Vec<Vec<u8>>,
+        done: &mut impl FnMut(&[u8]),
     ) -> std::result::Result<(), String> {
         let r = self.parser.feed(bytes, &mut self.out);
         self.hand_on(done);
         r.map_err(|e| format!("line {}: {}", e.line + 1, e.msg))
     }
 
-    /// The stream ends: pushes its last record to `done`.
-    pub fn finish(&mut self, done: &mut Vec<Vec<u8>>) -> std::result::Result<(), String> {
+    /// The stream ends: hands its last record to `done`.
+    pub fn finish(&mut self, done: &mut impl FnMut(&[u8])) -> std::result::Result<(), String> {
         let r = self.parser.finish(&mut self.out);
         self.hand_on(done);
         r.map_err(|e| format!("line {}: {}", e.line + 1, e.msg))
     }
 
-    /// Moves the records that the characters kept so far end (each ends in `$`, which no
-    /// sequence letter is) to `done`, and the rest to the record in progress.
-    fn hand_on(&mut self, done: &mut Vec<Vec<u8>>) {
+    /// Hands the records that the characters kept so far end (each ends in `$`, which no
+    /// sequence letter is) to `done`, and keeps the rest as the record in progress.
+    fn hand_on(&mut self, done: &mut impl FnMut(&[u8])) {
         let mut pieces = self.out.kept.split(|&b| b == b'$');
         let last = pieces.next_back().unwrap_or(&[]);
         for piece in pieces {
-            self.open.extend_from_slice(piece);
-            done.push(std::mem::take(&mut self.open));
+            match self.open.is_empty() {
+                true => done(piece),
+                false => {
+                    self.open.extend_from_slice(piece);
+                    done(&self.open);
+                    self.open.clear();
+                }
+            }
         }
         self.open.extend_from_slice(last);
         self.out.kept.clear();
@@ -226,22 +232,23 @@ mod tests {
                 .collect();
             for piece in [1, 2, 3, 7, bytes.len()] {
                 let mut s = Sequences::new(format);
-                let mut got = Vec::new();
+                let mut got: Vec<Vec<u8>> = Vec::new();
+                let mut push = |r: &[u8]| got.push(r.to_vec());
                 for part in bytes.chunks(piece) {
-                    s.feed(part, &mut got)?;
+                    s.feed(part, &mut push)?;
                 }
-                s.finish(&mut got)?;
+                s.finish(&mut push)?;
                 assert_eq!(got, want, "{format:?} in pieces of {piece}");
             }
         }
         let mut s = Sequences::new(Format::Fastq);
-        let mut got = Vec::new();
-        s.feed(b"@a\nAC\n+\nI", &mut got)?;
-        s.feed(b"I\n@b\nA\n+\nII\n", &mut got).unwrap_err();
+        let mut drop = |_: &[u8]| {};
+        s.feed(b"@a\nAC\n+\nI", &mut drop)?;
+        s.feed(b"I\n@b\nA\n+\nII\n", &mut drop).unwrap_err();
         let e = err(b"@a\nAC\n+\nII\n@b\nA\n+\nII\n", Format::Fastq);
         let mut s = Sequences::new(Format::Fastq);
-        let streamed =
-            (s.feed(b"@a\nAC\n+\nII\n@b\nA\n+\nII\n", &mut got)).and_then(|()| s.finish(&mut got));
+        let streamed = (s.feed(b"@a\nAC\n+\nII\n@b\nA\n+\nII\n", &mut drop))
+            .and_then(|()| s.finish(&mut drop));
         assert_eq!(streamed.unwrap_err(), e);
         Ok(())
     }
