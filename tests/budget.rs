@@ -9,7 +9,7 @@ use std::fs;
 use std::time::Duration;
 
 use common::*;
-use psa::plan::{choose, Shape};
+use psa::plan::choose;
 use psa::{Algo, Config};
 
 /// The base the runs below plan with (`--plan-base`): [`psa::plan::BASE_BYTES`], as
@@ -24,20 +24,7 @@ fn leanest(n: usize, p: usize, algo: Algo, sort_rounds: usize) -> u64 {
         ..Config::default()
     };
     config.css.sort_rounds = sort_rounds;
-    let shape = Shape {
-        n,
-        pes: p,
-        base: psa::plan::BASE_BYTES,
-        index_at_least: None,
-        token_width: psa::TokenWidth::W1,
-        width: 4,
-        check: false,
-        bwt: false,
-        lcp: false,
-        spans: false,
-        held: 0,
-        index: true,
-    };
+    let shape = plan_shape(n, p);
     choose(&config, &shape, "").expect("no budget").leanest
 }
 

@@ -435,18 +435,10 @@ fn repeats_refusals_are_clear() {
 /// also makes the LCP array, then the span phases), with the base of [`psa::plan::BASE_BYTES`].
 fn leanest(n: usize, p: usize) -> u64 {
     let shape = Shape {
-        n,
-        pes: p,
-        base: psa::plan::BASE_BYTES,
-        index_at_least: None,
-        token_width: psa::TokenWidth::W1,
-        width: 4,
-        check: false,
-        bwt: false,
         lcp: true,
         spans: true,
-        held: 0,
         index: false,
+        ..plan_shape(n, p)
     };
     choose(&Config::default(), &shape, "")
         .expect("no budget")

@@ -599,3 +599,22 @@ pub fn json_value<'a>(json: &'a str, key: &str) -> &'a str {
     let v = &json[at + key.len() + 4..];
     v[..v.find([',', '}', '\n']).unwrap_or(v.len())].trim()
 }
+
+/// The plan's shape of a build of n bytes at p pes with 4-byte entries and index files, planned
+/// with [`psa::plan::BASE_BYTES`] (what `--plan-base` gives the runs of the tests that use it).
+pub fn plan_shape(n: usize, p: usize) -> psa::plan::Shape {
+    psa::plan::Shape {
+        n,
+        pes: p,
+        base: psa::plan::BASE_BYTES,
+        index_at_least: None,
+        token_width: psa::TokenWidth::W1,
+        width: 4,
+        check: false,
+        bwt: false,
+        lcp: false,
+        spans: false,
+        held: 0,
+        index: true,
+    }
+}
