@@ -3,9 +3,9 @@
 # commit (built by this script), psa as it is now, and genedex's FM-index (crates.io), on reads
 # sampled from a DNA corpus.
 #
-#   scripts/bench-query.sh [--base COMMIT] [--reads N[,M..]] [--len L] [--reps R] [--threads T]
+#   scripts/bench-query.sh [--base COMMIT] [--reads N[,M..]] [--len L] [--reps R] [--threads T[,U..]]
 #                          [--max-hits K] [--seed S] [--label NAME] [--work DIR] [--out FILE.md]
-#                          [CORPUS]
+#                          [--bins BASE,NEW,GENEDEX] [--index-pes P] [CORPUS]
 #
 # CORPUS: a FASTA file (plain) or a text of sequence letters (one line, as corpora/dna.txt)
 # [corpora/dna.txt, made by scripts/corpora.sh dna when missing: ~70 MB of human chrX].
@@ -19,16 +19,22 @@
 # 3. Samples N reads of L letters (seeded; within one record, A/C/G/T only), one a line.
 # 4. Then R times, interleaved (the tools' order rotating): counts (`psa query INDEX --patterns
 #    READS`; genedex: load, count_many per thread) and locates (`--locate --max-hits K`; genedex:
-#    each cursor's count and the first K hits of its locate), at 1 thread and at T threads
-#    [all cores], each under `/usr/bin/time -v`. The times include opening or loading the index.
+#    each cursor's count and the first K hits of its locate), at each thread count of --threads
+#    [1 and all cores], each under `/usr/bin/time -v`. The times include opening or loading the index.
 #    Every run's counts are compared with the others' of the same reads.
 # 5. Writes the report, bench-results/DATE-LABEL-COMMIT-query.md (or --out): the machine, the
 #    commits, the corpus, the command, the best wall time of each tool, mode and thread count
 #    over the R runs, patterns per second (and per thread), the largest peak memory, whether
 #    the counts agree, and every run.
 #
-# Options: --base [94d7c21]  --reads [100000]  --len [100]  --reps [3]  --threads [nproc]
+# Options: --base [94d7c21]  --reads [100000]  --len [100]  --reps [3]  --threads [1,nproc]
 #          --max-hits [10]  --seed [66]  --label [local]  --work [.bench-tmp/query]
+#   --bins BASE,NEW,GENEDEX  binaries built already (the base psa, this psa and the genedex program
+#                            of step 1, for a host without cargo): nothing is built; BASE's and
+#                            NEW's commits are read from their `--version`
+#   --index-pes P            build the psa indexes with `mpirun -n P` [1: no launcher]
+#   --build-only             step 1 only: build the three, write each one's commit (or version) to
+#                            BIN.commit beside it, print their paths as --bins takes them
 #
 # Needs: git, cargo (network to crates.io the first time, for genedex), python3, GNU time at
 # /usr/bin/time, and about 12 bytes of disk per corpus letter.
@@ -36,8 +42,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-BASE=94d7c21 READS=100000 LEN=100 REPS=3 THREADS=$(nproc) MAXHITS=10 SEED=66 LABEL=local
-WORK=.bench-tmp/query OUTMD="" CORPUS=corpora/dna.txt
+BASE=94d7c21 READS=100000 LEN=100 REPS=3 THREADS=1,$(nproc) MAXHITS=10 SEED=66 LABEL=local
+WORK=.bench-tmp/query OUTMD="" CORPUS=corpora/dna.txt BINS="" INDEX_PES=1 BUILD_ONLY=0
 ARGS="$*"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -51,6 +57,9 @@ while [[ $# -gt 0 ]]; do
     --label) LABEL=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --out) OUTMD=$2; shift 2 ;;
+    --bins) BINS=$2; shift 2 ;;
+    --index-pes) INDEX_PES=$2; shift 2 ;;
+    --build-only) BUILD_ONLY=1; shift ;;
     -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     -*) echo "bench-query.sh: unknown option $1" >&2; exit 2 ;;
     *) CORPUS=$1; shift ;;
@@ -62,9 +71,11 @@ if [[ ! -f $CORPUS && $CORPUS == corpora/dna.txt ]]; then scripts/corpora.sh dna
 [[ -f $CORPUS ]] || { say "no corpus '$CORPUS'"; exit 2; }
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
-COMMIT=$(git rev-parse --short HEAD)
-git diff --quiet HEAD -- src Cargo.toml Cargo.lock || COMMIT="$COMMIT+dirty"
-BASE=$(git rev-parse --short "$BASE")
+if [[ -z $BINS ]]; then
+  COMMIT=$(git rev-parse --short HEAD)
+  git diff --quiet HEAD -- src Cargo.toml Cargo.lock || COMMIT="$COMMIT+dirty"
+  BASE=$(git rev-parse --short "$BASE")
+fi
 
 # ---- 1. the binaries ------------------------------------------------------------------------------
 build_base() {
@@ -143,12 +154,28 @@ EOF
   say "building the genedex program in $dir"
   cargo build -q --release --manifest-path "$dir/Cargo.toml" --target-dir "$dir/target"
 }
-build_base
-say "building psa here ($COMMIT)"
-cargo build -q --profile ci --bin psa
-build_genedex
-PSA_BASE=$WORK/base/target/ci/psa PSA_NEW=$ROOT/target/ci/psa GDX=$WORK/genedex/target/release/genedex-bench
-GDX_VERSION=$(grep -A1 'name = "genedex"' "$WORK/genedex/Cargo.lock" | sed -n 's/version = "\(.*\)"/\1/p')
+if [[ -n $BINS ]]; then
+  # Built elsewhere: each binary's commit (or version) in a file BIN.commit beside it.
+  IFS=, read -r PSA_BASE PSA_NEW GDX <<< "$BINS"
+  for b in "$PSA_BASE" "$PSA_NEW" "$GDX"; do [[ -x $b ]] || { say "no binary '$b'"; exit 2; }; done
+  BASE=$(cat "$PSA_BASE.commit" 2>/dev/null || echo prebuilt)
+  COMMIT=$(cat "$PSA_NEW.commit" 2>/dev/null || echo prebuilt)
+  GDX_VERSION=$(cat "$GDX.commit" 2>/dev/null || echo 0.2)
+else
+  build_base
+  say "building psa here ($COMMIT)"
+  cargo build -q --profile ci --bin psa
+  build_genedex
+  PSA_BASE=$WORK/base/target/ci/psa PSA_NEW=$ROOT/target/ci/psa GDX=$WORK/genedex/target/release/genedex-bench
+  GDX_VERSION=$(grep -A1 'name = "genedex"' "$WORK/genedex/Cargo.lock" | sed -n 's/version = "\(.*\)"/\1/p')
+fi
+if [[ $BUILD_ONLY == 1 ]]; then
+  echo "$BASE" > "$PSA_BASE.commit"; echo "$COMMIT" > "$PSA_NEW.commit"; echo "$GDX_VERSION" > "$GDX.commit"
+  echo "$PSA_BASE,$PSA_NEW,$GDX"
+  exit 0
+fi
+LAUNCH=()
+[[ $INDEX_PES -gt 1 ]] && LAUNCH=(mpirun -n "$INDEX_PES")
 
 # ---- 2. the corpus, its indexes, 3. the reads ---------------------------------------------------------
 python3 - "$CORPUS" "$WORK/corpus.fa" "$WORK/seqs.txt" <<'EOF'
@@ -176,7 +203,7 @@ EOF
 for tool in base new; do
   bin=PSA_${tool^^}
   [[ -f $WORK/$tool.sa && $WORK/$tool.sa -nt ${!bin} && $WORK/$tool.sa -nt $WORK/corpus.fa ]] ||
-    { say "index of psa $tool"; "${!bin}" -q --force -o "$WORK/$tool.sa" "$WORK/corpus.fa"; }
+    { say "index of psa $tool"; "${LAUNCH[@]}" "${!bin}" -q --force -o "$WORK/$tool.sa" "$WORK/corpus.fa"; }
 done
 [[ -f $WORK/genedex.idx && $WORK/genedex.idx -nt $GDX && $WORK/genedex.idx -nt $WORK/seqs.txt ]] ||
   { say "index of genedex"; "$GDX" build "$WORK/seqs.txt" "$WORK/genedex.idx" 2> "$WORK/genedex-build.log"; }
@@ -210,6 +237,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 SCRATCH=$WORK
 [[ -d /dev/shm && -w /dev/shm ]] && SCRATCH=/dev/shm
 IFS=, read -ra SIZES <<< "$READS"
+IFS=, read -ra THREAD_LIST <<< "$THREADS"
 TOOLS=(base new genedex)
 for n in "${SIZES[@]}"; do
   say "sampling $n reads of $LEN"
@@ -233,7 +261,7 @@ EOF
   for tool in "${TOOLS[@]}"; do one_run "$n" 0 "$tool" count 1; done
   for rep in $(seq 1 "$REPS"); do
     for mode in count locate; do
-      for th in 1 "$THREADS"; do
+      for th in "${THREAD_LIST[@]}"; do
         for k in 0 1 2; do
           tool=${TOOLS[$(( (k + rep) % 3 ))]}
           say "reads $n, run $rep: $tool $mode at $th thread(s)"
