@@ -9,7 +9,7 @@ use psa::io::seq::{Format, SeqOptions};
 use psa::io::Width;
 use psa::IndexWidth;
 use psa::TokenWidth;
-use psa::{Algo, Backend, Config, PinMethod, Predicted};
+use psa::{Algo, Backend, Config, PinMethod, Predicted, Relay};
 
 /// `--format`: [`Format`].
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -41,6 +41,10 @@ pub enum AlgoArg {
     /// parallel CSS: 8-character keys, one sample sort, prefix doubling on equal runs; texts
     /// that a sample shows to be repetitive go to DC7 (difference cover mod 7)
     Css,
+    /// the whole text to pe 0, where libsais builds the suffix array with every CPU of its node
+    /// (5 bytes per character on pe 0; byte texts below 2^31 characters): the fastest on one
+    /// node, where it is the default when pe 0's memory holds it
+    Node,
 }
 
 const AFTER_HELP: &str = "\
@@ -130,8 +134,9 @@ pub struct Cli {
     /// Append the reverse complement of every record (sequence input)
     #[arg(long)]
     pub revcomp: bool,
-    /// Algorithm (css is the faster on real texts; both give the same output) [default: css, or
-    /// dc3 when only dc3 fits --mem-per-pe]
+    /// Algorithm (all give the same output) [default: node where every pe runs on one node, the
+    /// text has more than 4 Mi characters and pe 0's --mem-per-pe holds 5 bytes per character;
+    /// else css, or dc3 when only dc3 fits --mem-per-pe]
     #[arg(long, value_enum)]
     pub algo: Option<AlgoArg>,
     /// Read every input as little-endian unsigned tokens of this many bytes (1, 2 or 4: nanoGPT's
@@ -423,9 +428,14 @@ impl Cli {
         let mut c = Config {
             algo: match self.algo {
                 Some(AlgoArg::Dc3) => Algo::Dc3,
-                Some(AlgoArg::Css) | None => Algo::Css,
+                Some(AlgoArg::Css | AlgoArg::Node) | None => Algo::Css,
             },
             plan_algo: self.algo.is_none(),
+            relay: match self.algo {
+                None => Relay::Auto,
+                Some(AlgoArg::Node) => Relay::On,
+                Some(_) => Relay::Off,
+            },
             mem_per_pe: self.mem_per_pe,
             mem_per_pe_from: match self.mem_per_pe {
                 Some(_) => "--mem-per-pe".into(),
@@ -692,8 +702,13 @@ mod tests {
 
     #[test]
     fn no_flags_give_the_library_defaults() {
+        // But one: without --algo the plan may relay the text to pe 0 (the library never does
+        // unless asked).
         let c = parse(&[]).config(None);
-        let d = Config::default();
+        let d = Config {
+            relay: Relay::Auto,
+            ..Config::default()
+        };
         assert_eq!(c.to_json(), d.to_json());
     }
 
@@ -736,7 +751,7 @@ mod tests {
             c.summary(),
             "algo=\"dc3\" backend=\"gpu\" threads=3 base_case=99 mpi_max_count=7 \
              exchange_round_bytes=4096 mem_per_pe=1610612736 mem_per_pe_from=\"--mem-per-pe\" \
-             plan_base=12345 plan_algo=false read_piece=5 map_threshold=1048576 huge_pages=true force_wide=true index_bits=40 \
+             plan_base=12345 plan_algo=false relay=\"off\" read_piece=5 map_threshold=1048576 huge_pages=true force_wide=true index_bits=40 \
              name_by_sort=true discard_share=0.5 css_handover=2.0 css_predict=false css_finish=\"dc3\" css_predicted=\"sort\" \
              css_alphabet=300 gpu_pool=false pool_piece=3 sort_rounds=5 merge_rounds=6 lcp_prefix=3 request_piece=9 lcp_sample=4 gpu_stage_buffers=4 gpu_stage_buffer_bytes=33554432 \
              gpu_copy_piece=8192 gpu_pin=\"alloc\" gpu_sa_parts=7 kernel_cache=\"/k\""

@@ -24,6 +24,22 @@ pub enum Algo {
     Css,
 }
 
+/// Whether a build may relay the whole text to pe 0, where libsais builds the suffix array with
+/// every CPU of pe 0's node (`algo::offload`, [`crate::local::host`]): on one node the fastest
+/// way, at 5 bytes per character on pe 0. Byte texts below 2^31 characters only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Relay {
+    /// The memory plan takes it where every pe runs on one node, the text has more than
+    /// [`crate::plan::RELAY_MIN`] characters (fewer are gathered on pe 0 anyway) and pe 0's
+    /// budget holds it (the `psa` binary without `--algo`).
+    Auto,
+    /// Never: the distributed algorithm (`--algo css`, `--algo dc3`; the library's default).
+    Off,
+    /// Always (`--algo node`): a text it cannot take, or a budget that cannot hold it, is
+    /// refused.
+    On,
+}
+
 /// Which backend runs the local sorts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -71,6 +87,9 @@ pub struct Config {
     /// The plan may run the other algorithm when the configured one cannot fit the budget (both
     /// give the same output; default true). The `psa` binary clears it when `--algo` is given.
     pub plan_algo: bool,
+    /// Whether the whole text may go to libsais on pe 0 ([`Relay`]; default [`Relay::Off`], the
+    /// `psa` binary's [`Relay::Auto`] without `--algo`).
+    pub relay: Relay,
     /// Decompressed bytes pe 0 reads at a time from a gzip input it streams (one that is not
     /// BGZF: the piece it parses and hands out; default 16 MiB); tests set it small to cut
     /// records and lines at every place (`--read-piece N`).
@@ -110,6 +129,7 @@ impl Default for Config {
             mem_per_pe_from: String::new(),
             plan_base: None,
             plan_algo: true,
+            relay: Relay::Off,
             read_piece: 16 << 20,
             force_wide: false,
             index_width: None,
@@ -143,13 +163,17 @@ pub enum Offload {
     /// Several pes, pe 0 with a device, every text relayed through pe 0. `pool`: the whole text
     /// too (else only the recursion levels; [`crate::GpuOptions::pool`]).
     Relay { pool: bool },
+    /// No device; the whole text relayed through pe 0 to libsais with its node's CPUs
+    /// ([`Knobs::relay`]).
+    Host,
 }
 
 impl Offload {
-    /// The strategy the configuration asks for on `pes` pes. Pure.
-    pub fn of(config: &Config, pes: usize) -> Offload {
+    /// The strategy the configuration and the build's knobs ask for on `pes` pes. Pure.
+    pub fn of(config: &Config, pes: usize, knobs: &Knobs) -> Offload {
         let pool = config.gpu.pool;
         match (config.backend, pes) {
+            (Backend::Cpu, _) if knobs.relay => Offload::Host,
             (Backend::Cpu, _) => Offload::None,
             (Backend::Gpu, 1) => Offload::Device { pool },
             (Backend::Gpu, _) => Offload::Relay { pool },
@@ -174,6 +198,9 @@ pub struct Knobs {
     /// Key ranges the difference covers merge in, one after the other
     /// ([`DcxOptions::merge_rounds`]; 0: one): pDC3's, and DC7's when pCSS hands over.
     pub merge_rounds: usize,
+    /// The whole text to libsais on pe 0 with its node's CPUs ([`Relay`]; [`Offload::Host`]);
+    /// `algo` builds what it does not take.
+    pub relay: bool,
 }
 
 impl Knobs {
@@ -184,6 +211,17 @@ impl Knobs {
             round_bytes: config.comm.round_bytes,
             sort_rounds: config.css.sort_rounds,
             merge_rounds: config.dcx.merge_rounds,
+            relay: config.relay == Relay::On,
+        }
+    }
+
+    /// How the suffix array is built, as `--algo` names it: "node" for the relay to libsais,
+    /// else the algorithm.
+    pub fn name(&self) -> &'static str {
+        match (self.relay, self.algo) {
+            (true, _) => "node",
+            (false, Algo::Css) => "css",
+            (false, Algo::Dc3) => "dc3",
         }
     }
 }
@@ -446,7 +484,7 @@ impl Config {
         let s = |v: &str| json_str(v);
         let opt = |v: Option<u64>| v.map_or("null".into(), |b| b.to_string());
         let mut v = vec![
-            ("algo", s(&format!("{:?}", knobs.algo).to_lowercase())),
+            ("algo", s(knobs.name())),
             ("backend", s(&format!("{:?}", self.backend).to_lowercase())),
             ("threads", self.threads.to_string()),
             ("base_case", self.base_case.to_string()),
@@ -459,6 +497,7 @@ impl Config {
             ("mem_per_pe_from", s(&self.mem_per_pe_from)),
             ("plan_base", opt(self.plan_base)),
             ("plan_algo", self.plan_algo.to_string()),
+            ("relay", s(&format!("{:?}", self.relay).to_lowercase())),
             ("read_piece", self.read_piece.to_string()),
             (
                 "map_threshold",
@@ -580,6 +619,7 @@ mod tests {
             mem_per_pe_from: _,
             plan_base: _,
             plan_algo: _,
+            relay: _,
             read_piece: _,
             force_wide: _,
             index_width: _,
@@ -626,7 +666,7 @@ mod tests {
                     pool_piece: _,
                 },
         } = &c;
-        assert_eq!(names.len(), 11 + 2 + 2 + 6 + 3 + 3 + 8);
+        assert_eq!(names.len(), 12 + 2 + 2 + 6 + 3 + 3 + 8);
     }
 
     /// The knobs a run kept replace the configured ones in what `--stats` shows, and nothing else.
@@ -639,6 +679,7 @@ mod tests {
             round_bytes: Some(4096),
             sort_rounds: 8,
             merge_rounds: 16,
+            relay: false,
         };
         let (configured, kept) = (c.fields(), c.fields_with(&k));
         let changed: Vec<&str> = (configured.iter().zip(&kept))

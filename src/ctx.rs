@@ -273,7 +273,7 @@ impl Settings {
             knobs,
             n: layout.len(),
             block: ctx.comm.all_reduce_max(local as u64) as usize,
-            offload: Offload::of(&ctx.config, ctx.comm.size()),
+            offload: Offload::of(&ctx.config, ctx.comm.size(), &knobs),
         }
     }
 

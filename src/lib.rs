@@ -67,7 +67,7 @@ pub use algo::lcp::lcp;
 pub use algo::sink::SaSource;
 pub use config::{
     Algo, AllocOptions, Backend, CommOptions, Config, CssOptions, DcxOptions, GpuOptions, Knobs,
-    LcpOptions, PinMethod, Predicted,
+    LcpOptions, PinMethod, Predicted, Relay,
 };
 pub use ctx::Ctx;
 pub use dist::Layout;

@@ -19,7 +19,7 @@
 
 use crate::config::json_str;
 pub use crate::config::Knobs;
-use crate::config::{Algo, Config};
+use crate::config::{Algo, Backend, Config, Relay};
 use crate::error::{Error, Result};
 use crate::index::IndexWidth;
 use crate::token::TokenWidth;
@@ -73,6 +73,10 @@ pub struct Shape {
     /// with `--no-sa`, beside an output that is a device or FIFO, nor for an output whose name
     /// leaves no room for theirs).
     pub index: bool,
+    /// Whether every pe runs on one node (then [`Relay::Auto`] may relay the text to pe 0).
+    pub one_node: bool,
+    /// CPUs the pes of pe 0's node may run on together: the relay's libsais threads.
+    pub node_cpus: usize,
 }
 
 impl Shape {
@@ -262,7 +266,10 @@ pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
         Some(r) if (r as f64) < records => 2.0 * r as f64,
         _ => records,
     };
-    let build = chars * c.held + exchange;
+    let build = match knobs.relay {
+        true => relay_bytes(shape),
+        false => chars * c.held + exchange,
+    };
     let after = |on: bool, per_char: f64| if on { chars * per_char } else { 0.0 };
     // A token text holds the text (and the BWT) in tokens, the rest as for bytes.
     let wider = token_factor(shape) - 1.0;
@@ -279,6 +286,51 @@ pub fn peak_per_pe(shape: &Shape, knobs: &Knobs) -> u64 {
     };
     let most = build.max(check).max(bwt).max(lcp).max(spans).max(index);
     shape.base + per_peer(shape) + shape.held + most.ceil() as u64
+}
+
+/// The fewest characters [`Relay::Auto`] relays to pe 0: smaller texts are gathered there by
+/// the algorithms anyway ([`Config::base_case`]).
+pub const RELAY_MIN: usize = 1 << 22;
+
+/// Characters the relay streams at a time (the default [`crate::GpuOptions::pool_piece`]).
+const RELAY_PIECE: usize = 1 << 24;
+
+/// libsais' own buffers on pe 0 in the relay, bytes per thread: its per-thread cache (24,576
+/// entries of 8 bytes) and buckets, rounded up.
+const RELAY_THREAD_BYTES: f64 = (1 << 18) as f64;
+
+/// What pe 0 holds at the relay's fullest besides its base, bytes (its block is the largest):
+/// its block of the text, and then the larger of
+/// - while libsais runs: the whole text gathered, its 32-bit suffix array, the piece the text
+///   came in by, and libsais' buffers per thread;
+/// - where the suffix array goes back to the pes (`--check`, `--bwt`, `--lcp`): the suffix
+///   array, pe 0's part of it in 64-bit entries and the piece of 32-bit entries going out
+///   (into a file, the text's piece buffer holds them);
+///
+/// with 5 % to spare.
+fn relay_bytes(shape: &Shape) -> f64 {
+    let (n, block) = (shape.n as f64, shape.block() as f64);
+    let piece = block.min(RELAY_PIECE as f64);
+    let build = 5.0 * n + piece + RELAY_THREAD_BYTES * shape.node_cpus.max(1) as f64;
+    let back = match shape.check || shape.bwt || shape.lcp {
+        true => 4.0 * n + 8.0 * block + 4.0 * piece,
+        false => 4.0 * n + 4.0 * piece,
+    };
+    1.05 * (block + build.max(back))
+}
+
+/// Whether the relay may build the text (see [`Relay`]): a byte text that libsais' 32-bit suffix
+/// array holds, without a device; with [`Relay::Auto`] on one node and past [`RELAY_MIN`].
+fn relay_allowed(config: &Config, shape: &Shape) -> bool {
+    let takes = shape.token_width == TokenWidth::W1
+        && shape.n <= crate::local::host::MAX_LEN
+        && config.backend == Backend::Cpu;
+    takes
+        && match config.relay {
+            Relay::Off => false,
+            Relay::On => true,
+            Relay::Auto => shape.one_node && shape.n > RELAY_MIN.max(config.base_case),
+        }
 }
 
 /// A run's plan: the knobs it sets and what it predicts.
@@ -321,12 +373,15 @@ impl Plan {
         };
         format!(
             "plan: {}{}, {rounds}; predicted peak {} per pe{records}, {budget} (leanest plan: {})",
-            algo_name(self.knobs.algo),
+            self.knobs.name(),
             match (
                 self.knobs.algo,
                 self.knobs.sort_rounds,
                 self.knobs.merge_rounds
             ) {
+                _ if self.knobs.relay => {
+                    " (the whole text to libsais on pe 0 with its node's CPUs)".into()
+                }
                 (Algo::Css, 0, 0) | (Algo::Dc3, _, 0) => String::new(),
                 (Algo::Css, s, 0) => format!(" sorting in {s} key ranges"),
                 (Algo::Css, 0, m) | (Algo::Dc3, _, m) => format!(" merging in {m} key ranges"),
@@ -341,7 +396,7 @@ impl Plan {
     pub fn to_json(&self) -> String {
         format!(
             "{{\"algo\": {}, \"sort_rounds\": {}, \"merge_rounds\": {}, \"exchange_round_bytes\": {}, \"exchange_rounds\": {}, \"predicted_peak_bytes\": {}, \"leanest_peak_bytes\": {}, \"records_table_bytes\": {}, \"base_bytes\": {}, \"mem_per_pe\": {}}}",
-            json_str(algo_name(self.knobs.algo)),
+            json_str(self.knobs.name()),
             self.knobs.sort_rounds,
             self.knobs.merge_rounds,
             self.knobs
@@ -354,13 +409,6 @@ impl Plan {
             self.base,
             self.budget.map_or("null".into(), |b| b.to_string())
         )
-    }
-}
-
-fn algo_name(a: Algo) -> &'static str {
-    match a {
-        Algo::Css => "css",
-        Algo::Dc3 => "dc3",
     }
 }
 
@@ -381,6 +429,9 @@ pub fn size_text(b: u64) -> String {
 
 /// The rounds of the largest exchange under `knobs`.
 fn rounds(shape: &Shape, knobs: &Knobs) -> usize {
+    if knobs.relay {
+        return 1;
+    }
     let c = costs(shape, knobs);
     let records = (shape.block() as f64 * c.exchanged).ceil() as usize;
     match knobs.round_bytes {
@@ -459,12 +510,24 @@ pub const TOKEN_SORT_ROUNDS: usize = 4;
 /// The plan of a run of `shape` under `config` (see the module's docs). Local and pure: every pe
 /// passing the same settings and shape gets the same plan (or the same refusal).
 pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
-    let algos = algorithms(config);
     let budget = config.mem_per_pe;
-    let all: Vec<Knobs> = algos
-        .iter()
-        .flat_map(|&a| candidates(config, shape, a, budget.unwrap_or(u64::MAX)))
-        .collect();
+    let relay = Knobs {
+        relay: true,
+        ..Knobs::configured(config)
+    };
+    let mut all: Vec<Knobs> = Vec::new();
+    match (relay_allowed(config, shape), config.relay) {
+        (true, _) => all.push(relay),
+        (false, Relay::On) => return Err(Error::Usage(relay_refused(shape))),
+        _ => {}
+    }
+    if config.relay != Relay::On {
+        all.extend(
+            algorithms(config)
+                .iter()
+                .flat_map(|&a| candidates(config, shape, a, budget.unwrap_or(u64::MAX))),
+        );
+    }
     let leanest = (all.iter())
         .map(|k| (peak_per_pe(shape, k), *k))
         .min_by_key(|&(peak, _)| peak)
@@ -489,6 +552,18 @@ pub fn choose(config: &Config, shape: &Shape, source: &str) -> Result<Plan> {
     )))
 }
 
+/// Why `--algo node` cannot build the text of `shape`.
+fn relay_refused(shape: &Shape) -> String {
+    let what = match shape.token_width {
+        TokenWidth::W1 => format!("a text of {} characters", shape.n),
+        _ => "a text of tokens wider than a byte".into(),
+    };
+    format!(
+        "--algo node builds byte texts of at most {} characters on pe 0 (libsais' 32-bit suffix array), without --gpu: not {what}; leave --algo out, or give --algo css or dc3",
+        crate::local::host::MAX_LEN
+    )
+}
+
 /// The algorithms the plan may choose from, the configured first: the other one too where
 /// [`Config::plan_algo`] allows.
 fn algorithms(config: &Config) -> Vec<Algo> {
@@ -511,6 +586,15 @@ fn refusal(
     leanest: (u64, Knobs),
 ) -> String {
     let (need, k) = leanest;
+    if k.relay {
+        return format!(
+            "memory budget too small: --algo node holds the whole text and its suffix array on pe 0, which needs {need} bytes ({}) for a text of {} characters, but the budget is {budget} bytes ({}) per pe ({source}); raise --mem-per-pe{}, or leave --algo out (the distributed algorithms share the text over the pes)",
+            size_text(need),
+            shape.n,
+            size_text(budget),
+            slurm_hint(source)
+        );
+    }
     // pe 0's table of records (sequence input) does not shrink with more pes.
     let held = match shape.held {
         0 => String::new(),
@@ -530,7 +614,7 @@ fn refusal(
             1 => "1 pe".to_string(),
             p => format!("{p} pes"),
         },
-        algo_name(k.algo),
+        k.name(),
         size_text(MIN_ROUND_BYTES as u64),
         size_text(budget),
     );
@@ -574,6 +658,7 @@ fn refusal(
                     0 => 64,
                     r => r,
                 },
+                relay: false,
             });
         knobs.into_iter().any(|k| peak_per_pe(&s, &k) <= budget)
     };

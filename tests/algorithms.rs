@@ -1,4 +1,4 @@
-//! The algorithm table: every named input × p ∈ {1, 2, 3, 4, 7} × algo ∈ {dc3, css} through the
+//! The algorithm table: every named input × p ∈ {1, 2, 3, 4, 7} × algo ∈ {dc3, css, node} through the
 //! `psa` binary, compared in full with an independent oracle; random texts and output widths
 //! through it too. One test function per input row (so rows run in parallel and fail
 //! separately); each reports every failing (p, algo, base case) of its row at once.
@@ -539,6 +539,8 @@ fn leanest_memory_budget() {
             spans: false,
             held: 0,
             index: true,
+            one_node: true,
+            node_cpus: 2,
         };
         let config = psa::Config {
             algo,

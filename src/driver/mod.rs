@@ -146,6 +146,8 @@ fn width_and_plan(
         spans,
         held,
         index,
+        one_node: comm.all_reduce_min(comm.local_size() as u64) as usize == comm.size(),
+        node_cpus: comm.all_reduce_max(crate::affinity::count(&ctx.node_cpus) as u64) as usize,
     };
     // The same on every pe (the same settings and size): pe 0 reports a refusal, every pe
     // leaves with its status.
@@ -248,12 +250,12 @@ fn read(
     let (comm, job) = (&ctx.comm, run.job);
     if comm.rank() == 0 {
         log::info!(
-            "building the suffix array of {} ({} characters) on {} pes × {} threads with {:?}, {}-byte entries",
+            "building the suffix array of {} ({} characters) on {} pes × {} threads with {}, {}-byte entries",
             report::shown_inputs(&job.inputs),
             run.n,
             comm.size(),
             ctx.config.threads,
-            run.plan.knobs.algo,
+            run.plan.knobs.name(),
             run.width
         );
     }

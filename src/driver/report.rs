@@ -161,7 +161,7 @@ pub fn report_json(r: &Report, ctx: &Ctx, job: &Job) -> String {
         r.n,
         ctx.comm.size(),
         ctx.config.threads,
-        json_str(&format!("{:?}", r.plan.knobs.algo).to_lowercase()),
+        json_str(r.plan.knobs.name()),
         json_str(ctx.sorter.name()),
         r.width,
         r.checked,

@@ -5,6 +5,7 @@
 pub mod cpu;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod host;
 
 /// A backend that sorts one pe's records in place, ascending by the whole integer. Keys handed
 /// to it are unique in psa (they carry a position), so stability does not arise.

@@ -32,6 +32,8 @@ fn shape(n: usize, pes: usize) -> Shape {
         spans: false,
         held: 0,
         index: true,
+        one_node: true,
+        node_cpus: 2,
     }
 }
 
@@ -319,6 +321,7 @@ fn the_model_covers_the_measured_peaks() {
             round_bytes: rounds.then_some(MIN_ROUND_BYTES),
             sort_rounds: ranges,
             merge_rounds: ranges,
+            relay: false,
         };
         let ratio = peak_per_pe(&s, &knobs) as f64 / (mib * (1 << 20) as f64);
         assert!(
@@ -457,4 +460,76 @@ fn the_lcp_and_span_phases_are_covered() {
             );
         }
     }
+}
+
+/// The relay to libsais on pe 0 (`--algo node`): planned without `--algo` on one node past
+/// [`RELAY_MIN`] characters, never across nodes, for small texts, for tokens or with a device;
+/// a budget that pe 0 cannot hold it in runs css; `--algo node` refuses what it cannot build.
+#[test]
+fn the_relay_is_planned_where_pe_0_holds_it() -> TestResult {
+    let auto = Config {
+        relay: Relay::Auto,
+        plan_algo: true,
+        ..config(None)
+    };
+    let big = shape(64 << 20, 4);
+    let relayed = choose(&auto, &big, "")?;
+    assert!(relayed.knobs.relay, "{relayed:?}");
+    // pe 0 holds the text and its 32-bit suffix array (5 bytes a character) besides its block.
+    assert!(relayed.peak >= BASE_BYTES + 5 * (64 << 20) + (16 << 20));
+    assert!(
+        relayed.summary().starts_with("plan: node "),
+        "{}",
+        relayed.summary()
+    );
+    assert!(relayed.to_json().contains("\"algo\": \"node\""));
+    let not = |s: &Shape, c: &Config| choose(c, s, "").map(|p| !p.knobs.relay);
+    assert!(not(
+        &Shape {
+            one_node: false,
+            ..big
+        },
+        &auto
+    )?);
+    assert!(not(&shape(RELAY_MIN, 4), &auto)?);
+    let tokens = Shape {
+        token_width: TokenWidth::W2,
+        ..big
+    };
+    assert!(not(&tokens, &auto)?);
+    let gpu = Config {
+        backend: Backend::Gpu,
+        ..auto.clone()
+    };
+    assert!(not(&big, &gpu)?);
+    // A budget just below pe 0's need: css.
+    let tight = Config {
+        mem_per_pe: Some(relayed.peak - 1),
+        ..auto.clone()
+    };
+    let css = choose(&tight, &big, "--mem-per-pe")?;
+    assert!(!css.knobs.relay && css.knobs.algo == Algo::Css, "{css:?}");
+
+    let on = Config {
+        relay: Relay::On,
+        ..config(None)
+    };
+    assert!(choose(&on, &shape(100, 4), "")?.knobs.relay);
+    let e = choose(&on, &tokens, "").unwrap_err();
+    assert!(
+        matches!(e, Error::Usage(_)) && e.to_string().contains("--algo node"),
+        "{e}"
+    );
+    let on_tight = Config {
+        mem_per_pe: Some(relayed.peak - 1),
+        ..on
+    };
+    let e = choose(&on_tight, &big, "--mem-per-pe").unwrap_err();
+    assert!(matches!(e, Error::Budget(_)), "{e}");
+    assert!(
+        e.to_string()
+            .contains("holds the whole text and its suffix array on pe 0"),
+        "{e}"
+    );
+    Ok(())
 }

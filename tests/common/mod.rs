@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 /// The `psa` binary cargo built for these tests.
 pub const PSA: &str = env!("CARGO_BIN_EXE_psa");
 
-/// Both algorithms: every algorithm test runs for each of them.
-pub const ALGOS: &[&str] = &["dc3", "css"];
+/// Every way `--algo` builds: the two distributed algorithms and the relay to libsais on pe 0
+/// (`node`); every algorithm test runs for each of them.
+pub const ALGOS: &[&str] = &["dc3", "css", "node"];
 
 /// Default limit for one mpirun; a run that takes longer is killed and counts as a hang.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -616,5 +617,7 @@ pub fn plan_shape(n: usize, p: usize) -> psa::plan::Shape {
         spans: false,
         held: 0,
         index: true,
+        one_node: true,
+        node_cpus: 2,
     }
 }

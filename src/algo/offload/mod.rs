@@ -10,6 +10,7 @@
 //! | `None` | no `--gpu` | the algorithm | the algorithm | libsais |
 //! | `Device` | `--gpu`, p = 1 | the device (into a file streamed as it comes with `pool`) | the device, when it fits | the device, when it takes it |
 //! | `Relay` | `--gpu`, p > 1 | streamed through pe 0 to its device, with `pool` ([`relay`]) | the same, when it fits | pe 0's device |
+//! | `Host` | the plan's relay (`--algo node`, or chosen on one node) | streamed through pe 0 to libsais with its node's CPUs ([`relay`], [`crate::local::host`]) | the algorithm | libsais |
 //!
 //! Whatever the device does not take, or fails on, falls back to the CPU, decided together by
 //! every pe. The device itself is the backend's ([`crate::local::DeviceSuffixArray`]); what a
@@ -25,6 +26,8 @@ use crate::algo::sink::SaSink;
 pub use crate::config::Offload;
 use crate::dist::Layout;
 use crate::error::Result;
+use crate::local::host::HostSuffixArray;
+use crate::local::DeviceSuffixArray;
 use crate::Ctx;
 
 /// A gathered text as a device takes it: bytes as they are, or integer values below 2^32.
@@ -55,7 +58,7 @@ impl Offload {
     /// Whether a level's names of at most 256 values may be held as bytes: not where a device
     /// may take the level (it takes levels as integers).
     pub(crate) fn names_as_bytes(self) -> bool {
-        self == Offload::None
+        matches!(self, Offload::None | Offload::Host)
     }
 
     /// The whole byte text (level 0) for `sink`, built by the device when it takes it: Some(this
@@ -71,17 +74,28 @@ impl Offload {
         let pool = match self {
             Offload::None => return None,
             Offload::Device { pool } | Offload::Relay { pool } => pool,
+            Offload::Host => true,
+        };
+        // libsais with the node's CPUs on pe 0, or pe 0's device.
+        let host = (self == Offload::Host && ctx.comm.rank() == 0)
+            .then(|| HostSuffixArray::new(&ctx.node_cpus, ctx.config.threads));
+        let (device, phase) = match self {
+            Offload::Host => (
+                host.as_ref().map(|h| h as &dyn DeviceSuffixArray),
+                HOST_PHASE,
+            ),
+            _ => (ctx.device_suffix_array(), "device suffix array"),
         };
         // Into a file, pe 0 writes what the device gives (no pe holds its part, nothing goes back
         // through MPI).
         if let (Some(out), true) = (sink.file(), pool) {
-            return relay::to_file(ctx, text, layout, out).map(|r| r.map(|()| None));
+            return relay::to_file(ctx, device, phase, text, layout, out).map(|r| r.map(|()| None));
         }
         let sa = match self {
-            Offload::Device { .. } => ctx.phase("device suffix array", || {
+            Offload::Device { .. } => ctx.phase(phase, || {
                 ctx.device_suffix_array()?.suffix_array_bytes(text)
             })?,
-            _ if pool => ctx.phase("device suffix array", || relay::bytes(ctx, text, layout))?,
+            _ if pool => ctx.phase(phase, || relay::bytes(ctx, device, text, layout))?,
             _ => return None,
         };
         Some(Ok(sink.deliver_layout(ctx, sa, layout)))
@@ -97,7 +111,7 @@ impl Offload {
         t: &[C],
         layout: &Layout,
     ) -> Option<Vec<u64>> {
-        if self == Offload::None || depth == 0 || !fits(ctx, layout.len()) {
+        if !self.has_device() || depth == 0 || !fits(ctx, layout.len()) {
             return None;
         }
         // No pe gathers the level: its characters stream through pe 0 to the device and back.
@@ -107,7 +121,7 @@ impl Offload {
     /// The suffix array of a text gathered whole on pe 0 (a base case), by the device when it
     /// takes it; None: libsais builds it. Local (pe 0).
     pub(crate) fn gathered<C: DeviceChar>(self, ctx: &Ctx, all: &[C]) -> Option<Vec<u64>> {
-        if self == Offload::None {
+        if !self.has_device() {
             return None;
         }
         let device = ctx.device_suffix_array()?;
@@ -115,6 +129,16 @@ impl Offload {
             DeviceText::Bytes(b) => device.suffix_array_bytes(b),
             DeviceText::Ints(v) => device.suffix_array_ints(&v),
         }
+    }
+}
+
+/// The phase of the whole text's suffix array built by libsais on pe 0 ([`Offload::Host`]).
+pub const HOST_PHASE: &str = "suffix array on pe 0 (libsais)";
+
+impl Offload {
+    /// Whether the strategy has a device (recursion levels and base cases may go to it).
+    fn has_device(self) -> bool {
+        matches!(self, Offload::Device { .. } | Offload::Relay { .. })
     }
 }
 

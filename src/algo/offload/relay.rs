@@ -25,13 +25,18 @@ use bytemuck::Pod;
 use super::DeviceChar;
 use crate::dist::Layout;
 use crate::io::OutputFile;
-use crate::local::{used_bytes, widen_in_place, Alphabet, HostBuf, PooledSa};
+use crate::local::{used_bytes, widen_in_place, Alphabet, DeviceSuffixArray, HostBuf, PooledSa};
 use crate::Ctx;
 
 /// The suffix array part of this pe for a byte text, built on pe 0's device; None (on every pe)
 /// when the device does not take the text. Collective.
-pub fn bytes(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
-    build_bytes(ctx, text, layout)?.send_to_pes(ctx, layout)
+pub fn bytes(
+    ctx: &Ctx,
+    device: Option<&dyn DeviceSuffixArray>,
+    text: &[u8],
+    layout: &Layout,
+) -> Option<Vec<u64>> {
+    build_bytes(ctx, device, text, layout)?.send_to_pes(ctx, layout)
 }
 
 /// The same, written straight to `out` by pe 0 as the device gives it (no pe holds its part, and
@@ -40,16 +45,23 @@ pub fn bytes(ctx: &Ctx, text: &[u8], layout: &Layout) -> Option<Vec<u64>> {
 /// failed (then nothing valid is in `out`; the caller builds the SA another way). Collective.
 pub fn to_file(
     ctx: &Ctx,
+    device: Option<&dyn DeviceSuffixArray>,
+    phase: &str,
     text: &[u8],
     layout: &Layout,
     out: &OutputFile,
 ) -> Option<crate::Result<()>> {
-    let built = ctx.phase("device suffix array", || build_bytes(ctx, text, layout))?;
+    let built = ctx.phase(phase, || build_bytes(ctx, device, text, layout))?;
     ctx.phase("write", || built.write_to(ctx, layout, out))
 }
 
-/// Streams a byte text to pe 0's device and builds its suffix array there.
-fn build_bytes<'a>(ctx: &'a Ctx, text: &[u8], layout: &Layout) -> Option<Built<'a>> {
+/// Streams a byte text to pe 0's `device` and builds its suffix array there.
+fn build_bytes<'a>(
+    ctx: &'a Ctx,
+    device: Option<&'a dyn DeviceSuffixArray>,
+    text: &[u8],
+    layout: &Layout,
+) -> Option<Built<'a>> {
     // The byte values that occur anywhere: the device packs its first keys by them.
     let seen = ctx
         .comm
@@ -58,7 +70,7 @@ fn build_bytes<'a>(ctx: &'a Ctx, text: &[u8], layout: &Layout) -> Option<Built<'
     for (u, &s) in used.iter_mut().zip(&seen) {
         *u = s > 0;
     }
-    build(ctx, text, layout, Alphabet::Bytes(used), as_bytes)
+    build(ctx, device, text, layout, Alphabet::Bytes(used), as_bytes)
 }
 
 /// A piece of a byte text as the device takes it: as it is.
@@ -85,7 +97,8 @@ pub fn ints<C: DeviceChar>(ctx: &Ctx, text: &[C], layout: &Layout) -> Option<Vec
     if max >= 1 << 32 {
         return None;
     }
-    build(ctx, text, layout, Alphabet::Ints(max), as_u32::<C>)?.send_to_pes(ctx, layout)
+    let device = ctx.device_suffix_array();
+    build(ctx, device, text, layout, Alphabet::Ints(max), as_u32::<C>)?.send_to_pes(ctx, layout)
 }
 
 /// A suffix array built on pe 0's device, not yet brought back: on pe 0 the device build and its
@@ -96,14 +109,15 @@ struct Built<'a> {
     pieces: Option<HostBuf<u32>>,
 }
 
-/// Streams `text` through pe 0 to its backend, which builds the suffix array; None on every pe
-/// when it does not take the text or fails. `encode` gives a piece in the backend's format for
+/// Streams `text` through pe 0 to its backend `device` (pe 0's; None elsewhere), which builds
+/// the suffix array; None on every pe when it does not take the text or fails. `encode` gives a piece in the backend's format for
 /// `alphabet` (the piece itself, or written into the scratch buffer, 4 bytes per record).
 ///
 /// Pe 0 keeps the pieces in memory from its backend ([`HostBuf`]: on the GPU page-locked, so the
 /// DMA engine copies them without the staging copies, which at p = 16 run on pe 0's one thread).
 fn build<'a, T: Pod + Send + Sync>(
     ctx: &'a Ctx,
+    device: Option<&'a dyn DeviceSuffixArray>,
     text: &[T],
     layout: &Layout,
     alphabet: Alphabet,
@@ -113,8 +127,7 @@ fn build<'a, T: Pod + Send + Sync>(
     let root = 0;
     let n = layout.len();
     let mut session = if comm.rank() == root {
-        ctx.device_suffix_array()
-            .and_then(|d| d.pooled_sa(n, &alphabet))
+        device.and_then(|d| d.pooled_sa(n, &alphabet))
     } else {
         None
     };
