@@ -571,7 +571,7 @@ fn settings_come_from_flags_not_the_environment() {
     ];
     let with_flags = "\"config\": {\"algo\": \"css\", \"backend\": \"cpu\", \"threads\": 2, \
         \"base_case\": 16, \"mpi_max_count\": 7, \"exchange_round_bytes\": 4096, \
-        \"mem_per_pe\": 1073741824, \"mem_per_pe_from\": \"--mem-per-pe\", \"plan_base\": null, \"plan_algo\": true, \"read_piece\": 16777216, \"map_threshold\": 1048576, \"huge_pages\": true, \"force_wide\": true, \"index_bits\": 40, \"name_by_sort\": true, \"discard_share\": 0.0, \"css_handover\": 2.0, \
+        \"mem_per_pe\": 1073741824, \"mem_per_pe_from\": \"--mem-per-pe\", \"plan_base\": null, \"plan_algo\": true, \"relay\": \"auto\", \"read_piece\": 16777216, \"map_threshold\": 1048576, \"huge_pages\": true, \"force_wide\": true, \"index_bits\": 40, \"name_by_sort\": true, \"discard_share\": 0.0, \"css_handover\": 2.0, \
         \"css_predict\": false, \"css_finish\": \"dc3\", \"css_predicted\": \"dc3\", \"css_alphabet\": 1048576, \
         \"gpu_pool\": false, \"pool_piece\": 3, \"sort_rounds\": 0, \"merge_rounds\": 0, \"lcp_prefix\": 16, \"request_piece\": 1048576, \"lcp_sample\": 0, \"gpu_stage_buffers\": 4, \
         \"gpu_stage_buffer_bytes\": 33554432, \"gpu_copy_piece\": 8192, \"gpu_pin\": \"alloc\", \
@@ -579,7 +579,7 @@ fn settings_come_from_flags_not_the_environment() {
     // (The default memory budget is the node's, different on every machine.)
     let defaults_head =
         "\"mpi_max_count\": 2147483647, \"exchange_round_bytes\": null, \"mem_per_pe\": ";
-    let defaults = "\"plan_algo\": true, \"read_piece\": 16777216, \"map_threshold\": 1048576, \"huge_pages\": true, \"force_wide\": false, \"index_bits\": null, \"name_by_sort\": false, \"discard_share\": 0.5, \"css_handover\": 0.85, \
+    let defaults = "\"plan_algo\": true, \"relay\": \"auto\", \"read_piece\": 16777216, \"map_threshold\": 1048576, \"huge_pages\": true, \"force_wide\": false, \"index_bits\": null, \"name_by_sort\": false, \"discard_share\": 0.5, \"css_handover\": 0.85, \
         \"css_predict\": true, \"css_finish\": \"dc7\", \"css_predicted\": \"dc7\", \"css_alphabet\": 1048576, \
         \"gpu_pool\": true, \"pool_piece\": 16777216, \"sort_rounds\": 0, \"merge_rounds\": 0, \"lcp_prefix\": 16, \"request_piece\": 1048576, \"lcp_sample\": 0, \"gpu_stage_buffers\": 2, \
         \"gpu_stage_buffer_bytes\": 67108864, \"gpu_copy_piece\": 1048576, \
