@@ -53,6 +53,8 @@ trap 'rm -rf "$WORK"' EXIT
 RUNS=$WORK/runs.tsv
 printf 'input\tn\trep\ttool\twall_s\tpeak_kb\tsum_peak_bytes\tsame\n' > "$RUNS"
 export OMP_WAIT_POLICY=passive
+ROOT=()
+[[ $(id -u) == 0 ]] && ROOT=(--allow-run-as-root)
 
 one() { # input rep tool
   local input=$1 rep=$2 tool=$3 out=$WORK/out.sa n wall peak sum=0 same
@@ -62,7 +64,7 @@ one() { # input rep tool
   else
     local args=${tool#*=}
     # shellcheck disable=SC2086
-    /usr/bin/time -f '%e %M' -o "$WORK/t" mpirun -n "$P" --bind-to core "$PSA" -q --force \
+    /usr/bin/time -f '%e %M' -o "$WORK/t" mpirun "${ROOT[@]}" -n "$P" --bind-to core "$PSA" -q --force \
       --width 4 --stats "$WORK/s.json" $args -o "$out" "$input"
     sum=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(round(d['bytes_per_char'] * d['n']))" "$WORK/s.json")
   fi

@@ -206,6 +206,11 @@ pub trait PooledSa {
     fn build(&mut self) -> Result<(), String>;
     /// Copies SA[offset .. offset + out.len()) into `out` (after [`Self::build`]).
     fn download(&mut self, offset: usize, out: &mut [u32]) -> Result<(), String>;
+    /// The whole suffix array where it is in this process's memory (after [`Self::build`]), to
+    /// be written without a copy; None: [`Self::download`] it (a device's).
+    fn whole(&self) -> Option<&[u32]> {
+        None
+    }
 }
 
 /// Turns n u32 values at the start of a buffer of n u64 into those n u64, in parallel.

@@ -215,27 +215,57 @@ impl Built<'_> {
         let mut failed: Option<String> = None;
         let mut written = Ok(());
         if let (Some(s), Some(buf)) = (self.session.as_mut(), self.pieces.as_deref_mut()) {
+            // Pe 0 writes with every CPU of its node (the others wait asleep), and flushes what
+            // it wrote: only it wrote.
+            let node = NodePool::new(ctx);
             let n = layout.len();
             let mut off = 0;
+            if let Some(all) = s.whole() {
+                written = node.run(|| out.write_part(0, all));
+                off = n;
+            }
             while off < n && failed.is_none() && written.is_ok() {
                 let m = (n - off).min(buf.len().max(1));
                 failed = s.download(off, &mut buf[..m]).err();
                 if failed.is_none() {
-                    written = out.write_part(off, &buf[..m]);
+                    let piece = &buf[..m];
+                    written = node.run(|| out.write_part(off, piece));
                 }
                 off += m;
             }
+            if failed.is_none() && written.is_ok() {
+                written = out.sync_local();
+            }
         }
+        ctx.comm.quiet_barrier();
         drop(self);
         if !agreed_ok(ctx, &failed) {
             return None;
         }
-        // Only pe 0 wrote: only it flushes.
-        let root = ctx.comm.rank() == 0;
-        Some(ctx.comm.agree(written.and_then(|()| match root {
-            true => out.sync_local(),
-            false => Ok(()),
-        })))
+        Some(ctx.comm.agree(written))
+    }
+}
+
+/// A pool of as many threads as the CPUs of this pe's node, started with the calling thread
+/// allowed on all of them (pe 0's work while the other pes of its node wait asleep).
+struct NodePool {
+    pool: Option<rayon::ThreadPool>,
+}
+
+impl NodePool {
+    fn new(ctx: &Ctx) -> NodePool {
+        let _wide = crate::affinity::widen(&ctx.node_cpus);
+        let threads = crate::affinity::count(&ctx.node_cpus).max(ctx.config.threads);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+        NodePool { pool: pool.ok() }
+    }
+
+    /// `f` on the pool; on the current one where no pool could be started.
+    fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
     }
 }
 
