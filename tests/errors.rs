@@ -430,6 +430,25 @@ fn usage_errors() {
         &["--base-case", "at least 4"],
         &out,
     );
+    // The relay to libsais on pe 0 takes bytes only: tokens are refused before anything is read.
+    dir.write("tokens", &[1, 0, 2, 0, 3, 0]);
+    expect_failure(
+        "--algo node --token-width 2",
+        2,
+        &[
+            "--algo",
+            "node",
+            "--token-width",
+            "2",
+            "-o",
+            "out.sa",
+            "tokens",
+        ],
+        &dir,
+        2,
+        &["--algo node", "tokens wider than a byte"],
+        &out,
+    );
 }
 
 #[test]
