@@ -118,9 +118,11 @@ pub fn sample_sort<T: SortKey>(env: &impl SortEnv, mut data: Vec<T>) -> Vec<T> {
 /// `n`, [`samples_per_pe`] per pe on average (`seed` and the pe pick the draws). What splitters
 /// of p ranges of about n/p records each are chosen from. Collective (one all-gather of the
 /// sample); the same on every pe. Each pe sorts its own draws before the gather, so the gathered
-/// sample is p sorted runs, which a merge sort that finds runs orders in about log2(p)
-/// comparisons per record instead of log2 of the sample's size (the merge's records compare by
-/// the cover's rule, characters then ranks, so comparisons are what the sort costs).
+/// sample is p sorted runs, which [`merge_runs`] orders in about log2(p) comparisons per record
+/// instead of log2 of the sample's size (the merge's records compare by the cover's rule,
+/// characters then ranks, so comparisons are what the sort costs). A general sort would not:
+/// Rust's finds runs only of at least √(the sample's size), which p runs of 64 draws are not
+/// past p = 4096 (`docs/scaling-model.md`).
 pub fn gathered_sample<T: Pod + Ord>(comm: &Comm, parts: &[&[T]], n: usize, seed: u64) -> Vec<T> {
     let p = comm.size();
     let mut rng = SplitMix::new(seed ^ ((comm.rank() as u64) << 32) ^ n as u64);
@@ -131,9 +133,42 @@ pub fn gathered_sample<T: Pod + Ord>(comm: &Comm, parts: &[&[T]], n: usize, seed
         drawn.extend((0..want).map(|_| v[(rng.next() % v.len() as u64) as usize]));
     }
     drawn.sort_unstable();
-    let mut all = comm.all_gather_v(&drawn);
-    all.sort();
-    all
+    merge_runs(comm.all_gather_v(&drawn))
+}
+
+/// `v` sorted, for a `v` made of ascending runs (maximal, found by their descents): adjacent runs
+/// merged pairwise, round after round, ⌈log2(runs)⌉ passes of at most `v.len()` comparisons each.
+pub fn merge_runs<T: Copy + Ord>(mut v: Vec<T>) -> Vec<T> {
+    let mut starts: Vec<usize> = std::iter::once(0)
+        .chain((1..v.len()).filter(|&i| v[i - 1] > v[i]))
+        .collect();
+    let mut out = v.clone();
+    while starts.len() > 1 {
+        let at = |k: usize| starts.get(k).copied().unwrap_or(v.len());
+        let mut next = Vec::with_capacity(starts.len().div_ceil(2));
+        for k in (0..starts.len()).step_by(2) {
+            let (lo, mid, hi) = (at(k), at(k + 1), at(k + 2).max(at(k + 1)));
+            merge_into(&v[lo..mid], &v[mid..hi], &mut out[lo..hi]);
+            next.push(lo);
+        }
+        std::mem::swap(&mut v, &mut out);
+        starts = next;
+    }
+    v
+}
+
+/// `x` and `y` (each ascending) merged into `out` (of their total length); stable.
+fn merge_into<T: Copy + Ord>(x: &[T], y: &[T], out: &mut [T]) {
+    let (mut i, mut j) = (0, 0);
+    for o in out.iter_mut() {
+        let take_x = j == y.len() || (i < x.len() && x[i] <= y[j]);
+        *o = if take_x { x[i] } else { y[j] };
+        if take_x {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
 }
 
 /// Sorts records by comparison (for records without an integer key). Uses rayon.
@@ -156,3 +191,56 @@ pub fn count_below<T>(v: &[T], below: impl Fn(&T) -> bool) -> usize {
 
 /// Up to this many bounds a record's range is found by testing every bound ([`count_below`]).
 pub(super) const LINEAR_BOUNDS: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::merge_runs;
+    use crate::util::SplitMix;
+
+    /// The merge of a gathered sample's runs orders it as a stable sort does: runs of every
+    /// length (none, one, many, of one record), ties across runs, and input that is one run.
+    #[test]
+    fn merged_runs_are_sorted() {
+        let mut rng = SplitMix::new(7);
+        for (runs, most) in [(0, 0), (1, 50), (2, 3), (7, 1), (64, 64), (1000, 5), (3, 0)] {
+            let mut v: Vec<(u8, u32)> = Vec::new();
+            for r in 0..runs {
+                let len = (rng.next() % (most as u64 + 1)) as usize;
+                let mut run: Vec<(u8, u32)> =
+                    (0..len).map(|_| ((rng.next() % 8) as u8, r)).collect();
+                run.sort_by_key(|x| x.0);
+                v.extend(run);
+            }
+            // Ord on the key only, to see stability: records wrapped so that ties compare equal.
+            let keyed: Vec<Key> = v.iter().map(|&(k, r)| Key(k, r)).collect();
+            let mut want = keyed.clone();
+            want.sort();
+            let fields = |v: &[Key]| v.iter().map(|k| (k.0, k.1)).collect::<Vec<_>>();
+            assert_eq!(
+                fields(&merge_runs(keyed)),
+                fields(&want),
+                "{runs} runs of up to {most}"
+            );
+        }
+    }
+
+    /// A record ordered by its first field only.
+    #[derive(Clone, Copy, Debug)]
+    struct Key(u8, u32);
+    impl PartialEq for Key {
+        fn eq(&self, o: &Self) -> bool {
+            self.0 == o.0
+        }
+    }
+    impl Eq for Key {}
+    impl PartialOrd for Key {
+        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Key {
+        fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+            self.0.cmp(&o.0)
+        }
+    }
+}
