@@ -527,20 +527,8 @@ fn leanest_memory_budget() {
         let k = TABLE.iter().position(|c| c.name == name).expect("a row");
         let algo = [Algo::Css, Algo::Dc3][k % 2];
         let shape = psa::plan::Shape {
-            n: text.len(),
-            pes: p,
-            base: psa::plan::BASE_BYTES,
-            index_at_least: None,
-            token_width: psa::TokenWidth::W1,
-            width: 4,
             check: true,
-            bwt: false,
-            lcp: false,
-            spans: false,
-            held: 0,
-            index: true,
-            one_node: true,
-            node_cpus: 2,
+            ..plan_shape(text.len(), p)
         };
         let config = psa::Config {
             algo,
