@@ -4,7 +4,7 @@
 //! writes it or streams each pe its part back. On one node this is the fastest way there is
 //! (the distributed algorithms' all-to-alls between pes of one node cost more than they save);
 //! it holds the whole text and a 32-bit suffix array on pe 0 (5 bytes per character), so the
-//! memory plan takes it only where pe 0's budget holds that (`plan::relay_peak`).
+//! memory plan takes it only where pe 0's budget holds that (`plan::relay_bytes`).
 
 use libsais::{SuffixArrayConstruction, ThreadCount};
 use rayon::prelude::*;

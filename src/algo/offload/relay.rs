@@ -1,5 +1,6 @@
 //! The relay: the whole suffix array on pe 0's device, for a distributed text that fits it
-//! (`--gpu`; [`super::Offload::Relay`], and a whole text into a file at p = 1 too).
+//! (`--gpu`; [`super::Offload::Relay`], and a whole text into a file at p = 1 too), or on pe 0's
+//! CPUs by libsais ([`super::Offload::Host`], `--algo node`: [`crate::local::host`]).
 //!
 //! One GPU builds the suffix array of 70 MB of DNA in about 0.1 s; the distributed algorithms
 //! need seconds for it on the pes of one node, most of it in all-to-all exchanges. So when the
@@ -110,8 +111,9 @@ struct Built<'a> {
 }
 
 /// Streams `text` through pe 0 to its backend `device` (pe 0's; None elsewhere), which builds
-/// the suffix array; None on every pe when it does not take the text or fails. `encode` gives a piece in the backend's format for
-/// `alphabet` (the piece itself, or written into the scratch buffer, 4 bytes per record).
+/// the suffix array; None on every pe when it does not take the text or fails. `encode` gives a
+/// piece in the backend's format for `alphabet` (the piece itself, or written into the scratch
+/// buffer, 4 bytes per record).
 ///
 /// Pe 0 keeps the pieces in memory from its backend ([`HostBuf`]: on the GPU page-locked, so the
 /// DMA engine copies them without the staging copies, which at p = 16 run on pe 0's one thread).
