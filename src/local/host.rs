@@ -14,7 +14,7 @@ use super::{Alphabet, DeviceSuffixArray, PooledSa};
 /// The longest text it takes: libsais' 32-bit suffix array holds positions below 2^31 − 1.
 pub const MAX_LEN: usize = i32::MAX as usize - 1;
 
-/// libsais with the CPUs `cpus` (a mask, see [`crate::affinity`]), at least `threads` threads.
+/// libsais with the CPUs `cpus` (a mask, see `crate::affinity`), at least `threads` threads.
 pub struct HostSuffixArray {
     cpus: Vec<u64>,
     threads: usize,

@@ -1,6 +1,6 @@
 //! The relay: the whole suffix array on pe 0's device, for a distributed text that fits it
 //! (`--gpu`; [`super::Offload::Relay`], and a whole text into a file at p = 1 too), or on pe 0's
-//! CPUs by libsais ([`super::Offload::Host`], `--algo node`: [`crate::local::host`]).
+//! CPUs by libsais (`Offload::Host`, `--algo node`: [`crate::local::host`]).
 //!
 //! One GPU builds the suffix array of 70 MB of DNA in about 0.1 s; the distributed algorithms
 //! need seconds for it on the pes of one node, most of it in all-to-all exchanges. So when the
