@@ -198,7 +198,7 @@ pub struct Knobs {
     /// Key ranges the difference covers merge in, one after the other
     /// ([`DcxOptions::merge_rounds`]; 0: one): pDC3's, and DC7's when pCSS hands over.
     pub merge_rounds: usize,
-    /// The whole text to libsais on pe 0 with its node's CPUs ([`Relay`]; [`Offload::Host`]);
+    /// The whole text to libsais on pe 0 with its node's CPUs ([`Relay`]; `Offload::Host`);
     /// `algo` builds what it does not take.
     pub relay: bool,
 }

@@ -132,7 +132,7 @@ impl Offload {
     }
 }
 
-/// The phase of the whole text's suffix array built by libsais on pe 0 ([`Offload::Host`]).
+/// The phase of the whole text's suffix array built by libsais on pe 0 (`Offload::Host`).
 pub const HOST_PHASE: &str = "suffix array on pe 0 (libsais)";
 
 impl Offload {
